@@ -1,0 +1,96 @@
+# Agora — two commands: `make run` and `make test`. Everything else they need is built or
+# installed here, pinned; runtime binaries are cached per version outside the clone.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+include deploy/versions.env
+
+PYTHON      ?= python3.11
+VENV        := .venv
+PY          := $(VENV)/bin/python
+CACHE       ?= $(HOME)/.cache/agora
+DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)/bin
+JAEGER_BIN  := $(CACHE)/jaeger-$(JAEGER_VERSION)/bin
+DAPR_TAGS   := stablecomponents,conversation_echo
+GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
+JAEGER      ?= 1
+PROFILE     ?= default
+PYTEST_ARGS ?=
+
+export AGORA_CACHE := $(CACHE)
+
+.PHONY: help venv dapr jaeger redis tools run test test-unit test-integration bench lint clean
+
+help:
+	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
+	@echo "make test    install what the tests need, then run unit + integration tests"
+	@echo "make dapr    build daprd, placement, scheduler $(DAPR_VERSION) into $(DAPR_BIN) (once)"
+	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
+	@echo "make bench   run the benchmarks; results in bench/results/"
+	@echo "make lint    ruff + mypy"
+	@echo "make clean   remove the venv and run folders (not the binary cache)"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# A build writes to a temporary folder and is renamed into place only when complete, so an
+# interrupted build is never mistaken for a finished one.
+$(DAPR_BIN)/daprd:
+	@grep -q "github.com/dapr/dapr v$(DAPR_VERSION)$$" deploy/dapr/go.mod || \
+		{ echo "deploy/dapr/go.mod does not pin dapr v$(DAPR_VERSION)"; exit 1; }
+	@echo "building Dapr $(DAPR_VERSION) (daprd, placement, scheduler) into $(DAPR_BIN)"
+	rm -rf $(DAPR_BIN).partial && mkdir -p $(DAPR_BIN).partial
+	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
+		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
+		-o $(DAPR_BIN).partial/ \
+		github.com/dapr/dapr/cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler
+	rm -rf $(DAPR_BIN) && mv $(DAPR_BIN).partial $(DAPR_BIN)
+	$(DAPR_BIN)/daprd --version
+
+dapr: $(DAPR_BIN)/daprd
+
+$(JAEGER_BIN)/jaeger:
+	@grep -q "github.com/jaegertracing/jaeger v$(JAEGER_VERSION)$$" deploy/jaeger/go.mod || \
+		{ echo "deploy/jaeger/go.mod does not pin jaeger v$(JAEGER_VERSION)"; exit 1; }
+	@echo "building Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN)"
+	rm -rf $(JAEGER_BIN).partial && mkdir -p $(JAEGER_BIN).partial
+	cd deploy/jaeger && time $(GO_ENV) go build -trimpath -ldflags "-s -w" -o $(JAEGER_BIN).partial/ \
+		github.com/jaegertracing/jaeger/cmd/jaeger
+	rm -rf $(JAEGER_BIN) && mv $(JAEGER_BIN).partial $(JAEGER_BIN)
+
+jaeger: $(JAEGER_BIN)/jaeger
+
+redis:
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@redis-server --version
+
+tools: venv dapr jaeger redis
+
+run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
+	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger)
+
+test: tools
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: tools
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+bench: venv dapr
+	$(PY) -m bench
+
+lint: venv
+	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/ruff format --check services tests bench
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .run build *.egg-info services/*.egg-info .pytest_cache .mypy_cache .ruff_cache

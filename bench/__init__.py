@@ -1,0 +1,1 @@
+"""Agora benchmarks (`make bench`)."""

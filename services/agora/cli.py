@@ -1,0 +1,153 @@
+"""`agora` command line: run the local system, and talk to a running one.
+
+Commands that talk to a running system go through a Dapr sidecar's HTTP API (service
+invocation and publish); by default they use the sidecar of the system `agora run` started
+(found through `.run/current/cluster.json`), or `--dapr-http-port` / DAPR_HTTP_PORT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+RUN_ROOT = Path(".run")
+
+
+def _sidecar_port(args: argparse.Namespace) -> int:
+    if args.dapr_http_port:
+        return int(args.dapr_http_port)
+    manifest = RUN_ROOT / "current" / "cluster.json"
+    if manifest.is_file():
+        services = json.loads(manifest.read_text())["services"]
+        if services:
+            return int(services[0]["dapr_http_port"])
+    if os.environ.get("DAPR_HTTP_PORT"):
+        return int(os.environ["DAPR_HTTP_PORT"])
+    raise SystemExit("no running Agora found: start one with `make run`, or pass --dapr-http-port")
+
+
+def _invoke(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/registry/method/{path}"
+    response = httpx.request(method, url, json=body, timeout=30)
+    if response.status_code >= 400:
+        raise SystemExit(f"registry answered {response.status_code}: {response.text}")
+    return response.json()
+
+
+def _print_agents(agents: list[dict[str, Any]]) -> None:
+    if not agents:
+        print("(no agents)")
+    for agent in agents:
+        print(
+            f"{agent['agent_id']:<24} {agent['model_tier']:<9} ${agent['cost_per_step_usd']:<8.4f} "
+            f"{', '.join(agent['skill_tags'])}"
+        )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agora.demo import run_demo
+    from agora.harness import LocalCluster
+    from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES
+
+    RUN_ROOT.mkdir(exist_ok=True)
+    run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
+    with LocalCluster(
+        args.profile, run_dir=run_dir.resolve(), jaeger=not args.no_jaeger, jaeger_ports=JAEGER_DEFAULT_PORTS
+    ) as cluster:
+        current = RUN_ROOT / "current"
+        if current.is_symlink() or current.exists():
+            current.unlink()
+        current.symlink_to(run_dir.name)
+        for spec in SERVICES:
+            cluster.add_service(spec)
+        print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
+        for replica in cluster.replicas:
+            ep = replica.endpoints
+            print(f"  {replica.name:<14} app :{ep.app_port}  daprd http :{ep.dapr_http_port}")
+        if cluster.with_jaeger:
+            print(f"  traces: {cluster.jaeger_query_url} (Jaeger UI; search service 'registry')")
+        if not args.no_demo:
+            run_demo(cluster.replicas[0].dapr_http)
+        print("Running. Ctrl-C stops everything.", flush=True)
+        try:
+            while all(p.running() for p in cluster.processes()):
+                time.sleep(0.5)
+            print("a process exited unexpectedly; stopping", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("\nstopping...")
+        finally:
+            current.unlink(missing_ok=True)
+    return 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    profiles = yaml.safe_load(Path(args.file).read_text())
+    for profile in profiles if isinstance(profiles, list) else [profiles]:
+        saved = _invoke(args, "POST", "v1/agents", profile)
+        print(f"registered {saved['agent_id']}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    _print_agents(_invoke(args, "GET", "v1/agents")["agents"])
+    return 0
+
+
+def cmd_filter(args: argparse.Namespace) -> int:
+    query = {"required_skills": args.required, "preferred_skills": args.preferred or []}
+    if args.limit:
+        query["limit"] = args.limit
+    _print_agents(_invoke(args, "POST", "v1/agents/filter", query)["agents"])
+    return 0
+
+
+def cmd_deregister(args: argparse.Namespace) -> int:
+    print(_invoke(args, "DELETE", f"v1/agents/{args.agent_id}"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agora", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--dapr-http-port", help="sidecar to talk through (default: the running `agora run`)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="start the whole system locally (Ctrl-C stops it)")
+    run.add_argument("--profile", choices=["default", "redis"], default="default")
+    run.add_argument("--no-jaeger", action="store_true", help="do not start Jaeger")
+    run.add_argument("--no-demo", action="store_true", help="skip the demo")
+    run.set_defaults(func=cmd_run)
+
+    registry = commands.add_parser("registry", help="capability registry").add_subparsers(
+        dest="action", required=True
+    )
+    register = registry.add_parser("register", help="register profiles from a YAML/JSON file (one or a list)")
+    register.add_argument("file")
+    register.set_defaults(func=cmd_register)
+    registry.add_parser("list", help="list registered agents").set_defaults(func=cmd_list)
+    filter_ = registry.add_parser("filter", help="capable agents for required/preferred skills")
+    filter_.add_argument("--required", nargs="+", required=True)
+    filter_.add_argument("--preferred", nargs="*")
+    filter_.add_argument("--limit", type=int)
+    filter_.set_defaults(func=cmd_filter)
+    deregister = registry.add_parser("deregister", help="remove an agent")
+    deregister.add_argument("agent_id")
+    deregister.set_defaults(func=cmd_deregister)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

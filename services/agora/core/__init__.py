@@ -1,0 +1,1 @@
+"""Pure domain core: models and algorithms. Imports nothing from Dapr."""

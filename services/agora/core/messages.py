@@ -1,0 +1,63 @@
+"""Pub/sub contracts: topic names and the payload each topic carries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agora.core.models import CapabilityProfile
+
+
+class Topic(StrEnum):
+    REGISTRY_COMMANDS = "agora.registry"
+    """Register / deregister commands for the registry (any publisher)."""
+    REGISTRY_CHANGED = "agora.registry.changed"
+    """Published by a registry replica after it saved a change; every replica applies it."""
+    DEAD_LETTER = "agora.deadletter"
+    """Messages a subscriber could not accept, each with the reason."""
+
+
+class RegisterAgent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["register"] = "register"
+    profile: CapabilityProfile
+
+
+class DeregisterAgent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["deregister"] = "deregister"
+    agent_id: str = Field(min_length=1)
+
+
+RegistryCommand = Annotated[RegisterAgent | DeregisterAgent, Field(discriminator="kind")]
+registry_command_adapter: TypeAdapter[RegisterAgent | DeregisterAgent] = TypeAdapter(RegistryCommand)
+
+
+class RegistryChange(StrEnum):
+    REGISTERED = "registered"
+    DEREGISTERED = "deregistered"
+
+
+class RegistryChanged(BaseModel):
+    """A notification, not a copy: replicas re-read the profile from the state store,
+    so out-of-order or repeated notifications converge on the stored truth."""
+
+    agent_id: str
+    change: RegistryChange
+
+
+class DeadLetter(BaseModel):
+    """Why a message was refused, with the message itself, so nothing is lost."""
+
+    topic: str
+    message_id: str | None
+    subscriber: str
+    reason: str
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    payload: Any = None
+    refused_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

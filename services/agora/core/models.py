@@ -1,0 +1,59 @@
+"""Domain models shared by every service: the one place these schemas are defined."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class AgentTier(StrEnum):
+    FAST = "fast"
+    BALANCED = "balanced"
+    POWERFUL = "powerful"
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    """Strip tags, reject blanks, drop repeats while keeping the caller's order."""
+    cleaned: list[str] = []
+    for tag in tags:
+        stripped = tag.strip()
+        if not stripped:
+            raise ValueError("skill tags must be non-empty strings")
+        if stripped not in cleaned:
+            cleaned.append(stripped)
+    return cleaned
+
+
+class CapabilityProfile(BaseModel):
+    """What a worker agent can do and what it costs; the unit the registry filters on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str = Field(min_length=1, max_length=256, pattern=r"^[^\s|]+$")
+    agent_name: str = Field(min_length=1)
+    skill_tags: list[str] = Field(min_length=1)
+    model_tier: AgentTier = AgentTier.BALANCED
+    cost_per_step_usd: float = Field(default=0.0, ge=0.0)
+    max_steps: int = Field(default=20, ge=1)
+    latency_sla_ms: int | None = Field(default=None, gt=0)
+
+    @field_validator("skill_tags")
+    @classmethod
+    def _skills_are_clean(cls, tags: list[str]) -> list[str]:
+        return _clean_tags(tags)
+
+
+class CapabilityQuery(BaseModel):
+    """A `filter_capable` request: every required skill must match; preferred skills rank."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    required_skills: list[str] = Field(min_length=1)
+    preferred_skills: list[str] = Field(default_factory=list)
+    limit: int | None = Field(default=None, ge=1, le=1000)
+
+    @field_validator("required_skills", "preferred_skills")
+    @classmethod
+    def _skills_are_clean(cls, tags: list[str]) -> list[str]:
+        return _clean_tags(tags)

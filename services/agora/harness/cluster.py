@@ -1,0 +1,453 @@
+"""A local Dapr cluster: placement, scheduler, optional Redis and Jaeger, and for each service
+its app process plus its `daprd` sidecar, every one on free loopback ports, logging under one
+run folder, and all stopped on exit, on exceptions and on Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+import httpx
+import yaml
+
+from agora.harness.processes import ManagedProcess, PortAllocator, ProcessFailed, http_ok, port_open
+from agora.harness.toolchain import Toolchain
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+COMPONENTS_DIR = REPO_ROOT / "components"
+PROFILES = ("default", "redis")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """How to run one service: its Dapr app id and the Python module that serves it."""
+
+    app_id: str
+    module: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Endpoints:
+    app_port: int
+    dapr_http_port: int
+    dapr_grpc_port: int
+    dapr_internal_grpc_port: int
+
+
+class ServiceReplica:
+    """One app process and its sidecar."""
+
+    def __init__(self, cluster: LocalCluster, spec: ServiceSpec, index: int) -> None:
+        self.cluster = cluster
+        self.spec = spec
+        self.index = index
+        self.name = f"{spec.app_id}-{index}"
+        ports = cluster.ports
+        self.endpoints = Endpoints(ports.take(), ports.take(), ports.take(), ports.take())
+        self.app: ManagedProcess | None = None
+        self.daprd: ManagedProcess | None = None
+
+    @property
+    def dapr_http(self) -> str:
+        return f"http://127.0.0.1:{self.endpoints.dapr_http_port}"
+
+    @property
+    def app_url(self) -> str:
+        return f"http://127.0.0.1:{self.endpoints.app_port}"
+
+    def invoke_url(self, method: str, app_id: str | None = None) -> str:
+        """URL that reaches `method` of `app_id` (default: this service) via this sidecar."""
+        return f"{self.dapr_http}/v1.0/invoke/{app_id or self.spec.app_id}/method/{method.lstrip('/')}"
+
+    def start(self, timeout: float = 60.0) -> ServiceReplica:
+        cluster, ep = self.cluster, self.endpoints
+        env = cluster.child_env(
+            {
+                "APP_ID": self.spec.app_id,
+                "APP_PORT": str(ep.app_port),
+                "DAPR_HTTP_PORT": str(ep.dapr_http_port),
+                "DAPR_GRPC_PORT": str(ep.dapr_grpc_port),
+                **self.spec.env,
+            }
+        )
+        self.app = ManagedProcess(
+            f"{self.name}-app",
+            [sys.executable, "-m", self.spec.module],
+            cluster.logs / f"{self.name}.app.log",
+            env=env,
+        ).start()
+        self.daprd = ManagedProcess(
+            f"{self.name}-daprd",
+            self._daprd_argv(),
+            cluster.logs / f"{self.name}.daprd.log",
+            env=cluster.child_env(),
+        ).start()
+        try:
+            self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
+            self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
+        except ProcessFailed:
+            self.stop()
+            raise
+        return self
+
+    def _daprd_argv(self) -> list[str]:
+        c, ep = self.cluster, self.endpoints
+        argv = [
+            str(c.toolchain.daprd),
+            "--app-id",
+            self.spec.app_id,
+            "--app-port",
+            str(ep.app_port),
+            "--app-protocol",
+            "http",
+            "--app-channel-address",
+            "127.0.0.1",
+            "--dapr-listen-addresses",
+            "127.0.0.1",
+            "--dapr-http-port",
+            str(ep.dapr_http_port),
+            "--dapr-grpc-port",
+            str(ep.dapr_grpc_port),
+            "--dapr-internal-grpc-port",
+            str(ep.dapr_internal_grpc_port),
+            "--enable-metrics=false",
+            "--placement-host-address",
+            f"127.0.0.1:{c.placement_port}",
+            "--scheduler-host-address",
+            f"127.0.0.1:{c.scheduler_port}",
+            "--config",
+            str(c.config_file),
+            "--enable-app-health-check",
+            "--app-health-check-path",
+            "/healthz",
+            "--app-health-probe-interval",
+            "1",
+            "--dapr-graceful-shutdown-seconds",
+            "5",
+            "--log-level",
+            c.log_level,
+        ]
+        for path in c.resource_dirs:
+            argv += ["--resources-path", str(path)]
+        return argv
+
+    def stop(self) -> None:
+        # App first: it stops taking work and drains while its sidecar can still carry the
+        # last state writes; then the sidecar.
+        for proc in (self.app, self.daprd):
+            if proc is not None:
+                proc.stop()
+
+    def kill(self) -> None:
+        for proc in (self.app, self.daprd):
+            if proc is not None:
+                proc.kill()
+
+    def restart(self, timeout: float = 60.0) -> ServiceReplica:
+        self.stop()
+        return self.start(timeout)
+
+
+class LocalCluster:
+    """Use as a context manager; `add_service` starts replicas of a service."""
+
+    def __init__(
+        self,
+        profile: str = "default",
+        *,
+        run_dir: Path | None = None,
+        jaeger: bool = False,
+        toolchain: Toolchain | None = None,
+        log_level: str = "info",
+        extra_env: dict[str, str] | None = None,
+        jaeger_ports: dict[str, int] | None = None,
+    ) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+        self.profile = profile
+        self.run_id = os.environ.get("AGORA_RUN_ID") or uuid.uuid4().hex[:12]
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix=f"agora-{self.run_id}-"))
+        self.logs = self.run_dir / "logs"
+        self.toolchain = toolchain or Toolchain.from_environment()
+        self.log_level = log_level
+        self.extra_env = dict(extra_env or {})
+        self.with_jaeger = jaeger
+        self.ports = PortAllocator()
+        self.placement_port = 0
+        self.scheduler_port = 0
+        self.redis_port: int | None = None
+        self.jaeger_ports: dict[str, int] = {}
+        self._preferred_jaeger_ports = jaeger_ports or {}
+        self.config_file = self.run_dir / "config.yaml"
+        self.resource_dirs: list[Path] = []
+        self._infra: list[ManagedProcess] = []
+        self.replicas: list[ServiceReplica] = []
+        self._previous_sigterm: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_system_exit)
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+    ) -> None:
+        self.stop()
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+
+    def start(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        if self.with_jaeger:
+            self._start_jaeger()
+        if self.profile == "redis":
+            self._start_redis()
+        self._render_resources()
+        self._start_placement()
+        self._start_scheduler()
+        self._write_manifest()
+
+    def stop(self) -> None:
+        """Stop services, then infrastructure. A second Ctrl-C while stopping is ignored, so
+        an impatient user cannot interrupt the clean-up half-way."""
+        with _signals_deferred():
+            for replica in reversed(self.replicas):
+                with contextlib.suppress(Exception):
+                    replica.stop()
+            for proc in reversed(self._infra):
+                with contextlib.suppress(Exception):
+                    proc.stop()
+
+    def child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPR_", "OTEL_", "APP_"))}
+        env.update(
+            {
+                "AGORA_RUN_ID": self.run_id,
+                "PYTHONUNBUFFERED": "1",
+                **({"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_grpc_endpoint} if self.with_jaeger else {}),
+                **({"OTEL_TRACES_EXPORTER": "none"} if not self.with_jaeger else {}),
+                **self.extra_env,
+                **(extra or {}),
+            }
+        )
+        return env
+
+    # -- services ----------------------------------------------------------------------------
+
+    def add_service(
+        self, spec: ServiceSpec, replicas: int = 1, timeout: float = 60.0
+    ) -> list[ServiceReplica]:
+        started = []
+        for _ in range(replicas):
+            index = sum(r.spec.app_id == spec.app_id for r in self.replicas)
+            replica = ServiceReplica(self, spec, index)
+            self.replicas.append(replica)
+            started.append(replica.start(timeout))
+        self._write_manifest()
+        return started
+
+    # -- infrastructure ----------------------------------------------------------------------
+
+    @property
+    def otlp_grpc_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.jaeger_ports['otlp_grpc']}"
+
+    @property
+    def jaeger_query_url(self) -> str:
+        return f"http://127.0.0.1:{self.jaeger_ports['query']}"
+
+    def _infra_process(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, self.logs / f"{name}.log", env=self.child_env(env)).start()
+        self._infra.append(proc)
+        return proc
+
+    def _start_placement(self) -> None:
+        self.placement_port = self.ports.take()
+        healthz, raft = self.ports.take(), self.ports.take()
+        proc = self._infra_process(
+            "placement",
+            [
+                str(self.toolchain.placement),
+                "--id",
+                "placement-0",
+                "--initial-cluster",
+                f"placement-0=127.0.0.1:{raft}",
+                "--port",
+                str(self.placement_port),
+                "--listen-address",
+                "127.0.0.1",
+                "--healthz-port",
+                str(healthz),
+                "--healthz-listen-address",
+                "127.0.0.1",
+                "--enable-metrics=false",
+                "--log-level",
+                self.log_level,
+            ],
+        )
+        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "placement healthy", 30)
+
+    def _start_scheduler(self) -> None:
+        self.scheduler_port = self.ports.take()
+        healthz, etcd_client, etcd_peer = self.ports.take(), self.ports.take(), self.ports.take()
+        data_dir = self.run_dir / "scheduler-etcd"
+        proc = self._infra_process(
+            "scheduler",
+            [
+                str(self.toolchain.scheduler),
+                "--id",
+                "scheduler-0",
+                "--port",
+                str(self.scheduler_port),
+                "--listen-address",
+                "127.0.0.1",
+                "--healthz-port",
+                str(healthz),
+                "--healthz-listen-address",
+                "127.0.0.1",
+                "--enable-metrics=false",
+                "--etcd-data-dir",
+                str(data_dir),
+                "--etcd-client-port",
+                str(etcd_client),
+                "--etcd-client-listen-address",
+                "127.0.0.1",
+                "--etcd-initial-cluster",
+                f"scheduler-0=http://127.0.0.1:{etcd_peer}",
+                "--log-level",
+                self.log_level,
+            ],
+        )
+        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "scheduler healthy", 60)
+
+    def _start_redis(self) -> None:
+        self.redis_port = self.ports.take()
+        proc = self._infra_process(
+            "redis",
+            [
+                str(self.toolchain.redis_server),
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.run_dir),
+            ],
+        )
+        proc.wait_until(port_open(self.redis_port), "redis listening", 20)
+
+    def _start_jaeger(self) -> None:
+        names = ("otlp_grpc", "otlp_http", "query", "query_grpc", "health")
+        preferred = self._preferred_jaeger_ports
+        if set(preferred) == set(names) and not any(port_open(p)() for p in preferred.values()):
+            self.jaeger_ports = dict(preferred)
+        else:
+            self.jaeger_ports = {name: self.ports.take() for name in names}
+        env = {f"JAEGER_{name.upper()}_PORT": str(port) for name, port in self.jaeger_ports.items()}
+        proc = self._infra_process(
+            "jaeger",
+            [str(self.toolchain.jaeger), "--config", str(REPO_ROOT / "deploy" / "jaeger" / "config.yaml")],
+            env,
+        )
+        proc.wait_until(http_ok(f"{self.jaeger_query_url}/api/services"), "jaeger query API up", 30)
+        proc.wait_until(port_open(self.jaeger_ports["otlp_grpc"]), "jaeger OTLP receiver up", 30)
+
+    def _render_resources(self) -> None:
+        """Copy the profile's component files into the run folder, pointing them at this run's
+        Redis, and the Configuration at this run's OTLP receiver."""
+        self.resource_dirs = []
+        for source in (COMPONENTS_DIR / "common", COMPONENTS_DIR / self.profile):
+            target = self.run_dir / "resources" / source.name
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(source.glob("*.yaml")):
+                docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+                for doc in docs:
+                    self._point_at_local_redis(doc)
+                (target / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+            self.resource_dirs.append(target)
+        config = yaml.safe_load((COMPONENTS_DIR / "config.yaml").read_text())
+        tracing = config["spec"]["tracing"]
+        if self.with_jaeger:
+            tracing["otel"]["endpointAddress"] = f"127.0.0.1:{self.jaeger_ports['otlp_grpc']}"
+        else:
+            tracing.pop("otel", None)
+            tracing["samplingRate"] = "0"
+        self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def _point_at_local_redis(self, doc: dict[str, Any]) -> None:
+        if self.redis_port is None or doc.get("kind") != "Component":
+            return
+        for item in doc["spec"].get("metadata", []):
+            if item.get("name") == "redisHost":
+                item["value"] = f"127.0.0.1:{self.redis_port}"
+
+    def _write_manifest(self) -> None:
+        manifest = {
+            "run_id": self.run_id,
+            "profile": self.profile,
+            "run_dir": str(self.run_dir),
+            "jaeger_ui": self.jaeger_query_url if self.with_jaeger else None,
+            "services": [
+                {
+                    "name": r.name,
+                    "app_id": r.spec.app_id,
+                    "dapr_http_port": r.endpoints.dapr_http_port,
+                    "app_port": r.endpoints.app_port,
+                }
+                for r in self.replicas
+            ],
+        }
+        (self.run_dir / "cluster.json").write_text(json.dumps(manifest, indent=2))
+
+    def processes(self) -> Iterator[ManagedProcess]:
+        yield from self._infra
+        for replica in self.replicas:
+            yield from (p for p in (replica.app, replica.daprd) if p is not None)
+
+    def wait_for_app(self, replica: ServiceReplica, path: str, timeout: float = 30.0) -> httpx.Response:
+        return httpx.get(f"{replica.app_url}{path}", timeout=timeout)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_system_exit(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def dapr_cli_available() -> bool:
+    return shutil.which("dapr") is not None

@@ -1,0 +1,59 @@
+"""Topic recorder: a tiny app that subscribes to chosen topics and serves what it received.
+
+Used by the tests and `make run` to watch topics such as the dead-letter topic. Topics come
+from AGORA_RECORD_TOPICS as `pubsub/topic` pairs separated by commas.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from agora.runtime.service import ServiceContext, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+
+APP_ID = "recorder"
+
+
+class RecorderSettings(ServiceSettings):
+    app_id: str = APP_ID
+    record_topics: str = "agora-pubsub/agora.deadletter"
+
+
+class Recorded(BaseModel):
+    topic: str
+    messages: list[Any]
+
+
+def create_app(settings: RecorderSettings | None = None) -> FastAPI:
+    settings = settings or RecorderSettings()
+    received: dict[str, list[Any]] = defaultdict(list)
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        for pair in filter(None, (p.strip() for p in settings.record_topics.split(","))):
+            pubsub, topic = pair.split("/", 1)
+
+            async def record(payload: Any, topic: str = topic) -> None:
+                received[topic].append(payload)
+
+            # The recorder must see malformed payloads too, so it accepts anything and never
+            # dead-letters what it records.
+            ctx.subscriptions.subscribe(topic, Any, record, pubsub=pubsub, dead_letter=False)
+
+        @app.get("/v1/messages/{topic}", response_model=Recorded)
+        async def messages(topic: str) -> Recorded:
+            return Recorded(topic=topic, messages=received.get(topic, []))
+
+    return create_service_app(settings, title="Agora topic recorder", setup=setup)
+
+
+def main() -> None:
+    settings = RecorderSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

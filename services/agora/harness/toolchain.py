@@ -1,0 +1,75 @@
+"""Where the runtime binaries live: built once per version into ~/.cache/agora (see the
+Makefile's `dapr` and `jaeger` targets), shared by every clone on the machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+VERSIONS_FILE = REPO_ROOT / "deploy" / "versions.env"
+
+
+class MissingTool(RuntimeError):
+    pass
+
+
+def pinned_versions() -> dict[str, str]:
+    versions = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("AGORA_CACHE", Path.home() / ".cache" / "agora"))
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    dapr_bin: Path
+    jaeger_bin: Path
+
+    @classmethod
+    def from_environment(cls) -> Toolchain:
+        versions = pinned_versions()
+        root = cache_root()
+        return cls(
+            dapr_bin=Path(
+                os.environ.get("AGORA_DAPR_BIN", root / f"dapr-{versions['DAPR_VERSION']}" / "bin")
+            ),
+            jaeger_bin=Path(
+                os.environ.get("AGORA_JAEGER_BIN", root / f"jaeger-{versions['JAEGER_VERSION']}" / "bin")
+            ),
+        )
+
+    def _require(self, path: Path, make_target: str) -> Path:
+        if not path.is_file():
+            raise MissingTool(f"{path} is missing; build it with `make {make_target}`")
+        return path
+
+    @property
+    def daprd(self) -> Path:
+        return self._require(self.dapr_bin / "daprd", "dapr")
+
+    @property
+    def placement(self) -> Path:
+        return self._require(self.dapr_bin / "placement", "dapr")
+
+    @property
+    def scheduler(self) -> Path:
+        return self._require(self.dapr_bin / "scheduler", "dapr")
+
+    @property
+    def jaeger(self) -> Path:
+        return self._require(self.jaeger_bin / "jaeger", "jaeger")
+
+    @property
+    def redis_server(self) -> Path:
+        found = shutil.which("redis-server") or "/usr/bin/redis-server"
+        return self._require(Path(found), "redis")

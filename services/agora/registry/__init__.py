@@ -1,0 +1,1 @@
+"""Registry service: agents' capability profiles and capability-first filtering."""

@@ -1,0 +1,3 @@
+from agora.registry.app import main
+
+main()

@@ -1,0 +1,97 @@
+"""The registry app: HTTP API (reached through Dapr service invocation) and subscriptions."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from agora.core.messages import (
+    DeregisterAgent,
+    RegisterAgent,
+    RegistryChanged,
+    Topic,
+    registry_command_adapter,
+)
+from agora.core.models import CapabilityProfile, CapabilityQuery
+from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
+from agora.runtime.service import NotFound, ServiceContext, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+
+APP_ID = "registry"
+
+
+class RegistrySettings(ServiceSettings):
+    app_id: str = APP_ID
+    max_candidates: int = DEFAULT_MAX_CANDIDATES
+
+
+class AgentList(BaseModel):
+    agents: list[CapabilityProfile]
+
+
+def create_app(settings: RegistrySettings | None = None) -> FastAPI:
+    settings = settings or RegistrySettings()
+    registry: CapabilityRegistry | None = None
+
+    def current() -> CapabilityRegistry:
+        assert registry is not None, "registry used before setup"
+        return registry
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        nonlocal registry
+        registry = CapabilityRegistry.from_context(ctx, settings.max_candidates)
+        app.state.registry = registry
+
+        @app.post("/v1/agents", response_model=CapabilityProfile)
+        async def register(profile: CapabilityProfile) -> CapabilityProfile:
+            return await current().register(profile)
+
+        @app.get("/v1/agents", response_model=AgentList)
+        async def list_agents() -> AgentList:
+            return AgentList(agents=current().list_agents())
+
+        @app.get("/v1/agents/{agent_id}", response_model=CapabilityProfile)
+        async def get_agent(agent_id: str) -> CapabilityProfile:
+            profile = current().get(agent_id)
+            if profile is None:
+                raise NotFound(f"no agent registered as {agent_id!r}", agent_id=agent_id)
+            return profile
+
+        @app.delete("/v1/agents/{agent_id}")
+        async def deregister(agent_id: str) -> dict[str, bool]:
+            return {"deregistered": await current().deregister(agent_id)}
+
+        @app.post("/v1/agents/filter", response_model=AgentList)
+        async def filter_capable(query: CapabilityQuery) -> AgentList:
+            return AgentList(
+                agents=current().filter_capable(query.required_skills, query.preferred_skills, query.limit)
+            )
+
+        @app.post("/v1/agents/reload")
+        async def reload() -> dict[str, int]:
+            return {"agents": await current().load_all()}
+
+        async def on_command(command: RegisterAgent | DeregisterAgent) -> None:
+            if isinstance(command, RegisterAgent):
+                await current().register(command.profile)
+            else:
+                await current().deregister(command.agent_id)
+
+        ctx.subscriptions.subscribe(Topic.REGISTRY_COMMANDS, registry_command_adapter, on_command)
+        ctx.subscriptions.subscribe(
+            Topic.REGISTRY_CHANGED, RegistryChanged, current().apply_change, pubsub=settings.broadcast_pubsub
+        )
+
+    async def warm_up(_: ServiceContext) -> None:
+        await current().load_all()
+
+    return create_service_app(settings, title="Agora registry", setup=setup, warm_up=warm_up)
+
+
+def main() -> None:
+    settings = RegistrySettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Publishing CloudEvents and subscribing to topics with validation, dead-lettering and dedupe.
+
+Delivery is at least once, so every subscription is idempotent by CloudEvent id: ids already
+handled (kept in memory and, with a TTL, in the state store, so a replica or a restart sees
+them too) are acknowledged without running the handler again.
+
+A message that cannot be accepted (not a CloudEvent, payload failing validation, or a handler
+raising `RejectMessage`) is published to the dead-letter topic wrapped in a `DeadLetter` that
+names the reason, then acknowledged. A handler failing otherwise answers RETRY; when Dapr's
+resiliency retries run out, Dapr moves the original event to the same dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from fastapi import FastAPI, Request
+from opentelemetry import context as otel_context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from agora.core.messages import DeadLetter
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.state import StateRepository
+from agora.runtime.tracing import current_traceparent, extract_context, tracer
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class RejectMessage(Exception):
+    """Raised by a handler for a message that will never succeed: it is dead-lettered."""
+
+
+class Publisher:
+    def __init__(self, sidecar: DaprSidecar, settings: ServiceSettings) -> None:
+        self._sidecar = sidecar
+        self._settings = settings
+        self._tracer = tracer("agora.pubsub")
+
+    async def publish(
+        self,
+        topic: str,
+        payload: BaseModel | dict[str, Any],
+        *,
+        pubsub: str | None = None,
+        message_id: str | None = None,
+        event_type: str | None = None,
+    ) -> str:
+        """Publish `payload` as the data of a CloudEvent; returns the event id."""
+        pubsub_name = pubsub or self._settings.pubsub
+        event_id = message_id or str(uuid.uuid4())
+        data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        with self._tracer.start_as_current_span(
+            f"publish {topic}",
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "dapr",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": topic,
+                "messaging.message.id": event_id,
+                "agora.pubsub.name": pubsub_name,
+            },
+        ):
+            cloud_event: dict[str, Any] = {
+                "specversion": "1.0",
+                "id": event_id,
+                "source": self._settings.app_id,
+                "type": event_type or f"{topic}.v1",
+                "time": datetime.now(UTC).isoformat(),
+                "datacontenttype": "application/json",
+                "data": data,
+            }
+            traceparent = current_traceparent()
+            if traceparent:
+                cloud_event["traceparent"] = traceparent
+            await self._sidecar.publish(pubsub_name, topic, cloud_event)
+        return event_id
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        await self.publish(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
+
+
+class ProcessedMarker(BaseModel):
+    topic: str
+    processed_at: datetime
+
+
+class MessageDeduplicator:
+    """Remembers handled message ids: a bounded in-process LRU in front of TTL'd state keys."""
+
+    def __init__(
+        self, repository: StateRepository[ProcessedMarker] | None, ttl_seconds: int, capacity: int = 10_000
+    ):
+        self._repository = repository
+        self._ttl = ttl_seconds
+        self._capacity = capacity
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._in_flight: set[str] = set()
+
+    async def seen(self, message_key: str) -> bool:
+        if message_key in self._recent:
+            return True
+        if self._repository is not None and await self._repository.get(message_key) is not None:
+            self._remember(message_key)
+            return True
+        return False
+
+    def begin(self, message_key: str) -> bool:
+        """Claim a message for processing; False when another delivery of it is in flight."""
+        if message_key in self._in_flight:
+            return False
+        self._in_flight.add(message_key)
+        return True
+
+    def end(self, message_key: str) -> None:
+        self._in_flight.discard(message_key)
+
+    async def mark(self, message_key: str, topic: str) -> None:
+        self._remember(message_key)
+        if self._repository is not None:
+            marker = ProcessedMarker(topic=topic, processed_at=datetime.now(UTC))
+            await self._repository.save(message_key, marker, ttl_seconds=self._ttl)
+
+    def _remember(self, message_key: str) -> None:
+        self._recent[message_key] = None
+        self._recent.move_to_end(message_key)
+        while len(self._recent) > self._capacity:
+            self._recent.popitem(last=False)
+
+
+@dataclass
+class Subscription(Generic[T]):
+    pubsub: str
+    topic: str
+    adapter: TypeAdapter[T]
+    handler: Callable[[T], Awaitable[None]]
+    dead_letter: bool
+
+    @property
+    def route(self) -> str:
+        return f"/events/{self.pubsub}/{self.topic}"
+
+
+class Subscriptions:
+    """Declares a service's topic subscriptions and serves them to daprd (`/dapr/subscribe`)."""
+
+    def __init__(
+        self, settings: ServiceSettings, publisher: Publisher, deduplicator: MessageDeduplicator
+    ) -> None:
+        self._settings = settings
+        self._publisher = publisher
+        self._dedupe = deduplicator
+        self._subscriptions: list[Subscription[Any]] = []
+        self._tracer = tracer("agora.pubsub")
+        self.in_flight = 0
+
+    def subscribe(
+        self,
+        topic: str,
+        payload_type: Any,
+        handler: Callable[[Any], Awaitable[None]],
+        *,
+        pubsub: str | None = None,
+        dead_letter: bool = True,
+    ) -> None:
+        adapter = payload_type if isinstance(payload_type, TypeAdapter) else TypeAdapter(payload_type)
+        self._subscriptions.append(
+            Subscription(pubsub or self._settings.pubsub, topic, adapter, handler, dead_letter)
+        )
+
+    def install(self, app: FastAPI) -> None:
+        @app.get("/dapr/subscribe", include_in_schema=False)
+        async def dapr_subscribe() -> list[dict[str, Any]]:
+            declared = []
+            for sub in self._subscriptions:
+                entry: dict[str, Any] = {"pubsubname": sub.pubsub, "topic": sub.topic, "route": sub.route}
+                if sub.dead_letter:
+                    entry["deadLetterTopic"] = self._settings.dead_letter_topic
+                declared.append(entry)
+            return declared
+
+        for sub in self._subscriptions:
+            app.add_api_route(sub.route, self._endpoint(sub), methods=["POST"], include_in_schema=False)
+
+    def _endpoint(self, sub: Subscription[Any]) -> Callable[[Request], Awaitable[dict[str, str]]]:
+        async def deliver(request: Request) -> dict[str, str]:
+            return {"status": await self.deliver(sub, await request.body(), dict(request.headers))}
+
+        return deliver
+
+    async def deliver(self, sub: Subscription[Any], body: bytes, headers: dict[str, str]) -> str:
+        """Handle one delivery; returns Dapr's status word (SUCCESS / RETRY)."""
+        self.in_flight += 1
+        try:
+            return await self._deliver(sub, body, headers)
+        finally:
+            self.in_flight -= 1
+
+    async def _deliver(self, sub: Subscription[Any], body: bytes, headers: dict[str, str]) -> str:
+        try:
+            event = json.loads(body)
+            if not isinstance(event, dict):
+                raise ValueError("a CloudEvent is a JSON object")
+        except ValueError as exc:
+            await self._refuse(
+                sub, None, "malformed CloudEvent", [{"msg": str(exc)}], body.decode(errors="replace")
+            )
+            return "SUCCESS"
+
+        message_id = event.get("id")
+        parent = extract_context(headers) if "traceparent" in headers else extract_context(event)
+        token = otel_context.attach(parent)
+        try:
+            with self._tracer.start_as_current_span(
+                f"process {sub.topic}",
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "messaging.system": "dapr",
+                    "messaging.operation.type": "process",
+                    "messaging.destination.name": sub.topic,
+                    "messaging.message.id": str(message_id),
+                    "messaging.consumer.group.name": self._settings.app_id,
+                },
+            ) as span:
+                dedupe_key = f"{sub.topic}:{message_id}" if message_id else None
+                if dedupe_key and await self._dedupe.seen(dedupe_key):
+                    span.set_attribute("agora.duplicate", True)
+                    log.info(
+                        "duplicate delivery acknowledged",
+                        extra={"topic": sub.topic, "message_id": message_id},
+                    )
+                    return "SUCCESS"
+                if dedupe_key and not self._dedupe.begin(dedupe_key):
+                    return "RETRY"
+                try:
+                    status = await self._handle(sub, event, message_id)
+                    if status == "SUCCESS" and dedupe_key:
+                        await self._dedupe.mark(dedupe_key, sub.topic)
+                    if status != "SUCCESS":
+                        span.set_status(Status(StatusCode.ERROR, "handler failed; delivery will be retried"))
+                    return status
+                finally:
+                    if dedupe_key:
+                        self._dedupe.end(dedupe_key)
+        finally:
+            otel_context.detach(token)
+
+    async def _handle(self, sub: Subscription[Any], event: dict[str, Any], message_id: str | None) -> str:
+        data = event.get("data")
+        if isinstance(data, str) and "json" in str(event.get("datacontenttype", "application/json")):
+            with contextlib.suppress(ValueError):
+                data = json.loads(data)
+        try:
+            payload = sub.adapter.validate_python(data)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            await self._refuse(sub, message_id, "payload failed validation", list(errors), data)
+            return "SUCCESS"
+        try:
+            await sub.handler(payload)
+        except RejectMessage as exc:
+            await self._refuse(sub, message_id, str(exc), [], data)
+        except Exception:
+            log.exception("handler failed", extra={"topic": sub.topic, "message_id": message_id})
+            return "RETRY"
+        return "SUCCESS"
+
+    async def _refuse(
+        self,
+        sub: Subscription[Any],
+        message_id: str | None,
+        reason: str,
+        errors: list[Any],
+        payload: Any,
+    ) -> None:
+        letter = DeadLetter(
+            topic=sub.topic,
+            message_id=message_id,
+            subscriber=self._settings.app_id,
+            reason=reason,
+            errors=[dict(e) for e in errors],
+            payload=payload,
+        )
+        log.warning(
+            "message dead-lettered",
+            extra={"topic": sub.topic, "message_id": message_id, "reason": reason, "errors": letter.errors},
+        )
+        await self._publisher.dead_letter(letter)

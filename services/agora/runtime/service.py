@@ -1,0 +1,210 @@
+"""The small app shell every service shares: FastAPI app with tracing, health, readiness,
+subscriptions, actors, typed errors and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from opentelemetry import context as otel_context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agora.runtime.logs import configure_logging
+from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.state import StateRepository
+from agora.runtime.tracing import configure_tracing, extract_context, shutdown_tracing, tracer
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M")
+
+UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/dapr/config", "/dapr/subscribe"})
+
+
+class ServiceError(Exception):
+    """A typed, client-facing error: `code` is stable, `status_code` the HTTP status."""
+
+    status_code = 400
+    code = "BAD_REQUEST"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(ServiceError):
+    status_code = 404
+    code = "NOT_FOUND"
+
+
+@dataclass
+class ServiceContext:
+    """What a service's code receives: its settings and its ways to reach Dapr."""
+
+    settings: ServiceSettings
+    sidecar: DaprSidecar
+    publisher: Publisher
+    subscriptions: Subscriptions
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def repository(self, namespace: str, model: type[M]) -> StateRepository[M]:
+        return StateRepository(self.sidecar, self.settings.state_store, namespace, model)
+
+
+class TracingMiddleware:
+    """Continues the caller's trace (W3C `traceparent`) in a SERVER span per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._tracer = tracer("agora.http")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in UNTRACED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = otel_context.attach(extract_context(headers))
+        try:
+            with self._tracer.start_as_current_span(
+                scope["method"],
+                kind=SpanKind.SERVER,
+                attributes={"http.request.method": scope["method"], "url.path": scope["path"]},
+            ) as span:
+                status_code = 500
+
+                async def send_and_record(message: Message) -> None:
+                    nonlocal status_code
+                    if message["type"] == "http.response.start":
+                        status_code = message["status"]
+                    await send(message)
+
+                try:
+                    await self.app(scope, receive, send_and_record)
+                finally:
+                    route = scope.get("route")
+                    template = getattr(route, "path", None)
+                    if template:
+                        span.update_name(f"{scope['method']} {template}")
+                        span.set_attribute("http.route", template)
+                    for name, value in (scope.get("path_params") or {}).items():
+                        if name.startswith("actor") or name == "method_name":
+                            span.set_attribute(f"agora.{name}", str(value))
+                    span.set_attribute("http.response.status_code", status_code)
+                    if status_code >= 500:
+                        span.set_status(Status(StatusCode.ERROR))
+        finally:
+            otel_context.detach(token)
+
+
+def create_service_app(
+    settings: ServiceSettings,
+    *,
+    title: str,
+    setup: Callable[[ServiceContext, FastAPI], None],
+    warm_up: Callable[[ServiceContext], Awaitable[None]] | None = None,
+    actors: list[type[Any]] | None = None,
+) -> FastAPI:
+    """Build a service app. `setup` adds routes and subscriptions; `warm_up` runs once the
+    sidecar is reachable (e.g. to load caches) and gates readiness."""
+    configure_logging(settings.app_id, settings.log_level)
+    configure_tracing(settings.app_id)
+    sidecar = DaprSidecar(settings)
+    publisher = Publisher(sidecar, settings)
+    deduplicator = MessageDeduplicator(
+        StateRepository(sidecar, settings.state_store, "pubsub:processed", ProcessedMarker),
+        ttl_seconds=settings.dedupe_ttl_seconds,
+    )
+    ctx = ServiceContext(settings, sidecar, publisher, Subscriptions(settings, publisher, deduplicator))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if actors:
+            from dapr.ext.fastapi import DaprActor
+
+            dapr_actor = DaprActor(app)
+            for actor_type in actors:
+                await dapr_actor.register_actor(actor_type)
+        warming = asyncio.create_task(_warm(ctx, warm_up), name="warm-up")
+        log.info("service started", extra={"app_port": settings.app_port})
+        try:
+            yield
+        finally:
+            ctx.ready.clear()
+            warming.cancel()
+            await _drain(ctx.subscriptions, settings.shutdown_grace_seconds)
+            await sidecar.aclose()
+            log.info("service stopped")
+            shutdown_tracing()
+
+    app = FastAPI(title=title, lifespan=lifespan)
+    app.state.ctx = ctx
+    app.add_middleware(TracingMiddleware)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(
+            {"error": exc.code, "message": exc.message, "details": exc.details}, status_code=exc.status_code
+        )
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        ready = ctx.ready.is_set()
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    setup(ctx, app)
+    ctx.subscriptions.install(app)
+    return app
+
+
+async def _warm(ctx: ServiceContext, warm_up: Callable[[ServiceContext], Awaitable[None]] | None) -> None:
+    delay = 0.2
+    while True:
+        try:
+            await ctx.sidecar.wait_until_ready()
+            if warm_up is not None:
+                await warm_up(ctx)
+            ctx.ready.set()
+            log.info("service ready")
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("warm-up failed; retrying", extra={"delay_s": delay})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def _drain(subscriptions: Subscriptions, grace_seconds: float) -> None:
+    """Let in-flight message handlers finish before the app exits."""
+    deadline = asyncio.get_running_loop().time() + grace_seconds
+    while subscriptions.in_flight and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    """Run the app until SIGTERM/SIGINT; in-flight requests get `shutdown_grace_seconds`."""
+    config = uvicorn.Config(
+        app,
+        host=settings.app_host,
+        port=settings.app_port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+        lifespan="on",
+    )
+    uvicorn.Server(config).run()

@@ -1,0 +1,34 @@
+"""Service settings, read from the environment (the same variables Dapr and OTel use)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGORA_", extra="ignore")
+
+    app_id: str = Field(default="agora", validation_alias=AliasChoices("AGORA_APP_ID", "APP_ID"))
+    app_host: str = "127.0.0.1"
+    app_port: int = Field(default=8000, validation_alias=AliasChoices("AGORA_APP_PORT", "APP_PORT"))
+    dapr_host: str = "127.0.0.1"
+    dapr_http_port: int = Field(default=3500, validation_alias=AliasChoices("DAPR_HTTP_PORT"))
+    dapr_api_token: str | None = Field(default=None, validation_alias=AliasChoices("DAPR_API_TOKEN"))
+    app_api_token: str | None = Field(default=None, validation_alias=AliasChoices("APP_API_TOKEN"))
+
+    state_store: str = "agora-state"
+    pubsub: str = "agora-pubsub"
+    broadcast_pubsub: str = "agora-broadcast"
+    """Pub/sub component on which every replica of a service gets every message."""
+    dead_letter_topic: str = "agora.deadletter"
+
+    sidecar_timeout_seconds: float = 10.0
+    sidecar_wait_seconds: float = 60.0
+    shutdown_grace_seconds: float = 10.0
+    dedupe_ttl_seconds: int = 24 * 3600
+    log_level: str = "INFO"
+
+    @property
+    def dapr_http_endpoint(self) -> str:
+        return f"http://{self.dapr_host}:{self.dapr_http_port}"

@@ -1,0 +1,130 @@
+"""Async client for the Dapr sidecar's HTTP API.
+
+Every request carries the current trace context, so daprd's own spans (state, pub/sub,
+invocation) become children of the caller's span. Transport failures (the sidecar restarting)
+are retried with exponential backoff; HTTP errors are raised as typed `DaprError`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.tracing import inject_headers
+
+log = logging.getLogger(__name__)
+
+
+class DaprError(Exception):
+    """The sidecar refused a request; `error_code` is Dapr's (e.g. ERR_STATE_SAVE)."""
+
+    def __init__(self, status_code: int, error_code: str | None, message: str) -> None:
+        super().__init__(f"{status_code} {error_code or ''} {message}".strip())
+        self.status_code = status_code
+        self.error_code = error_code
+        self.message = message
+
+
+class EtagMismatch(DaprError):
+    """Optimistic-concurrency conflict: someone else wrote the key since it was read."""
+
+
+class SidecarUnavailable(Exception):
+    """The sidecar did not answer within the retry budget."""
+
+
+class DaprSidecar:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        attempts: int = 4,
+        base_backoff_seconds: float = 0.1,
+    ) -> None:
+        self.settings = settings
+        self._attempts = attempts
+        self._base_backoff = base_backoff_seconds
+        headers = {"dapr-api-token": settings.dapr_api_token} if settings.dapr_api_token else {}
+        self._http = httpx.AsyncClient(
+            base_url=settings.dapr_http_endpoint,
+            headers=headers,
+            timeout=settings.sidecar_timeout_seconds,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        outgoing = inject_headers(dict(headers or {}))
+        for attempt in range(1, self._attempts + 1):
+            try:
+                response = await self._http.request(
+                    method, path, json=json_body, content=content, headers=outgoing, params=params
+                )
+            except httpx.TransportError as exc:
+                if attempt == self._attempts:
+                    raise SidecarUnavailable(f"{method} {path}: {exc!r}") from exc
+                delay = self._base_backoff * 2 ** (attempt - 1)
+                log.warning("sidecar unreachable, retrying", extra={"path": path, "delay_s": delay})
+                await asyncio.sleep(delay)
+                continue
+            if response.status_code >= 400:
+                raise _error_from(response)
+            return response
+        raise AssertionError("unreachable")
+
+    async def wait_until_ready(self, timeout_seconds: float | None = None) -> None:
+        """Wait until the sidecar's components are loaded (it may still be waiting for the app)."""
+        deadline = asyncio.get_running_loop().time() + (timeout_seconds or self.settings.sidecar_wait_seconds)
+        while True:
+            try:
+                response = await self._http.get("/v1.0/healthz/outbound")
+                if response.status_code < 300:
+                    return
+            except httpx.TransportError:
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise SidecarUnavailable(f"sidecar at {self.settings.dapr_http_endpoint} not ready")
+            await asyncio.sleep(0.1)
+
+    async def publish(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
+        await self.request(
+            "POST",
+            f"/v1.0/publish/{pubsub}/{topic}",
+            content=json.dumps(cloud_event, default=str).encode(),
+            headers={"content-type": "application/cloudevents+json"},
+        )
+
+    async def invoke(self, app_id: str, method: str, http_method: str = "POST", json_body: Any = None) -> Any:
+        response = await self.request(
+            http_method, f"/v1.0/invoke/{app_id}/method/{method}", json_body=json_body
+        )
+        return response.json() if response.content else None
+
+
+def _error_from(response: httpx.Response) -> DaprError:
+    error_code: str | None = None
+    message = response.text
+    try:
+        body = response.json()
+        error_code = body.get("errorCode")
+        message = body.get("message", message)
+    except ValueError:
+        pass
+    if response.status_code == 409 or (error_code or "").endswith("ETAG_MISMATCH"):
+        return EtagMismatch(response.status_code, error_code, message)
+    return DaprError(response.status_code, error_code, message)

@@ -1,0 +1,145 @@
+"""Typed state repository over the Dapr state API, with etag-based optimistic concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from opentelemetry.trace import SpanKind
+
+from agora.runtime.sidecar import DaprSidecar, EtagMismatch
+from agora.runtime.tracing import tracer
+
+M = TypeVar("M", bound=Any)
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[M]):
+    value: M
+    etag: str | None
+
+
+class ConcurrencyConflict(Exception):
+    """An optimistic update kept losing the race and gave up."""
+
+
+class StateRepository(Generic[M]):
+    """Values of one pydantic model stored under `<namespace>:<id>` keys of one state store.
+
+    `save(..., etag=e)` succeeds only if the stored etag is still `e` (first-write-wins);
+    without an etag the write is unconditional. `update` wraps the read-modify-write loop.
+    """
+
+    def __init__(self, sidecar: DaprSidecar, store: str, namespace: str, model: type[M]) -> None:
+        self._sidecar = sidecar
+        self._store = store
+        self._namespace = namespace
+        self._model = model
+        self._tracer = tracer("agora.state")
+
+    def key(self, item_id: str) -> str:
+        return f"{self._namespace}:{item_id}"
+
+    def _span(self, operation: str, item_id: str | None = None) -> Any:
+        attributes = {
+            "db.system.name": "dapr",
+            "db.operation.name": operation,
+            "db.namespace": self._store,
+            "db.collection.name": self._namespace,
+        }
+        if item_id is not None:
+            attributes["agora.state.key"] = self.key(item_id)
+        return self._tracer.start_as_current_span(
+            f"{operation} {self._namespace}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+
+    async def get(self, item_id: str) -> Versioned[M] | None:
+        with self._span("get", item_id):
+            response = await self._sidecar.request(
+                "GET", f"/v1.0/state/{self._store}/{self.key(item_id)}", params={"consistency": "strong"}
+            )
+            if response.status_code == 204 or not response.content:
+                return None
+            return Versioned(self._model.model_validate_json(response.content), response.headers.get("etag"))
+
+    async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[M]]:
+        ids = list(item_ids)
+        if not ids:
+            return {}
+        with self._span("get_bulk"):
+            response = await self._sidecar.request(
+                "POST",
+                f"/v1.0/state/{self._store}/bulk",
+                json_body={"keys": [self.key(i) for i in ids], "parallelism": 16},
+            )
+        by_key = {self.key(i): i for i in ids}
+        found: dict[str, Versioned[M]] = {}
+        for item in response.json():
+            if item.get("data") is None or item.get("error"):
+                continue
+            found[by_key[item["key"]]] = Versioned(self._model.model_validate(item["data"]), item.get("etag"))
+        return found
+
+    async def save(
+        self,
+        item_id: str,
+        value: M,
+        *,
+        etag: str | None = None,
+        only_if_absent: bool = False,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        """Write `value`. With `etag`, only over that exact version; with `only_if_absent`, only
+        if the key does not exist (first-write without an etag; stores that cannot tell treat it
+        as a plain write); otherwise unconditionally (last-write-wins)."""
+        guarded = etag is not None or only_if_absent
+        entry: dict[str, Any] = {
+            "key": self.key(item_id),
+            "value": value.model_dump(mode="json"),
+            "options": {"concurrency": "first-write" if guarded else "last-write", "consistency": "strong"},
+        }
+        if etag is not None:
+            entry["etag"] = etag
+        if ttl_seconds is not None:
+            entry["metadata"] = {"ttlInSeconds": str(ttl_seconds)}
+        with self._span("save", item_id):
+            await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=[entry])
+
+    async def delete(self, item_id: str, *, etag: str | None = None) -> None:
+        headers = {"if-match": etag} if etag else None
+        with self._span("delete", item_id):
+            await self._sidecar.request(
+                "DELETE",
+                f"/v1.0/state/{self._store}/{self.key(item_id)}",
+                headers=headers,
+                params={"concurrency": "first-write" if etag else "last-write", "consistency": "strong"},
+            )
+
+    async def update(
+        self,
+        item_id: str,
+        change: Callable[[M | None], M | None],
+        *,
+        attempts: int = 10,
+    ) -> M | None:
+        """Read, apply `change`, write back guarded by the etag; retry on conflict with jittered
+        backoff. `change` returning None deletes the item."""
+        for attempt in range(attempts):
+            current = await self.get(item_id)
+            new_value = change(current.value if current else None)
+            if current is not None and new_value == current.value:
+                return new_value
+            etag = current.etag if current else None
+            try:
+                if new_value is None:
+                    if current is not None:
+                        await self.delete(item_id, etag=etag)
+                else:
+                    await self.save(item_id, new_value, etag=etag, only_if_absent=current is None)
+                return new_value
+            except EtagMismatch:
+                await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
+        raise ConcurrencyConflict(f"{self.key(item_id)}: gave up after {attempts} conflicting writes")

@@ -1,0 +1,33 @@
+"""Session-wide local clusters of real daprd sidecars, placement, scheduler, Redis and Jaeger."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agora.harness import LocalCluster, ServiceSpec
+from agora.harness.system import RECORDER, REGISTRY
+
+
+def _start(profile: str, run_dir: Path, specs: list[tuple[ServiceSpec, int]]) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        profile, run_dir=run_dir, jaeger=True, extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"}
+    ) as cluster:
+        for spec, replicas in specs:
+            cluster.add_service(spec, replicas)
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Redis profile: two registry replicas sharing state and pub/sub, plus a recorder on the
+    dead-letter topic."""
+    yield from _start("redis", tmp_path_factory.mktemp("redis-cluster"), [(REGISTRY, 2), (RECORDER, 1)])
+
+
+@pytest.fixture(scope="session")
+def default_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Embedded default profile (in-memory state and pub/sub): one registry."""
+    yield from _start("default", tmp_path_factory.mktemp("default-cluster"), [(REGISTRY, 1)])

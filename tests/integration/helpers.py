@@ -1,0 +1,54 @@
+"""Helpers shared by the integration tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import httpx
+
+from agora.harness import LocalCluster, ServiceReplica
+
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T], timeout: float = 20.0, interval: float = 0.2) -> T:
+    """Poll `check` until it returns a truthy value (returned) or `timeout` passes (last
+    AssertionError or a timeout error raised)."""
+    deadline = time.monotonic() + timeout
+    last_error: AssertionError | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except AssertionError as exc:
+            last_error = exc
+        time.sleep(interval)
+    if last_error is not None:
+        raise last_error
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def replicas_of(cluster: LocalCluster, app_id: str) -> list[ServiceReplica]:
+    return [r for r in cluster.replicas if r.spec.app_id == app_id]
+
+
+def profile(agent_id: str, *skills: str, **extra: object) -> dict[str, object]:
+    return {
+        "agent_id": agent_id,
+        "agent_name": agent_id.replace("-", " ").title(),
+        "skill_tags": list(skills),
+        **extra,
+    }
+
+
+def filter_ids(base_url: str, required: list[str], preferred: list[str] | None = None) -> list[str]:
+    response = httpx.post(
+        f"{base_url}/v1/agents/filter",
+        json={"required_skills": required, "preferred_skills": preferred or []},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return [a["agent_id"] for a in response.json()["agents"]]

@@ -1,0 +1,142 @@
+"""One trace from a publisher through pub/sub and the registry's handler to its state write,
+as Jaeger (the real collector of the local stack) shows it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from agora.core.messages import RegisterAgent, Topic
+from agora.core.models import CapabilityProfile
+from agora.harness import LocalCluster
+from agora.runtime.pubsub import Publisher
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.tracing import configure_tracing, tracer
+from tests.integration.helpers import eventually, replicas_of
+
+Span = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def test_tracer(redis_cluster: LocalCluster) -> Iterator[trace.TracerProvider]:
+    provider = configure_tracing(
+        "agora-tests", OTLPSpanExporter(endpoint=redis_cluster.otlp_grpc_endpoint, insecure=True), batch=False
+    )
+    yield provider
+    provider.force_flush()
+
+
+def _trace(cluster: LocalCluster, trace_id: str) -> list[Span]:
+    response = httpx.get(f"{cluster.jaeger_query_url}/api/traces/{trace_id}", timeout=10)
+    if response.status_code != 200 or not response.json().get("data"):
+        return []
+    data = response.json()["data"][0]
+    for span in data["spans"]:
+        process = data["processes"][span["processID"]]
+        span["service"] = process["serviceName"]
+        span["process_tags"] = {t["key"]: t["value"] for t in process.get("tags", [])}
+        span["tag"] = {t["key"]: t["value"] for t in span.get("tags", [])}
+    return list(data["spans"])
+
+
+def _is_app_span(span: Span) -> bool:
+    """Spans from Agora's Python processes (daprd's own spans lack Agora's resource)."""
+    return span["process_tags"].get("service.namespace") == "agora"
+
+
+def _parent(span: Span, by_id: dict[str, Span]) -> Span | None:
+    for ref in span.get("references", []):
+        if ref["refType"] == "CHILD_OF" and ref["spanID"] in by_id:
+            return by_id[ref["spanID"]]
+    return None
+
+
+def _ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
+    parent = _parent(span, by_id)
+    while parent is not None:
+        yield parent
+        parent = _parent(parent, by_id)
+
+
+async def test_publish_to_state_save_is_one_linked_trace(
+    redis_cluster: LocalCluster, test_tracer: trace.TracerProvider
+) -> None:
+    registry = replicas_of(redis_cluster, "registry")[0]
+    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=registry.endpoints.dapr_http_port)
+    sidecar = DaprSidecar(settings)
+    command = RegisterAgent(
+        profile=CapabilityProfile(agent_id="traced-agent", agent_name="Traced", skill_tags=["tracing"])
+    )
+    try:
+        with tracer("tests").start_as_current_span("client request") as root:
+            await Publisher(sidecar, settings).publish(Topic.REGISTRY_COMMANDS, command)
+            trace_id = format(root.get_span_context().trace_id, "032x")
+    finally:
+        await sidecar.aclose()
+    test_tracer.force_flush()
+
+    def complete_trace() -> list[Span]:
+        spans = _trace(redis_cluster, trace_id)
+        names = {s["operationName"] for s in spans}
+        ok = {"publish agora.registry", "process agora.registry", "save market:capability"} <= names
+        daprd_state = [
+            s
+            for s in spans
+            if not _is_app_span(s) and s["service"] == "registry" and "state" in s["operationName"].lower()
+        ]
+        return spans if ok and daprd_state else []
+
+    spans = eventually(complete_trace, timeout=30)
+    by_id = {s["spanID"]: s for s in spans}
+    [publish] = [s for s in spans if s["operationName"] == "publish agora.registry"]
+    [process] = [s for s in spans if s["operationName"] == "process agora.registry"]
+    [save] = [s for s in spans if s["operationName"] == "save market:capability"]
+
+    assert publish["service"] == "agora-tests"
+    assert publish["tag"]["span.kind"] == "producer"
+    assert process["service"] == "registry" and process["tag"]["span.kind"] == "consumer"
+    assert save["tag"]["span.kind"] == "client"
+    assert save["tag"]["db.collection.name"] == "market:capability"
+
+    # save ← … ← process ← (daprd pub/sub hops) ← publish: one causal chain.
+    save_ancestors = [s["spanID"] for s in _ancestors(save, by_id)]
+    assert process["spanID"] in save_ancestors
+    process_ancestors = list(_ancestors(process, by_id))
+    assert publish["spanID"] in [s["spanID"] for s in process_ancestors]
+    hops = process_ancestors[: [s["spanID"] for s in process_ancestors].index(publish["spanID"])]
+    assert hops and all(not _is_app_span(s) for s in hops), "pub/sub hop spans come from daprd"
+
+    # daprd's own state span is a child of the app's save span.
+    daprd_children = [s for s in spans if _parent(s, by_id) is save and not _is_app_span(s)]
+    assert daprd_children, "the sidecar's state span continues the app's trace"
+
+
+def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCluster) -> None:
+    registry = replicas_of(redis_cluster, "registry")[0]
+    httpx.post(
+        registry.invoke_url("v1/agents/filter"), json={"required_skills": ["anything"]}, timeout=10
+    ).raise_for_status()
+
+    def spans_by_origin() -> tuple[list[str], list[str]] | None:
+        response = httpx.get(
+            f"{redis_cluster.jaeger_query_url}/api/traces",
+            params={"service": "registry", "limit": 200},
+            timeout=10,
+        )
+        app, daprd = [], []
+        for data in response.json().get("data") or []:
+            for span in data["spans"]:
+                process = data["processes"][span["processID"]]
+                tags = {t["key"]: t["value"] for t in process.get("tags", [])}
+                (app if tags.get("service.namespace") == "agora" else daprd).append(span["operationName"])
+        return (app, daprd) if "registry.filter_capable" in app and daprd else None
+
+    app_spans, daprd_spans = eventually(spans_by_origin, timeout=30)
+    assert "POST /v1/agents/filter" in app_spans
+    assert any("invoke" in name.lower() or "/v1/agents/filter" in name for name in daprd_spans)
