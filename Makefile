@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 
 export AGORA_CACHE := $(CACHE)
 
-.PHONY: help venv dapr jaeger redis tools run test test-unit test-integration bench lint clean
+.PHONY: help venv dapr jaeger jaeger-run redis tools run test test-unit test-integration bench lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
@@ -84,7 +84,7 @@ test-unit: venv
 test-integration: tools
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-bench: venv dapr
+bench: venv
 	$(PY) -m bench
 
 lint: venv
@@ -94,3 +94,8 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .run build *.egg-info services/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# A stand-alone Jaeger on the default ports (OTLP :4317/:4318, query API :16686), e.g. for
+# `dapr run -f deploy/local/dapr.yaml`.
+jaeger-run: jaeger
+	$(JAEGER_BIN)/jaeger --config deploy/jaeger/config.yaml

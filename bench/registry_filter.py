@@ -62,7 +62,9 @@ class LinearScan:
     def __init__(self, profiles: list[CapabilityProfile]) -> None:
         self._rows = [(p.agent_id, frozenset(p.skill_tags), p) for p in profiles]
 
-    def filter_capable(self, required: list[str], preferred: list[str], limit: int) -> list[CapabilityProfile]:
+    def filter_capable(
+        self, required: list[str], preferred: list[str], limit: int
+    ) -> list[CapabilityProfile]:
         need, want = frozenset(required), frozenset(preferred)
         ranked = [(-len(want & skills), agent_id, p) for agent_id, skills, p in self._rows if need <= skills]
         ranked.sort(key=lambda row: (row[0], row[1]))
@@ -96,7 +98,9 @@ def main() -> None:
         build_s = time.perf_counter() - start
         scan = LinearScan(profiles)
         for required, preferred in qs[:SCAN_QUERIES]:  # same answers, or the comparison is void
-            assert index.filter_capable(required, preferred, LIMIT) == scan.filter_capable(required, preferred, LIMIT)
+            assert index.filter_capable(required, preferred, LIMIT) == scan.filter_capable(
+                required, preferred, LIMIT
+            )
         indexed = latencies_ms(index.filter_capable, qs)
         scanned = latencies_ms(scan.filter_capable, qs[:SCAN_QUERIES])
         start = time.perf_counter()
@@ -120,7 +124,7 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "registry filter_capable",
-                "machine": f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}",
+                "machine": f"{platform.machine()} Python {platform.python_version()}",
                 "seed": SEED,
                 "index_queries": INDEX_QUERIES,
                 "scan_queries": SCAN_QUERIES,
@@ -131,11 +135,13 @@ def main() -> None:
         + "\n"
     )
     print("filter_capable latency (ms), capability index vs linear scan, limit 5")
-    print(f"{'profiles':>9} | {'index p50':>9} {'index p99':>9} | {'scan p50':>9} {'scan p99':>9} | speedup | upsert µs")
+    header = ("profiles", "index p50", "index p99", "scan p50", "scan p99")
+    print("{:>9} | {:>9} {:>9} | {:>9} {:>9} | speedup | upsert µs".format(*header))
     for r in rows:
         print(
             f"{r['profiles']:>9} | {r['index_p50_ms']:>9.3f} {r['index_p99_ms']:>9.3f} | "
-            f"{r['scan_p50_ms']:>9.3f} {r['scan_p99_ms']:>9.3f} | {r['speedup_p50']:>6.1f}x | {r['upsert_mean_us']:>8.1f}"
+            f"{r['scan_p50_ms']:>9.3f} {r['scan_p99_ms']:>9.3f} | "
+            f"{r['speedup_p50']:>6.1f}x | {r['upsert_mean_us']:>8.1f}"
         )
     print(f"written to {RESULTS}")
 

@@ -219,7 +219,9 @@ class Subscriptions:
             return "SUCCESS"
 
         message_id = event.get("id")
-        parent = extract_context(headers) if "traceparent" in headers else extract_context(event)
+        # Over HTTP the app's server span already continues daprd's `traceparent` header;
+        # the CloudEvent's own trace context is the fallback for deliveries without one.
+        parent = otel_context.get_current() if "traceparent" in headers else extract_context(event)
         token = otel_context.attach(parent)
         try:
             with self._tracer.start_as_current_span(

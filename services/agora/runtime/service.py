@@ -13,22 +13,31 @@ from typing import Any, TypeVar
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from opentelemetry import context as otel_context
-from opentelemetry.trace import SpanKind, Status, StatusCode
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi.telemetry import TelemetryConfig
 
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
-from agora.runtime.tracing import configure_tracing, extract_context, shutdown_tracing, tracer
+from agora.runtime.tracing import configure_tracing, shutdown_tracing
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
 
 UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/dapr/config", "/dapr/subscribe"})
+
+HTTP_TELEMETRY: TelemetryConfig = {
+    # FastAPI's own OpenTelemetry support: a SERVER span per request that continues the
+    # caller's `traceparent` (service invocation, actor methods, deliveries), named after the
+    # route template. Probes and Dapr's discovery calls are left out.
+    "tracing": True,
+    "operation_spans": False,
+    "metrics": False,
+    "logs": False,
+    "exclude": lambda scope: scope.get("path") in UNTRACED_PATHS,
+}
 
 
 class ServiceError(Exception):
@@ -60,51 +69,6 @@ class ServiceContext:
 
     def repository(self, namespace: str, model: type[M]) -> StateRepository[M]:
         return StateRepository(self.sidecar, self.settings.state_store, namespace, model)
-
-
-class TracingMiddleware:
-    """Continues the caller's trace (W3C `traceparent`) in a SERVER span per request."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self._tracer = tracer("agora.http")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in UNTRACED_PATHS:
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        token = otel_context.attach(extract_context(headers))
-        try:
-            with self._tracer.start_as_current_span(
-                scope["method"],
-                kind=SpanKind.SERVER,
-                attributes={"http.request.method": scope["method"], "url.path": scope["path"]},
-            ) as span:
-                status_code = 500
-
-                async def send_and_record(message: Message) -> None:
-                    nonlocal status_code
-                    if message["type"] == "http.response.start":
-                        status_code = message["status"]
-                    await send(message)
-
-                try:
-                    await self.app(scope, receive, send_and_record)
-                finally:
-                    route = scope.get("route")
-                    template = getattr(route, "path", None)
-                    if template:
-                        span.update_name(f"{scope['method']} {template}")
-                        span.set_attribute("http.route", template)
-                    for name, value in (scope.get("path_params") or {}).items():
-                        if name.startswith("actor") or name == "method_name":
-                            span.set_attribute(f"agora.{name}", str(value))
-                    span.set_attribute("http.response.status_code", status_code)
-                    if status_code >= 500:
-                        span.set_status(Status(StatusCode.ERROR))
-        finally:
-            otel_context.detach(token)
 
 
 def create_service_app(
@@ -147,9 +111,8 @@ def create_service_app(
             log.info("service stopped")
             shutdown_tracing()
 
-    app = FastAPI(title=title, lifespan=lifespan)
+    app = FastAPI(title=title, lifespan=lifespan, telemetry=HTTP_TELEMETRY)
     app.state.ctx = ctx
-    app.add_middleware(TracingMiddleware)
 
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:

@@ -48,9 +48,12 @@ def _exporter_from_env() -> SpanExporter | None:
 
 
 def configure_tracing(
-    service_name: str, exporter: SpanExporter | None = None, *, batch: bool = True
+    service_name: str, exporter: SpanExporter | None = None, *, batch: bool = True, from_env: bool = True
 ) -> TracerProvider:
-    """Install the process-wide tracer provider once; later calls return the same provider."""
+    """Install the process-wide tracer provider once; later calls return the same provider.
+
+    The exporter is `exporter` when given, else the one the OTEL_* variables choose (unless
+    `from_env` is False); more can be added with `provider.add_span_processor`."""
     global _provider
     if _provider is not None:
         return _provider
@@ -62,7 +65,7 @@ def configure_tracing(
         }
     )
     provider = TracerProvider(resource=resource)
-    chosen = exporter if exporter is not None else _exporter_from_env()
+    chosen = exporter if exporter is not None else (_exporter_from_env() if from_env else None)
     if chosen is not None:
         provider.add_span_processor(BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen))
     trace.set_tracer_provider(provider)

@@ -1,0 +1,46 @@
+"""JSON Schemas of the pub/sub and API contracts, for clients not written in Python.
+
+The pydantic models are the single definition; `python -m agora.core.schemas` writes their
+schemas to proto/jsonschema/ and a unit test fails when the committed files drift.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from agora.core.messages import DeadLetter, RegistryChanged, RegistryCommand
+from agora.core.models import CapabilityProfile, CapabilityQuery
+
+SCHEMA_DIR = Path(__file__).resolve().parents[3] / "proto" / "jsonschema"
+
+CONTRACTS: dict[str, Any] = {
+    "capability_profile": CapabilityProfile,
+    "capability_query": CapabilityQuery,
+    "registry_command": RegistryCommand,
+    "registry_changed": RegistryChanged,
+    "dead_letter": DeadLetter,
+}
+
+
+def render() -> dict[str, str]:
+    return {
+        f"{name}.json": json.dumps(TypeAdapter(model).json_schema(), indent=2, sort_keys=True) + "\n"
+        for name, model in CONTRACTS.items()
+    }
+
+
+def main() -> int:
+    SCHEMA_DIR.mkdir(parents=True, exist_ok=True)
+    for filename, text in render().items():
+        (SCHEMA_DIR / filename).write_text(text)
+    print(f"wrote {len(CONTRACTS)} schemas to {SCHEMA_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
