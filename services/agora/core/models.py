@@ -13,7 +13,7 @@ class AgentTier(StrEnum):
     POWERFUL = "powerful"
 
 
-def _clean_tags(tags: list[str]) -> list[str]:
+def clean_skill_tags(tags: list[str]) -> list[str]:
     """Strip tags, reject blanks, drop repeats while keeping the caller's order."""
     cleaned: list[str] = []
     for tag in tags:
@@ -41,7 +41,7 @@ class CapabilityProfile(BaseModel):
     @field_validator("skill_tags")
     @classmethod
     def _skills_are_clean(cls, tags: list[str]) -> list[str]:
-        return _clean_tags(tags)
+        return clean_skill_tags(tags)
 
 
 class CapabilityQuery(BaseModel):
@@ -56,4 +56,4 @@ class CapabilityQuery(BaseModel):
     @field_validator("required_skills", "preferred_skills")
     @classmethod
     def _skills_are_clean(cls, tags: list[str]) -> list[str]:
-        return _clean_tags(tags)
+        return clean_skill_tags(tags)
