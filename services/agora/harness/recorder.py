@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from agora.runtime.service import ServiceContext, create_service_app, serve
+from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
 APP_ID = "recorder"
@@ -47,7 +47,7 @@ def create_app(settings: RecorderSettings | None = None) -> FastAPI:
         async def messages(topic: str) -> Recorded:
             return Recorded(topic=topic, messages=received.get(topic, []))
 
-    return create_service_app(settings, title="Agora topic recorder", setup=setup)
+    return create_service_app(settings, [ServiceModule("recorder", setup=setup)])
 
 
 def main() -> None:

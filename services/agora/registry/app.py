@@ -14,7 +14,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
-from agora.runtime.service import NotFound, ServiceContext, create_service_app, serve
+from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
 APP_ID = "registry"
@@ -29,7 +29,7 @@ class AgentList(BaseModel):
     agents: list[CapabilityProfile]
 
 
-def create_app(settings: RegistrySettings | None = None) -> FastAPI:
+def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
     settings = settings or RegistrySettings()
     registry: CapabilityRegistry | None = None
 
@@ -85,7 +85,12 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     async def warm_up(_: ServiceContext) -> None:
         await current().load_all()
 
-    return create_service_app(settings, title="Agora registry", setup=setup, warm_up=warm_up)
+    return ServiceModule("registry", setup=setup, warm_up=warm_up)
+
+
+def create_app(settings: RegistrySettings | None = None) -> FastAPI:
+    settings = settings or RegistrySettings()
+    return create_service_app(settings, [registry_module(settings)])
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -66,21 +66,41 @@ class ServiceContext:
     publisher: Publisher
     subscriptions: Subscriptions
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def repository(self, namespace: str, model: type[M]) -> StateRepository[M]:
         return StateRepository(self.sidecar, self.settings.state_store, namespace, model)
 
+    def spawn(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `work` after the current request returns (a subscription acknowledges at once
+        and the work goes on); shutdown waits for it like for an in-flight request."""
+        task = asyncio.create_task(work, name=name)
+        self.background.add(task)
+        task.add_done_callback(self._finished)
+        return task
 
-def create_service_app(
-    settings: ServiceSettings,
-    *,
-    title: str,
-    setup: Callable[[ServiceContext, FastAPI], None],
-    warm_up: Callable[[ServiceContext], Awaitable[None]] | None = None,
-    actors: list[type[Any]] | None = None,
-) -> FastAPI:
-    """Build a service app. `setup` adds routes and subscriptions; `warm_up` runs once the
-    sidecar is reachable (e.g. to load caches) and gates readiness."""
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background work failed", exc_info=task.exception(), extra={"work": task.get_name()})
+
+
+@dataclass(frozen=True)
+class ServiceModule:
+    """One service's contribution to an app: routes and subscriptions (`setup`), start-up work
+    gating readiness (`warm_up`) and actor types. An app hosts one module (a deployment) or
+    several (the embedded default, where every service shares one sidecar)."""
+
+    name: str
+    setup: Callable[[ServiceContext, FastAPI], None]
+    warm_up: Callable[[ServiceContext], Awaitable[None]] | None = None
+    actors: tuple[type[Any], ...] = ()
+
+
+def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModule]) -> FastAPI:
+    """Build the app hosting `modules`: their routes, subscriptions and actors, health and
+    readiness probes (ready once every module's `warm_up` succeeded), typed errors, tracing,
+    and a shutdown that lets in-flight handlers and background work finish."""
     configure_logging(settings.app_id, settings.log_level)
     configure_tracing(settings.app_id)
     sidecar = DaprSidecar(settings)
@@ -93,24 +113,26 @@ def create_service_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        actors = [actor for module in modules for actor in module.actors]
         if actors:
             from dapr.ext.fastapi import DaprActor
 
             dapr_actor = DaprActor(app)
             for actor_type in actors:
                 await dapr_actor.register_actor(actor_type)
-        warming = asyncio.create_task(_warm(ctx, warm_up), name="warm-up")
+        warming = asyncio.create_task(_warm(ctx, modules), name="warm-up")
         log.info("service started", extra={"app_port": settings.app_port})
         try:
             yield
         finally:
             ctx.ready.clear()
             warming.cancel()
-            await _drain(ctx.subscriptions, settings.shutdown_grace_seconds)
+            await _drain(ctx, settings.shutdown_grace_seconds)
             await sidecar.aclose()
             log.info("service stopped")
             shutdown_tracing()
 
+    title = "Agora " + ", ".join(module.name for module in modules)
     app = FastAPI(title=title, lifespan=lifespan, telemetry=HTTP_TELEMETRY)
     app.state.ctx = ctx
 
@@ -129,18 +151,20 @@ def create_service_app(
         ready = ctx.ready.is_set()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
-    setup(ctx, app)
+    for module in modules:
+        module.setup(ctx, app)
     ctx.subscriptions.install(app)
     return app
 
 
-async def _warm(ctx: ServiceContext, warm_up: Callable[[ServiceContext], Awaitable[None]] | None) -> None:
+async def _warm(ctx: ServiceContext, modules: Sequence[ServiceModule]) -> None:
     delay = 0.2
     while True:
         try:
             await ctx.sidecar.wait_until_ready()
-            if warm_up is not None:
-                await warm_up(ctx)
+            for module in modules:
+                if module.warm_up is not None:
+                    await module.warm_up(ctx)
             ctx.ready.set()
             log.info("service ready")
             return
@@ -152,11 +176,16 @@ async def _warm(ctx: ServiceContext, warm_up: Callable[[ServiceContext], Awaitab
             delay = min(delay * 2, 5.0)
 
 
-async def _drain(subscriptions: Subscriptions, grace_seconds: float) -> None:
-    """Let in-flight message handlers finish before the app exits."""
+async def _drain(ctx: ServiceContext, grace_seconds: float) -> None:
+    """Let in-flight message handlers and background work finish before the app exits."""
     deadline = asyncio.get_running_loop().time() + grace_seconds
-    while subscriptions.in_flight and asyncio.get_running_loop().time() < deadline:
+    while ctx.subscriptions.in_flight and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
+    if ctx.background:
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+        _, pending = await asyncio.wait(set(ctx.background), timeout=remaining)
+        for task in pending:
+            task.cancel()
 
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:

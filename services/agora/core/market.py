@@ -1,0 +1,145 @@
+"""Market allocation models: tasks, bids, scores, allocation results, reputation, outcomes.
+
+Field names and defaults follow the reference semantics (orchestration-api, "Market-Based
+Allocation"). Additions beyond the reference are marked as such in their field descriptions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agora.core.models import clean_skill_tags
+
+Probability = float
+
+
+class AllocationStatus(StrEnum):
+    PENDING = "PENDING"
+    """Task posted, no bids yet."""
+    BIDDING = "BIDDING"
+    """Bid solicitation in progress."""
+    ALLOCATED = "ALLOCATED"
+    """Winner selected."""
+    REJECTED = "REJECTED"
+    """No capable bidders, or every bid below the threshold."""
+    COMPLETED = "COMPLETED"
+    """Task finished successfully."""
+    FAILED = "FAILED"
+    """Task execution failed."""
+    PARTIAL = "PARTIAL"
+    """Task partly done, and the task allows partial outcomes (counts as success)."""
+
+
+TERMINAL_STATUSES = frozenset(
+    {AllocationStatus.REJECTED, AllocationStatus.COMPLETED, AllocationStatus.FAILED, AllocationStatus.PARTIAL}
+)
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str = Field(min_length=1, max_length=256, pattern=r"^[^\s|]+$")
+    description: str = Field(min_length=1)
+    required_skills: list[str] = Field(min_length=1)
+    preferred_skills: list[str] = Field(default_factory=list)
+    budget_usd: float | None = Field(default=None, gt=0.0, description="Hard cost cap; None = unlimited")
+    min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
+    deadline_ms: int | None = Field(default=None, gt=0)
+    allow_partial: bool = False
+
+    @field_validator("required_skills", "preferred_skills")
+    @classmethod
+    def _skills_are_clean(cls, tags: list[str]) -> list[str]:
+        return clean_skill_tags(tags)
+
+
+class Bid(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bid_id: str = Field(default_factory=lambda: str(uuid.uuid4()), min_length=1)
+    task_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+    self_reported_success_prob: Probability = Field(ge=0.0, le=1.0)
+    estimated_cost_usd: float = Field(ge=0.0)
+    estimated_steps: int = Field(ge=0)
+    rationale: str = ""
+    fallback: bool = Field(
+        default=False,
+        description="Addition: True when the agent's answer timed out or did not parse and this bid "
+        "was derived from its capability profile instead.",
+    )
+    fallback_reason: str | None = Field(default=None, description="Addition: why the fallback was used.")
+
+
+class BidScore(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bid_id: str = Field(description="Addition: the scored bid.")
+    agent_id: str = Field(description="Addition: the bidding agent.")
+    raw_success_prob: Probability
+    calibrated_success_prob: Probability
+    reputation_score: float
+    cost_score: float
+    composite: float
+    ucb_bonus: float
+    final_score: float
+
+
+class AllocationResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    status: AllocationStatus
+    winning_agent_id: str | None = None
+    winning_bid: Bid | None = None
+    winning_score: BidScore | None = None
+    all_scores: list[BidScore] = Field(default_factory=list)
+    all_bids: list[Bid] = Field(default_factory=list, description="Addition: every bid received.")
+    capability_filtered_out: list[str] = Field(default_factory=list)
+    reject_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AllocationResult:
+        unnamed_winner = self.winning_agent_id is None or self.winning_bid is None
+        if self.status is AllocationStatus.ALLOCATED and unnamed_winner:
+            raise ValueError("an ALLOCATED result names its winner and winning bid")
+        if self.status is AllocationStatus.REJECTED and not self.reject_reason:
+            raise ValueError("a REJECTED result says why (reject_reason)")
+        return self
+
+
+class ReputationRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str = Field(default="", description="Addition: whose record this is.")
+    total_tasks: int = Field(default=0, ge=0)
+    successful_tasks: int = Field(default=0, ge=0)
+    success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    cost_accuracy: float = Field(default=1.0, ge=0.0)
+    calibration_factor: float = Field(default=1.0, ge=0.0)
+    ucb_confidence: float = Field(default=1.0, ge=0.0)
+    pending_self_reports: dict[str, Probability] = Field(
+        default_factory=dict,
+        description="Addition: self-reported success per task id, kept until that task's outcome arrives.",
+    )
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> ReputationRecord:
+        if self.successful_tasks > self.total_tasks:
+            raise ValueError("successful_tasks cannot exceed total_tasks")
+        return self
+
+
+class TaskOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+    actual_success: bool
+    actual_cost_usd: float = Field(ge=0.0)
+    actual_steps: int = Field(ge=0)
+    partial: bool = Field(default=False, description="Addition: the agent finished part of the task.")
+    summary: str = Field(default="", description="Addition: what the agent produced, briefly.")
