@@ -55,7 +55,7 @@ def _print_agents(agents: list[dict[str, Any]]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from agora.demo import run_demo
     from agora.harness import LocalCluster
-    from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES
+    from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE
 
     RUN_ROOT.mkdir(exist_ok=True)
     run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
@@ -66,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if current.is_symlink() or current.exists():
             current.unlink()
         current.symlink_to(run_dir.name)
-        for spec in SERVICES:
+        for spec in SERVICES_BY_PROFILE[args.profile]:
             cluster.add_service(spec)
         print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
         for replica in cluster.replicas:

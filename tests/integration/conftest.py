@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agora.harness import LocalCluster, ServiceSpec
-from agora.harness.system import RECORDER, REGISTRY
+from agora.harness.system import EMBEDDED, RECORDER, REGISTRY, SERVICES
 
 
 def _start(profile: str, run_dir: Path, specs: list[tuple[ServiceSpec, int]]) -> Iterator[LocalCluster]:
@@ -22,12 +22,13 @@ def _start(profile: str, run_dir: Path, specs: list[tuple[ServiceSpec, int]]) ->
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Redis profile: two registry replicas sharing state and pub/sub, plus a recorder on the
-    dead-letter topic."""
-    yield from _start("redis", tmp_path_factory.mktemp("redis-cluster"), [(REGISTRY, 2), (RECORDER, 1)])
+    """Redis profile: every service as its own app, two registry replicas sharing state and
+    pub/sub, and a recorder on the dead-letter and task decision topics."""
+    specs = [(spec, 2 if spec is REGISTRY else 1) for spec in SERVICES]
+    yield from _start("redis", tmp_path_factory.mktemp("redis-cluster"), [*specs, (RECORDER, 1)])
 
 
 @pytest.fixture(scope="session")
 def default_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Embedded default profile (in-memory state and pub/sub): one registry."""
-    yield from _start("default", tmp_path_factory.mktemp("default-cluster"), [(REGISTRY, 1)])
+    """Embedded default profile (in-memory state and pub/sub): every service in one app."""
+    yield from _start("default", tmp_path_factory.mktemp("default-cluster"), [(EMBEDDED, 1)])

@@ -163,13 +163,8 @@ def test_invalid_profile_over_http_is_a_typed_422(default_cluster: LocalCluster)
 
 def test_default_profile_registers_and_filters(default_cluster: LocalCluster) -> None:
     [registry] = default_cluster.replicas
-    for agent in (
-        profile("r1", "web_search", "summarize"),
-        profile("r2", "web_search"),
-        profile("r3", "sql"),
-    ):
+    search, digest = f"search-{uuid.uuid4().hex[:6]}", f"digest-{uuid.uuid4().hex[:6]}"
+    for agent in (profile("r1", search, digest), profile("r2", search), profile("r3", "sql")):
         httpx.post(registry.invoke_url("v1/agents"), json=agent, timeout=10).raise_for_status()
-    _publish(
-        registry.dapr_http, "agora.registry", {"kind": "register", "profile": profile("r0", "web_search")}
-    )
-    eventually(lambda: filter_ids(registry.app_url, ["web_search"], ["summarize"]) == ["r1", "r0", "r2"])
+    _publish(registry.dapr_http, "agora.registry", {"kind": "register", "profile": profile("r0", search)})
+    eventually(lambda: filter_ids(registry.app_url, [search], [digest]) == ["r1", "r0", "r2"])

@@ -82,22 +82,21 @@ async def test_publish_to_state_save_is_one_linked_trace(
         await sidecar.aclose()
     test_tracer.force_flush()
 
-    def complete_trace() -> list[Span]:
-        spans = _trace(redis_cluster, trace_id)
-        names = {s["operationName"] for s in spans}
-        ok = {"publish agora.registry", "process agora.registry", "save market:capability"} <= names
-        daprd_state = [
-            s
-            for s in spans
-            if not _is_app_span(s) and s["service"] == "registry" and "state" in s["operationName"].lower()
-        ]
-        return spans if ok and daprd_state else []
+    eventually(lambda: _linked_chain(_trace(redis_cluster, trace_id)), timeout=30)
 
-    spans = eventually(complete_trace, timeout=30)
+
+def _linked_chain(spans: list[Span]) -> bool:
+    """Assert publish → daprd → process → save → daprd state, with the right parent links."""
     by_id = {s["spanID"]: s for s in spans}
-    [publish] = [s for s in spans if s["operationName"] == "publish agora.registry"]
-    [process] = [s for s in spans if s["operationName"] == "process agora.registry"]
-    [save] = [s for s in spans if s["operationName"] == "save market:capability"]
+    assert spans, "trace not in Jaeger yet"
+    publishes = [s for s in spans if s["operationName"] == "publish agora.registry"]
+    saves = [s for s in spans if s["operationName"] == "save market:capability"]
+    assert len(publishes) == 1 and len(saves) == 1, "one publish, one save"
+    publish, save = publishes[0], saves[0]
+    # At-least-once delivery may add a duplicate delivery under load; the one that saved counts.
+    processes = [a for a in _ancestors(save, by_id) if a["operationName"] == "process agora.registry"]
+    assert len(processes) == 1, "the save happened inside one delivery"
+    process = processes[0]
 
     assert publish["service"] == "agora-tests"
     assert publish["tag"]["span.kind"] == "producer"
@@ -116,6 +115,7 @@ async def test_publish_to_state_save_is_one_linked_trace(
     # daprd's own state span is a child of the app's save span.
     daprd_children = [s for s in spans if _parent(s, by_id) is save and not _is_app_span(s)]
     assert daprd_children, "the sidecar's state span continues the app's trace"
+    return True
 
 
 def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCluster) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agora.core.market import AllocationResult, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 
 
@@ -18,6 +19,14 @@ class Topic(StrEnum):
     """Published by a registry replica after it saved a change; every replica applies it."""
     DEAD_LETTER = "agora.deadletter"
     """Messages a subscriber could not accept, each with the reason."""
+    TASKS = "agora.tasks"
+    """Task intake: a `TaskSpec` to allocate (any publisher)."""
+    TASK_AWARDED = "agora.task.awarded"
+    """The allocator awarded a task (`TaskAwarded`); the winning agent's worker executes it."""
+    TASK_REJECTED = "agora.task.rejected"
+    """The allocator rejected a task (`TaskRejected`), with the reason."""
+    TASK_OUTCOME = "agora.task.outcome"
+    """A worker finished a task (`TaskOutcome`); board and reputation learn from it."""
 
 
 class RegisterAgent(BaseModel):
@@ -61,3 +70,17 @@ class DeadLetter(BaseModel):
     errors: list[dict[str, Any]] = Field(default_factory=list)
     payload: Any = None
     refused_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class TaskAwarded(BaseModel):
+    task_id: str
+    agent_id: str
+    spec: TaskSpec
+    bid: Bid
+    score: BidScore
+
+
+class TaskRejected(BaseModel):
+    task_id: str
+    reason: str
+    result: AllocationResult

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from agora.core.messages import DeadLetter, RegistryChanged, RegistryCommand
+from agora.core.market import TaskOutcome, TaskSpec
+from agora.core.messages import DeadLetter, RegistryChanged, RegistryCommand, TaskAwarded, TaskRejected
 from agora.core.models import CapabilityProfile, CapabilityQuery
 
 SCHEMA_DIR = Path(__file__).resolve().parents[3] / "proto" / "jsonschema"
@@ -24,6 +25,10 @@ CONTRACTS: dict[str, Any] = {
     "registry_command": RegistryCommand,
     "registry_changed": RegistryChanged,
     "dead_letter": DeadLetter,
+    "task_spec": TaskSpec,
+    "task_awarded": TaskAwarded,
+    "task_rejected": TaskRejected,
+    "task_outcome": TaskOutcome,
 }
 
 

@@ -5,10 +5,24 @@ from __future__ import annotations
 from agora.harness.cluster import ServiceSpec
 
 REGISTRY = ServiceSpec("registry", "agora.registry")
-RECORDER = ServiceSpec("recorder", "agora.harness.recorder")
+TASKBOARD = ServiceSpec("taskboard", "agora.taskboard")
+REPUTATION = ServiceSpec("reputation", "agora.reputation")
+ALLOCATOR = ServiceSpec("allocator", "agora.allocator")
+WORKER = ServiceSpec("worker", "agora.worker")
+EMBEDDED = ServiceSpec("agora", "agora.embedded")
+RECORDER = ServiceSpec(
+    "recorder",
+    "agora.harness.recorder",
+    env={"AGORA_RECORD_TOPICS": "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded"},
+)
 
-SERVICES: tuple[ServiceSpec, ...] = (REGISTRY,)
-"""Every Agora service, in start order."""
+SERVICES: tuple[ServiceSpec, ...] = (REGISTRY, TASKBOARD, REPUTATION, ALLOCATOR, WORKER)
+"""Every Agora service as its own app, in start order (the redis profile, Kubernetes)."""
+
+SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {
+    "default": (EMBEDDED,),  # in-memory pub/sub is per sidecar: one app hosts every service
+    "redis": SERVICES,
+}
 
 JAEGER_DEFAULT_PORTS = {
     "otlp_grpc": 4317,

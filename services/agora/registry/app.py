@@ -29,6 +29,12 @@ class AgentList(BaseModel):
     agents: list[CapabilityProfile]
 
 
+class FilterAnswer(AgentList):
+    filtered_out: list[str] = []
+    """Ids of registered agents not kept (at most 100; all of them when fewer)."""
+    filtered_out_count: int = 0
+
+
 def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
     settings = settings or RegistrySettings()
     registry: CapabilityRegistry | None = None
@@ -61,11 +67,11 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
         async def deregister(agent_id: str) -> dict[str, bool]:
             return {"deregistered": await current().deregister(agent_id)}
 
-        @app.post("/v1/agents/filter", response_model=AgentList)
-        async def filter_capable(query: CapabilityQuery) -> AgentList:
-            return AgentList(
-                agents=current().filter_capable(query.required_skills, query.preferred_skills, query.limit)
-            )
+        @app.post("/v1/agents/filter", response_model=FilterAnswer)
+        async def filter_capable(query: CapabilityQuery) -> FilterAnswer:
+            kept = current().filter_capable(query.required_skills, query.preferred_skills, query.limit)
+            sample, count = current().filtered_out(kept)
+            return FilterAnswer(agents=kept, filtered_out=sample, filtered_out_count=count)
 
         @app.post("/v1/agents/reload")
         async def reload() -> dict[str, int]:

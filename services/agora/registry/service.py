@@ -9,6 +9,7 @@ and kept current by `registry.changed` notifications from the other replicas.
 from __future__ import annotations
 
 import logging
+from itertools import islice
 
 from pydantic import BaseModel
 
@@ -102,6 +103,12 @@ class CapabilityRegistry:
             found = self._cache.filter_capable(required_skills, preferred_skills, cap)
             span.set_attribute("agora.num_candidates", len(found))
             return found
+
+    def filtered_out(self, kept: list[CapabilityProfile], limit: int = 100) -> tuple[list[str], int]:
+        """Registered agents a filter did not keep: up to `limit` of their ids, and how many."""
+        kept_ids = {p.agent_id for p in kept}
+        sample = list(islice((p.agent_id for p in self._cache if p.agent_id not in kept_ids), limit))
+        return sample, len(self._cache) - len(kept_ids)
 
     def list_agents(self) -> list[CapabilityProfile]:
         return sorted(self._cache, key=lambda p: p.agent_id)

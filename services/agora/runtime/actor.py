@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from dapr.actor import Actor
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+from agora.core.errors import AgoraError, error_from
+from agora.runtime.sidecar import DaprSidecar
 
 S = TypeVar("S", bound=BaseModel)
+P = ParamSpec("P")
 
 STATE_KEY = "state"
 
@@ -43,3 +49,40 @@ class PydanticActor(Actor, Generic[S]):  # type: ignore[misc]
 
     def snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def actor_endpoint(method: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[dict[str, Any]]]:
+    """Wrap an actor method's answer as `{"result": ...}`, and a typed domain error as
+    `{"error": {"code", "message"}}`, so `ActorClient` raises the same error type on the
+    caller's side (Dapr itself would flatten every exception into an opaque 500)."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        try:
+            result = await method(*args, **kwargs)
+        except AgoraError as exc:
+            return {"error": {"code": exc.code, "message": exc.message}}
+        except ValidationError as exc:
+            return {"error": {"code": "INVALID_ARGUMENT", "message": str(exc)}}
+        if isinstance(result, BaseModel):
+            result = result.model_dump(mode="json")
+        return {"result": result}
+
+    return wrapper
+
+
+class ActorClient:
+    """Calls actor methods through the sidecar (`/v1.0/actors/...`), carrying the trace."""
+
+    def __init__(self, sidecar: DaprSidecar) -> None:
+        self._sidecar = sidecar
+
+    async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
+        body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        response = await self._sidecar.request(
+            "PUT", f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}", json_body=body
+        )
+        answer = response.json() if response.content else {}
+        if "error" in answer:
+            raise error_from(answer["error"]["code"], answer["error"]["message"])
+        return answer.get("result")

@@ -68,15 +68,28 @@ class DaprSidecar:
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
+        timeout: float | None = None,
+        idempotent: bool = True,
     ) -> httpx.Response:
+        """Send one request. A connection that could not be made is retried with backoff; a
+        request that may have reached the sidecar (read timeout, dropped connection) is retried
+        only when `idempotent`. `timeout` overrides the default per-attempt timeout."""
         outgoing = inject_headers(dict(headers or {}))
+        per_attempt = httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT
         for attempt in range(1, self._attempts + 1):
             try:
                 response = await self._http.request(
-                    method, path, json=json_body, content=content, headers=outgoing, params=params
+                    method,
+                    path,
+                    json=json_body,
+                    content=content,
+                    headers=outgoing,
+                    params=params,
+                    timeout=per_attempt,
                 )
             except httpx.TransportError as exc:
-                if attempt == self._attempts:
+                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if attempt == self._attempts or not (never_sent or idempotent):
                     raise SidecarUnavailable(f"{method} {path}: {exc!r}") from exc
                 delay = self._base_backoff * 2 ** (attempt - 1)
                 log.warning("sidecar unreachable, retrying", extra={"path": path, "delay_s": delay})

@@ -1,0 +1,1 @@
+"""Allocator service: market allocation (filter → solicit bids → score → award, or reject)."""

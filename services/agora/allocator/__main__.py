@@ -1,0 +1,3 @@
+from agora.allocator.app import main
+
+main()

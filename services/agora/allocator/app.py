@@ -1,0 +1,57 @@
+"""The allocator app: subscribes to the task intake and outcome topics."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from agora.allocator.service import MarketAllocator
+from agora.core.market import TaskOutcome, TaskSpec
+from agora.core.messages import Topic
+from agora.llm import ModelSettings, model_client_from_settings
+from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+
+APP_ID = "allocator"
+
+
+class AllocatorSettings(ServiceSettings):
+    app_id: str = APP_ID
+    registry_app_id: str = "registry"
+    taskboard_app_id: str = "taskboard"
+    bid_timeout_seconds: float = 10.0
+
+
+def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule:
+    settings = settings or AllocatorSettings()
+    holder: dict[str, MarketAllocator] = {}
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        model = model_client_from_settings(ModelSettings(), ctx.sidecar)
+        allocator = holder["allocator"] = MarketAllocator(
+            ctx,
+            model,
+            registry_app_id=settings.registry_app_id,
+            taskboard_app_id=settings.taskboard_app_id,
+            bid_timeout_s=settings.bid_timeout_seconds,
+        )
+        ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task)
+        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome)
+
+    async def warm_up(_: ServiceContext) -> None:
+        await holder["allocator"].resume()
+
+    return ServiceModule("allocator", setup=setup, warm_up=warm_up)
+
+
+def create_app(settings: AllocatorSettings | None = None) -> FastAPI:
+    settings = settings or AllocatorSettings()
+    return create_service_app(settings, [allocator_module(settings)])
+
+
+def main() -> None:
+    settings = AllocatorSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

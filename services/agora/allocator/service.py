@@ -1,0 +1,230 @@
+"""MarketAllocator: runs the allocation pipeline for tasks from the intake topic.
+
+A delivered task is first posted to the task board (durable, idempotent) and acknowledged;
+the allocation itself runs in the background. Every step is recorded on the `Task` actor, so a
+task is always in a terminal or resumable state: on start-up the allocator resumes tasks left
+PENDING or BIDDING, and republishes decisions whose event did not go out. The `Task` actor's
+lifecycle admits one decision per task, so a task is never allocated twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agora.core.allocation import allocate
+from agora.core.errors import AgoraError, ConflictingTask
+from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.messages import TaskAwarded, TaskRejected, Topic
+from agora.core.models import CapabilityProfile
+from agora.core.reputation import ReputationTracker
+from agora.core.scoring import BidScorer
+from agora.core.task_lifecycle import TaskRecord, counts_as_success
+from agora.llm import ChatMessage, ModelClient, complete_json
+from agora.runtime.actor import ActorClient
+from agora.runtime.pubsub import RejectMessage
+from agora.runtime.service import ServiceContext
+from agora.runtime.tracing import tracer
+
+log = logging.getLogger(__name__)
+
+TASK_ACTOR = "Task"
+REPUTATION_ACTOR = "Reputation"
+RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
+DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
+
+
+class BidProposal(BaseModel):
+    """What an agent is asked when it bids. It estimates its chance and its steps; the cost
+    follows from its profile's step price (an agent quotes effort, the market knows prices)."""
+
+    self_reported_success_prob: float = Field(ge=0.0, le=1.0)
+    estimated_steps: int = Field(ge=1, le=100)
+    rationale: str = Field(max_length=500)
+
+
+def bid_prompt(profile: CapabilityProfile, spec: TaskSpec) -> list[ChatMessage]:
+    budget = f"${spec.budget_usd:.4f}" if spec.budget_usd is not None else "no fixed budget"
+    return [
+        ChatMessage(
+            role="system",
+            content=(
+                f"You are {profile.agent_name} (agent id {profile.agent_id}), an AI agent with the "
+                f"skills {', '.join(profile.skill_tags)}. You cost ${profile.cost_per_step_usd:.4f} per step "
+                f"and take at most {profile.max_steps} steps. You are bidding for a task in a market: "
+                "estimate honestly "
+                "your probability of success and the steps you need, and give a one-sentence rationale. "
+                "Overstated estimates are discounted by your track record."
+            ),
+        ),
+        ChatMessage(
+            role="user",
+            content=(
+                f"Task {spec.task_id}: {spec.description}\n"
+                f"Required skills: {', '.join(spec.required_skills)}\n"
+                f"Preferred skills: {', '.join(spec.preferred_skills) or 'none'}\nBudget: {budget}"
+            ),
+        ),
+    ]
+
+
+class _Ports:
+    """The pipeline's view of the market: the candidates found, and bids asked of the model."""
+
+    def __init__(
+        self, profiles: list[CapabilityProfile], filtered_out: list[str], model: ModelClient
+    ) -> None:
+        self._profiles = profiles
+        self._filtered_out = filtered_out
+        self._model = model
+
+    async def capable_agents(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
+        return self._profiles, self._filtered_out
+
+    async def solicit_bid(self, profile: CapabilityProfile, spec: TaskSpec) -> Bid:
+        proposal, _ = await complete_json(self._model, bid_prompt(profile, spec), BidProposal)
+        steps = min(proposal.estimated_steps, profile.max_steps)
+        return Bid(
+            task_id=spec.task_id,
+            agent_id=profile.agent_id,
+            self_reported_success_prob=proposal.self_reported_success_prob,
+            estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
+            estimated_steps=steps,
+            rationale=proposal.rationale,
+        )
+
+
+class MarketAllocator:
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        model: ModelClient,
+        *,
+        registry_app_id: str,
+        taskboard_app_id: str,
+        bid_timeout_s: float,
+    ) -> None:
+        self._ctx = ctx
+        self._actors = ActorClient(ctx.sidecar)
+        self._model = model
+        self._registry = registry_app_id
+        self._taskboard = taskboard_app_id
+        self._bid_timeout_s = bid_timeout_s
+        self._running: set[str] = set()
+        self._tracer = tracer("agora.allocator")
+
+    async def on_task(self, spec: TaskSpec) -> None:
+        """Intake: record the task durably, acknowledge, allocate in the background."""
+        try:
+            await self._actors.call(TASK_ACTOR, spec.task_id, "post_task", spec)
+        except ConflictingTask as exc:
+            raise RejectMessage(f"{exc.code}: {exc.message}") from exc
+        self._start(spec.task_id)
+
+    def _start(self, task_id: str) -> None:
+        if task_id not in self._running:
+            self._running.add(task_id)
+            self._ctx.spawn(self._run(task_id), name=f"allocate {task_id}")
+
+    async def _run(self, task_id: str) -> None:
+        try:
+            await self.run(task_id)
+        finally:
+            self._running.discard(task_id)
+
+    async def run(self, task_id: str) -> AllocationResult | None:
+        """Take a task from wherever it stands to a published decision."""
+        record = await self._task(task_id)
+        if record.status in RESUMABLE:
+            if record.status is AllocationStatus.PENDING:
+                record = TaskRecord.model_validate(
+                    await self._actors.call(TASK_ACTOR, task_id, "start_bidding")
+                )
+            result = await self._allocate(record.spec)
+            for bid in result.all_bids:
+                await self._actors.call(TASK_ACTOR, task_id, "submit_bid", bid)
+            record = TaskRecord.model_validate(
+                await self._actors.call(TASK_ACTOR, task_id, "record_allocation", result)
+            )
+        if record.status in DECIDED and not record.award_published and record.allocation is not None:
+            await self._announce(record.spec, record.allocation)
+            await self._actors.call(TASK_ACTOR, task_id, "mark_award_published")
+        return record.allocation
+
+    async def _allocate(self, spec: TaskSpec) -> AllocationResult:
+        profiles, filtered_out = await self._capable(spec)
+        records = await asyncio.gather(
+            *(self._actors.call(REPUTATION_ACTOR, p.agent_id, "get_record") for p in profiles)
+        )
+        tracker = ReputationTracker.from_records(ReputationRecord.model_validate(r) for r in records)
+        return await allocate(
+            spec,
+            _Ports(profiles, filtered_out, self._model),
+            BidScorer(tracker),
+            bid_timeout_s=self._bid_timeout_s,
+            ledger=tracker,
+        )
+
+    async def _capable(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
+        answer: dict[str, Any] = await self._ctx.sidecar.invoke(
+            self._registry,
+            "v1/agents/filter",
+            json_body={"required_skills": spec.required_skills, "preferred_skills": spec.preferred_skills},
+        )
+        return [CapabilityProfile.model_validate(a) for a in answer["agents"]], list(answer["filtered_out"])
+
+    async def _announce(self, spec: TaskSpec, result: AllocationResult) -> None:
+        if result.status is AllocationStatus.ALLOCATED:
+            assert result.winning_bid is not None and result.winning_score is not None
+            await self._actors.call(
+                REPUTATION_ACTOR, result.winning_bid.agent_id, "record_bid", result.winning_bid
+            )
+            award = TaskAwarded(
+                task_id=spec.task_id,
+                agent_id=result.winning_bid.agent_id,
+                spec=spec,
+                bid=result.winning_bid,
+                score=result.winning_score,
+            )
+            await self._ctx.publisher.publish(Topic.TASK_AWARDED, award, message_id=f"awarded:{spec.task_id}")
+        else:
+            rejection = TaskRejected(
+                task_id=spec.task_id, reason=result.reject_reason or "rejected", result=result
+            )
+            await self._ctx.publisher.publish(
+                Topic.TASK_REJECTED, rejection, message_id=f"rejected:{spec.task_id}"
+            )
+
+    async def on_outcome(self, outcome: TaskOutcome) -> None:
+        """An outcome updates the board, then the agent's reputation (both idempotent)."""
+        try:
+            record = TaskRecord.model_validate(
+                await self._actors.call(TASK_ACTOR, outcome.task_id, "mark_outcome", outcome)
+            )
+        except AgoraError as exc:
+            raise RejectMessage(f"{exc.code}: {exc.message}") from exc
+        report = {
+            "outcome": outcome.model_dump(mode="json"),
+            "counts_as_success": counts_as_success(record.spec, outcome),
+        }
+        await self._actors.call(REPUTATION_ACTOR, outcome.agent_id, "apply_outcome", report)
+
+    async def resume(self) -> None:
+        """Pick up tasks a previous run left undecided or unannounced."""
+        for status in (*RESUMABLE, *DECIDED):
+            answer = await self._ctx.sidecar.invoke(
+                self._taskboard, f"v1/tasks?status={status}", http_method="GET"
+            )
+            for task_id in answer["task_ids"]:
+                if status in RESUMABLE:
+                    self._start(task_id)
+                else:
+                    record = await self._task(task_id)
+                    if not record.award_published:
+                        self._start(task_id)
+
+    async def _task(self, task_id: str) -> TaskRecord:
+        return TaskRecord.model_validate(await self._actors.call(TASK_ACTOR, task_id, "get_task"))

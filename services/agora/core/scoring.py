@@ -1,0 +1,145 @@
+"""Bid scoring: calibrated success, reputation and cost blended into one comparable number.
+
+Formulas (orchestration-api, "Market-Based Allocation"):
+
+    calibrated_success = clamp(raw_prob * calibration_factor, 0, 1)
+    cost_score         = 1 / (1 + estimated_cost / budget)
+    composite          = alpha*reputation + beta*calibrated_success + gamma*cost_score
+    final_score        = composite + ucb_bonus
+    final_score        = -1.0 when calibrated_success < min_success_threshold
+
+Choices where the reference is silent:
+
+* Over budget: a bid whose `estimated_cost_usd` exceeds `spec.budget_usd` also gets
+  `final_score = -1.0` — the budget is a hard cap, so such a bid cannot be awarded.
+  `disqualification` says which rule applied.
+* No budget (`budget_usd is None`): costs are normalised by a reference cost instead of the
+  budget. `score_all` uses the median estimated cost of the bids being compared, so the
+  typical bid scores 0.5, cheaper ones more; `score` (one bid, nothing to compare with) uses
+  the bid's own cost, giving 0.5. A free bid (cost 0) always scores 1.0; when the reference is
+  0 (at least half the bids are free) a paid bid scores 0.0.
+* Ties: `score_all` orders by final score, then higher calibrated success, then lower
+  estimated cost, then agent id and bid id, so the ranking is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Protocol
+
+from agora.core.market import Bid, BidScore, TaskSpec
+
+DISQUALIFIED = -1.0
+"""Final score of a bid that may not be awarded (moral-hazard guard or budget cap)."""
+
+
+class ReputationSource(Protocol):
+    """What the scorer needs to know about an agent's history (e.g. `ReputationTracker`)."""
+
+    async def reputation_score(self, agent_id: str) -> float: ...
+
+    async def calibration_factor(self, agent_id: str) -> float: ...
+
+    async def ucb_bonus(self, agent_id: str) -> float: ...
+
+
+def cost_score(estimated_cost_usd: float, reference_usd: float) -> float:
+    """`1 / (1 + cost / reference)`; 1.0 for a free bid, 0.0 for a paid bid against reference 0
+    and for an infinite cost (so the result is always a number in [0, 1])."""
+    if estimated_cost_usd <= 0.0:
+        return 1.0
+    if reference_usd <= 0.0 or math.isinf(estimated_cost_usd):
+        return 0.0
+    return 1.0 / (1.0 + estimated_cost_usd / reference_usd)
+
+
+def over_budget(bid: Bid, spec: TaskSpec) -> bool:
+    return spec.budget_usd is not None and bid.estimated_cost_usd > spec.budget_usd
+
+
+def disqualification(bid: Bid, score: BidScore, spec: TaskSpec) -> str | None:
+    """Why this bid scored `DISQUALIFIED`, or None when it is eligible for award."""
+    reasons = []
+    if score.calibrated_success_prob < spec.min_success_threshold:
+        reasons.append(
+            f"calibrated success {score.calibrated_success_prob:.2f} below min_success_threshold "
+            f"{spec.min_success_threshold:g}"
+        )
+    if over_budget(bid, spec):
+        reasons.append(f"estimated cost ${bid.estimated_cost_usd:g} over budget ${spec.budget_usd:g}")
+    return "; ".join(reasons) or None
+
+
+class BidScorer:
+    """Scores bids with the reference's composite formula (see module docstring)."""
+
+    def __init__(
+        self,
+        reputation_tracker: ReputationSource,
+        alpha: float = 0.35,
+        beta: float = 0.45,
+        gamma: float = 0.20,
+    ) -> None:
+        weights = {"alpha": alpha, "beta": beta, "gamma": gamma}
+        for name, weight in weights.items():
+            if not (math.isfinite(weight) and weight >= 0.0):
+                raise ValueError(f"{name} must be a finite weight >= 0, got {weight!r}")
+        if not math.isclose(alpha + beta + gamma, 1.0):
+            raise ValueError(f"alpha + beta + gamma must equal 1.0, got {alpha + beta + gamma!r}")
+        self.reputation_tracker = reputation_tracker
+        self.alpha = alpha
+        self.beta = beta
+        self.gamma = gamma
+
+    async def score(self, bid: Bid, spec: TaskSpec) -> BidScore:
+        """Score one bid; without a budget its cost is normalised by itself (cost_score 0.5)."""
+        return await self._score(bid, spec, self._reference_cost([bid], spec))
+
+    async def score_all(self, bids: Sequence[Bid], spec: TaskSpec) -> list[BidScore]:
+        """Score every bid against the same reference cost; best first, ties broken deterministically."""
+        reference = self._reference_cost(bids, spec)
+        scored = [(await self._score(bid, spec, reference), bid) for bid in bids]
+        scored.sort(
+            key=lambda pair: (
+                -pair[0].final_score,
+                -pair[0].calibrated_success_prob,
+                pair[1].estimated_cost_usd,
+                pair[1].agent_id,
+                pair[1].bid_id,
+            )
+        )
+        return [score for score, _ in scored]
+
+    @staticmethod
+    def _reference_cost(bids: Sequence[Bid], spec: TaskSpec) -> float:
+        if spec.budget_usd is not None:
+            return spec.budget_usd
+        if not bids:
+            return 0.0
+        return statistics.median(bid.estimated_cost_usd for bid in bids)
+
+    async def _score(self, bid: Bid, spec: TaskSpec, reference_usd: float) -> BidScore:
+        if bid.task_id != spec.task_id:
+            raise ValueError(f"bid {bid.bid_id} is for task {bid.task_id!r}, not {spec.task_id!r}")
+        source = self.reputation_tracker
+        reputation = await source.reputation_score(bid.agent_id)
+        factor = await source.calibration_factor(bid.agent_id)
+        bonus = await source.ucb_bonus(bid.agent_id)
+        raw = bid.self_reported_success_prob
+        calibrated = min(1.0, max(0.0, raw * factor))
+        cost = cost_score(bid.estimated_cost_usd, reference_usd)
+        composite = self.alpha * reputation + self.beta * calibrated + self.gamma * cost
+        eligible = calibrated >= spec.min_success_threshold and not over_budget(bid, spec)
+        return BidScore(
+            bid_id=bid.bid_id,
+            agent_id=bid.agent_id,
+            raw_success_prob=raw,
+            calibrated_success_prob=calibrated,
+            reputation_score=reputation,
+            cost_score=cost,
+            composite=composite,
+            ucb_bonus=bonus,
+            final_score=composite + bonus if eligible else DISQUALIFIED,
+        )

@@ -1,0 +1,50 @@
+"""The embedded default: every Agora service in one app beside one sidecar.
+
+The in-memory pub/sub broker lives inside a sidecar, so services on separate sidecars could
+not hear each other's events. Hosting all service modules in one app keeps the embedded
+default (in-memory components, no server) a working whole; the services are the same modules
+that run as separate apps with the `redis` profile and on Kubernetes, and they still meet only
+through topics, actor calls and service invocation (addressed to this app's id).
+"""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import FastAPI
+
+from agora.allocator.app import AllocatorSettings, allocator_module
+from agora.registry.app import RegistrySettings, registry_module
+from agora.reputation.app import reputation_module
+from agora.runtime.service import create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+from agora.taskboard.app import taskboard_module
+from agora.worker.app import WorkerSettings, worker_module
+
+APP_ID = "agora"
+
+
+def create_app() -> FastAPI:
+    settings = ServiceSettings(app_id=os.environ.get("APP_ID", APP_ID))
+    return create_service_app(
+        settings,
+        [
+            registry_module(RegistrySettings(app_id=settings.app_id)),
+            taskboard_module(),
+            reputation_module(),
+            allocator_module(
+                AllocatorSettings(
+                    app_id=settings.app_id, registry_app_id=settings.app_id, taskboard_app_id=settings.app_id
+                )
+            ),
+            worker_module(WorkerSettings(app_id=settings.app_id, registry_app_id=settings.app_id)),
+        ],
+    )
+
+
+def main() -> None:
+    serve(create_app(), ServiceSettings(app_id=os.environ.get("APP_ID", APP_ID)))
+
+
+if __name__ == "__main__":
+    main()

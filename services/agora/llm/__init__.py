@@ -1,0 +1,38 @@
+"""Model access for Agora: one small client interface (`ModelClient`) with real backends
+(Dapr's Conversation API, OpenAI-compatible HTTP) and a deterministic offline backend for
+tests and the embedded default."""
+
+from agora.llm.client import (
+    ChatMessage,
+    Completion,
+    ModelClient,
+    ModelError,
+    ModelOutputInvalid,
+    ModelUnavailable,
+    TracedModelClient,
+    Usage,
+    complete_json,
+    extract_json_object,
+)
+from agora.llm.dapr_conversation import DaprConversationClient
+from agora.llm.offline import OfflineModelClient
+from agora.llm.openai_compatible import OpenAICompatibleClient
+from agora.llm.settings import ModelSettings, model_client_from_settings
+
+__all__ = [
+    "ChatMessage",
+    "Completion",
+    "DaprConversationClient",
+    "ModelClient",
+    "ModelError",
+    "ModelOutputInvalid",
+    "ModelSettings",
+    "ModelUnavailable",
+    "OfflineModelClient",
+    "OpenAICompatibleClient",
+    "TracedModelClient",
+    "Usage",
+    "complete_json",
+    "extract_json_object",
+    "model_client_from_settings",
+]

@@ -1,0 +1,185 @@
+"""The one interface every model call in Agora goes through.
+
+Agents, the market and the benchmarks depend on `ModelClient` only, so the backend (Dapr's
+Conversation API, an OpenAI-compatible endpoint, or the deterministic offline stand-in) is a
+deployment choice rather than a code change. Tracing lives in `TracedModelClient`, the base
+class of every backend, so each call produces the same OpenTelemetry GenAI span whichever
+backend served it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, TypeVar
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import BaseModel, Field, ValidationError
+
+from agora.runtime.tracing import tracer
+
+T = TypeVar("T", bound=BaseModel)
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ChatMessage(BaseModel):
+    role: Role
+    content: str
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Completion(BaseModel):
+    text: str
+    model: str
+    """The model that answered (the vendor's name for it when the backend reports one)."""
+    backend: str
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ModelError(Exception):
+    """A model call failed in a way retrying the same request will not fix."""
+
+
+class ModelUnavailable(ModelError):
+    """The backend could not be reached or kept failing (transport errors, 5xx) after retries."""
+
+
+class ModelOutputInvalid(ModelError):
+    """The model answered, but not with what was asked for; `text` is the raw answer."""
+
+    def __init__(self, message: str, text: str, error: Exception | None = None) -> None:
+        super().__init__(message)
+        self.text = text
+        self.error = error
+
+
+class ModelClient(Protocol):
+    backend: str
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+class TracedModelClient(ABC):
+    """Base class of the backends: wraps `_complete` in a CLIENT span that follows the
+    OpenTelemetry GenAI semantic conventions (`chat {model}`, gen_ai.* attributes)."""
+
+    backend: str = "unknown"
+    model: str = "unknown"
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        attributes: dict[str, str | int | float] = {
+            "gen_ai.operation.name": "chat",
+            # `gen_ai.system` is the older name of `gen_ai.provider.name`; both are set so
+            # backends (Jaeger queries, dashboards) built on either convention find the span.
+            "gen_ai.system": self.backend,
+            "gen_ai.provider.name": self.backend,
+            "gen_ai.request.model": self.model,
+            "gen_ai.request.temperature": temperature,
+            "gen_ai.output.type": "json" if json_schema is not None else "text",
+        }
+        if max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = max_tokens
+        with tracer("agora.llm").start_as_current_span(
+            f"chat {self.model}",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=True,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                completion = await self._complete(
+                    list(messages), json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+                )
+            except BaseException as exc:
+                span.set_attribute("error.type", type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+                raise
+            span.set_attribute("gen_ai.response.model", completion.model)
+            span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
+            return completion
+
+    @abstractmethod
+    async def _complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int | None,
+    ) -> Completion:
+        """Do the backend call; errors must be `ModelError`s."""
+
+    async def aclose(self) -> None:
+        """Release connections; a no-op for backends that hold none."""
+        return None
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in `text`. Models wrap JSON in code fences or explanations even
+    when told not to, so this scans for the first `{` that starts a complete, valid object."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            pass
+        else:
+            if isinstance(value, dict):
+                return value
+        start = text.find("{", start + 1)
+    raise ValueError("no JSON object found in the model's answer")
+
+
+def schema_instruction(json_schema: dict[str, Any]) -> str:
+    """Prompt text asking for JSON matching `json_schema`, for backends without a structured
+    output option (or whose structured output support is best-effort)."""
+    return (
+        "Answer with a single JSON object and nothing else. It must conform to this JSON Schema:\n"
+        + json.dumps(json_schema, sort_keys=True)
+    )
+
+
+async def complete_json(
+    client: ModelClient, messages: Sequence[ChatMessage], output_type: type[T]
+) -> tuple[T, Completion]:
+    """Ask for an `output_type` and validate the answer; `ModelOutputInvalid` if the model did
+    not produce one (the caller decides whether to re-ask or fall back)."""
+    completion = await client.complete(messages, json_schema=output_type.model_json_schema())
+    try:
+        raw = extract_json_object(completion.text)
+    except ValueError as exc:
+        raise ModelOutputInvalid(
+            f"{client.backend} answer holds no JSON object for {output_type.__name__}", completion.text, exc
+        ) from exc
+    try:
+        return output_type.model_validate(raw), completion
+    except ValidationError as exc:
+        raise ModelOutputInvalid(
+            f"{client.backend} answer is not a valid {output_type.__name__}: {exc.error_count()} error(s)",
+            completion.text,
+            exc,
+        ) from exc

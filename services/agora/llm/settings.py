@@ -1,0 +1,61 @@
+"""Which model backend a service uses, from the environment (AGORA_MODEL_*), and the factory
+that turns those settings into a `ModelClient`.
+
+The default is the deterministic offline model, so a fresh checkout runs end to end with no
+vendor account; `dapr` goes through the sidecar's Conversation API and `openai` straight to an
+OpenAI-compatible endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agora.llm.client import ModelClient
+from agora.llm.dapr_conversation import DaprConversationClient
+from agora.llm.offline import OfflineModelClient
+from agora.llm.openai_compatible import OpenAICompatibleClient
+from agora.runtime.sidecar import DaprSidecar
+
+OFFLINE_MODEL = "offline-deterministic"
+
+
+class ModelSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGORA_MODEL_", extra="ignore", populate_by_name=True)
+
+    backend: Literal["offline", "dapr", "openai"] = "offline"
+    model: str = OFFLINE_MODEL
+    """The model name: a label for the `dapr` backend (its component picks the model), the
+    `model` field of requests for `openai`."""
+    conversation_component: str = "agora-llm"
+    openai_base_url: str | None = None
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("AGORA_MODEL_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    timeout_s: float = 30
+
+
+def model_client_from_settings(settings: ModelSettings, sidecar: DaprSidecar | None) -> ModelClient:
+    """Build the configured client; a ValueError names the setting that is missing."""
+    if settings.backend == "offline":
+        return OfflineModelClient(model=settings.model)
+    if settings.backend == "dapr":
+        if sidecar is None:
+            raise ValueError("AGORA_MODEL_BACKEND=dapr needs a DaprSidecar (the service's sidecar client)")
+        return DaprConversationClient(
+            sidecar,
+            settings.conversation_component,
+            model=None if settings.model == OFFLINE_MODEL else settings.model,
+            timeout_s=settings.timeout_s,
+        )
+    if not settings.openai_base_url:
+        raise ValueError(
+            "AGORA_MODEL_BACKEND=openai needs AGORA_MODEL_OPENAI_BASE_URL (e.g. https://api.openai.com/v1)"
+        )
+    if settings.model == OFFLINE_MODEL:
+        raise ValueError("AGORA_MODEL_BACKEND=openai needs AGORA_MODEL_MODEL (the vendor's model name)")
+    return OpenAICompatibleClient(
+        settings.openai_base_url, settings.openai_api_key, settings.model, timeout_s=settings.timeout_s
+    )

@@ -1,0 +1,1 @@
+"""Reputation service: per-agent UCB reputation and calibration (`Reputation` actors)."""

@@ -1,0 +1,3 @@
+from agora.reputation.app import main
+
+main()

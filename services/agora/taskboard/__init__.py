@@ -1,0 +1,1 @@
+"""Task board service: every task and its bids, and the task lifecycle (`Task` actors)."""

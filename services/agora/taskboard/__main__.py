@@ -1,0 +1,3 @@
+from agora.taskboard.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""Reference worker: executes awarded tasks for its agents and reports outcomes."""

@@ -1,0 +1,3 @@
+from agora.worker.app import main
+
+main()

@@ -1,0 +1,78 @@
+"""The worker app: registers its agents with the registry, hosts their `WorkerAgent` actors
+and executes the tasks awarded to them."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import yaml
+from fastapi import FastAPI
+
+from agora.core.messages import TaskAwarded, Topic
+from agora.core.models import CapabilityProfile
+from agora.llm import ModelSettings, model_client_from_settings
+from agora.runtime.actor import ActorClient
+from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+from agora.worker.actors import ACTOR_TYPE, WorkerAgent
+
+log = logging.getLogger(__name__)
+
+APP_ID = "worker"
+SAMPLE_AGENTS = Path(__file__).with_name("sample_agents.yaml")
+
+
+class WorkerSettings(ServiceSettings):
+    app_id: str = APP_ID
+    registry_app_id: str = "registry"
+    agents_file: Path = SAMPLE_AGENTS
+
+
+def load_profiles(path: Path) -> list[CapabilityProfile]:
+    loaded = yaml.safe_load(path.read_text()) or []
+    return [CapabilityProfile.model_validate(p) for p in loaded]
+
+
+def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
+    settings = settings or WorkerSettings()
+    profiles = {p.agent_id: p for p in load_profiles(settings.agents_file)}
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        WorkerAgent.profiles = profiles
+        WorkerAgent.model = model_client_from_settings(ModelSettings(), ctx.sidecar)
+        WorkerAgent.publisher = ctx.publisher
+        actors = ActorClient(ctx.sidecar)
+
+        async def on_award(award: TaskAwarded) -> None:
+            if award.agent_id not in profiles:
+                return  # another worker's agent
+            # Acknowledge now; the actor runs the task and publishes its outcome.
+            ctx.spawn(
+                actors.call(ACTOR_TYPE, award.agent_id, "execute", award), name=f"execute {award.task_id}"
+            )
+
+        ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award)
+
+    async def warm_up(ctx: ServiceContext) -> None:
+        for profile in profiles.values():
+            await ctx.sidecar.invoke(
+                settings.registry_app_id, "v1/agents", json_body=profile.model_dump(mode="json")
+            )
+        log.info("agents registered", extra={"agents": sorted(profiles)})
+
+    return ServiceModule("worker", setup=setup, warm_up=warm_up, actors=(WorkerAgent,))
+
+
+def create_app(settings: WorkerSettings | None = None) -> FastAPI:
+    settings = settings or WorkerSettings()
+    return create_service_app(settings, [worker_module(settings)])
+
+
+def main() -> None:
+    settings = WorkerSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Market allocation through real sidecars: intake → allocation → award → execution → outcome.
+
+The embedded default (every service in one app) and the redis profile (every service its own
+app) run the same modules; each behaviour is checked where it matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica
+from agora.runtime.actor import ActorClient
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+from tests.integration.helpers import eventually, replicas_of
+
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+
+
+def task(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "task_id": f"task-{uuid.uuid4().hex[:10]}",
+        "description": "Summarise this week's papers on agent coordination",
+        "required_skills": ["web_search"],
+        "preferred_skills": ["summarize"],
+        "min_success_threshold": 0.0,
+    }
+    spec.update(overrides)
+    return spec
+
+
+def publish_task(replica: ServiceReplica, spec: dict[str, Any], *, event_id: str | None = None) -> None:
+    event = {
+        "specversion": "1.0",
+        "id": event_id or str(uuid.uuid4()),
+        "source": "tests",
+        "type": "agora.tasks.v1",
+        "datacontenttype": "application/json",
+        "data": spec,
+    }
+    httpx.post(
+        f"{replica.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks",
+        content=httpx.Request("POST", "/", json=event).content,
+        headers={"content-type": "application/cloudevents+json"},
+        timeout=10,
+    ).raise_for_status()
+
+
+def board(cluster: LocalCluster) -> ServiceReplica:
+    found = replicas_of(cluster, "taskboard") or replicas_of(cluster, "agora")
+    return found[0]
+
+
+def show(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
+    replica = board(cluster)
+    response = httpx.get(replica.invoke_url(f"v1/tasks/{task_id}", app_id=replica.spec.app_id), timeout=10)
+    return response.json() if response.status_code == 200 else None
+
+
+def settled(cluster: LocalCluster, task_id: str, statuses: set[str] = TERMINAL) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        record = show(cluster, task_id)
+        return record if record and record["status"] in statuses else None
+
+    return eventually(done, timeout=40)
+
+
+def reputation(cluster: LocalCluster, agent_id: str) -> dict[str, Any]:
+    replica = (replicas_of(cluster, "reputation") or replicas_of(cluster, "agora"))[0]
+    url = replica.invoke_url(f"v1/reputation/{agent_id}", app_id=replica.spec.app_id)
+    return dict(httpx.get(url, timeout=10).json())
+
+
+def test_task_is_awarded_executed_and_its_outcome_recorded(default_cluster: LocalCluster) -> None:
+    [app] = default_cluster.replicas
+    spec = task()
+    publish_task(app, spec)
+    record = settled(default_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
+
+    allocation = record["allocation"]
+    assert allocation["status"] == "ALLOCATED"
+    assert allocation["winning_agent_id"] in {"researcher", "scout"}  # the agents with web_search
+    assert {s["agent_id"] for s in allocation["all_scores"]} == {"researcher", "scout"}
+    finals = [s["final_score"] for s in allocation["all_scores"]]
+    assert finals == sorted(finals, reverse=True)
+    assert allocation["winning_score"] == allocation["all_scores"][0]
+    assert "analyst" in allocation["capability_filtered_out"]
+    assert [h["status"] for h in record["history"]][:3] == ["PENDING", "BIDDING", "ALLOCATED"]
+    assert len(record["bids"]) == 2
+    outcome = record["outcome"]
+    assert outcome["agent_id"] == allocation["winning_agent_id"]
+    assert outcome["actual_steps"] >= 1
+
+
+def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalCluster) -> None:
+    [app] = default_cluster.replicas
+    spec = task(required_skills=["quantum_chemistry"])
+    publish_task(app, spec)
+    record = settled(default_cluster, spec["task_id"])
+    assert record["status"] == "REJECTED"
+    assert "no capable agent" in record["allocation"]["reject_reason"]
+    assert record["bids"] == []
+
+
+def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> None:
+    [app] = default_cluster.replicas
+    spec = task(min_success_threshold=1.0)
+    publish_task(app, spec)
+    record = settled(default_cluster, spec["task_id"])
+    assert record["status"] == "REJECTED"
+    assert "below min_success_threshold" in record["allocation"]["reject_reason"]
+    assert all(s["final_score"] == -1.0 for s in record["allocation"]["all_scores"])
+    assert len(record["bids"]) == 2
+
+
+def test_outcome_changes_reputation_seen_by_the_next_allocation(default_cluster: LocalCluster) -> None:
+    [app] = default_cluster.replicas
+    first = task()
+    publish_task(app, first)
+    done = settled(default_cluster, first["task_id"], {"COMPLETED", "FAILED"})
+    winner = done["outcome"]["agent_id"]
+    learned = eventually(lambda: (r := reputation(default_cluster, winner)) and r["total_tasks"] >= 1 and r)
+    assert learned["success_rate"] == learned["successful_tasks"] / learned["total_tasks"]
+
+    second = task()
+    publish_task(app, second)
+    record = settled(default_cluster, second["task_id"], {"ALLOCATED", "COMPLETED", "FAILED"})
+    [score] = [s for s in record["allocation"]["all_scores"] if s["agent_id"] == winner]
+    current = reputation(default_cluster, winner)
+    # Scored with the learned record, not the 0.5 given to agents without history.
+    assert score["reputation_score"] == pytest.approx(current["success_rate"], abs=0.5)
+    assert score["reputation_score"] != 0.5 or learned["success_rate"] == 0.5
+
+
+def test_redelivered_task_is_allocated_once(default_cluster: LocalCluster) -> None:
+    [app] = default_cluster.replicas
+    spec = task()
+    event_id = str(uuid.uuid4())
+    publish_task(app, spec, event_id=event_id)
+    publish_task(app, spec, event_id=event_id)  # the broker redelivering
+    publish_task(app, spec)  # the publisher retrying with a new event id
+    record = settled(default_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
+    statuses = [h["status"] for h in record["history"]]
+    assert statuses.count("ALLOCATED") == 1
+    assert statuses.count("BIDDING") == 1
+    assert len(record["bids"]) == 2
+
+
+def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalCluster) -> None:
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    [recorder] = replicas_of(redis_cluster, "recorder")
+    spec = task()
+    publish_task(allocator, spec)
+    settled(redis_cluster, spec["task_id"], {"ALLOCATED", "COMPLETED", "FAILED"})
+    publish_task(allocator, {**spec, "description": "something else entirely"})
+
+    def letter() -> dict[str, Any] | None:
+        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
+            "messages"
+        ]
+        return next((m for m in messages if m.get("payload", {}).get("task_id") == spec["task_id"]), None)
+
+    assert "CONFLICTING_TASK" in eventually(letter)["reason"]
+
+
+def test_malformed_task_spec_is_dead_lettered_with_its_error(redis_cluster: LocalCluster) -> None:
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    [recorder] = replicas_of(redis_cluster, "recorder")
+    bad = {
+        "task_id": f"bad-{uuid.uuid4().hex[:8]}",
+        "description": "",
+        "required_skills": [],
+        "budget_usd": 0,
+    }
+    publish_task(allocator, bad)
+
+    def letter() -> dict[str, Any] | None:
+        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
+            "messages"
+        ]
+        return next((m for m in messages if m.get("payload", {}).get("task_id") == bad["task_id"]), None)
+
+    found = eventually(letter)
+    assert found["topic"] == "agora.tasks" and found["subscriber"] == "allocator"
+    assert {e["loc"][-1] for e in found["errors"]} == {"description", "required_skills", "budget_usd"}
+    assert show(redis_cluster, bad["task_id"]) is None, "nothing was posted for it"
+
+
+def test_award_reaches_subscribers_and_the_pipeline_spans_separate_services(
+    redis_cluster: LocalCluster,
+) -> None:
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    [recorder] = replicas_of(redis_cluster, "recorder")
+    spec = task()
+    publish_task(allocator, spec)
+    record = settled(redis_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
+
+    def award() -> dict[str, Any] | None:
+        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.task.awarded", timeout=10).json()[
+            "messages"
+        ]
+        return next((m for m in messages if m.get("task_id") == spec["task_id"]), None)
+
+    awarded = eventually(award)
+    assert awarded["agent_id"] == record["allocation"]["winning_agent_id"] == record["outcome"]["agent_id"]
+    assert awarded["score"]["final_score"] >= 0
+
+
+async def test_concurrent_outcomes_for_one_agent_lose_no_update(redis_cluster: LocalCluster) -> None:
+    replica = replicas_of(redis_cluster, "allocator")[0]
+    sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
+    actors = ActorClient(sidecar)
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    outcomes = [
+        {
+            "outcome": {
+                "task_id": f"t-{i}",
+                "agent_id": agent,
+                "actual_success": i % 3 != 0,
+                "actual_cost_usd": 0.01,
+                "actual_steps": 2,
+            },
+            "counts_as_success": i % 3 != 0,
+        }
+        for i in range(30)
+    ]
+    try:
+        await asyncio.gather(*(actors.call("Reputation", agent, "apply_outcome", o) for o in outcomes))
+        await asyncio.gather(*(actors.call("Reputation", agent, "apply_outcome", o) for o in outcomes[:5]))
+        record = await actors.call("Reputation", agent, "get_record")
+    finally:
+        await sidecar.aclose()
+    assert record["total_tasks"] == 30, "every outcome counted once, none lost"
+    assert record["successful_tasks"] == 20
