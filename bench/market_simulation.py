@@ -1,12 +1,22 @@
 """Decision quality of market allocation: does Agora pick agents that actually succeed?
 
-Pure core only (no Dapr), seeded. 20 agents have hidden true success probabilities spread
+Pure core only (no Dapr), seeded. 20 agents have hidden true success probabilities p spread
 evenly over 0.3-0.9; each inflates its self-report by a fixed per-agent amount in [0, 0.3]
 (plus small per-bid noise, clamped to [0, 1]) and has its own step price and step count, and
 its actual costs deviate from its estimates by a per-agent bias. 5,000 tasks each go to a
 random subset of at least 5 capable agents, with a budget that most bids fit. The outcome of
 the chosen agent is drawn from its true probability, using the same uniform draw per (task,
 agent) for every policy (common random numbers, so policies differ only by their choices).
+
+Two scenarios differ only in how the per-agent inflation is set; everything else (agents,
+prices, budgets, capable subsets, per-bid noise, outcome draws) is the same random stream:
+
+* "independent inflation": inflation ~ U(0, 0.3), independent of skill, so the biggest claim
+  usually comes from a genuinely good agent.
+* "overclaiming" (moral hazard, what the calibration discount exists for): inflation is
+  anti-correlated with skill, 0.3 * (0.9 - p) / 0.6 plus a per-agent U(-0.05, 0.05) term
+  (derived from the same uniform draw), clamped to [0, 0.3]: the weakest agents claim about
+  0.6, the best about 0.9, so claims are compressed and the ranking they give is noisy.
 
 Policies: Agora (the production `allocate` pipeline: `BidScorer` over a `ReputationTracker`
 that records bids and learns from every outcome), random, round-robin, highest self-report,
@@ -20,9 +30,9 @@ sum over tasks of p_best - p_chosen (p_chosen = 0 for a rejected task).
 Tasks use the default `min_success_threshold` 0.5 and a budget of 1.0-1.5x the typical cost of
 the 85th-percentile agent. The production formulas are used unchanged; the only knob tuned with
 this benchmark is the calibration EMA weight (`DEFAULT_EMA_WEIGHT`), which the reference leaves
-open; the "variants" rows show the other weights tried, and two diagnostics that each swap one
-ingredient (true calibration factors; no UCB bonus) to show where the gap to the oracle comes
-from. They are explanations, not policies Agora runs.
+open; the "variants" rows (first scenario only) show the other weights tried, and two
+diagnostics that each swap one ingredient (true calibration factors; no UCB bonus) to show
+where the gap to the oracle comes from. They are explanations, not policies Agora runs.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agora.core.allocation import allocate
 from agora.core.market import AllocationStatus, Bid, TaskOutcome, TaskSpec
@@ -50,7 +60,19 @@ WARM_UP = 1_000
 MIN_CAPABLE = 5
 SKILL = "work"
 OTHER_SEEDS = (1, 2)
+MAX_INFLATION = 0.3
+OVERCLAIM_NOISE = 0.05
 RESULTS = Path(__file__).parent / "results" / "market_simulation.json"
+
+Scenario = Literal["independent", "overclaiming"]
+SCENARIOS: dict[Scenario, str] = {
+    "independent": "independent inflation",
+    "overclaiming": "overclaiming",
+}
+DESCRIPTIONS: dict[Scenario, str] = {
+    "independent": "per-agent inflation ~ U(0, 0.3), independent of true skill p",
+    "overclaiming": "per-agent inflation 0.3*(0.9-p)/0.6 + U(-0.05, 0.05), clamped to [0, 0.3]",
+}
 
 
 @dataclass(frozen=True)
@@ -77,8 +99,18 @@ class Task:
         return [i for i in self.capable if budget is None or self.bids[i].estimated_cost_usd <= budget]
 
 
-def make_agents(rng: random.Random) -> list[Agent]:
-    true_ps = [0.3 + 0.6 * i / (NUM_AGENTS - 1) for i in range(NUM_AGENTS)]
+def inflation(scenario: Scenario, true_p: float, draw: float) -> float:
+    """The agent's fixed self-report inflation; `draw` ~ U(0, 0.3) is the same in both scenarios."""
+    if scenario == "independent":
+        return draw
+    noise = (draw / MAX_INFLATION - 0.5) * 2 * OVERCLAIM_NOISE  # U(-0.05, 0.05)
+    return min(MAX_INFLATION, max(0.0, MAX_INFLATION * (0.9 - true_p) / 0.6 + noise))
+
+
+def make_agents(
+    rng: random.Random, scenario: Scenario = "independent", count: int = NUM_AGENTS
+) -> list[Agent]:
+    true_ps = [0.3 + 0.6 * i / (count - 1) for i in range(count)]
     rng.shuffle(true_ps)
     agents = []
     for i, true_p in enumerate(true_ps):
@@ -90,16 +122,20 @@ def make_agents(rng: random.Random) -> list[Agent]:
             cost_per_step_usd=round(rng.uniform(0.001, 0.01), 5),
             max_steps=steps + 10,
         )
-        agents.append(Agent(profile, true_p, rng.uniform(0.0, 0.3), steps, cost_bias=rng.uniform(0.8, 1.5)))
+        draw = rng.uniform(0.0, MAX_INFLATION)
+        agents.append(
+            Agent(profile, true_p, inflation(scenario, true_p, draw), steps, cost_bias=rng.uniform(0.8, 1.5))
+        )
     return agents
 
 
-def make_tasks(agents: Sequence[Agent], rng: random.Random) -> list[Task]:
+def make_tasks(agents: Sequence[Agent], rng: random.Random, count: int = NUM_TASKS) -> list[Task]:
+    n = len(agents)
     typical = sorted(a.profile.cost_per_step_usd * a.steps for a in agents)
     budget_base = typical[int(0.85 * len(typical))]  # the 85th-percentile agent's typical cost
     tasks = []
-    for t in range(NUM_TASKS):
-        capable = tuple(sorted(rng.sample(range(NUM_AGENTS), rng.randint(MIN_CAPABLE, NUM_AGENTS))))
+    for t in range(count):
+        capable = tuple(sorted(rng.sample(range(n), rng.randint(min(MIN_CAPABLE, n), n))))
         spec = TaskSpec(
             task_id=f"task-{t:05d}",
             description="simulated task",
@@ -125,7 +161,7 @@ def make_tasks(agents: Sequence[Agent], rng: random.Random) -> list[Task]:
             (bids[i].estimated_cost_usd if i in bids else 0.0)
             * agents[i].cost_bias
             * rng.lognormvariate(0.0, 0.1)
-            for i in range(NUM_AGENTS)
+            for i in range(n)
         )
         tasks.append(Task(spec, capable, bids, draws, actual))
     return tasks
@@ -164,17 +200,19 @@ class Tally:
     costs: list[float]
     rejected: int = 0
 
-    def summary(self) -> dict[str, Any]:
-        late = slice(WARM_UP, None)
+    def summary(self, warm_up: int = WARM_UP) -> dict[str, Any]:
+        """Totals, and the same over the tasks after the first `warm_up` ("late")."""
+        late = slice(warm_up, None)
         n_late = len(self.successes[late])
         return {
             "policy": self.policy,
             "success_rate": round(sum(self.successes) / len(self.successes), 4),
-            "success_rate_last_4000": round(sum(self.successes[late]) / n_late, 4),
-            "expected_success_last_4000": round(sum(self.chosen_p[late]) / n_late, 4),
+            "success_rate_late": round(sum(self.successes[late]) / n_late, 4),
+            "expected_success": round(sum(self.chosen_p) / len(self.chosen_p), 4),
+            "expected_success_late": round(sum(self.chosen_p[late]) / n_late, 4),
             "mean_cost_usd": round(sum(self.costs) / len(self.costs), 5),
             "regret": round(sum(b - c for b, c in zip(self.best_p, self.chosen_p, strict=True)), 1),
-            "regret_last_4000": round(
+            "regret_late": round(
                 sum(b - c for b, c in zip(self.best_p[late], self.chosen_p[late], strict=True)), 1
             ),
             "rejected": self.rejected,
@@ -275,6 +313,7 @@ async def run_agora(
 
 
 def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Chooser]:
+    n = len(agents)
     cursor = [0]
 
     def random_choice(task: Task) -> int | None:
@@ -283,8 +322,8 @@ def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Cho
 
     def round_robin(task: Task) -> int | None:
         options = set(task.affordable())
-        for step in range(NUM_AGENTS):
-            candidate = (cursor[0] + step) % NUM_AGENTS
+        for step in range(n):
+            candidate = (cursor[0] + step) % n
             if candidate in options:
                 cursor[0] = candidate + 1
                 return candidate
@@ -305,29 +344,50 @@ def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Cho
     }
 
 
-def scenario(seed: int) -> tuple[list[Agent], list[Task], random.Random]:
+def build(
+    scenario: Scenario = "independent", seed: int = SEED, agents: int = NUM_AGENTS, tasks: int = NUM_TASKS
+) -> tuple[list[Agent], list[Task], random.Random]:
+    """Agents, tasks and the policies' rng; the scenarios consume the same random stream."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; expected one of {sorted(SCENARIOS)}")
     rng = random.Random(seed)
-    agents = make_agents(rng)
-    return agents, make_tasks(agents, rng), rng
+    population = make_agents(rng, scenario, agents)
+    return population, make_tasks(population, rng, tasks), rng
 
 
-def simulate(seed: int = SEED) -> list[dict[str, Any]]:
-    """Every policy on one scenario; rows carry their success relative to the oracle."""
-    agents, tasks, rng = scenario(seed)
-    tallies = [asyncio.run(run_agora(agents, tasks))]
-    tallies += [run_simple(name, agents, tasks, f) for name, f in naive_policies(agents, rng).items()]
-    rows = [t.summary() for t in tallies]
-    oracle = next(r for r in rows if r["policy"] == "oracle")
+def with_ratio(rows: list[dict[str, Any]], oracle: dict[str, Any]) -> list[dict[str, Any]]:
     for row in rows:
-        row["vs_oracle_last_4000"] = round(
-            row["success_rate_last_4000"] / oracle["success_rate_last_4000"], 3
-        )
+        row["vs_oracle_late"] = round(row["success_rate_late"] / oracle["success_rate_late"], 3)
     return rows
 
 
+def simulate(
+    scenario: Scenario = "independent",
+    *,
+    agents: int = NUM_AGENTS,
+    tasks: int = NUM_TASKS,
+    seed: int = SEED,
+    warm_up: int | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every policy on one scenario, keyed by policy name (Agora first); each row carries its
+    late success relative to the oracle's. `warm_up` defaults to a fifth of the tasks."""
+    warm = tasks // 5 if warm_up is None else warm_up
+    if not 0 <= warm < tasks:
+        raise ValueError(f"warm_up must be in [0, tasks), got {warm}")
+    population, task_list, rng = build(scenario, seed, agents, tasks)
+    tallies = [asyncio.run(run_agora(population, task_list))]
+    tallies += [
+        run_simple(name, population, task_list, f) for name, f in naive_policies(population, rng).items()
+    ]
+    rows = [t.summary(warm) for t in tallies]
+    oracle = next(r for r in rows if r["policy"] == "oracle")
+    return {row["policy"]: row for row in with_ratio(rows, oracle)}
+
+
 def variants(seed: int = SEED) -> list[dict[str, Any]]:
-    """Agora with other EMA weights, and diagnostics that swap one ingredient (not production)."""
-    agents, tasks, _ = scenario(seed)
+    """Agora with other EMA weights, and diagnostics that swap one ingredient (not production),
+    on the "independent inflation" scenario."""
+    agents, tasks, _ = build("independent", seed)
     oracle = run_simple("oracle", agents, tasks, naive_policies(agents, random.Random(0))["oracle"]).summary()
     runs = [
         *(
@@ -337,35 +397,43 @@ def variants(seed: int = SEED) -> list[dict[str, Any]]:
         run_agora(agents, tasks, name="diagnostic: true calibration factors", known_calibration=True),
         run_agora(agents, tasks, name="diagnostic: no UCB bonus", ucb=False),
     ]
-    rows = [asyncio.run(run).summary() for run in runs]
-    for row in rows:
-        row["vs_oracle_last_4000"] = round(
-            row["success_rate_last_4000"] / oracle["success_rate_last_4000"], 3
-        )
-    return rows
+    return with_ratio([asyncio.run(run).summary() for run in runs], oracle)
 
 
 def affordable_share(seed: int = SEED) -> float:
-    _, tasks, _ = scenario(seed)
+    _, tasks, _ = build("independent", seed)
     return sum(len(t.affordable()) for t in tasks) / sum(len(t.capable) for t in tasks)
 
 
 def print_rows(rows: Sequence[dict[str, Any]]) -> None:
-    header = ("policy", "success", "last 4000", "vs oracle", "mean cost $", "regret", "rejected")
+    header = (
+        "policy",
+        "success",
+        f"last {NUM_TASKS - WARM_UP}",
+        "vs oracle",
+        "mean cost $",
+        "regret",
+        "rejected",
+    )
     print("{:<38} {:>7} {:>9} {:>9} {:>11} {:>7} {:>8}".format(*header))
     for r in rows:
         print(
-            f"{r['policy']:<38} {r['success_rate']:>7.3f} {r['success_rate_last_4000']:>9.3f} "
-            f"{r['vs_oracle_last_4000']:>9.3f} {r['mean_cost_usd']:>11.4f} "
+            f"{r['policy']:<38} {r['success_rate']:>7.3f} {r['success_rate_late']:>9.3f} "
+            f"{r['vs_oracle_late']:>9.3f} {r['mean_cost_usd']:>11.4f} "
             f"{r['regret']:>7.1f} {r['rejected']:>8}"
         )
 
 
 def main() -> None:
     start = time.perf_counter()
-    rows = simulate(SEED)
-    other_seeds = {seed: simulate(seed) for seed in OTHER_SEEDS}
-    extra = variants(SEED)
+    scenarios: dict[str, dict[str, Any]] = {}
+    for key, title in SCENARIOS.items():
+        rows = list(simulate(key, seed=SEED).values())
+        other_seeds = {str(seed): list(simulate(key, seed=seed).values()) for seed in OTHER_SEEDS}
+        scenarios[key] = {"title": title, "inflation": DESCRIPTIONS[key], "results": rows}
+        if key == "independent":
+            scenarios[key]["variants"] = variants(SEED)
+        scenarios[key]["other_seeds"] = other_seeds
     elapsed = time.perf_counter() - start
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
@@ -373,16 +441,24 @@ def main() -> None:
             {
                 "benchmark": "market allocation decision quality",
                 "machine": f"{platform.machine()} Python {platform.python_version()}",
-                "seed": SEED,
-                "agents": NUM_AGENTS,
-                "tasks": NUM_TASKS,
-                "warm_up": WARM_UP,
-                "ema_weight": DEFAULT_EMA_WEIGHT,
-                "affordable_bid_share": round(affordable_share(SEED), 3),
                 "elapsed_s": round(elapsed, 1),
-                "results": rows,
-                "variants": extra,
-                "other_seeds": {str(seed): seed_rows for seed, seed_rows in other_seeds.items()},
+                "parameters": {
+                    "seed": SEED,
+                    "other_seeds": list(OTHER_SEEDS),
+                    "agents": NUM_AGENTS,
+                    "tasks": NUM_TASKS,
+                    "warm_up": WARM_UP,
+                    "late_window": NUM_TASKS - WARM_UP,
+                    "min_capable": MIN_CAPABLE,
+                    "true_p_range": [0.3, 0.9],
+                    "max_inflation": MAX_INFLATION,
+                    "per_bid_report_noise_sd": 0.02,
+                    "overclaim_noise": OVERCLAIM_NOISE,
+                    "min_success_threshold": TaskSpec.model_fields["min_success_threshold"].default,
+                    "ema_weight": DEFAULT_EMA_WEIGHT,
+                    "affordable_bid_share": round(affordable_share(SEED), 3),
+                },
+                "scenarios": scenarios,
             },
             indent=2,
         )
@@ -392,15 +468,18 @@ def main() -> None:
         f"market allocation, {NUM_AGENTS} agents, {NUM_TASKS} tasks, seed {SEED}, "
         f"ema_weight {DEFAULT_EMA_WEIGHT:g}"
     )
-    print_rows(rows)
-    print("\nvariants on the same scenario (vs oracle above; diagnostics are not production policies)")
-    print_rows(extra)
-    print("\nother seeds, success over the last 4000 tasks relative to the oracle:")
-    for seed, seed_rows in other_seeds.items():
-        print(
-            f"  seed {seed}: " + ", ".join(f"{r['policy']} {r['vs_oracle_last_4000']:.3f}" for r in seed_rows)
-        )
-    print(f"({elapsed:.1f}s) written to {RESULTS}")
+    for name, result in scenarios.items():
+        print(f"\n== {result['title']}: {result['inflation']}")
+        print_rows(result["results"])
+        if "variants" in result:
+            print("\nvariants on this scenario (vs its oracle; diagnostics are not production policies)")
+            print_rows(result["variants"])
+        print(f"\nother seeds ({name}), success over the last {NUM_TASKS - WARM_UP} tasks vs the oracle:")
+        for seed, seed_rows in result["other_seeds"].items():
+            print(
+                f"  seed {seed}: " + ", ".join(f"{r['policy']} {r['vs_oracle_late']:.3f}" for r in seed_rows)
+            )
+    print(f"\n({elapsed:.1f}s) written to {RESULTS}")
 
 
 if __name__ == "__main__":

@@ -18,27 +18,41 @@ from typing import Any
 import httpx
 import yaml
 
+from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.messages import Topic
+
 RUN_ROOT = Path(".run")
+
+
+def _running_services() -> list[dict[str, Any]]:
+    manifest = RUN_ROOT / "current" / "cluster.json"
+    return list(json.loads(manifest.read_text())["services"]) if manifest.is_file() else []
 
 
 def _sidecar_port(args: argparse.Namespace) -> int:
     if args.dapr_http_port:
         return int(args.dapr_http_port)
-    manifest = RUN_ROOT / "current" / "cluster.json"
-    if manifest.is_file():
-        services = json.loads(manifest.read_text())["services"]
-        if services:
-            return int(services[0]["dapr_http_port"])
+    services = _running_services()
+    if services:
+        return int(services[0]["dapr_http_port"])
     if os.environ.get("DAPR_HTTP_PORT"):
         return int(os.environ["DAPR_HTTP_PORT"])
     raise SystemExit("no running Agora found: start one with `make run`, or pass --dapr-http-port")
 
 
-def _invoke(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/registry/method/{path}"
+def _app_id(service: str) -> str:
+    """The app hosting `service`: itself when deployed alone, `agora` in the embedded default."""
+    running = {s["app_id"] for s in _running_services()}
+    return "agora" if service not in running and "agora" in running else service
+
+
+def _invoke(
+    args: argparse.Namespace, method: str, path: str, body: Any = None, service: str = "registry"
+) -> Any:
+    url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/{_app_id(service)}/method/{path}"
     response = httpx.request(method, url, json=body, timeout=30)
     if response.status_code >= 400:
-        raise SystemExit(f"registry answered {response.status_code}: {response.text}")
+        raise SystemExit(f"{service} answered {response.status_code}: {response.text}")
     return response.json()
 
 
@@ -75,7 +89,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if cluster.with_jaeger:
             print(f"  traces: {cluster.jaeger_query_url} (Jaeger UI; search service 'registry')")
         if not args.no_demo:
-            run_demo(cluster.replicas[0].dapr_http)
+            app_ids = {r.spec.app_id for r in cluster.replicas}
+            run_demo(
+                cluster.replicas[0].dapr_http, lambda service: service if service in app_ids else "agora"
+            )
         print("Running. Ctrl-C stops everything.", flush=True)
         try:
             while all(p.running() for p in cluster.processes()):
@@ -115,6 +132,47 @@ def cmd_deregister(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_task_publish(args: argparse.Namespace) -> int:
+    loaded = yaml.safe_load(Path(args.file).read_text())
+    for raw in loaded if isinstance(loaded, list) else [loaded]:
+        spec = TaskSpec.model_validate(raw)  # a typo is reported here, not dead-lettered later
+        url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/publish/agora-pubsub/{Topic.TASKS}"
+        httpx.post(url, json=spec.model_dump(mode="json"), timeout=30).raise_for_status()
+        print(f"published {spec.task_id}")
+    return 0
+
+
+def cmd_task_show(args: argparse.Namespace) -> int:
+    record = _invoke(args, "GET", f"v1/tasks/{args.task_id}", service="taskboard")
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return 0
+    allocation, outcome = record.get("allocation") or {}, record.get("outcome")
+    print(f"{record['spec']['task_id']}: {record['status']}  ({record['spec']['description']})")
+    print("  history: " + " → ".join(h["status"] for h in record["history"]))
+    for score in allocation.get("all_scores", []):
+        won = "★" if score["agent_id"] == allocation.get("winning_agent_id") else " "
+        print(
+            f"  {won} {score['agent_id']:<14} final={score['final_score']:+.3f} "
+            f"calibrated={score['calibrated_success_prob']:.2f} reputation={score['reputation_score']:.2f} "
+            f"cost={score['cost_score']:.2f} ucb={score['ucb_bonus']:.2f}"
+        )
+    if allocation.get("reject_reason"):
+        print(f"  rejected: {allocation['reject_reason']}")
+    if outcome:
+        print(
+            f"  outcome: {'success' if outcome['actual_success'] else 'failure'} by {outcome['agent_id']}, "
+            f"{outcome['actual_steps']} steps, ${outcome['actual_cost_usd']:.4f}"
+        )
+    return 0
+
+
+def cmd_task_list(args: argparse.Namespace) -> int:
+    for task_id in _invoke(args, "GET", f"v1/tasks?status={args.status}", service="taskboard")["task_ids"]:
+        print(task_id)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agora", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--dapr-http-port", help="sidecar to talk through (default: the running `agora run`)")
@@ -141,6 +199,20 @@ def build_parser() -> argparse.ArgumentParser:
     deregister = registry.add_parser("deregister", help="remove an agent")
     deregister.add_argument("agent_id")
     deregister.set_defaults(func=cmd_deregister)
+
+    task = commands.add_parser("task", help="tasks on the market").add_subparsers(
+        dest="action", required=True
+    )
+    publish = task.add_parser("publish", help="publish TaskSpecs from a YAML/JSON file (one or a list)")
+    publish.add_argument("file")
+    publish.set_defaults(func=cmd_task_publish)
+    show = task.add_parser("show", help="a task's status, bids, scores and outcome")
+    show.add_argument("task_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_task_show)
+    listing = task.add_parser("list", help="task ids in a status")
+    listing.add_argument("--status", default="ALLOCATED", choices=[s.value for s in AllocationStatus])
+    listing.set_defaults(func=cmd_task_list)
     return parser
 
 

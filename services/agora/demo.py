@@ -1,70 +1,88 @@
-"""The `make run` demo: register sample agents (over service invocation and over the intake
-topic), send one malformed message, and print the registry's answer to a filter query."""
+"""The `make run` demo: the worker's sample agents are registered; the demo asks the registry
+a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
+the intake topic and prints each allocation (winner and scores) and outcome."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-SAMPLE_AGENTS: list[dict[str, Any]] = [
-    {
-        "agent_id": "researcher",
-        "agent_name": "Web Researcher",
-        "skill_tags": ["web_search", "summarize"],
-        "model_tier": "balanced",
-        "cost_per_step_usd": 0.002,
-        "max_steps": 10,
-    },
-    {
-        "agent_id": "analyst",
-        "agent_name": "Data Analyst",
-        "skill_tags": ["sql", "python", "summarize"],
-        "model_tier": "powerful",
-        "cost_per_step_usd": 0.01,
-    },
-    {
-        "agent_id": "scout",
-        "agent_name": "Fast Scout",
-        "skill_tags": ["web_search"],
-        "model_tier": "fast",
-        "cost_per_step_usd": 0.0005,
-        "max_steps": 5,
-    },
-    {
-        "agent_id": "writer",
-        "agent_name": "Report Writer",
-        "skill_tags": ["summarize", "write"],
-        "model_tier": "balanced",
-        "cost_per_step_usd": 0.003,
-    },
-]
+SAMPLE_TASKS: list[dict[str, Any]] = [
+    {"task_id": "demo-papers", "description": "Summarise this week's papers on agent coordination",
+     "required_skills": ["web_search"], "preferred_skills": ["summarize"], "budget_usd": 0.05,
+     "min_success_threshold": 0.2},
+    {"task_id": "demo-churn", "description": "Query last month's churn by plan and explain the trend",
+     "required_skills": ["sql"], "preferred_skills": ["python"], "min_success_threshold": 0.2},
+    {"task_id": "demo-brief", "description": "Write a one-page brief on the churn findings",
+     "required_skills": ["write"], "preferred_skills": ["summarize"], "min_success_threshold": 0.2},
+    {"task_id": "demo-molecule", "description": "Simulate the binding energy of a ligand",
+     "required_skills": ["quantum_chemistry"]},
+]  # fmt: skip
+
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
-def run_demo(dapr_http: str) -> None:
-    invoke = f"{dapr_http}/v1.0/invoke/registry/method"
-    publish = f"{dapr_http}/v1.0/publish/agora-pubsub/agora.registry"
+def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
+    def invoke(service: str, path: str) -> str:
+        return f"{dapr_http}/v1.0/invoke/{app_id_for(service)}/method/{path}"
+
+    publish = f"{dapr_http}/v1.0/publish/agora-pubsub"
     with httpx.Client(timeout=30) as http:
-        for profile in SAMPLE_AGENTS[:3]:
-            http.post(f"{invoke}/v1/agents", json=profile).raise_for_status()
-        # The last one arrives as a command on the intake topic, as any publisher would send it.
-        http.post(publish, json={"kind": "register", "profile": SAMPLE_AGENTS[3]}).raise_for_status()
-        # A malformed command: dead-lettered with its validation error, nothing else happens.
-        http.post(
-            publish, json={"kind": "register", "profile": {"agent_id": "", "skill_tags": []}}
-        ).raise_for_status()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            agents = http.get(f"{invoke}/v1/agents").json()["agents"]
-            if len(agents) >= len(SAMPLE_AGENTS):
-                break
-            time.sleep(0.1)
         query = {"required_skills": ["web_search"], "preferred_skills": ["summarize"]}
-        found = http.post(f"{invoke}/v1/agents/filter", json=query).json()["agents"]
-    print(f"\nDemo: {len(agents)} agents registered.")
-    print("filter_capable(required=['web_search'], preferred=['summarize']):")
-    for rank, agent in enumerate(found, 1):
-        matched = "summarize" in agent["skill_tags"]
-        print(f"  {rank}. {agent['agent_id']:<12} tier={agent['model_tier']:<9} preferred match={matched}")
-    print("  (a malformed registration was dead-lettered to agora.deadletter; see the registry log)\n")
+        found = _wait(lambda: http.post(invoke("registry", "v1/agents/filter"), json=query).json()["agents"])
+        print("\nRegistry: filter_capable(required=['web_search'], preferred=['summarize']):")
+        for rank, agent in enumerate(found, 1):
+            print(f"  {rank}. {agent['agent_id']:<12} tier={agent['model_tier']:<9} {agent['skill_tags']}")
+        bad = {"kind": "register", "profile": {"agent_id": "", "skill_tags": []}}
+        http.post(f"{publish}/agora.registry", json=bad).raise_for_status()
+        print("  (a malformed registration was dead-lettered to agora.deadletter with its validation errors)")
+
+        for spec in SAMPLE_TASKS:
+            http.post(f"{publish}/agora.tasks", json=spec).raise_for_status()
+        print(f"\nMarket: published {len(SAMPLE_TASKS)} tasks to agora.tasks")
+        for spec in SAMPLE_TASKS:
+            url = invoke("taskboard", f"v1/tasks/{spec['task_id']}")
+            _print_task(_wait(functools.partial(_settled_at, http, url)))
+        print("\nInspect any task with: .venv/bin/agora task show demo-papers\n")
+
+
+def _settled_at(http: httpx.Client, url: str) -> dict[str, Any] | None:
+    response = http.get(url)
+    if response.status_code != 200:
+        return None
+    record: dict[str, Any] = response.json()
+    return record if record["status"] in TERMINAL else None
+
+
+def _wait(fetch: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = fetch()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise TimeoutError("the demo did not see the expected answer in time; see the logs")
+
+
+def _print_task(record: dict[str, Any]) -> None:
+    spec, allocation, outcome = record["spec"], record["allocation"] or {}, record["outcome"]
+    print(
+        f"  {spec['task_id']:<14} {record['status']:<9} {' → '.join(h['status'] for h in record['history'])}"
+    )
+    score = allocation.get("winning_score")
+    if score:
+        print(
+            f"    winner {allocation['winning_agent_id']} of {len(allocation['all_scores'])} bids: "
+            f"final {score['final_score']:.3f} = composite {score['composite']:.3f} "
+            f"+ ucb {score['ucb_bonus']:.3f} (calibrated p {score['calibrated_success_prob']:.2f}, "
+            f"reputation {score['reputation_score']:.2f})"
+        )
+    if allocation.get("reject_reason"):
+        print(f"    rejected: {allocation['reject_reason']}")
+    if outcome:
+        verdict = "succeeded" if outcome["actual_success"] else "failed"
+        print(f"    outcome: {verdict} in {outcome['actual_steps']} steps, ${outcome['actual_cost_usd']:.4f}")

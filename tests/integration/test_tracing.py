@@ -3,6 +3,7 @@ as Jaeger (the real collector of the local stack) shows it."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from agora.core.market import TaskSpec
 from agora.core.messages import RegisterAgent, Topic
 from agora.core.models import CapabilityProfile
 from agora.harness import LocalCluster
@@ -141,3 +143,51 @@ def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCl
 
     app_spans, _ = eventually(spans_by_origin, timeout=30)
     assert "POST /v1/agents/filter" in app_spans
+
+
+async def test_a_task_is_one_trace_from_publication_to_outcome(
+    redis_cluster: LocalCluster, test_tracer: TracerProvider
+) -> None:
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=allocator.endpoints.dapr_http_port)
+    sidecar = DaprSidecar(settings)
+    spec = TaskSpec(
+        task_id=f"traced-{uuid.uuid4().hex[:8]}",
+        description="Summarise the week's papers",
+        required_skills=["web_search"],
+        preferred_skills=["summarize"],
+        min_success_threshold=0.0,
+    )
+    try:
+        with tracer("tests").start_as_current_span("submit task") as root:
+            await Publisher(sidecar, settings).publish(Topic.TASKS, spec)
+            trace_id = format(root.get_span_context().trace_id, "032x")
+    finally:
+        await sidecar.aclose()
+    test_tracer.force_flush()
+
+    def whole_path() -> bool:
+        spans = _trace(redis_cluster, trace_id)
+        by_name: dict[str, list[Span]] = {}
+        for span in spans:
+            by_name.setdefault(span["operationName"], []).append(span)
+        for name in ("market.allocate", "market.award", "worker.execute", "process agora.task.outcome"):
+            assert name in by_name, f"{name} not in the trace yet"
+        [allocate] = by_name["market.allocate"]
+        assert allocate["service"] == "allocator"
+        assert allocate["tag"]["task_id"] == spec.task_id
+        assert allocate["tag"]["num_candidates"] == 2 and allocate["tag"]["num_bids"] == 2
+        solicitations = by_name["market.bid_solicitation"]
+        assert {s["tag"]["agent_id"] for s in solicitations} == {"researcher", "scout"}
+        by_id = {s["spanID"]: s for s in spans}
+        assert all(allocate in _ancestors(s, by_id) for s in solicitations)
+        [award] = by_name["market.award"]
+        assert award["tag"]["winner_agent_id"] in {"researcher", "scout"}
+        assert {"final_score", "calibrated_success_prob"} <= set(award["tag"])
+        [execute] = by_name["worker.execute"]
+        assert (
+            execute["service"] == "worker" and execute["tag"]["agent_id"] == award["tag"]["winner_agent_id"]
+        )
+        return True
+
+    eventually(whole_path, timeout=45)

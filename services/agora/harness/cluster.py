@@ -72,6 +72,33 @@ class ServiceReplica:
         return f"{self.dapr_http}/v1.0/invoke/{app_id or self.spec.app_id}/method/{method.lstrip('/')}"
 
     def start(self, timeout: float = 60.0) -> ServiceReplica:
+        self.app = self._start_app()
+        self.daprd = ManagedProcess(
+            f"{self.name}-daprd",
+            self._daprd_argv(),
+            self.cluster.logs / f"{self.name}.daprd.log",
+            env=self.cluster.child_env(),
+        ).start()
+        try:
+            self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
+            self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
+        except ProcessFailed:
+            self.stop()
+            raise
+        return self
+
+    def kill_app(self) -> None:
+        """SIGKILL the app process only; its sidecar keeps running (a crash test)."""
+        if self.app is not None:
+            self.app.kill()
+
+    def start_app(self, timeout: float = 60.0) -> ServiceReplica:
+        """Start a fresh app process beside the running sidecar, on the same port."""
+        self.app = self._start_app()
+        self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
+        return self
+
+    def _start_app(self) -> ManagedProcess:
         cluster, ep = self.cluster, self.endpoints
         env = cluster.child_env(
             {
@@ -82,25 +109,12 @@ class ServiceReplica:
                 **self.spec.env,
             }
         )
-        self.app = ManagedProcess(
+        return ManagedProcess(
             f"{self.name}-app",
             [sys.executable, "-m", self.spec.module],
             cluster.logs / f"{self.name}.app.log",
             env=env,
         ).start()
-        self.daprd = ManagedProcess(
-            f"{self.name}-daprd",
-            self._daprd_argv(),
-            cluster.logs / f"{self.name}.daprd.log",
-            env=cluster.child_env(),
-        ).start()
-        try:
-            self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
-            self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
-        except ProcessFailed:
-            self.stop()
-            raise
-        return self
 
     def _daprd_argv(self) -> list[str]:
         c, ep = self.cluster, self.endpoints

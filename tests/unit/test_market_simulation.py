@@ -1,0 +1,80 @@
+"""Invariants of the market decision-quality benchmark, on a reduced run (6 agents, 600 tasks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bench.market_simulation import SCENARIOS, Scenario, build, simulate
+
+AGENTS = 6
+TASKS = 600
+SEED = 7
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[Scenario, dict[str, dict[str, Any]]]:
+    return {key: simulate(key, agents=AGENTS, tasks=TASKS, seed=SEED) for key in SCENARIOS}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_oracle_is_an_upper_bound_with_zero_regret(
+    results: dict[Scenario, dict[str, dict[str, Any]]], scenario: Scenario
+) -> None:
+    rows = results[scenario]
+    assert set(rows) == {"agora", "oracle", "random", "round_robin", "highest_self_report"}
+    oracle = rows["oracle"]
+    assert oracle["regret"] == 0.0
+    assert oracle["regret_late"] == 0.0
+    assert oracle["rejected"] == 0
+    for name, row in rows.items():
+        assert row["expected_success"] <= oracle["expected_success"], name
+        assert row["expected_success_late"] <= oracle["expected_success_late"], name
+        assert row["regret"] >= 0.0, name
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_rates_are_probabilities(
+    results: dict[Scenario, dict[str, dict[str, Any]]], scenario: Scenario
+) -> None:
+    for name, row in results[scenario].items():
+        for key in ("success_rate", "success_rate_late", "expected_success", "expected_success_late"):
+            assert 0.0 <= row[key] <= 1.0, (name, key)
+        assert row["mean_cost_usd"] >= 0.0, name
+        assert 0 <= row["rejected"] <= TASKS, name
+
+
+def test_agora_beats_random_when_agents_overclaim(
+    results: dict[Scenario, dict[str, dict[str, Any]]],
+) -> None:
+    rows = results["overclaiming"]
+    assert rows["agora"]["expected_success"] > rows["random"]["expected_success"]
+    assert rows["agora"]["success_rate_late"] > rows["random"]["success_rate_late"]
+    assert rows["agora"]["regret"] < rows["random"]["regret"]
+
+
+def test_scenarios_differ_only_in_inflation() -> None:
+    independent, tasks_a, _ = build("independent", SEED, AGENTS, 50)
+    overclaiming, tasks_b, _ = build("overclaiming", SEED, AGENTS, 50)
+    for a, b in zip(independent, overclaiming, strict=True):
+        assert (a.profile, a.true_p, a.steps, a.cost_bias) == (b.profile, b.true_p, b.steps, b.cost_bias)
+        assert 0.0 <= b.inflation <= 0.3
+    for ta, tb in zip(tasks_a, tasks_b, strict=True):
+        assert (ta.spec, ta.capable, ta.draws, ta.actual_costs) == (
+            tb.spec,
+            tb.capable,
+            tb.draws,
+            tb.actual_costs,
+        )
+        assert {i: b.estimated_cost_usd for i, b in ta.bids.items()} == {
+            i: b.estimated_cost_usd for i, b in tb.bids.items()
+        }
+    # Overclaiming: the weakest agent inflates more than the strongest.
+    weakest = min(overclaiming, key=lambda a: a.true_p)
+    strongest = max(overclaiming, key=lambda a: a.true_p)
+    assert weakest.inflation > strongest.inflation
+
+
+def test_unknown_scenario_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown scenario"):
+        simulate("honest", agents=AGENTS, tasks=10, seed=SEED)  # type: ignore[arg-type]
