@@ -84,7 +84,7 @@ test-unit: venv
 test-integration: tools
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-bench: venv
+bench: venv dapr redis
 	$(PY) -m bench
 
 lint: venv

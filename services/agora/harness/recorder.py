@@ -6,6 +6,7 @@ from AGORA_RECORD_TOPICS as `pubsub/topic` pairs separated by commas.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -28,16 +29,27 @@ class Recorded(BaseModel):
     messages: list[Any]
 
 
+class Arrival(BaseModel):
+    received_at: float
+    """Wall-clock seconds (time.time()) when the delivery reached the recorder."""
+    payload: Any
+
+
+class Arrivals(BaseModel):
+    topic: str
+    arrivals: list[Arrival]
+
+
 def create_app(settings: RecorderSettings | None = None) -> FastAPI:
     settings = settings or RecorderSettings()
-    received: dict[str, list[Any]] = defaultdict(list)
+    received: dict[str, list[Arrival]] = defaultdict(list)
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         for pair in filter(None, (p.strip() for p in settings.record_topics.split(","))):
             pubsub, topic = pair.split("/", 1)
 
             async def record(payload: Any, topic: str = topic) -> None:
-                received[topic].append(payload)
+                received[topic].append(Arrival(received_at=time.time(), payload=payload))
 
             # The recorder must see malformed payloads too, so it accepts anything and never
             # dead-letters what it records.
@@ -45,7 +57,11 @@ def create_app(settings: RecorderSettings | None = None) -> FastAPI:
 
         @app.get("/v1/messages/{topic}", response_model=Recorded)
         async def messages(topic: str) -> Recorded:
-            return Recorded(topic=topic, messages=received.get(topic, []))
+            return Recorded(topic=topic, messages=[a.payload for a in received.get(topic, [])])
+
+        @app.get("/v1/arrivals/{topic}", response_model=Arrivals)
+        async def arrivals(topic: str) -> Arrivals:
+            return Arrivals(topic=topic, arrivals=received.get(topic, []))
 
     return create_service_app(settings, [ServiceModule("recorder", setup=setup)])
 

@@ -4,6 +4,7 @@ The actor runtime runs one call at a time per task, so lifecycle checks and writ
 interleave for a task; a status index (plain state keys) lets the board list tasks by status.
 """
 
+import zlib
 from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, actormethod
@@ -17,6 +18,17 @@ from agora.runtime.actor import PydanticActor, actor_endpoint
 from agora.runtime.state import StateRepository
 
 STATUS_INDEX_NAMESPACE = "taskboard:status"
+STATUS_INDEX_SHARDS = 16
+"""Each status's task ids are spread over this many keys, so concurrent status changes
+rarely contend for one etag and no single list grows with the whole board."""
+
+
+def status_index_keys(status: AllocationStatus | str) -> list[str]:
+    return [f"{status}:{shard:02d}" for shard in range(STATUS_INDEX_SHARDS)]
+
+
+def status_index_key(status: AllocationStatus | str, task_id: str) -> str:
+    return f"{status}:{zlib.crc32(task_id.encode()) % STATUS_INDEX_SHARDS:02d}"
 
 
 class TaskIds(BaseModel):
@@ -82,8 +94,8 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface):
             return
         task_id = self.id.id
         if old is not None:
-            await index.update(str(old), lambda ids: _without(ids, task_id))
-        await index.update(str(new), lambda ids: _with(ids, task_id))
+            await index.update(status_index_key(old, task_id), lambda ids: _without(ids, task_id))
+        await index.update(status_index_key(new, task_id), lambda ids: _with(ids, task_id))
 
     @actor_endpoint
     async def post_task(self, spec: dict[str, Any]) -> TaskRecord:

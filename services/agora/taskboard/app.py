@@ -11,7 +11,7 @@ from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task, TaskIds
+from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task, TaskIds, status_index_keys
 
 APP_ID = "taskboard"
 
@@ -33,8 +33,9 @@ def taskboard_module() -> ServiceModule:
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
-            stored = await index.get(str(status))
-            return TaskList(status=status, task_ids=stored.value.task_ids if stored else [])
+            shards = await index.get_many(status_index_keys(status))
+            task_ids = sorted(task_id for shard in shards.values() for task_id in shard.value.task_ids)
+            return TaskList(status=status, task_ids=task_ids)
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: str) -> TaskRecord:
