@@ -33,7 +33,8 @@ DECISION_TOPICS = ("agora.task.awarded", "agora.task.rejected")
 
 def _publish(replica: ServiceReplica, topic: str, data: dict[str, Any]) -> float:
     sent_at = time.time()
-    httpx.post(f"{replica.dapr_http}/v1.0/publish/agora-pubsub/{topic}", json=data, timeout=30).raise_for_status()
+    url = f"{replica.dapr_http}/v1.0/publish/agora-pubsub/{topic}"
+    httpx.post(url, json=data, timeout=30).raise_for_status()
     return sent_at
 
 
@@ -101,7 +102,8 @@ def main() -> None:
             ]
 
         warm = tasks("warm", 10)
-        _wait_for(recorder, DECISION_TOPICS, "task_id", set(_burst(allocator, "agora.tasks", warm, "task_id")))
+        warmed = set(_burst(allocator, "agora.tasks", warm, "task_id"))
+        _wait_for(recorder, DECISION_TOPICS, "task_id", warmed)
 
         echoes = [{"echo_id": f"echo-{run}-{i:04d}"} for i in range(ECHOES)]
         echo_sent = _burst(allocator, ECHO_TOPIC, echoes, "echo_id")
