@@ -139,3 +139,13 @@ def test_a_rejected_result_must_say_why() -> None:
 def test_an_allocated_result_must_name_its_winner() -> None:
     with pytest.raises(ValidationError, match="winner"):
         AllocationResult(task_id="t-1", status=AllocationStatus.ALLOCATED, winning_agent_id="a")
+
+
+def test_typed_errors_come_back_from_their_codes() -> None:
+    from agora.core.errors import AgoraError, IllegalTransition, error_from
+    from agora.core.escalation import AgentNotWaiting
+
+    assert isinstance(error_from("ILLEGAL_TRANSITION", "x"), IllegalTransition)
+    assert isinstance(error_from("AGENT_NOT_WAITING", "x"), AgentNotWaiting)
+    unknown = error_from("SOMETHING_NEW", "x")
+    assert type(unknown) is AgoraError and unknown.message == "x"

@@ -38,10 +38,14 @@ class InvalidOutcome(AgoraError):
     code = "INVALID_OUTCOME"
 
 
-ERRORS_BY_CODE: dict[str, type[AgoraError]] = {
-    cls.code: cls for cls in (AgoraError, IllegalTransition, NoStateFound, ConflictingTask, InvalidOutcome)
-}
+def _error_types(root: type[AgoraError] = AgoraError) -> dict[str, type[AgoraError]]:
+    found = {root.code: root}
+    for sub in root.__subclasses__():
+        found.update(_error_types(sub))
+    return found
 
 
 def error_from(code: str, message: str) -> AgoraError:
-    return ERRORS_BY_CODE.get(code, AgoraError)(message)
+    """The typed error for `code`: any AgoraError subclass defined anywhere registers itself
+    by being defined, so domain modules keep their errors next to their rules."""
+    return _error_types().get(code, AgoraError)(message)
