@@ -47,10 +47,15 @@ def _app_id(service: str) -> str:
 
 
 def _invoke(
-    args: argparse.Namespace, method: str, path: str, body: Any = None, service: str = "registry"
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: Any = None,
+    service: str = "registry",
+    headers: dict[str, str] | None = None,
 ) -> Any:
     url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/{_app_id(service)}/method/{path}"
-    response = httpx.request(method, url, json=body, timeout=30)
+    response = httpx.request(method, url, json=body, timeout=30, headers=headers)
     if response.status_code >= 400:
         raise SystemExit(f"{service} answered {response.status_code}: {response.text}")
     return response.json()
@@ -173,6 +178,58 @@ def cmd_task_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
+    party, context = record["waiting_party"], record["context"]
+    deadline = f"  deadline {record['deadline']}" if record.get("deadline") else ""
+    print(
+        f"{record['escalation_id']:<28} {record['status']:<18} {party['kind']} {party['id']}  "
+        f"confidence {context.get('confidence', '-')}{deadline}"
+    )
+    if not full:
+        return
+    print(json.dumps(context, indent=2))
+    for suggestion in context.get("historical_suggestions", []):
+        print(f"  suggestion: {suggestion['action']} (succeeded: {suggestion.get('outcome_succeeded')})")
+    for entry in record["audit"]:
+        print(f"  audit: {entry['when']} {entry['who']}: {entry['what']} {entry.get('why') or ''}")
+
+
+def cmd_escalations_list(args: argparse.Namespace) -> int:
+    found = _invoke(args, "GET", f"v1/escalations?status={args.status}", service="escalation")["escalations"]
+    if not found:
+        print(f"(no escalations {args.status})")
+    for record in found:
+        _print_escalation(record, full=False)
+    return 0
+
+
+def cmd_escalations_show(args: argparse.Namespace) -> int:
+    _print_escalation(
+        _invoke(args, "GET", f"v1/escalations/{args.escalation_id}", service="escalation"), full=True
+    )
+    return 0
+
+
+def cmd_escalations_resume(args: argparse.Namespace) -> int:
+    decision: dict[str, Any] = {"kind": "escalation", "action": args.action}
+    if args.prompt:
+        decision["modified_prompt"] = args.prompt
+    if args.guidance:
+        decision["guidance"] = args.guidance
+    token = os.environ.get("AGORA_API_TOKEN")
+    record = _invoke(
+        args,
+        "POST",
+        f"v1/escalations/{args.escalation_id}/resume",
+        {"decision": decision, "who": args.who, "why": args.why},
+        service="escalation",
+        headers={"x-agora-token": token} if token else None,
+    )
+    decided = f"{record['decision']['action']} by {record['decided_by']}"
+    print(f"{record['escalation_id']}: {record['status']} with {decided}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agora", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--dapr-http-port", help="sidecar to talk through (default: the running `agora run`)")
@@ -213,6 +270,28 @@ def build_parser() -> argparse.ArgumentParser:
     listing = task.add_parser("list", help="task ids in a status")
     listing.add_argument("--status", default="ALLOCATED", choices=[s.value for s in AllocationStatus])
     listing.set_defaults(func=cmd_task_list)
+
+    escalations = commands.add_parser("escalations", help="escalations waiting for a person").add_subparsers(
+        dest="action", required=True
+    )
+    waiting = escalations.add_parser("list", help="escalations in a status (default: waiting)")
+    waiting.add_argument(
+        "--status", default="WAITING_FOR_HUMAN", choices=["WAITING_FOR_HUMAN", "RESOLVED", "EXPIRED"]
+    )
+    waiting.set_defaults(func=cmd_escalations_list)
+    show_escalation = escalations.add_parser("show", help="one escalation with its context and suggestions")
+    show_escalation.add_argument("escalation_id")
+    show_escalation.set_defaults(func=cmd_escalations_show)
+    resume = escalations.add_parser(
+        "resume", help="decide a waiting escalation (AGORA_API_TOKEN if required)"
+    )
+    resume.add_argument("escalation_id")
+    resume.add_argument("--action", required=True, choices=["retry", "skip", "abort", "modify_prompt"])
+    resume.add_argument("--prompt", help="the new prompt (required with modify_prompt)")
+    resume.add_argument("--guidance")
+    resume.add_argument("--who", default=os.environ.get("USER", "operator"))
+    resume.add_argument("--why", default="")
+    resume.set_defaults(func=cmd_escalations_resume)
     return parser
 
 

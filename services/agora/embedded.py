@@ -14,11 +14,13 @@ import os
 from fastapi import FastAPI
 
 from agora.allocator.app import AllocatorSettings, allocator_module
+from agora.escalation.app import EscalationSettings, escalation_module
 from agora.registry.app import RegistrySettings, registry_module
 from agora.reputation.app import reputation_module
 from agora.runtime.service import create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.taskboard.app import taskboard_module
+from agora.uncertainty.app import uncertainty_module
 from agora.worker.app import WorkerSettings, worker_module
 
 APP_ID = "agora"
@@ -38,6 +40,8 @@ def create_app() -> FastAPI:
                 )
             ),
             worker_module(WorkerSettings(app_id=settings.app_id, registry_app_id=settings.app_id)),
+            escalation_module(EscalationSettings(app_id=settings.app_id)),
+            uncertainty_module(),
         ],
     )
 

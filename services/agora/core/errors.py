@@ -48,4 +48,10 @@ def _error_types(root: type[AgoraError] = AgoraError) -> dict[str, type[AgoraErr
 def error_from(code: str, message: str) -> AgoraError:
     """The typed error for `code`: any AgoraError subclass defined anywhere registers itself
     by being defined, so domain modules keep their errors next to their rules."""
-    return _error_types().get(code, AgoraError)(message)
+    error_type = _error_types().get(code, AgoraError)
+    try:
+        return error_type(message)
+    except TypeError:  # an error type whose constructor wants more than a message
+        error = error_type.__new__(error_type)
+        AgoraError.__init__(error, message)
+        return error

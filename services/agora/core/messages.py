@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agora.core.escalation import AbortSummary, AnyResponse, EscalationStatus, WaitingParty
 from agora.core.market import AllocationResult, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 
@@ -27,6 +28,8 @@ class Topic(StrEnum):
     """The allocator rejected a task (`TaskRejected`), with the reason."""
     TASK_OUTCOME = "agora.task.outcome"
     """A worker finished a task (`TaskOutcome`); board and reputation learn from it."""
+    ESCALATION_RESOLVED = "agora.escalation.resolved"
+    """A parked escalation got its decision (`EscalationResolved`); the waiting party continues."""
 
 
 class RegisterAgent(BaseModel):
@@ -84,3 +87,13 @@ class TaskRejected(BaseModel):
     task_id: str
     reason: str
     result: AllocationResult
+
+
+class EscalationResolved(BaseModel):
+    escalation_id: str
+    waiting_party: WaitingParty
+    decision: AnyResponse
+    decided_by: str
+    status: EscalationStatus
+    """RESOLVED by a person, or EXPIRED when the deadline applied the default decision."""
+    abort_summary: AbortSummary | None = None

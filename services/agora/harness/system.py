@@ -9,6 +9,8 @@ TASKBOARD = ServiceSpec("taskboard", "agora.taskboard")
 REPUTATION = ServiceSpec("reputation", "agora.reputation")
 ALLOCATOR = ServiceSpec("allocator", "agora.allocator")
 WORKER = ServiceSpec("worker", "agora.worker")
+ESCALATION = ServiceSpec("escalation", "agora.escalation")
+UNCERTAINTY = ServiceSpec("uncertainty", "agora.uncertainty")
 EMBEDDED = ServiceSpec("agora", "agora.embedded")
 RECORDER = ServiceSpec(
     "recorder",
@@ -16,7 +18,15 @@ RECORDER = ServiceSpec(
     env={"AGORA_RECORD_TOPICS": "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded"},
 )
 
-SERVICES: tuple[ServiceSpec, ...] = (REGISTRY, TASKBOARD, REPUTATION, ALLOCATOR, WORKER)
+SERVICES: tuple[ServiceSpec, ...] = (
+    REGISTRY,
+    TASKBOARD,
+    REPUTATION,
+    ALLOCATOR,
+    WORKER,
+    ESCALATION,
+    UNCERTAINTY,
+)
 """Every Agora service as its own app, in start order (the redis profile, Kubernetes)."""
 
 SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {

@@ -4,7 +4,6 @@ The actor runtime runs one call at a time per task, so lifecycle checks and writ
 interleave for a task; a status index (plain state keys) lets the board list tasks by status.
 """
 
-import zlib
 from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, actormethod
@@ -15,24 +14,9 @@ from agora.core.errors import NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import PydanticActor, actor_endpoint
-from agora.runtime.state import StateRepository
+from agora.runtime.status_index import StatusIndex
 
 STATUS_INDEX_NAMESPACE = "taskboard:status"
-STATUS_INDEX_SHARDS = 16
-"""Each status's task ids are spread over this many keys, so concurrent status changes
-rarely contend for one etag and no single list grows with the whole board."""
-
-
-def status_index_keys(status: AllocationStatus | str) -> list[str]:
-    return [f"{status}:{shard:02d}" for shard in range(STATUS_INDEX_SHARDS)]
-
-
-def status_index_key(status: AllocationStatus | str, task_id: str) -> str:
-    return f"{status}:{zlib.crc32(task_id.encode()) % STATUS_INDEX_SHARDS:02d}"
-
-
-class TaskIds(BaseModel):
-    task_ids: list[str] = []
 
 
 class TaskSlot(BaseModel):
@@ -70,7 +54,7 @@ class TaskActorInterface(ActorInterface):
 
 class Task(PydanticActor[TaskSlot], TaskActorInterface):
     state_model = TaskSlot
-    status_index: ClassVar[StateRepository[TaskIds] | None] = None
+    status_index: ClassVar[StatusIndex | None] = None
     """Set by the task board module at start-up."""
 
     def _record(self) -> TaskRecord:
@@ -89,13 +73,8 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface):
         return updated
 
     async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
-        index = Task.status_index
-        if index is None:
-            return
-        task_id = self.id.id
-        if old is not None:
-            await index.update(status_index_key(old, task_id), lambda ids: _without(ids, task_id))
-        await index.update(status_index_key(new, task_id), lambda ids: _with(ids, task_id))
+        if Task.status_index is not None:
+            await Task.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
     async def post_task(self, spec: dict[str, Any]) -> TaskRecord:
@@ -135,17 +114,6 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface):
     @actor_endpoint
     async def mark_outcome(self, outcome: dict[str, Any]) -> TaskRecord:
         return await self._save(lifecycle.record_outcome(self._record(), TaskOutcome.model_validate(outcome)))
-
-
-def _with(ids: TaskIds | None, task_id: str) -> TaskIds:
-    current = ids or TaskIds()
-    return current if task_id in current.task_ids else TaskIds(task_ids=[*current.task_ids, task_id])
-
-
-def _without(ids: TaskIds | None, task_id: str) -> TaskIds | None:
-    if ids is None:
-        return None
-    return TaskIds(task_ids=[i for i in ids.task_ids if i != task_id])
 
 
 ACTOR_TYPE = Task.__name__  # the Dapr actor type is the class name

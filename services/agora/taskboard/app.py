@@ -11,7 +11,8 @@ from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task, TaskIds, status_index_keys
+from agora.runtime.status_index import IdSet, StatusIndex
+from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task
 
 APP_ID = "taskboard"
 
@@ -27,15 +28,12 @@ class TaskList(BaseModel):
 
 def taskboard_module() -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        index = ctx.repository(STATUS_INDEX_NAMESPACE, TaskIds)
-        Task.status_index = index
+        index = Task.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
         actors = ActorClient(ctx.sidecar)
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
-            shards = await index.get_many(status_index_keys(status))
-            task_ids = sorted(task_id for shard in shards.values() for task_id in shard.value.task_ids)
-            return TaskList(status=status, task_ids=task_ids)
+            return TaskList(status=status, task_ids=await index.list(str(status)))
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: str) -> TaskRecord:

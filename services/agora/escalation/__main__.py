@@ -1,0 +1,3 @@
+from agora.escalation.app import main
+
+main()

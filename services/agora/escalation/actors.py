@@ -1,0 +1,168 @@
+"""The `Escalation` actor: one per escalation id, holding its record until a decision.
+
+A decision is applied once (the actor serializes calls; a second one gets AGENT_NOT_WAITING).
+An optional deadline is an actor reminder (kept by the Dapr scheduler, so it survives
+restarts of the app and its sidecar) that applies the configured default decision. Either
+way the waiting party is told through `agora.escalation.resolved`.
+"""
+
+import contextlib
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+from dapr.actor import ActorInterface, Remindable, actormethod
+from opentelemetry import trace
+from opentelemetry.trace import Link
+from pydantic import BaseModel, Field
+
+from agora.core import escalation as rules
+from agora.core.errors import NoStateFound
+from agora.core.escalation import AnyContext, AnyResponse, EscalationRecord, PartialProgress, WaitingParty
+from agora.core.messages import EscalationResolved, Topic
+from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.pubsub import Publisher
+from agora.runtime.status_index import StatusIndex
+from agora.runtime.tracing import current_traceparent, extract_context, tracer
+
+DEADLINE_REMINDER = "deadline"
+
+
+class ParkRequest(BaseModel):
+    waiting_party: WaitingParty
+    context: AnyContext
+    deadline: datetime | None = None
+    default_decision: AnyResponse | None = None
+    who: str = rules.SYSTEM_ACTOR
+    why: str = ""
+
+
+class Decision(BaseModel):
+    response: AnyResponse
+    who: str = Field(min_length=1)
+    why: str = ""
+    progress: PartialProgress | None = None
+
+
+class EscalationSlot(BaseModel):
+    record: EscalationRecord | None = None
+    traceparent: str | None = None
+    """Trace context of the parking call: the decision continues that trace, so the whole
+    path (step → pause → person → continuation) is one trace even days later."""
+
+
+class EscalationInterface(ActorInterface):
+    @actormethod(name="park")
+    async def park(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+    @actormethod(name="get")
+    async def get(self) -> dict[str, Any]: ...
+
+    @actormethod(name="resolve")
+    async def resolve(self, decision: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable):
+    state_model = EscalationSlot
+    status_index: ClassVar[StatusIndex | None] = None
+    publisher: ClassVar[Publisher | None] = None
+    """Set by the escalation module at start-up."""
+
+    def _record(self) -> EscalationRecord:
+        return rules.require_record(self.state.record, self.id.id)
+
+    async def _save(self, updated: EscalationRecord) -> EscalationRecord:
+        previous = self.state.record.status if self.state.record else None
+        self.state.record = updated
+        await self.commit()
+        if Escalation.status_index is not None:
+            await Escalation.status_index.move(
+                self.id.id, str(previous) if previous else None, str(updated.status)
+            )
+        return updated
+
+    @actor_endpoint
+    async def park(self, request: dict[str, Any]) -> EscalationRecord:
+        ask = ParkRequest.model_validate(request)
+        now = datetime.now(UTC)
+        record = rules.park(
+            self.id.id,
+            ask.waiting_party,
+            ask.context,
+            now=now,
+            who=ask.who,
+            why=ask.why,
+            deadline=ask.deadline,
+            default_decision=ask.default_decision,
+            existing=self.state.record,
+        )
+        if record == self.state.record:
+            return record  # parked before: the same request again
+        self.state.traceparent = current_traceparent()
+        record = await self._save(record)
+        if record.deadline is not None:
+            # One-shot: fires once at the deadline (no period).
+            await self.register_reminder(DEADLINE_REMINDER, b"", max(record.deadline - now, timedelta(0)))
+        return record
+
+    @actor_endpoint
+    async def get(self) -> EscalationRecord:
+        return self._record()
+
+    @actor_endpoint
+    async def resolve(self, decision: dict[str, Any]) -> EscalationRecord:
+        given = Decision.model_validate(decision)
+        resolved = rules.resolve(
+            self._record(), given.response, given.who, given.why, datetime.now(UTC), progress=given.progress
+        )
+        return await self._conclude(resolved)
+
+    async def receive_reminder(
+        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
+    ) -> None:
+        if name != DEADLINE_REMINDER or self.state.record is None:
+            return
+        expired = rules.expire(self.state.record, datetime.now(UTC))
+        if expired != self.state.record:
+            await self._conclude(expired)
+
+    async def _conclude(self, record: EscalationRecord) -> EscalationRecord:
+        record = await self._save(record)
+        assert Escalation.publisher is not None and record.decision is not None
+        parked = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
+        with tracer("agora.escalation").start_as_current_span(
+            "escalation.resolve",
+            context=parked,
+            links=[Link(trace.get_current_span().get_span_context())],
+            attributes={
+                "agora.escalation_id": record.escalation_id,
+                "agora.decision": str(record.decision.action),
+                "agora.decided_by": record.decided_by or rules.SYSTEM_ACTOR,
+                "agora.status": str(record.status),
+            },
+        ):
+            await self._announce(record)
+        if record.deadline is not None:
+            # A one-shot reminder that just fired may already be gone; nothing else can fail here.
+            with contextlib.suppress(Exception):
+                await self.unregister_reminder(DEADLINE_REMINDER)
+        return record
+
+    async def _announce(self, record: EscalationRecord) -> None:
+        assert Escalation.publisher is not None and record.decision is not None
+        await Escalation.publisher.publish(
+            Topic.ESCALATION_RESOLVED,
+            EscalationResolved(
+                escalation_id=record.escalation_id,
+                waiting_party=record.waiting_party,
+                decision=record.decision,
+                decided_by=record.decided_by or rules.SYSTEM_ACTOR,
+                status=record.status,
+                abort_summary=record.abort_summary,
+            ),
+            message_id=f"resolved:{record.escalation_id}",
+        )
+
+
+ACTOR_TYPE = Escalation.__name__  # the Dapr actor type is the class name
+
+__all__ = ["ACTOR_TYPE", "Decision", "Escalation", "NoStateFound", "ParkRequest"]

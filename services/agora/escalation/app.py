@@ -1,0 +1,126 @@
+"""The escalation app: hosts `Escalation` actors and the human interface (HTTP, reached
+through Dapr service invocation: `/v1.0/invoke/escalation/method/v1/escalations...`)."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import FastAPI, Header
+from pydantic import BaseModel, Field
+
+from agora.core.errors import AgoraError, NoStateFound
+from agora.core.escalation import AgentNotWaiting, AnyResponse, EscalationRecord, EscalationStatus
+from agora.escalation.actors import ACTOR_TYPE, Escalation, ParkRequest
+from agora.runtime.actor import ActorClient
+from agora.runtime.service import (
+    NotFound,
+    ServiceContext,
+    ServiceError,
+    ServiceModule,
+    create_service_app,
+    serve,
+)
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.status_index import IdSet, StatusIndex
+
+APP_ID = "escalation"
+STATUS_INDEX_NAMESPACE = "escalation:status"
+
+
+class EscalationSettings(ServiceSettings):
+    app_id: str = APP_ID
+    api_token: str | None = None
+    """AGORA_API_TOKEN: when set, deciding an escalation needs header `x-agora-token` with it."""
+
+
+class Unauthorized(ServiceError):
+    status_code = 401
+    code = "UNAUTHORIZED"
+
+
+class NotWaiting(ServiceError):
+    status_code = 409
+    code = AgentNotWaiting.code
+
+
+class Invalid(ServiceError):
+    status_code = 422
+    code = "INVALID_DECISION"
+
+
+class ResumeRequest(BaseModel):
+    """A person's decision, and who made it and why (kept in the audit trail)."""
+
+    decision: AnyResponse
+    who: str = Field(min_length=1)
+    why: str = ""
+
+
+class EscalationList(BaseModel):
+    status: EscalationStatus
+    escalations: list[EscalationRecord]
+
+
+def escalation_module(settings: EscalationSettings | None = None) -> ServiceModule:
+    settings = settings or EscalationSettings()
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        index = Escalation.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        Escalation.publisher = ctx.publisher
+        actors = ActorClient(ctx.sidecar)
+
+        async def call(escalation_id: str, method: str, payload: object = None) -> EscalationRecord:
+            try:
+                return EscalationRecord.model_validate(
+                    await actors.call(ACTOR_TYPE, escalation_id, method, payload)
+                )
+            except NoStateFound as exc:
+                raise NotFound(exc.message, escalation_id=escalation_id, error_code=exc.code) from exc
+            except AgentNotWaiting as exc:
+                raise NotWaiting(exc.message, escalation_id=escalation_id) from exc
+            except AgoraError as exc:
+                raise Invalid(f"{exc.code}: {exc.message}", escalation_id=escalation_id) from exc
+
+        @app.get("/v1/escalations", response_model=EscalationList)
+        async def list_escalations(
+            status: EscalationStatus = EscalationStatus.WAITING_FOR_HUMAN,
+        ) -> EscalationList:
+            records = [await call(escalation_id, "get") for escalation_id in await index.list(str(status))]
+            return EscalationList(status=status, escalations=[r for r in records if r.status is status])
+
+        @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
+        async def show(escalation_id: str) -> EscalationRecord:
+            return await call(escalation_id, "get")
+
+        @app.put("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
+        async def park(escalation_id: str, request: ParkRequest) -> EscalationRecord:
+            return await call(escalation_id, "park", request)
+
+        @app.post("/v1/escalations/{escalation_id}/resume", response_model=EscalationRecord)
+        async def resume(
+            escalation_id: str, request: ResumeRequest, x_agora_token: str | None = Header(default=None)
+        ) -> EscalationRecord:
+            if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
+                raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
+            decision = {
+                "response": request.decision.model_dump(mode="json"),
+                "who": request.who,
+                "why": request.why,
+            }
+            return await call(escalation_id, "resolve", decision)
+
+    return ServiceModule("escalation", setup=setup, actors=(Escalation,))
+
+
+def create_app(settings: EscalationSettings | None = None) -> FastAPI:
+    settings = settings or EscalationSettings()
+    return create_service_app(settings, [escalation_module(settings)])
+
+
+def main() -> None:
+    settings = EscalationSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Uncertainty monitor: confidence per step → proceed / log / pause for a human / abort."""

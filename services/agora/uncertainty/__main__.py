@@ -1,0 +1,3 @@
+from agora.uncertainty.app import main
+
+main()

@@ -1,0 +1,224 @@
+"""The `SessionUncertainty` actor: one per agent session, holding its belief state.
+
+Each observed step is scored by `UncertaintyEstimator`. PAUSE_FOR_HUMAN parks the session with
+the escalation service (an `Escalation` actor) and refuses further steps until the decision
+arrives on `agora.escalation.resolved`; ABORT ends the session with a typed error.
+"""
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+
+from dapr.actor import ActorInterface, actormethod
+from pydantic import BaseModel, Field
+
+from agora.core.errors import AgoraError
+from agora.core.escalation import AbortSummary, EscalationAction, EscalationContext
+from agora.core.messages import EscalationResolved
+from agora.core.uncertainty import (
+    ConfidenceModel,
+    ModelMessage,
+    SessionBelief,
+    StepType,
+    StepUncertainty,
+    UncertaintyAbort,
+    UncertaintyAction,
+    UncertaintyEstimator,
+    UncertaintyPolicy,
+)
+from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+
+ESCALATION_ACTOR = "Escalation"
+SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
+
+
+class SessionNotRunning(AgoraError):
+    """A step was reported for a session that waits for a person or was aborted."""
+
+    code = "SESSION_NOT_RUNNING"
+
+
+class Continuation(BaseModel):
+    """How a session went on after a person (or a deadline) decided."""
+
+    escalation_id: str
+    action: EscalationAction
+    next_prompt: str | None = None
+    guidance: str | None = None
+    decided_by: str
+    at: datetime
+
+
+class SessionState(BaseModel):
+    belief: SessionBelief | None = None
+    status: SessionStatus = "RUNNING"
+    escalation_id: str | None = None
+    continuations: list[Continuation] = Field(default_factory=list)
+    abort_summary: AbortSummary | None = None
+
+
+class StepReport(BaseModel):
+    step_id: str = Field(min_length=1)
+    text: str = ""
+    prompt: str | None = None
+    step_type: StepType = "llm_call"
+    tool_name: str | None = None
+
+
+class StepVerdict(BaseModel):
+    step: StepUncertainty
+    action: UncertaintyAction
+    status: SessionStatus
+    escalation_id: str | None = None
+
+
+class SessionUncertaintyInterface(ActorInterface):
+    @actormethod(name="observe_llm_response")
+    async def observe_llm_response(self, report: dict[str, Any]) -> dict[str, Any]: ...
+
+    @actormethod(name="observe_tool_call")
+    async def observe_tool_call(self, report: dict[str, Any]) -> dict[str, Any]: ...
+
+    @actormethod(name="get_belief_state")
+    async def get_belief_state(self) -> dict[str, Any]: ...
+
+    @actormethod(name="summary_metadata")
+    async def summary_metadata(self) -> dict[str, Any]: ...
+
+    @actormethod(name="reset")
+    async def reset(self) -> dict[str, Any]: ...
+
+    @actormethod(name="apply_decision")
+    async def apply_decision(self, resolved: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterface):
+    state_model = SessionState
+    policy: ClassVar[UncertaintyPolicy] = UncertaintyPolicy()
+    model: ClassVar[ConfidenceModel | None] = None
+    actors: ClassVar[ActorClient | None] = None
+    """Set by the uncertainty module at start-up."""
+
+    def _estimator(self) -> UncertaintyEstimator:
+        if self.state.belief is None:
+            estimator = UncertaintyEstimator(SessionUncertainty.policy, model=SessionUncertainty.model)
+            estimator.initialize(self.id.id, "")
+            return estimator
+        return UncertaintyEstimator.from_belief(
+            self.state.belief, policy=SessionUncertainty.policy, model=SessionUncertainty.model
+        )
+
+    def _require_running(self) -> None:
+        if self.state.status != "RUNNING":
+            raise SessionNotRunning(f"session {self.id.id} is {self.state.status}")
+
+    @actor_endpoint
+    async def observe_llm_response(self, report: dict[str, Any]) -> StepVerdict:
+        self._require_running()
+        step_report = StepReport.model_validate(report)
+        estimator = self._estimator()
+        prompt = [ModelMessage(role="user", content=step_report.prompt)] if step_report.prompt else None
+        step, action = await estimator.observe_llm_response(
+            step_report.text, step_report.step_id, prompt_messages=prompt, step_type=step_report.step_type
+        )
+        return await self._after(estimator, step, action, step_report)
+
+    @actor_endpoint
+    async def observe_tool_call(self, report: dict[str, Any]) -> StepVerdict:
+        self._require_running()
+        step_report = StepReport.model_validate(report)
+        estimator = self._estimator()
+        step, action = await estimator.observe_tool_call(step_report.tool_name or "", step_report.step_id)
+        return await self._after(estimator, step, action, step_report)
+
+    async def _after(
+        self,
+        estimator: UncertaintyEstimator,
+        step: StepUncertainty,
+        action: UncertaintyAction,
+        report: StepReport,
+    ) -> StepVerdict:
+        self.state.belief = estimator.get_belief_state()
+        if action is UncertaintyAction.PAUSE_FOR_HUMAN:
+            await self._park(step, report)
+        elif action is UncertaintyAction.ABORT:
+            self.state.status = "ABORTED"
+        await self.commit()
+        if action is UncertaintyAction.ABORT:
+            raise UncertaintyAbort(step)
+        return StepVerdict(
+            step=step, action=action, status=self.state.status, escalation_id=self.state.escalation_id
+        )
+
+    async def _park(self, step: StepUncertainty, report: StepReport) -> None:
+        assert SessionUncertainty.actors is not None and self.state.belief is not None
+        escalation_id = f"{self.id.id}.{step.step_id}"
+        context = EscalationContext(
+            job_id=self.id.id,
+            sheet_num=self.state.belief.total_steps,
+            validation_results=[],
+            confidence=step.propagated_confidence,
+            retry_count=len(self.state.continuations),
+            error_history=[
+                f"step {step.step_id}: {step.level} uncertainty ({step.propagated_confidence:.2f})"
+            ],
+            prompt_used=report.prompt or "",
+            output_summary=report.text[:1000] or f"tool {report.tool_name}",
+        )
+        await SessionUncertainty.actors.call(
+            ESCALATION_ACTOR,
+            escalation_id,
+            "park",
+            {
+                "waiting_party": {"kind": "session", "id": self.id.id},
+                "context": context.model_dump(mode="json"),
+                "who": "uncertainty-monitor",
+                "why": f"{step.action} at step {step.step_id}",
+            },
+        )
+        self.state.status = "WAITING_FOR_HUMAN"
+        self.state.escalation_id = escalation_id
+
+    @actor_endpoint
+    async def get_belief_state(self) -> SessionState:
+        return self.state
+
+    @actor_endpoint
+    async def summary_metadata(self) -> dict[str, Any]:
+        return {**self._estimator().summary_metadata(), "status": self.state.status}
+
+    @actor_endpoint
+    async def reset(self) -> SessionState:
+        self.state = SessionState()
+        await self.commit()
+        return self.state
+
+    @actor_endpoint
+    async def apply_decision(self, resolved: dict[str, Any]) -> SessionState:
+        """Continue (or end) the session as decided; a decision for another escalation, or one
+        applied already, changes nothing."""
+        event = EscalationResolved.model_validate(resolved)
+        if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:
+            return self.state
+        decision = event.decision
+        action = EscalationAction(decision.action) if decision.action != "proceed" else EscalationAction.RETRY
+        self.state.continuations.append(
+            Continuation(
+                escalation_id=event.escalation_id,
+                action=action,
+                next_prompt=decision.modified_prompt,
+                guidance=decision.guidance,
+                decided_by=event.decided_by,
+                at=datetime.now(UTC),
+            )
+        )
+        self.state.escalation_id = None
+        if action is EscalationAction.ABORT:
+            self.state.status = "ABORTED"
+            self.state.abort_summary = event.abort_summary
+        else:
+            self.state.status = "RUNNING"
+        await self.commit()
+        return self.state
+
+
+ACTOR_TYPE = SessionUncertainty.__name__  # the Dapr actor type is the class name

@@ -1,0 +1,99 @@
+"""The uncertainty monitor app: hosts `SessionUncertainty` actors, answers step reports and
+continues sessions when their escalation is decided."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from agora.core.errors import AgoraError
+from agora.core.messages import EscalationResolved, Topic
+from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
+from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
+from agora.runtime.actor import ActorClient
+from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+from agora.uncertainty.actors import ACTOR_TYPE, SessionState, SessionUncertainty, StepReport, StepVerdict
+
+APP_ID = "uncertainty"
+
+
+class UncertaintySettings(ServiceSettings):
+    app_id: str = APP_ID
+    enable_p_true: bool = True
+    enable_semantic_sampling: bool = True
+
+
+class SessionRefused(ServiceError):
+    status_code = 409
+    code = "SESSION_REFUSED"
+
+
+def confidence_model(client: ModelClient) -> Any:
+    """Adapt the model client to the estimator's `ConfidenceModel` port."""
+
+    async def ask(messages: list[ModelMessage], *, temperature: float) -> str:
+        chat = [ChatMessage(role=m.role, content=m.content) for m in messages]
+        return (await client.complete(chat, temperature=temperature)).text
+
+    return ask
+
+
+def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceModule:
+    settings = settings or UncertaintySettings()
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        SessionUncertainty.policy = UncertaintyPolicy(
+            enable_p_true=settings.enable_p_true, enable_semantic_sampling=settings.enable_semantic_sampling
+        )
+        SessionUncertainty.model = confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar))
+        actors = SessionUncertainty.actors = ActorClient(ctx.sidecar)
+
+        async def call(session_id: str, method: str, payload: object = None) -> Any:
+            try:
+                return await actors.call(ACTOR_TYPE, session_id, method, payload)
+            except AgoraError as exc:
+                raise SessionRefused(exc.message, session_id=session_id, error_code=exc.code) from exc
+
+        @app.post("/v1/sessions/{session_id}/llm-responses", response_model=StepVerdict)
+        async def llm_response(session_id: str, report: StepReport) -> StepVerdict:
+            return StepVerdict.model_validate(await call(session_id, "observe_llm_response", report))
+
+        @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
+        async def tool_call(session_id: str, report: StepReport) -> StepVerdict:
+            return StepVerdict.model_validate(await call(session_id, "observe_tool_call", report))
+
+        @app.get("/v1/sessions/{session_id}", response_model=SessionState)
+        async def show(session_id: str) -> SessionState:
+            return SessionState.model_validate(await call(session_id, "get_belief_state"))
+
+        @app.get("/v1/sessions/{session_id}/summary")
+        async def summary(session_id: str) -> dict[str, Any]:
+            return dict(await call(session_id, "summary_metadata"))
+
+        @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
+        async def reset(session_id: str) -> SessionState:
+            return SessionState.model_validate(await call(session_id, "reset"))
+
+        async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind == "session":
+                await actors.call(ACTOR_TYPE, event.waiting_party.id, "apply_decision", event)
+
+        ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
+
+    return ServiceModule("uncertainty", setup=setup, actors=(SessionUncertainty,))
+
+
+def create_app(settings: UncertaintySettings | None = None) -> FastAPI:
+    settings = settings or UncertaintySettings()
+    return create_service_app(settings, [uncertainty_module(settings)])
+
+
+def main() -> None:
+    settings = UncertaintySettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Human escalation through real sidecars: a low-confidence step parks its session, a person
+decides, the session continues as decided; decisions apply once; deadlines apply defaults;
+a parked escalation outlives its app and sidecar."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica
+from tests.integration.helpers import eventually, replicas_of
+
+CONFIDENT = "The capital of France is Paris. Confidence: 95%"
+DOUBTFUL = "I am really not sure this migration is safe. Confidence: 10%"
+
+
+def host(cluster: LocalCluster, service: str) -> ServiceReplica:
+    return (replicas_of(cluster, service) or replicas_of(cluster, "agora"))[0]
+
+
+def url(cluster: LocalCluster, service: str, path: str) -> str:
+    replica = host(cluster, service)
+    return replica.invoke_url(path, app_id=replica.spec.app_id)
+
+
+def step(cluster: LocalCluster, session: str, step_id: str, text: str) -> httpx.Response:
+    return httpx.post(
+        url(cluster, "uncertainty", f"v1/sessions/{session}/llm-responses"),
+        json={"step_id": step_id, "text": text, "prompt": "Plan the database migration"},
+        timeout=30,
+    )
+
+
+def session_state(cluster: LocalCluster, session: str) -> dict[str, Any]:
+    return dict(httpx.get(url(cluster, "uncertainty", f"v1/sessions/{session}"), timeout=30).json())
+
+
+def resume(
+    cluster: LocalCluster, escalation_id: str, decision: dict[str, Any], who: str = "alice"
+) -> httpx.Response:
+    return httpx.post(
+        url(cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
+        json={"decision": {"kind": "escalation", **decision}, "who": who, "why": "reviewed the plan"},
+        timeout=30,
+    )
+
+
+def pause(cluster: LocalCluster) -> tuple[str, str]:
+    """A session whose second step is doubtful: it is paused, and its escalation is listed."""
+    session = f"session-{uuid.uuid4().hex[:8]}"
+    first = step(cluster, session, "1", CONFIDENT).json()
+    assert first["action"] == "proceed" and first["status"] == "RUNNING"
+    paused = step(cluster, session, "2", DOUBTFUL).json()
+    assert paused["action"] == "pause_for_human" and paused["status"] == "WAITING_FOR_HUMAN"
+    escalation_id = paused["escalation_id"]
+    listed = httpx.get(url(cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
+    assert escalation_id in [e["escalation_id"] for e in listed]
+    refused = step(cluster, session, "3", CONFIDENT)
+    assert refused.status_code == 409 and refused.json()["details"]["error_code"] == "SESSION_NOT_RUNNING"
+    return session, escalation_id
+
+
+@pytest.mark.parametrize(
+    ("decision", "status", "next_prompt"),
+    [
+        ({"action": "retry"}, "RUNNING", None),
+        ({"action": "skip"}, "RUNNING", None),
+        ({"action": "abort"}, "ABORTED", None),
+        (
+            {"action": "modify_prompt", "modified_prompt": "Plan it with a rollback"},
+            "RUNNING",
+            "Plan it with a rollback",
+        ),
+    ],
+    ids=["retry", "skip", "abort", "modify_prompt"],
+)
+def test_each_decision_continues_the_session_as_decided(
+    default_cluster: LocalCluster, decision: dict[str, Any], status: str, next_prompt: str | None
+) -> None:
+    session, escalation_id = pause(default_cluster)
+    shown = httpx.get(
+        url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"), timeout=30
+    ).json()
+    assert shown["context"]["confidence"] < 0.6 and shown["waiting_party"] == {
+        "kind": "session",
+        "id": session,
+    }
+
+    answer = resume(default_cluster, escalation_id, decision)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "RESOLVED" and answer.json()["decided_by"] == "alice"
+    assert [a["what"] for a in answer.json()["audit"]][-1] == f"resolved: {decision['action']}"
+
+    continued = eventually(lambda: (s := session_state(default_cluster, session))["status"] == status and s)
+    [continuation] = continued["continuations"]
+    assert continuation["action"] == decision["action"] and continuation["next_prompt"] == next_prompt
+    if status == "ABORTED":
+        assert continued["abort_summary"]["reason"] == "reviewed the plan"
+    else:
+        assert step(default_cluster, session, "3", CONFIDENT).status_code == 200, (
+            "the session takes steps again"
+        )
+
+    again = resume(default_cluster, escalation_id, {"action": "retry"}, who="bob")
+    assert again.status_code == 409 and again.json()["error"] == "AGENT_NOT_WAITING"
+
+
+def test_unknown_escalation_and_invalid_decisions_are_refused(default_cluster: LocalCluster) -> None:
+    missing = resume(default_cluster, "nobody", {"action": "retry"})
+    assert missing.status_code == 404 and missing.json()["details"]["error_code"] == "NO_STATE_FOUND"
+    _, escalation_id = pause(default_cluster)
+    no_prompt = resume(default_cluster, escalation_id, {"action": "modify_prompt"})
+    assert no_prompt.status_code == 422
+    assert "modified_prompt" in str(no_prompt.json()["detail"])
+
+
+def test_deadline_applies_the_default_decision(default_cluster: LocalCluster) -> None:
+    session = f"session-{uuid.uuid4().hex[:8]}"
+    escalation_id = f"{session}.deadline"
+    deadline = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    context = {
+        "kind": "escalation",
+        "job_id": session,
+        "sheet_num": 1,
+        "validation_results": [],
+        "confidence": 0.3,
+        "retry_count": 1,
+        "error_history": ["checker failed"],
+        "prompt_used": "p",
+        "output_summary": "o",
+    }
+    parked = httpx.put(
+        url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"),
+        json={
+            "waiting_party": {"kind": "session", "id": session},
+            "context": context,
+            "deadline": deadline,
+            "default_decision": {"kind": "escalation", "action": "skip"},
+        },
+        timeout=30,
+    )
+    assert parked.status_code == 200, parked.text
+    show = url(default_cluster, "escalation", f"v1/escalations/{escalation_id}")
+    expired = eventually(
+        lambda: (r := httpx.get(show, timeout=30).json())["status"] == "EXPIRED" and r, timeout=30
+    )
+    assert expired["decision"]["action"] == "skip" and expired["decided_by"] == "system"
+    assert resume(default_cluster, escalation_id, {"action": "retry"}).status_code == 409
+
+
+def test_parked_escalation_survives_restart_of_its_app_and_sidecar(redis_cluster: LocalCluster) -> None:
+    session, escalation_id = pause(redis_cluster)
+    escalation = replicas_of(redis_cluster, "escalation")[0]
+    escalation.kill()
+    escalation.start()
+    shown = httpx.get(url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}"), timeout=30).json()
+    assert shown["status"] == "WAITING_FOR_HUMAN"
+    listed = httpx.get(url(redis_cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
+    assert escalation_id in [e["escalation_id"] for e in listed]
+    assert resume(redis_cluster, escalation_id, {"action": "retry"}).status_code == 200
+    eventually(lambda: session_state(redis_cluster, session)["status"] == "RUNNING")
+
+
+def test_resume_needs_the_api_token_when_one_is_set(redis_cluster: LocalCluster) -> None:
+    escalation = replicas_of(redis_cluster, "escalation")[0]
+    escalation.stop()
+    escalation.spec.env["AGORA_API_TOKEN"] = "s3cret"
+    try:
+        escalation.start()
+        _, escalation_id = pause(redis_cluster)
+        denied = resume(redis_cluster, escalation_id, {"action": "retry"})
+        assert denied.status_code == 401 and denied.json()["error"] == "UNAUTHORIZED"
+        allowed = httpx.post(
+            url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
+            json={"decision": {"kind": "escalation", "action": "retry"}, "who": "alice"},
+            headers={"x-agora-token": "s3cret"},
+            timeout=30,
+        )
+        assert allowed.status_code == 200
+    finally:
+        escalation.stop()
+        escalation.spec.env.pop("AGORA_API_TOKEN")
+        escalation.start()
