@@ -49,12 +49,12 @@ def resume(
     )
 
 
-def pause(cluster: LocalCluster) -> tuple[str, str]:
+def pause(cluster: LocalCluster, doubt: str = DOUBTFUL) -> tuple[str, str]:
     """A session whose second step is doubtful: it is paused, and its escalation is listed."""
     session = f"session-{uuid.uuid4().hex[:8]}"
     first = step(cluster, session, "1", CONFIDENT).json()
     assert first["action"] == "proceed" and first["status"] == "RUNNING"
-    paused = step(cluster, session, "2", DOUBTFUL).json()
+    paused = step(cluster, session, "2", doubt).json()
     assert paused["action"] == "pause_for_human" and paused["status"] == "WAITING_FOR_HUMAN"
     escalation_id = paused["escalation_id"]
     listed = httpx.get(url(cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
@@ -185,3 +185,34 @@ def test_resume_needs_the_api_token_when_one_is_set(redis_cluster: LocalCluster)
         escalation.stop()
         escalation.spec.env.pop("AGORA_API_TOKEN")
         escalation.start()
+
+
+def test_past_escalations_come_back_as_suggestions_successful_first(default_cluster: LocalCluster) -> None:
+    # Two earlier escalations on the same kind of doubt: one skipped, one retried.
+    doubt = f"Unsure whether the {uuid.uuid4().hex[:8]} ledger reconciliation balances. Confidence: 10%"
+    _, skipped = pause(default_cluster, doubt)
+    assert resume(default_cluster, skipped, {"action": "skip"}).status_code == 200
+    retried_session, retried = pause(default_cluster, doubt)
+    assert (
+        resume(default_cluster, retried, {"action": "retry", "guidance": "re-read the schema"}).status_code
+        == 200
+    )
+    eventually(lambda: session_state(default_cluster, retried_session)["status"] == "RUNNING")
+    assert (
+        step(default_cluster, retried_session, "3", "Checked twice, all good. Confidence: 99%").status_code
+        == 200
+    )
+
+    def suggested() -> list[dict[str, Any]] | None:
+        _, fresh = pause(default_cluster, doubt)
+        shown = httpx.get(url(default_cluster, "escalation", f"v1/escalations/{fresh}"), timeout=30).json()
+        suggestions = shown["context"]["historical_suggestions"]
+        ids = [s["escalation_id"] for s in suggestions]
+        return suggestions if skipped in ids and retried in ids else None
+
+    suggestions = eventually(suggested, timeout=30)
+    by_id = {s["escalation_id"]: s for s in suggestions}
+    assert by_id[skipped]["action"] == "skip" and by_id[skipped]["outcome_succeeded"] is False
+    assert by_id[retried]["guidance"] == "re-read the schema"
+    known = [s for s in suggestions if s["outcome_succeeded"] is not None]
+    assert known == sorted(known, key=lambda s: not s["outcome_succeeded"]), "successful outcomes first"

@@ -20,7 +20,7 @@ from agora.harness import LocalCluster
 from agora.runtime.pubsub import Publisher
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from agora.runtime.tracing import tracer
+from agora.runtime.tracing import inject_headers, tracer
 from tests.integration.helpers import eventually, replicas_of
 
 Span = dict[str, Any]
@@ -173,6 +173,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
             by_name.setdefault(span["operationName"], []).append(span)
         for name in ("market.allocate", "market.award", "worker.execute", "process agora.task.outcome"):
             assert name in by_name, f"{name} not in the trace yet"
+
         def only(name: str) -> Span:
             assert len(by_name[name]) == 1, f"one {name} span"
             return by_name[name][0]
@@ -195,3 +196,46 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         return True
 
     eventually(whole_path, timeout=90)
+
+
+def test_pause_decision_and_continuation_are_one_trace(
+    redis_cluster: LocalCluster, test_tracer: TracerProvider
+) -> None:
+    uncertainty = replicas_of(redis_cluster, "uncertainty")[0]
+    escalation = replicas_of(redis_cluster, "escalation")[0]
+    session = f"traced-{uuid.uuid4().hex[:8]}"
+    with tracer("tests").start_as_current_span("agent step") as root:
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        paused = httpx.post(
+            uncertainty.invoke_url(f"v1/sessions/{session}/llm-responses"),
+            json={
+                "step_id": "1",
+                "text": "No idea if this is right. Confidence: 5%",
+                "prompt": "Drop the table?",
+            },
+            headers=inject_headers({}),
+            timeout=30,
+        ).json()
+    assert paused["action"] == "pause_for_human"
+    # The person decides later, in a request of their own (no trace context).
+    httpx.post(
+        escalation.invoke_url(f"v1/escalations/{paused['escalation_id']}/resume"),
+        json={"decision": {"kind": "escalation", "action": "skip"}, "who": "alice"},
+        timeout=30,
+    ).raise_for_status()
+    test_tracer.force_flush()
+
+    def whole_path() -> bool:
+        spans = _trace(redis_cluster, trace_id)
+        names = [s["operationName"] for s in spans]
+        by_id = {s["spanID"]: s for s in spans}
+        assert "escalation.resolve" in names, "the decision joined the parked trace"
+        [resolve] = [s for s in spans if s["operationName"] == "escalation.resolve"]
+        assert resolve["tag"]["agora.decision"] == "skip" and resolve["service"] == "escalation"
+        continued = [s for s in spans if s["operationName"] == "process agora.escalation.resolved"]
+        assert any(resolve in _ancestors(s, by_id) and s["service"] == "uncertainty" for s in continued)
+        step = [s for s in spans if s["service"] == "uncertainty" and "llm-responses" in s["operationName"]]
+        assert step and step[0]["tag"]["span.kind"] == "server"
+        return True
+
+    eventually(whole_path, timeout=60)

@@ -30,6 +30,8 @@ class Topic(StrEnum):
     """A worker finished a task (`TaskOutcome`); board and reputation learn from it."""
     ESCALATION_RESOLVED = "agora.escalation.resolved"
     """A parked escalation got its decision (`EscalationResolved`); the waiting party continues."""
+    ESCALATION_OUTCOME = "agora.escalation.outcome"
+    """How the waiting party fared after the decision (`EscalationOutcome`); learnt from."""
 
 
 class RegisterAgent(BaseModel):
@@ -97,3 +99,9 @@ class EscalationResolved(BaseModel):
     status: EscalationStatus
     """RESOLVED by a person, or EXPIRED when the deadline applied the default decision."""
     abort_summary: AbortSummary | None = None
+
+
+class EscalationOutcome(BaseModel):
+    escalation_id: str
+    succeeded: bool
+    """Whether the waiting party got on after the decision (its next step was confident)."""

@@ -17,8 +17,17 @@ from pydantic import BaseModel, Field
 
 from agora.core import escalation as rules
 from agora.core.errors import NoStateFound
-from agora.core.escalation import AnyContext, AnyResponse, EscalationRecord, PartialProgress, WaitingParty
+from agora.core.escalation import (
+    AnyContext,
+    AnyResponse,
+    EscalationContext,
+    EscalationRecord,
+    PartialProgress,
+    WaitingParty,
+)
 from agora.core.messages import EscalationResolved, Topic
+from agora.core.outcomes import OutcomeLearner
+from agora.escalation.outcomes import outcome_of, suggestions_for
 from agora.runtime.actor import PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
@@ -65,6 +74,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
     state_model = EscalationSlot
     status_index: ClassVar[StatusIndex | None] = None
     publisher: ClassVar[Publisher | None] = None
+    learner: ClassVar[OutcomeLearner | None] = None
     """Set by the escalation module at start-up."""
 
     def _record(self) -> EscalationRecord:
@@ -84,10 +94,20 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
     async def park(self, request: dict[str, Any]) -> EscalationRecord:
         ask = ParkRequest.model_validate(request)
         now = datetime.now(UTC)
+        context = ask.context
+        learner = Escalation.learner
+        if (
+            self.state.record is None
+            and learner is not None
+            and isinstance(context, EscalationContext)
+            and not context.historical_suggestions
+        ):
+            similar = await suggestions_for(learner, context)
+            context = context.model_copy(update={"historical_suggestions": similar})
         record = rules.park(
             self.id.id,
             ask.waiting_party,
-            ask.context,
+            context,
             now=now,
             who=ask.who,
             why=ask.why,
@@ -129,6 +149,10 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         record = await self._save(record)
         assert Escalation.publisher is not None and record.decision is not None
         parked = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
+        if Escalation.learner is not None and str(record.decision.action) in ("skip", "abort"):
+            learnt = outcome_of(record, succeeded=False)  # nothing follows: learnt at once
+            if learnt is not None:
+                await Escalation.learner.record(learnt)
         with tracer("agora.escalation").start_as_current_span(
             "escalation.resolve",
             context=parked,

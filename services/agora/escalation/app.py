@@ -10,7 +10,10 @@ from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError, NoStateFound
 from agora.core.escalation import AgentNotWaiting, AnyResponse, EscalationRecord, EscalationStatus
+from agora.core.messages import EscalationOutcome, Topic
+from agora.core.outcomes import OutcomeLearner, SheetOutcome
 from agora.escalation.actors import ACTOR_TYPE, Escalation, ParkRequest
+from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import (
     NotFound,
@@ -67,6 +70,12 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = Escalation.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
         Escalation.publisher = ctx.publisher
+        learner = Escalation.learner = OutcomeLearner(
+            DaprOutcomeStore(
+                ctx.repository(OUTCOME_NAMESPACE, SheetOutcome),
+                ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
+            )
+        )
         actors = ActorClient(ctx.sidecar)
 
         async def call(escalation_id: str, method: str, payload: object = None) -> EscalationRecord:
@@ -108,6 +117,14 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 "why": request.why,
             }
             return await call(escalation_id, "resolve", decision)
+
+        async def on_outcome(event: EscalationOutcome) -> None:
+            record = await call(event.escalation_id, "get")
+            learnt = outcome_of(record, event.succeeded)
+            if learnt is not None:
+                await learner.record(learnt)
+
+        ctx.subscriptions.subscribe(Topic.ESCALATION_OUTCOME, EscalationOutcome, on_outcome)
 
     return ServiceModule("escalation", setup=setup, actors=(Escalation,))
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError
 from agora.core.escalation import AbortSummary, EscalationAction, EscalationContext
-from agora.core.messages import EscalationResolved
+from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
     ModelMessage,
@@ -26,6 +26,7 @@ from agora.core.uncertainty import (
     UncertaintyPolicy,
 )
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.pubsub import Publisher
 
 ESCALATION_ACTOR = "Escalation"
 SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
@@ -52,6 +53,8 @@ class SessionState(BaseModel):
     belief: SessionBelief | None = None
     status: SessionStatus = "RUNNING"
     escalation_id: str | None = None
+    awaiting_outcome: str | None = None
+    """The escalation whose decision the next step will prove right or wrong."""
     continuations: list[Continuation] = Field(default_factory=list)
     abort_summary: AbortSummary | None = None
 
@@ -96,6 +99,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
     policy: ClassVar[UncertaintyPolicy] = UncertaintyPolicy()
     model: ClassVar[ConfidenceModel | None] = None
     actors: ClassVar[ActorClient | None] = None
+    publisher: ClassVar[Publisher | None] = None
     """Set by the uncertainty module at start-up."""
 
     def _estimator(self) -> UncertaintyEstimator:
@@ -138,6 +142,14 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         report: StepReport,
     ) -> StepVerdict:
         self.state.belief = estimator.get_belief_state()
+        if self.state.awaiting_outcome is not None and SessionUncertainty.publisher is not None:
+            confident = action in (UncertaintyAction.PROCEED, UncertaintyAction.PROCEED_WITH_LOG)
+            await SessionUncertainty.publisher.publish(
+                Topic.ESCALATION_OUTCOME,
+                EscalationOutcome(escalation_id=self.state.awaiting_outcome, succeeded=confident),
+                message_id=f"outcome:{self.state.awaiting_outcome}",
+            )
+            self.state.awaiting_outcome = None
         if action is UncertaintyAction.PAUSE_FOR_HUMAN:
             await self._park(step, report)
         elif action is UncertaintyAction.ABORT:
@@ -217,6 +229,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             self.state.abort_summary = event.abort_summary
         else:
             self.state.status = "RUNNING"
+            self.state.awaiting_outcome = event.escalation_id
         await self.commit()
         return self.state
 

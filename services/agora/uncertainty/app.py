@@ -49,6 +49,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
         )
         SessionUncertainty.model = confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar))
         actors = SessionUncertainty.actors = ActorClient(ctx.sidecar)
+        SessionUncertainty.publisher = ctx.publisher
 
         async def call(session_id: str, method: str, payload: object = None) -> Any:
             try:

@@ -1,0 +1,71 @@
+"""What happened after past escalations, kept in the Dapr state store, so a new escalation can
+show the person similar past cases and what worked (`historical_suggestions`)."""
+
+from __future__ import annotations
+
+from agora.core.escalation import EscalationContext, EscalationRecord, HistoricalSuggestion
+from agora.core.outcomes import OutcomeLearner, OutcomeStatus, SheetOutcome
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import IdSet, StatusIndex
+
+OUTCOME_NAMESPACE = "escalation:outcome"
+OUTCOME_INDEX_NAMESPACE = "escalation:outcome-index"
+ALL = "all"
+
+
+class DaprOutcomeStore:
+    """`OutcomeStore` over Dapr state: one key per outcome, ids in a sharded index."""
+
+    def __init__(self, outcomes: StateRepository[SheetOutcome], index: StateRepository[IdSet]) -> None:
+        self._outcomes = outcomes
+        self._index = StatusIndex(index)
+
+    async def add(self, outcome: SheetOutcome) -> None:
+        await self._outcomes.save(outcome.outcome_id, outcome)
+        await self._index.move(outcome.outcome_id, None, ALL)
+
+    async def all(self) -> list[SheetOutcome]:
+        found = await self._outcomes.get_many(await self._index.list(ALL))
+        return sorted((v.value for v in found.values()), key=lambda o: o.timestamp)
+
+    async def recent(self, n: int) -> list[SheetOutcome]:
+        return (await self.all())[-n:] if n > 0 else []
+
+
+def query_for(context: EscalationContext) -> dict[str, str]:
+    return {"text": " ".join([context.prompt_used, context.output_summary, *context.error_history])}
+
+
+async def suggestions_for(learner: OutcomeLearner, context: EscalationContext) -> list[HistoricalSuggestion]:
+    return await learner.get_similar_escalation(query_for(context))
+
+
+def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None:
+    """The learning record of a decided escalation: its context, the decision, and whether the
+    waiting party then got on (for skip and abort: whether it was skipped or aborted)."""
+    context, decision = record.context, record.decision
+    if not isinstance(context, EscalationContext) or decision is None:
+        return None
+    action = str(decision.action)
+    status = {
+        "abort": OutcomeStatus.ABORTED,
+        "skip": OutcomeStatus.SKIPPED,
+    }.get(action, OutcomeStatus.COMPLETED if succeeded else OutcomeStatus.FAILED)
+    return SheetOutcome(
+        outcome_id=f"escalation-{record.escalation_id}",
+        sheet_id=str(context.sheet_num),
+        job_id=context.job_id,
+        execution_duration=0.0,
+        retry_count=context.retry_count,
+        completion_mode_used=False,
+        final_status=status,
+        validation_pass_rate=1.0 if succeeded else 0.0,
+        success_without_retry=succeeded,
+        # Similarity compares error messages: what went wrong, and what the party produced.
+        error_history=[{"message": m} for m in [*context.error_history, context.output_summary[:500]]],
+        stdout_tail=context.output_summary[-500:],
+        escalation_action=decision.action,  # type: ignore[arg-type]
+        escalation_guidance=decision.guidance,
+        escalation_confidence=context.confidence,
+        escalation_id=record.escalation_id,
+    )
