@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,9 @@ import yaml
 
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
+from agora.demo import invoker, run_demo, session_continuation
+from agora.harness.cluster import LocalCluster
+from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE
 
 RUN_ROOT = Path(".run")
 
@@ -55,7 +59,10 @@ def _invoke(
     headers: dict[str, str] | None = None,
 ) -> Any:
     url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/{_app_id(service)}/method/{path}"
-    response = httpx.request(method, url, json=body, timeout=30, headers=headers)
+    try:
+        response = httpx.request(method, url, json=body, timeout=30, headers=headers)
+    except httpx.ConnectError as exc:
+        raise SystemExit(f"no Agora sidecar answers at {url} ({exc}); is `make run` running?") from exc
     if response.status_code >= 400:
         raise SystemExit(f"{service} answered {response.status_code}: {response.text}")
     return response.json()
@@ -72,43 +79,59 @@ def _print_agents(agents: list[dict[str, Any]]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agora.demo import run_demo
     from agora.harness import LocalCluster
-    from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE
 
     RUN_ROOT.mkdir(exist_ok=True)
     run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
-    with LocalCluster(
-        args.profile, run_dir=run_dir.resolve(), jaeger=not args.no_jaeger, jaeger_ports=JAEGER_DEFAULT_PORTS
-    ) as cluster:
-        current = RUN_ROOT / "current"
-        if current.is_symlink() or current.exists():
-            current.unlink()
-        current.symlink_to(run_dir.name)
-        for spec in SERVICES_BY_PROFILE[args.profile]:
-            cluster.add_service(spec)
-        print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
-        for replica in cluster.replicas:
-            ep = replica.endpoints
-            print(f"  {replica.name:<14} app :{ep.app_port}  daprd http :{ep.dapr_http_port}")
-        if cluster.with_jaeger:
-            print(f"  traces: {cluster.jaeger_query_url} (Jaeger UI; search service 'registry')")
-        if not args.no_demo:
-            app_ids = {r.spec.app_id for r in cluster.replicas}
-            run_demo(
-                cluster.replicas[0].dapr_http, lambda service: service if service in app_ids else "agora"
-            )
-        print("Running. Ctrl-C stops everything.", flush=True)
-        try:
-            while all(p.running() for p in cluster.processes()):
-                time.sleep(0.5)
-            print("a process exited unexpectedly; stopping", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("\nstopping...")
-        finally:
-            current.unlink(missing_ok=True)
-    return 0
+    current = RUN_ROOT / "current"
+    try:
+        with LocalCluster(
+            args.profile,
+            run_dir=run_dir.resolve(),
+            jaeger=not args.no_jaeger,
+            jaeger_ports=JAEGER_DEFAULT_PORTS,
+        ) as cluster:
+            if current.is_symlink() or current.exists():
+                current.unlink()
+            current.symlink_to(run_dir.name)
+            return _serve_locally(cluster, args, run_dir)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough; clean up undisturbed
+        print("\nstopped.")
+        return 0
+    finally:
+        current.unlink(missing_ok=True)
+
+
+def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
+    for spec in SERVICES_BY_PROFILE[args.profile]:
+        cluster.add_service(spec)
+    print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
+    for replica in cluster.replicas:
+        ep = replica.endpoints
+        print(f"  {replica.name:<14} app :{ep.app_port}  daprd http :{ep.dapr_http_port}")
+    if cluster.with_jaeger:
+        print(
+            f"  traces: {cluster.jaeger_query_url} (Jaeger query API; service 'allocator', 'registry', ...)"
+        )
+    app_ids = {r.spec.app_id for r in cluster.replicas}
+
+    def app_id_for(service: str) -> str:
+        return service if service in app_ids else "agora"
+
+    watching = not args.no_demo
+    if watching:
+        run_demo(cluster.replicas[0].dapr_http, app_id_for)
+    invoke = invoker(cluster.replicas[0].dapr_http, app_id_for)
+    print("Running. Ctrl-C stops everything.", flush=True)
+    with httpx.Client(timeout=10) as http:
+        while all(p.running() for p in cluster.processes()):
+            time.sleep(0.5)
+            if watching and (continued := session_continuation(http, invoke)):
+                print(continued, flush=True)
+                watching = False
+    print("a process exited unexpectedly; stopping", file=sys.stderr)
+    return 1
 
 
 def cmd_register(args: argparse.Namespace) -> int:

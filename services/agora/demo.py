@@ -26,10 +26,15 @@ SAMPLE_TASKS: list[dict[str, Any]] = [
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
-def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
+def invoker(dapr_http: str, app_id_for: Callable[[str], str]) -> Callable[[str, str], str]:
     def invoke(service: str, path: str) -> str:
         return f"{dapr_http}/v1.0/invoke/{app_id_for(service)}/method/{path}"
 
+    return invoke
+
+
+def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
+    invoke = invoker(dapr_http, app_id_for)
     publish = f"{dapr_http}/v1.0/publish/agora-pubsub"
     with httpx.Client(timeout=30) as http:
         query = {"required_skills": ["web_search"], "preferred_skills": ["summarize"]}
@@ -47,7 +52,48 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
         for spec in SAMPLE_TASKS:
             url = invoke("taskboard", f"v1/tasks/{spec['task_id']}")
             _print_task(_wait(functools.partial(_settled_at, http, url)))
-        print("\nInspect any task with: .venv/bin/agora task show demo-papers\n")
+        print("\nInspect any task with: .venv/bin/agora task show demo-papers")
+        _pause_a_session(http, invoke)
+
+
+DEMO_SESSION = "demo-session"
+
+
+def _pause_a_session(http: httpx.Client, invoke: Callable[[str, str], str]) -> None:
+    """An agent session reports a confident step, then a doubtful one: the uncertainty monitor
+    parks it with the escalation service until a person decides."""
+    report = invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}/llm-responses")
+    http.post(invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}/reset")).raise_for_status()
+    http.post(
+        report, json={"step_id": "1", "text": "Found the orders table. Confidence: 95%"}
+    ).raise_for_status()
+    doubtful = {
+        "step_id": "2",
+        "prompt": "Migrate the orders table",
+        "text": "I think dropping the old orders table is fine, but I am not sure. Confidence: 15%",
+    }
+    verdict = http.post(report, json=doubtful).json()
+    print(
+        f"\nUncertainty: session {DEMO_SESSION} step 2 → {verdict['action']} "
+        f"(confidence {verdict['step']['propagated_confidence']:.2f}); it waits for a person."
+    )
+    print("  In another terminal:")
+    print("    .venv/bin/agora escalations list")
+    print(f"    .venv/bin/agora escalations show {verdict['escalation_id']}")
+    print(f"    .venv/bin/agora escalations resume {verdict['escalation_id']} --action modify_prompt \\")
+    print(
+        '        --prompt "Migrate the orders table; keep the old one until verified" --why "no data loss"\n'
+    )
+
+
+def session_continuation(http: httpx.Client, invoke: Callable[[str, str], str]) -> str | None:
+    """A line describing how the demo session went on, once a person decided; else None."""
+    response = http.get(invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}"))
+    if response.status_code != 200 or not response.json()["continuations"]:
+        return None
+    last = response.json()["continuations"][-1]
+    prompt = f" with prompt {last['next_prompt']!r}" if last.get("next_prompt") else ""
+    return f"session {DEMO_SESSION} continues: {last['action']} by {last['decided_by']}{prompt}"
 
 
 def _settled_at(http: httpx.Client, url: str) -> dict[str, Any] | None:
