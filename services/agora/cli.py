@@ -218,11 +218,16 @@ def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
 
 
 def cmd_escalations_list(args: argparse.Namespace) -> int:
-    found = _invoke(args, "GET", f"v1/escalations?status={args.status}", service="escalation")["escalations"]
-    if not found:
-        print(f"(no escalations {args.status})")
-    for record in found:
+    query = f"v1/escalations?status={args.status}&limit={args.limit}&offset={args.offset}"
+    answer = _invoke(args, "GET", query, service="escalation")
+    for record in answer["escalations"]:
         _print_escalation(record, full=False)
+    shown = len(answer["escalations"])
+    print(
+        f"({shown} of {answer['total']} {args.status})"
+        if answer["total"]
+        else f"(no escalations {args.status})"
+    )
     return 0
 
 
@@ -301,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     waiting.add_argument(
         "--status", default="WAITING_FOR_HUMAN", choices=["WAITING_FOR_HUMAN", "RESOLVED", "EXPIRED"]
     )
+    waiting.add_argument("--limit", type=int, default=50)
+    waiting.add_argument("--offset", type=int, default=0)
     waiting.set_defaults(func=cmd_escalations_list)
     show_escalation = escalations.add_parser("show", help="one escalation with its context and suggestions")
     show_escalation.add_argument("escalation_id")

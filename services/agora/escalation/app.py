@@ -3,9 +3,10 @@ through Dapr service invocation: `/v1.0/invoke/escalation/method/v1/escalations.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 
-from fastapi import FastAPI, Header
+from fastapi import FastAPI, Header, Query
 from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError, NoStateFound
@@ -61,6 +62,8 @@ class ResumeRequest(BaseModel):
 
 class EscalationList(BaseModel):
     status: EscalationStatus
+    total: int
+    """How many escalations are in this status; `escalations` is one page of them, by id."""
     escalations: list[EscalationRecord]
 
 
@@ -93,9 +96,14 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(
             status: EscalationStatus = EscalationStatus.WAITING_FOR_HUMAN,
+            limit: int = Query(default=50, ge=1, le=500),
+            offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
-            records = [await call(escalation_id, "get") for escalation_id in await index.list(str(status))]
-            return EscalationList(status=status, escalations=[r for r in records if r.status is status])
+            ids = await index.list(str(status))
+            page = await asyncio.gather(*(call(i, "get") for i in ids[offset : offset + limit]))
+            return EscalationList(
+                status=status, total=len(ids), escalations=[r for r in page if r.status is status]
+            )
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def show(escalation_id: str) -> EscalationRecord:
