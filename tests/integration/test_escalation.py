@@ -216,3 +216,37 @@ def test_past_escalations_come_back_as_suggestions_successful_first(default_clus
     assert by_id[retried]["guidance"] == "re-read the schema"
     known = [s for s in suggestions if s["outcome_succeeded"] is not None]
     assert known == sorted(known, key=lambda s: not s["outcome_succeeded"]), "successful outcomes first"
+
+
+def test_pre_execution_checkpoint_parks_the_same_way(default_cluster: LocalCluster) -> None:
+    session = f"session-{uuid.uuid4().hex[:8]}"
+    checkpoints = url(default_cluster, "uncertainty", f"v1/sessions/{session}/checkpoints")
+    triggers = [
+        {"name": "destructive", "prompt_contains": ["DROP TABLE"], "message": "Destructive SQL"},
+        {"name": "heads-up", "sheet_nums": [1], "requires_confirmation": False, "message": "First step"},
+    ]
+    warned = httpx.post(
+        checkpoints, json={"step": 1, "prompt": "list tables", "triggers": triggers}, timeout=30
+    )
+    assert warned.json()["verdict"]["gate"] == "warn" and warned.json()["status"] == "RUNNING"
+
+    risky = {"step": 2, "prompt": "then drop table orders", "triggers": triggers}
+    gated = httpx.post(checkpoints, json=risky, timeout=30).json()
+    assert gated["verdict"]["gate"] == "confirm" and gated["status"] == "WAITING_FOR_HUMAN"
+    shown = httpx.get(
+        url(default_cluster, "escalation", f"v1/escalations/{gated['escalation_id']}"), timeout=30
+    )
+    assert shown.json()["context"]["kind"] == "checkpoint"
+    assert shown.json()["context"]["trigger"]["name"] == "destructive"
+
+    decision = {"kind": "checkpoint", "action": "modify_prompt", "modified_prompt": "archive table orders"}
+    answer = httpx.post(
+        url(default_cluster, "escalation", f"v1/escalations/{gated['escalation_id']}/resume"),
+        json={"decision": decision, "who": "dba"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    continued = eventually(
+        lambda: (s := session_state(default_cluster, session))["status"] == "RUNNING" and s
+    )
+    assert continued["continuations"][-1]["next_prompt"] == "archive table orders"

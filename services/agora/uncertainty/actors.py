@@ -12,7 +12,17 @@ from dapr.actor import ActorInterface, actormethod
 from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError
-from agora.core.escalation import AbortSummary, EscalationAction, EscalationContext
+from agora.core.escalation import (
+    AbortSummary,
+    CheckpointAction,
+    CheckpointContext,
+    CheckpointGate,
+    CheckpointTrigger,
+    CheckpointVerdict,
+    EscalationAction,
+    EscalationContext,
+    evaluate_checkpoint,
+)
 from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
@@ -42,7 +52,7 @@ class Continuation(BaseModel):
     """How a session went on after a person (or a deadline) decided."""
 
     escalation_id: str
-    action: EscalationAction
+    action: EscalationAction | CheckpointAction
     next_prompt: str | None = None
     guidance: str | None = None
     decided_by: str
@@ -67,6 +77,22 @@ class StepReport(BaseModel):
     tool_name: str | None = None
 
 
+class CheckpointRequest(BaseModel):
+    """A step about to run, checked against the session's checkpoint triggers first."""
+
+    step: int = Field(ge=0)
+    prompt: str
+    retry_count: int = Field(default=0, ge=0)
+    triggers: list[CheckpointTrigger] = Field(default_factory=list)
+    """Triggers for this check on top of the service's configured ones."""
+
+
+class CheckpointAnswer(BaseModel):
+    verdict: CheckpointVerdict
+    status: SessionStatus
+    escalation_id: str | None = None
+
+
 class StepVerdict(BaseModel):
     step: StepUncertainty
     action: UncertaintyAction
@@ -80,6 +106,9 @@ class SessionUncertaintyInterface(ActorInterface):
 
     @actormethod(name="observe_tool_call")
     async def observe_tool_call(self, report: dict[str, Any]) -> dict[str, Any]: ...
+
+    @actormethod(name="checkpoint")
+    async def checkpoint(self, request: dict[str, Any]) -> dict[str, Any]: ...
 
     @actormethod(name="get_belief_state")
     async def get_belief_state(self) -> dict[str, Any]: ...
@@ -97,6 +126,7 @@ class SessionUncertaintyInterface(ActorInterface):
 class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterface):
     state_model = SessionState
     policy: ClassVar[UncertaintyPolicy] = UncertaintyPolicy()
+    checkpoint_triggers: ClassVar[list[CheckpointTrigger]] = []
     model: ClassVar[ConfidenceModel | None] = None
     actors: ClassVar[ActorClient | None] = None
     publisher: ClassVar[Publisher | None] = None
@@ -161,8 +191,45 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             step=step, action=action, status=self.state.status, escalation_id=self.state.escalation_id
         )
 
+    @actor_endpoint
+    async def checkpoint(self, request: dict[str, Any]) -> CheckpointAnswer:
+        """Pre-execution checkpoint: a trigger that requires confirmation parks the session
+        exactly like a low-confidence step (same escalation service, same decisions); a
+        warn-only trigger answers with its message and lets the step run."""
+        self._require_running()
+        ask = CheckpointRequest.model_validate(request)
+        context = CheckpointContext(
+            job_id=self.id.id, sheet_num=ask.step, prompt=ask.prompt, retry_count=ask.retry_count
+        )
+        verdict = evaluate_checkpoint([*SessionUncertainty.checkpoint_triggers, *ask.triggers], context)
+        if verdict.gate is CheckpointGate.CONFIRM:
+            parked = context.model_copy(update={"trigger": verdict.trigger})
+            await self._send_to_person(f"{self.id.id}.checkpoint-{ask.step}", parked, verdict.message)
+            await self.commit()
+        return CheckpointAnswer(
+            verdict=verdict, status=self.state.status, escalation_id=self.state.escalation_id
+        )
+
+    async def _send_to_person(
+        self, escalation_id: str, context: EscalationContext | CheckpointContext, why: str
+    ) -> None:
+        assert SessionUncertainty.actors is not None
+        await SessionUncertainty.actors.call(
+            ESCALATION_ACTOR,
+            escalation_id,
+            "park",
+            {
+                "waiting_party": {"kind": "session", "id": self.id.id},
+                "context": context.model_dump(mode="json"),
+                "who": "uncertainty-monitor",
+                "why": why,
+            },
+        )
+        self.state.status = "WAITING_FOR_HUMAN"
+        self.state.escalation_id = escalation_id
+
     async def _park(self, step: StepUncertainty, report: StepReport) -> None:
-        assert SessionUncertainty.actors is not None and self.state.belief is not None
+        assert self.state.belief is not None
         escalation_id = f"{self.id.id}.{step.step_id}"
         context = EscalationContext(
             job_id=self.id.id,
@@ -176,19 +243,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             prompt_used=report.prompt or "",
             output_summary=report.text[:1000] or f"tool {report.tool_name}",
         )
-        await SessionUncertainty.actors.call(
-            ESCALATION_ACTOR,
-            escalation_id,
-            "park",
-            {
-                "waiting_party": {"kind": "session", "id": self.id.id},
-                "context": context.model_dump(mode="json"),
-                "who": "uncertainty-monitor",
-                "why": f"{step.action} at step {step.step_id}",
-            },
-        )
-        self.state.status = "WAITING_FOR_HUMAN"
-        self.state.escalation_id = escalation_id
+        await self._send_to_person(escalation_id, context, f"{step.action} at step {step.step_id}")
 
     @actor_endpoint
     async def get_belief_state(self) -> SessionState:
@@ -212,7 +267,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:
             return self.state
         decision = event.decision
-        action = EscalationAction(decision.action) if decision.action != "proceed" else EscalationAction.RETRY
+        action = decision.action
         self.state.continuations.append(
             Continuation(
                 escalation_id=event.escalation_id,
@@ -224,7 +279,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             )
         )
         self.state.escalation_id = None
-        if action is EscalationAction.ABORT:
+        if action in (EscalationAction.ABORT, CheckpointAction.ABORT):
             self.state.status = "ABORTED"
             self.state.abort_summary = event.abort_summary
         else:

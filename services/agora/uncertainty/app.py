@@ -3,18 +3,29 @@ continues sessions when their escalation is decided."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
 from fastapi import FastAPI
 
 from agora.core.errors import AgoraError
+from agora.core.escalation import CheckpointTrigger
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.uncertainty.actors import ACTOR_TYPE, SessionState, SessionUncertainty, StepReport, StepVerdict
+from agora.uncertainty.actors import (
+    ACTOR_TYPE,
+    CheckpointAnswer,
+    CheckpointRequest,
+    SessionState,
+    SessionUncertainty,
+    StepReport,
+    StepVerdict,
+)
 
 APP_ID = "uncertainty"
 
@@ -23,6 +34,14 @@ class UncertaintySettings(ServiceSettings):
     app_id: str = APP_ID
     enable_p_true: bool = True
     enable_semantic_sampling: bool = True
+    checkpoints_file: Path | None = None
+    """AGORA_CHECKPOINTS_FILE: YAML list of CheckpointTriggers checked before every step."""
+
+
+def load_triggers(path: Path | None) -> list[CheckpointTrigger]:
+    if path is None:
+        return []
+    return [CheckpointTrigger.model_validate(t) for t in yaml.safe_load(path.read_text()) or []]
 
 
 class SessionRefused(ServiceError):
@@ -47,6 +66,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
         SessionUncertainty.policy = UncertaintyPolicy(
             enable_p_true=settings.enable_p_true, enable_semantic_sampling=settings.enable_semantic_sampling
         )
+        SessionUncertainty.checkpoint_triggers = load_triggers(settings.checkpoints_file)
         SessionUncertainty.model = confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar))
         actors = SessionUncertainty.actors = ActorClient(ctx.sidecar)
         SessionUncertainty.publisher = ctx.publisher
@@ -64,6 +84,10 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
         @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
         async def tool_call(session_id: str, report: StepReport) -> StepVerdict:
             return StepVerdict.model_validate(await call(session_id, "observe_tool_call", report))
+
+        @app.post("/v1/sessions/{session_id}/checkpoints", response_model=CheckpointAnswer)
+        async def checkpoint(session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
+            return CheckpointAnswer.model_validate(await call(session_id, "checkpoint", request))
 
         @app.get("/v1/sessions/{session_id}", response_model=SessionState)
         async def show(session_id: str) -> SessionState:
