@@ -39,7 +39,13 @@ def create_app() -> FastAPI:
                     app_id=settings.app_id, registry_app_id=settings.app_id, taskboard_app_id=settings.app_id
                 )
             ),
-            worker_module(WorkerSettings(app_id=settings.app_id, registry_app_id=settings.app_id)),
+            worker_module(
+                WorkerSettings(
+                    app_id=settings.app_id,
+                    registry_app_id=settings.app_id,
+                    uncertainty_app_id=settings.app_id,
+                )
+            ),
             escalation_module(EscalationSettings(app_id=settings.app_id)),
             uncertainty_module(),
         ],

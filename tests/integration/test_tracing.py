@@ -239,3 +239,74 @@ def test_pause_decision_and_continuation_are_one_trace(
         return True
 
     eventually(whole_path, timeout=60)
+
+
+async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
+    redis_cluster: LocalCluster, test_tracer: TracerProvider
+) -> None:
+    """task → per-step uncertainty check → escalation parked → person decides → the worker
+    continues the task → outcome, all one trace."""
+    worker = replicas_of(redis_cluster, "worker")[0]
+    escalation = replicas_of(redis_cluster, "escalation")[0]
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    worker.stop()
+    worker.spec.env["AGORA_UNCERTAINTY_CHECKS"] = "true"
+    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=allocator.endpoints.dapr_http_port)
+    sidecar = DaprSidecar(settings)
+    try:
+        worker.start()
+        batch = uuid.uuid4().hex[:6]
+        traces: dict[str, str] = {}
+        for i in range(8):
+            spec = TaskSpec(
+                task_id=f"checked-{batch}-{i}",
+                description=f"Reconcile ledger {i} against the bank statement",
+                required_skills=["web_search"],
+                min_success_threshold=0.0,
+            )
+            with tracer("tests").start_as_current_span("submit task") as root:
+                await Publisher(sidecar, settings).publish(Topic.TASKS, spec)
+                traces[spec.task_id] = format(root.get_span_context().trace_id, "032x")
+
+        def parked() -> dict[str, Any] | None:
+            listed = httpx.get(escalation.invoke_url("v1/escalations?limit=500"), timeout=30).json()[
+                "escalations"
+            ]
+            return next((e for e in listed if e["waiting_party"]["id"] in traces), None)
+
+        waiting = eventually(parked, timeout=60)
+        task_id = waiting["waiting_party"]["id"]
+        board = replicas_of(redis_cluster, "taskboard")[0]
+        assert httpx.get(board.invoke_url(f"v1/tasks/{task_id}"), timeout=30).json()["status"] == "ALLOCATED"
+
+        httpx.post(
+            escalation.invoke_url(f"v1/escalations/{waiting['escalation_id']}/resume"),
+            json={"decision": {"kind": "escalation", "action": "skip"}, "who": "alice"},
+            timeout=30,
+        ).raise_for_status()
+
+        def finished() -> dict[str, Any] | None:
+            record = httpx.get(board.invoke_url(f"v1/tasks/{task_id}"), timeout=30).json()
+            return record if record["status"] in {"FAILED", "PARTIAL"} else None
+
+        record = eventually(finished, timeout=60)
+        assert record["outcome"]["partial"] is True and record["outcome"]["summary"] == "skip by alice"
+        test_tracer.force_flush()
+
+        def one_trace() -> bool:
+            names = [s["operationName"] for s in _trace(redis_cluster, traces[task_id])]
+            for name in (
+                "market.allocate",
+                "worker.execute",
+                "escalation.resolve",
+                "process agora.task.outcome",
+            ):
+                assert name in names, f"{name} not in the task's trace yet"
+            return True
+
+        eventually(one_trace, timeout=60)
+    finally:
+        await sidecar.aclose()
+        worker.stop()
+        worker.spec.env.pop("AGORA_UNCERTAINTY_CHECKS", None)
+        worker.start()

@@ -116,4 +116,5 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome) -> TaskRecord:
     if outcome.agent_id != winner:
         raise InvalidOutcome(f"task {record.task_id} was awarded to {winner}, not {outcome.agent_id}")
     moved = move(record, outcome_status(record.spec, outcome))
-    return moved.model_copy(update={"outcome": outcome})
+    # An outcome proves the award reached the worker, even if recording that was cut short.
+    return moved.model_copy(update={"outcome": outcome, "award_published": True})

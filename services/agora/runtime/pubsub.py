@@ -141,10 +141,14 @@ class MessageDeduplicator:
 
 @dataclass
 class Subscription(Generic[T]):
+    """One topic's subscription; several modules of one app may handle it (Dapr allows one
+    subscription per topic and app), each handler in turn, the delivery done when all are."""
+
     pubsub: str
     topic: str
+    payload_type: Any
     adapter: TypeAdapter[T]
-    handler: Callable[[T], Awaitable[None]]
+    handlers: list[Callable[[T], Awaitable[None]]]
     dead_letter: bool
 
     @property
@@ -174,9 +178,17 @@ class Subscriptions:
         pubsub: str | None = None,
         dead_letter: bool = True,
     ) -> None:
+        pubsub_name = pubsub or self._settings.pubsub
+        for existing in self._subscriptions:
+            if (existing.pubsub, existing.topic) == (pubsub_name, topic):
+                if existing.payload_type is not payload_type:
+                    raise ValueError(f"topic {topic} already has payload type {existing.payload_type!r}")
+                existing.handlers.append(handler)
+                existing.dead_letter = existing.dead_letter or dead_letter
+                return
         adapter = payload_type if isinstance(payload_type, TypeAdapter) else TypeAdapter(payload_type)
         self._subscriptions.append(
-            Subscription(pubsub or self._settings.pubsub, topic, adapter, handler, dead_letter)
+            Subscription(pubsub_name, topic, payload_type, adapter, [handler], dead_letter)
         )
 
     def install(self, app: FastAPI) -> None:
@@ -270,7 +282,8 @@ class Subscriptions:
             await self._refuse(sub, message_id, "payload failed validation", list(errors), data)
             return "SUCCESS"
         try:
-            await sub.handler(payload)
+            for handler in sub.handlers:
+                await handler(payload)
         except RejectMessage as exc:
             await self._refuse(sub, message_id, str(exc), [], data)
         except Exception:

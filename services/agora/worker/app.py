@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from fastapi import FastAPI
 
-from agora.core.messages import TaskAwarded, Topic
+from agora.core.messages import EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.actor import ActorClient
@@ -27,6 +27,10 @@ class WorkerSettings(ServiceSettings):
     app_id: str = APP_ID
     registry_app_id: str = "registry"
     agents_file: Path = SAMPLE_AGENTS
+    uncertainty_checks: bool = False
+    """AGORA_UNCERTAINTY_CHECKS: report every step to the uncertainty monitor, which may park
+    the task for a person."""
+    uncertainty_app_id: str = "uncertainty"
 
 
 def load_profiles(path: Path) -> list[CapabilityProfile]:
@@ -42,6 +46,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         WorkerAgent.profiles = profiles
         WorkerAgent.model = model_client_from_settings(ModelSettings(), ctx.sidecar)
         WorkerAgent.publisher = ctx.publisher
+        WorkerAgent.sidecar = ctx.sidecar
+        WorkerAgent.uncertainty_app_id = settings.uncertainty_app_id if settings.uncertainty_checks else None
         actors = ActorClient(ctx.sidecar)
 
         async def on_award(award: TaskAwarded) -> None:
@@ -53,6 +59,17 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             )
 
         ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award)
+
+        async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind != "session" or WorkerAgent.uncertainty_app_id is None:
+                return
+            # Whichever of this worker's agents parked that task resumes it (the others ignore it).
+            for agent_id in profiles:
+                ctx.spawn(
+                    actors.call(ACTOR_TYPE, agent_id, "resume", event), name=f"resume {event.escalation_id}"
+                )
+
+        ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
     async def warm_up(ctx: ServiceContext) -> None:
         for profile in profiles.values():

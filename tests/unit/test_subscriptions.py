@@ -1,0 +1,55 @@
+"""Several modules of one app may handle one topic; the topic keeps one payload type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
+from agora.runtime.settings import ServiceSettings
+
+
+class Ping(BaseModel):
+    n: int
+
+
+class Pong(BaseModel):
+    n: int
+
+
+def subscriptions() -> Subscriptions:
+    return Subscriptions(ServiceSettings(), publisher=None, deduplicator=MessageDeduplicator(None, 60))  # type: ignore[arg-type]
+
+
+async def test_handlers_of_one_topic_share_one_subscription_and_all_run() -> None:
+    subs = subscriptions()
+    seen: list[tuple[str, int]] = []
+
+    async def first(p: Ping) -> None:
+        seen.append(("first", p.n))
+
+    async def second(p: Ping) -> None:
+        seen.append(("second", p.n))
+
+    subs.subscribe("agora.ping", Ping, first)
+    subs.subscribe("agora.ping", Ping, second)
+    [sub] = subs._subscriptions
+    event: dict[str, Any] = {"id": "e-1", "data": {"n": 7}}
+    import json
+
+    assert await subs.deliver(sub, json.dumps(event).encode(), {}) == "SUCCESS"
+    assert seen == [("first", 7), ("second", 7)]
+    assert await subs.deliver(sub, json.dumps(event).encode(), {}) == "SUCCESS"
+    assert len(seen) == 2, "a redelivered event is not handled again"
+
+
+def test_one_topic_keeps_one_payload_type() -> None:
+    subs = subscriptions()
+
+    async def handle(_: Any) -> None: ...
+
+    subs.subscribe("agora.ping", Ping, handle)
+    with pytest.raises(ValueError, match="already has payload type"):
+        subs.subscribe("agora.ping", Pong, handle)
