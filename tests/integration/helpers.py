@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -52,3 +53,24 @@ def filter_ids(base_url: str, required: list[str], preferred: list[str] | None =
     )
     response.raise_for_status()
     return [a["agent_id"] for a in response.json()["agents"]]
+
+
+def publish_event(dapr_http: str, topic: str, payload: object, *, event_id: str | None = None) -> str:
+    """Publish as an outside client would: a CloudEvent through a sidecar."""
+    event_id = event_id or str(uuid.uuid4())
+    event = {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": "tests",
+        "type": f"{topic}.v1",
+        "datacontenttype": "application/json",
+        "data": payload,
+    }
+    response = httpx.post(
+        f"{dapr_http}/v1.0/publish/agora-pubsub/{topic}",
+        content=httpx.Request("POST", "/", json=event).content,
+        headers={"content-type": "application/cloudevents+json"},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return event_id

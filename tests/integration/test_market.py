@@ -17,7 +17,7 @@ from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.actor import ActorClient
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import eventually, publish_event, replicas_of
 
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
@@ -35,20 +35,12 @@ def task(**overrides: Any) -> dict[str, Any]:
 
 
 def publish_task(replica: ServiceReplica, spec: dict[str, Any], *, event_id: str | None = None) -> None:
-    event = {
-        "specversion": "1.0",
-        "id": event_id or str(uuid.uuid4()),
-        "source": "tests",
-        "type": "agora.tasks.v1",
-        "datacontenttype": "application/json",
-        "data": spec,
-    }
-    httpx.post(
-        f"{replica.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks",
-        content=httpx.Request("POST", "/", json=event).content,
-        headers={"content-type": "application/cloudevents+json"},
-        timeout=10,
-    ).raise_for_status()
+    publish_event(replica.dapr_http, "agora.tasks", spec, event_id=event_id)
+
+
+def _payload_task(letter: dict[str, Any]) -> object:
+    payload = letter.get("payload")
+    return payload.get("task_id") if isinstance(payload, dict) else None
 
 
 def board(cluster: LocalCluster) -> ServiceReplica:
@@ -163,7 +155,7 @@ def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalClu
         messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
             "messages"
         ]
-        return next((m for m in messages if m.get("payload", {}).get("task_id") == spec["task_id"]), None)
+        return next((m for m in messages if _payload_task(m) == spec["task_id"]), None)
 
     assert "CONFLICTING_TASK" in eventually(letter)["reason"]
 
@@ -183,7 +175,7 @@ def test_malformed_task_spec_is_dead_lettered_with_its_error(redis_cluster: Loca
         messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
             "messages"
         ]
-        return next((m for m in messages if m.get("payload", {}).get("task_id") == bad["task_id"]), None)
+        return next((m for m in messages if _payload_task(m) == bad["task_id"]), None)
 
     found = eventually(letter)
     assert found["topic"] == "agora.tasks" and found["subscriber"] == "allocator"

@@ -7,28 +7,7 @@ import uuid
 import httpx
 
 from agora.harness import LocalCluster
-from tests.integration.helpers import eventually, filter_ids, profile, replicas_of
-
-
-def _publish(dapr_http: str, topic: str, payload: object, *, event_id: str | None = None) -> str:
-    """Publish as an outside client would: a CloudEvent through a sidecar."""
-    event_id = event_id or str(uuid.uuid4())
-    event = {
-        "specversion": "1.0",
-        "id": event_id,
-        "source": "tests",
-        "type": f"{topic}.v1",
-        "datacontenttype": "application/json",
-        "data": payload,
-    }
-    response = httpx.post(
-        f"{dapr_http}/v1.0/publish/agora-pubsub/{topic}",
-        content=httpx.Request("POST", "/", json=event).content,
-        headers={"content-type": "application/cloudevents+json"},
-        timeout=10,
-    )
-    response.raise_for_status()
-    return event_id
+from tests.integration.helpers import eventually, filter_ids, profile, publish_event, replicas_of
 
 
 def test_registration_through_one_replica_is_seen_by_the_other(redis_cluster: LocalCluster) -> None:
@@ -54,7 +33,7 @@ def test_registration_through_one_replica_is_seen_by_the_other(redis_cluster: Lo
 def test_registration_by_topic_reaches_every_replica(redis_cluster: LocalCluster) -> None:
     replicas = replicas_of(redis_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
-    _publish(
+    publish_event(
         replicas[0].dapr_http, "agora.registry", {"kind": "register", "profile": profile("gamma", skill)}
     )
     for replica in replicas:
@@ -77,7 +56,7 @@ def test_malformed_command_is_dead_lettered_and_service_keeps_serving(redis_clus
     registry = replicas_of(redis_cluster, "registry")[0]
     [recorder] = replicas_of(redis_cluster, "recorder")
     bad = {"kind": "register", "profile": {"agent_id": "", "agent_name": "Nobody", "skill_tags": []}}
-    event_id = _publish(registry.dapr_http, "agora.registry", bad)
+    event_id = publish_event(registry.dapr_http, "agora.registry", bad)
 
     def dead_letter() -> dict[str, object] | None:
         messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
@@ -127,7 +106,7 @@ def test_redelivered_command_is_applied_once(redis_cluster: LocalCluster) -> Non
     a, b = replicas_of(redis_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
     event_id = str(uuid.uuid4())
-    _publish(
+    publish_event(
         a.dapr_http,
         "agora.registry",
         {"kind": "register", "profile": profile("once", skill)},
@@ -138,14 +117,16 @@ def test_redelivered_command_is_applied_once(redis_cluster: LocalCluster) -> Non
     # Deregister, then deliver the same register command (same CloudEvent id) again: it must
     # be recognised as a duplicate and not resurrect the agent.
     httpx.delete(f"{a.app_url}/v1/agents/once", timeout=10).raise_for_status()
-    _publish(
+    publish_event(
         b.dapr_http,
         "agora.registry",
         {"kind": "register", "profile": profile("once", skill)},
         event_id=event_id,
     )
     probe_skill = f"probe-{uuid.uuid4().hex[:6]}"
-    _publish(b.dapr_http, "agora.registry", {"kind": "register", "profile": profile("probe", probe_skill)})
+    publish_event(
+        b.dapr_http, "agora.registry", {"kind": "register", "profile": profile("probe", probe_skill)}
+    )
     eventually(lambda: filter_ids(a.app_url, [probe_skill]) == ["probe"])
     assert filter_ids(a.app_url, [skill]) == []
     assert filter_ids(b.app_url, [skill]) == []
@@ -166,5 +147,7 @@ def test_default_profile_registers_and_filters(default_cluster: LocalCluster) ->
     search, digest = f"search-{uuid.uuid4().hex[:6]}", f"digest-{uuid.uuid4().hex[:6]}"
     for agent in (profile("r1", search, digest), profile("r2", search), profile("r3", "sql")):
         httpx.post(registry.invoke_url("v1/agents"), json=agent, timeout=10).raise_for_status()
-    _publish(registry.dapr_http, "agora.registry", {"kind": "register", "profile": profile("r0", search)})
+    publish_event(
+        registry.dapr_http, "agora.registry", {"kind": "register", "profile": profile("r0", search)}
+    )
     eventually(lambda: filter_ids(registry.app_url, [search], [digest]) == ["r1", "r0", "r2"])
