@@ -1,12 +1,12 @@
-"""`dapr run -f deploy/local/dapr.yaml` (Dapr CLI multi-app run) starts the registry with the
-repo's components and configuration on the runtime binaries `make dapr` builds, without
+"""`dapr run -f deploy/local/dapr.yaml` (Dapr CLI multi-app run) starts the embedded app (every
+service) with the repo's components and configuration on the runtime binaries `make dapr` builds, without
 `dapr init`, and Ctrl-C stops every process it started.
 
 The CLI finds `daprd` in `$DAPR_RUNTIME_PATH/.dapr/bin` (a temporary folder of symlinks here,
 so the real ~/.dapr is never touched). In multi-app run the placement and scheduler addresses
 come only from the run file, which leaves them at the CLI's defaults (localhost:50005 and
 localhost:50006, where `dapr init` puts them), so this test starts placement and scheduler on
-those ports; the run file also pins the registry's ports (app 8101, sidecar HTTP 3501). The
+those ports; the run file also pins the app's ports (app 8101, sidecar HTTP 3501). The
 test skips when any of these ports is taken.
 """
 
@@ -42,7 +42,7 @@ RUN_FILE = Path("deploy/local/dapr.yaml")  # relative to REPO, as a user types i
 PLACEMENT_PORT, SCHEDULER_PORT = 50005, 50006  # the CLI's defaults in multi-app run
 APP_PORT, DAPR_HTTP_PORT = 8101, 3501  # fixed in the run file
 SIDECAR = f"http://127.0.0.1:{DAPR_HTTP_PORT}"
-REGISTRY = f"{SIDECAR}/v1.0/invoke/registry/method"
+REGISTRY = f"{SIDECAR}/v1.0/invoke/agora/method"  # the embedded app serves the registry
 
 
 def _dapr_cli() -> Path | None:
@@ -234,7 +234,7 @@ def test_dapr_run_file_starts_the_registry_and_ctrl_c_stops_everything(
         try:
             # Readiness straight from the app first: polling through the sidecar while the app
             # warms up would trip the resiliency circuit breaker and cost its 15s timeout.
-            cli.wait_until(http_ok(f"http://127.0.0.1:{APP_PORT}/readyz"), "the registry ready", 120)
+            cli.wait_until(http_ok(f"http://127.0.0.1:{APP_PORT}/readyz"), "the app ready", 120)
             cli.wait_until(http_ok(f"{SIDECAR}/v1.0/healthz"), "its sidecar healthy", 60)
             cli.wait_until(registered, "a registration through the sidecar answered 200", 60)
         except ProcessFailed as exc:
@@ -251,7 +251,7 @@ def test_dapr_run_file_starts_the_registry_and_ctrl_c_stops_everything(
         assert Toolchain.from_environment().daprd.resolve() in exes, (exes, diagnostics())
         assert any(exe.name.startswith("python") for exe in exes), (exes, diagnostics())
         metadata = httpx.get(f"{SIDECAR}/v1.0/metadata", timeout=5).json()
-        assert metadata["id"] == "registry"
+        assert metadata["id"] == "agora"
         loaded = {c["name"] for c in metadata.get("components", [])}
         assert _run_file_components() <= loaded, (loaded, diagnostics())
 
