@@ -101,7 +101,13 @@ def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalClus
 
 def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> None:
     [app] = default_cluster.replicas
-    spec = task(min_success_threshold=1.0)
+    # Agents without history: calibration 1.0, so no self-report < 1.0 reaches threshold 1.0
+    # (an agent that outperformed its claims could be calibrated up to exactly 1.0).
+    skill = f"audit-{uuid.uuid4().hex[:6]}"
+    for agent_id in (f"{skill}-a", f"{skill}-b"):
+        profile = {"agent_id": agent_id, "agent_name": agent_id, "skill_tags": [skill], "max_steps": 3}
+        httpx.post(app.invoke_url("v1/agents"), json=profile, timeout=10).raise_for_status()
+    spec = task(required_skills=[skill], preferred_skills=[], min_success_threshold=1.0)
     publish_task(app, spec)
     record = settled(default_cluster, spec["task_id"])
     assert record["status"] == "REJECTED"

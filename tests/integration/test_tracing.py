@@ -181,9 +181,10 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         allocate = only("market.allocate")
         assert allocate["service"] == "allocator"
         assert allocate["tag"]["task_id"] == spec.task_id
-        assert allocate["tag"]["num_candidates"] == 2 and allocate["tag"]["num_bids"] == 2
         solicitations = by_name["market.bid_solicitation"]
-        assert {s["tag"]["agent_id"] for s in solicitations} == {"researcher", "scout"}
+        asked = {s["tag"]["agent_id"] for s in solicitations}
+        assert asked and asked <= {"researcher", "scout"}
+        assert allocate["tag"]["num_candidates"] == allocate["tag"]["num_bids"] == len(solicitations)
         by_id = {s["spanID"]: s for s in spans}
         assert all(allocate in _ancestors(s, by_id) for s in solicitations)
         award = only("market.award")

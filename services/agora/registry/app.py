@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from fastapi import FastAPI
 from pydantic import BaseModel
 
@@ -17,12 +20,17 @@ from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
+log = logging.getLogger(__name__)
+
 APP_ID = "registry"
 
 
 class RegistrySettings(ServiceSettings):
     app_id: str = APP_ID
     max_candidates: int = DEFAULT_MAX_CANDIDATES
+    reload_seconds: float = 30.0
+    """AGORA_RELOAD_SECONDS: how often a replica also reloads every profile from the state
+    store (0 = never), so it converges even if a change notification was lost."""
 
 
 class AgentList(BaseModel):
@@ -88,10 +96,21 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
             Topic.REGISTRY_CHANGED, RegistryChanged, current().apply_change, pubsub=settings.broadcast_pubsub
         )
 
-    async def warm_up(_: ServiceContext) -> None:
+    async def warm_up(ctx: ServiceContext) -> None:
         await current().load_all()
+        if settings.reload_seconds > 0:
+            ctx.spawn_daemon(_reload_every(current(), settings.reload_seconds), name="registry reload")
 
     return ServiceModule("registry", setup=setup, warm_up=warm_up)
+
+
+async def _reload_every(registry: CapabilityRegistry, seconds: float) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await registry.load_all()
+        except Exception:  # the next round tries again; the notifications keep flowing meanwhile
+            log.exception("periodic registry reload failed")
 
 
 def create_app(settings: RegistrySettings | None = None) -> FastAPI:

@@ -67,6 +67,7 @@ class ServiceContext:
     subscriptions: Subscriptions
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    daemons: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def repository(self, namespace: str, model: type[M]) -> StateRepository[M]:
         return StateRepository(self.sidecar, self.settings.state_store, namespace, model)
@@ -77,6 +78,13 @@ class ServiceContext:
         task = asyncio.create_task(work, name=name)
         self.background.add(task)
         task.add_done_callback(self._finished)
+        return task
+
+    def spawn_daemon(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `work` (a loop) for the app's lifetime; shutdown cancels it without waiting."""
+        task = asyncio.create_task(work, name=name)
+        self.daemons.add(task)
+        task.add_done_callback(self.daemons.discard)
         return task
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
@@ -127,6 +135,8 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
         finally:
             ctx.ready.clear()
             warming.cancel()
+            for daemon in list(ctx.daemons):
+                daemon.cancel()
             await _drain(ctx, settings.shutdown_grace_seconds)
             await sidecar.aclose()
             log.info("service stopped")
