@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -18,7 +17,6 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-import httpx
 import yaml
 
 from agora.harness.processes import ManagedProcess, PortAllocator, ProcessFailed, http_ok, port_open
@@ -440,9 +438,6 @@ class LocalCluster:
         for replica in self.replicas:
             yield from (p for p in (replica.app, replica.daprd) if p is not None)
 
-    def wait_for_app(self, replica: ServiceReplica, path: str, timeout: float = 30.0) -> httpx.Response:
-        return httpx.get(f"{replica.app_url}{path}", timeout=timeout)
-
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
@@ -461,7 +456,3 @@ def _signals_deferred() -> Iterator[None]:
 
 def _raise_system_exit(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
-
-
-def dapr_cli_available() -> bool:
-    return shutil.which("dapr") is not None
