@@ -53,3 +53,40 @@ def test_one_topic_keeps_one_payload_type() -> None:
     subs.subscribe("agora.ping", Ping, handle)
     with pytest.raises(ValueError, match="already has payload type"):
         subs.subscribe("agora.ping", Pong, handle)
+
+
+class _OtherReplicaHandledEverything:
+    """A shared store in which another replica already marked every message as handled."""
+
+    async def get(self, key: str) -> object:
+        return object()
+
+    async def save(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+async def test_fan_out_topics_are_handled_by_every_replica_work_topics_once() -> None:
+    settings = ServiceSettings()
+    subs = Subscriptions(
+        settings,
+        publisher=None,  # type: ignore[arg-type]
+        deduplicator=MessageDeduplicator(_OtherReplicaHandledEverything(), 60),  # type: ignore[arg-type]
+    )
+    handled: list[str] = []
+
+    async def on_change(p: Ping) -> None:
+        handled.append("broadcast")
+
+    async def on_work(p: Ping) -> None:
+        handled.append("work")
+
+    subs.subscribe("agora.changed", Ping, on_change, pubsub=settings.broadcast_pubsub)
+    subs.subscribe("agora.work", Ping, on_work)
+    import json
+
+    event = json.dumps({"id": "e-9", "data": {"n": 1}}).encode()
+    for sub in subs._subscriptions:
+        assert await subs.deliver(sub, event, {}) == "SUCCESS"
+    assert handled == ["broadcast"], (
+        "the work topic's marker counts across replicas; the fan-out one does not"
+    )

@@ -108,10 +108,13 @@ class MessageDeduplicator:
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._in_flight: set[str] = set()
 
-    async def seen(self, message_key: str) -> bool:
+    async def seen(self, message_key: str, *, shared: bool = True) -> bool:
+        """Whether the message was handled. `shared=False` asks this process only: for fan-out
+        topics every replica must handle every message, so one replica's marker (the state
+        store is shared by an app's replicas) must not silence the others."""
         if message_key in self._recent:
             return True
-        if self._repository is not None and await self._repository.get(message_key) is not None:
+        if shared and self._repository is not None and await self._repository.get(message_key) is not None:
             self._remember(message_key)
             return True
         return False
@@ -126,9 +129,9 @@ class MessageDeduplicator:
     def end(self, message_key: str) -> None:
         self._in_flight.discard(message_key)
 
-    async def mark(self, message_key: str, topic: str) -> None:
+    async def mark(self, message_key: str, topic: str, *, shared: bool = True) -> None:
         self._remember(message_key)
-        if self._repository is not None:
+        if shared and self._repository is not None:
             marker = ProcessedMarker(topic=topic, processed_at=datetime.now(UTC))
             await self._repository.save(message_key, marker, ttl_seconds=self._ttl)
 
@@ -248,7 +251,8 @@ class Subscriptions:
                 },
             ) as span:
                 dedupe_key = f"{sub.topic}:{message_id}" if message_id else None
-                if dedupe_key and await self._dedupe.seen(dedupe_key):
+                shared = sub.pubsub != self._settings.broadcast_pubsub
+                if dedupe_key and await self._dedupe.seen(dedupe_key, shared=shared):
                     span.set_attribute("agora.duplicate", True)
                     log.info(
                         "duplicate delivery acknowledged",
@@ -260,7 +264,7 @@ class Subscriptions:
                 try:
                     status = await self._handle(sub, event, message_id)
                     if status == "SUCCESS" and dedupe_key:
-                        await self._dedupe.mark(dedupe_key, sub.topic)
+                        await self._dedupe.mark(dedupe_key, sub.topic, shared=shared)
                     if status != "SUCCESS":
                         span.set_status(Status(StatusCode.ERROR, "handler failed; delivery will be retried"))
                     return status
