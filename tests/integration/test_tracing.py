@@ -12,11 +12,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pydantic import BaseModel
 
 from agora.core.market import TaskSpec
 from agora.core.messages import RegisterAgent, Topic
 from agora.core.models import CapabilityProfile
-from agora.harness import LocalCluster
+from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.pubsub import Publisher
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
@@ -67,21 +68,27 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
         parent = _parent(parent, by_id)
 
 
+async def publish_traced(replica: ServiceReplica, topic: str, payload: BaseModel, span: str) -> str:
+    """Publish through `replica`'s sidecar inside a client span, as a traced client would;
+    returns the trace id."""
+    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=replica.endpoints.dapr_http_port)
+    sidecar = DaprSidecar(settings)
+    try:
+        with tracer("tests").start_as_current_span(span) as root:
+            await Publisher(sidecar, settings).publish(topic, payload)
+            return format(root.get_span_context().trace_id, "032x")
+    finally:
+        await sidecar.aclose()
+
+
 async def test_publish_to_state_save_is_one_linked_trace(
     redis_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
     registry = replicas_of(redis_cluster, "registry")[0]
-    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=registry.endpoints.dapr_http_port)
-    sidecar = DaprSidecar(settings)
     command = RegisterAgent(
         profile=CapabilityProfile(agent_id="traced-agent", agent_name="Traced", skill_tags=["tracing"])
     )
-    try:
-        with tracer("tests").start_as_current_span("client request") as root:
-            await Publisher(sidecar, settings).publish(Topic.REGISTRY_COMMANDS, command)
-            trace_id = format(root.get_span_context().trace_id, "032x")
-    finally:
-        await sidecar.aclose()
+    trace_id = await publish_traced(registry, Topic.REGISTRY_COMMANDS, command, "client request")
     test_tracer.force_flush()
 
     eventually(lambda: _linked_chain(_trace(redis_cluster, trace_id)), timeout=30)
@@ -149,8 +156,6 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
     redis_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
     allocator = replicas_of(redis_cluster, "allocator")[0]
-    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=allocator.endpoints.dapr_http_port)
-    sidecar = DaprSidecar(settings)
     spec = TaskSpec(
         task_id=f"traced-{uuid.uuid4().hex[:8]}",
         description="Summarise the week's papers",
@@ -158,12 +163,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         preferred_skills=["summarize"],
         min_success_threshold=0.0,
     )
-    try:
-        with tracer("tests").start_as_current_span("submit task") as root:
-            await Publisher(sidecar, settings).publish(Topic.TASKS, spec)
-            trace_id = format(root.get_span_context().trace_id, "032x")
-    finally:
-        await sidecar.aclose()
+    trace_id = await publish_traced(allocator, Topic.TASKS, spec, "submit task")
     test_tracer.force_flush()
 
     def whole_path() -> bool:
@@ -252,8 +252,6 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
     allocator = replicas_of(redis_cluster, "allocator")[0]
     worker.stop()
     worker.spec.env["AGORA_UNCERTAINTY_CHECKS"] = "true"
-    settings = ServiceSettings(app_id="agora-tests", dapr_http_port=allocator.endpoints.dapr_http_port)
-    sidecar = DaprSidecar(settings)
     try:
         worker.start()
         batch = uuid.uuid4().hex[:6]
@@ -265,9 +263,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
                 required_skills=["web_search"],
                 min_success_threshold=0.0,
             )
-            with tracer("tests").start_as_current_span("submit task") as root:
-                await Publisher(sidecar, settings).publish(Topic.TASKS, spec)
-                traces[spec.task_id] = format(root.get_span_context().trace_id, "032x")
+            traces[spec.task_id] = await publish_traced(allocator, Topic.TASKS, spec, "submit task")
 
         def parked() -> dict[str, Any] | None:
             listed = httpx.get(escalation.invoke_url("v1/escalations?limit=500"), timeout=30).json()[
@@ -307,7 +303,6 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
 
         eventually(one_trace, timeout=60)
     finally:
-        await sidecar.aclose()
         worker.stop()
         worker.spec.env.pop("AGORA_UNCERTAINTY_CHECKS", None)
         worker.start()

@@ -1,7 +1,7 @@
 """CapabilityRegistry: the durable, replicated registry of capability profiles.
 
 Profiles are stored under `market:capability:<agent_id>` and their ids under the
-`market:capability-index:all` key (the in-memory and Redis stores have no query API); each
+`market:capability-index:all:<00-15>` keys (the in-memory and Redis stores have no query API); each
 replica answers `filter_capable` from its in-memory `CapabilityIndex`, warmed by `load_all`
 and kept current by `registry.changed` notifications from the other replicas.
 """
@@ -11,33 +11,28 @@ from __future__ import annotations
 import logging
 from itertools import islice
 
-from pydantic import BaseModel
-
 from agora.core.capability_index import CapabilityIndex
 from agora.core.messages import RegistryChange, RegistryChanged, Topic
 from agora.core.models import CapabilityProfile
 from agora.runtime.pubsub import Publisher
 from agora.runtime.service import ServiceContext
 from agora.runtime.state import StateRepository
+from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
 
 PROFILE_NAMESPACE = "market:capability"
 INDEX_NAMESPACE = "market:capability-index"
-INDEX_ID = "all"
+ALL = "all"
 DEFAULT_MAX_CANDIDATES = 5
-
-
-class AgentIds(BaseModel):
-    agent_ids: list[str] = []
 
 
 class CapabilityRegistry:
     def __init__(
         self,
         profiles: StateRepository[CapabilityProfile],
-        index: StateRepository[AgentIds],
+        index: StatusIndex,
         publisher: Publisher,
         broadcast_pubsub: str,
         max_candidates: int = DEFAULT_MAX_CANDIDATES,
@@ -58,7 +53,7 @@ class CapabilityRegistry:
     ) -> CapabilityRegistry:
         return cls(
             ctx.repository(PROFILE_NAMESPACE, CapabilityProfile),
-            ctx.repository(INDEX_NAMESPACE, AgentIds),
+            StatusIndex(ctx.repository(INDEX_NAMESPACE, IdSet)),
             ctx.publisher,
             ctx.settings.broadcast_pubsub,
             max_candidates,
@@ -71,7 +66,7 @@ class CapabilityRegistry:
         with self._tracer.start_as_current_span(
             "registry.register", attributes={"agent_id": profile.agent_id}
         ):
-            await self._index.update(INDEX_ID, lambda ids: _with_id(ids, profile.agent_id))
+            await self._index.move(profile.agent_id, None, ALL)
             await self._profiles.save(profile.agent_id, profile)
             self._cache.upsert(profile)
             await self._announce(profile.agent_id, RegistryChange.REGISTERED)
@@ -81,7 +76,7 @@ class CapabilityRegistry:
         with self._tracer.start_as_current_span("registry.deregister", attributes={"agent_id": agent_id}):
             existed = await self._profiles.get(agent_id) is not None
             await self._profiles.delete(agent_id)
-            await self._index.update(INDEX_ID, lambda ids: _without_id(ids, agent_id))
+            await self._index.discard(agent_id, ALL)
             self._cache.remove(agent_id)
             await self._announce(agent_id, RegistryChange.DEREGISTERED)
             return existed
@@ -119,8 +114,7 @@ class CapabilityRegistry:
     async def load_all(self) -> int:
         """Reload every profile from durable state into the in-memory index."""
         with self._tracer.start_as_current_span("registry.load_all") as span:
-            stored = await self._index.get(INDEX_ID)
-            ids = stored.value.agent_ids if stored else []
+            ids = await self._index.list(ALL)
             found = await self._profiles.get_many(ids)
             self._cache.replace_all(v.value for v in found.values())
             span.set_attribute("agora.registered_agents", len(self._cache))
@@ -144,16 +138,3 @@ class CapabilityRegistry:
             RegistryChanged(agent_id=agent_id, change=change),
             pubsub=self._broadcast,
         )
-
-
-def _with_id(ids: AgentIds | None, agent_id: str) -> AgentIds:
-    current = ids or AgentIds()
-    if agent_id in current.agent_ids:
-        return current
-    return AgentIds(agent_ids=[*current.agent_ids, agent_id])
-
-
-def _without_id(ids: AgentIds | None, agent_id: str) -> AgentIds | None:
-    if ids is None:
-        return None
-    return AgentIds(agent_ids=[i for i in ids.agent_ids if i != agent_id])

@@ -33,8 +33,11 @@ class StatusIndex:
         if old == new:
             return
         if old is not None:
-            await self._repository.update(self._key(old, item_id), lambda ids: _without(ids, item_id))
+            await self.discard(item_id, old)
         await self._repository.update(self._key(new, item_id), lambda ids: _with(ids, item_id))
+
+    async def discard(self, item_id: str, status: str) -> None:
+        await self._repository.update(self._key(status, item_id), lambda ids: _without(ids, item_id))
 
     async def list(self, status: str) -> list[str]:
         keys = [f"{status}:{shard:02d}" for shard in range(self._shards)]
