@@ -46,9 +46,13 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
 
     def all_settled() -> dict[str, dict[str, Any]] | None:
         settled = {s["task_id"]: show(redis_cluster, s["task_id"]) for s in specs}
-        if all(r is not None and r["status"] in TERMINAL for r in settled.values()):
-            return settled  # type: ignore[return-value]
-        return None
+        open_tasks = {
+            task_id: r and {k: r[k] for k in ("status", "award_published", "history")}
+            for task_id, r in settled.items()
+            if r is None or r["status"] not in TERMINAL
+        }
+        assert not open_tasks, f"{len(open_tasks)} tasks not settled: {open_tasks}"
+        return settled  # type: ignore[return-value]
 
     final = eventually(all_settled, timeout=120, interval=1.0)
     for task_id, record in final.items():
@@ -58,3 +62,43 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
         if record["status"] != "REJECTED":
             assert record["outcome"]["agent_id"] == record["allocation"]["winning_agent_id"]
     assert httpx.get(f"{allocator.app_url}/readyz", timeout=5).status_code == 200
+
+
+def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_returns(
+    redis_cluster: LocalCluster,
+) -> None:
+    """The allocator's background run fails part way (no registry answers); it keeps the task
+    BIDDING, retries with backoff, and decides it once the registry is back."""
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    registries = replicas_of(redis_cluster, "registry")
+    spec = task()
+    for registry in registries:
+        registry.kill_app()
+    try:
+        publish_task(allocator, spec)
+        # Up to a redelivery cycle late: right after an app restart (the test above) daprd
+        # can hand a message to its previous subscription, which cancels it; the stream's
+        # pending entry is then claimed again after `processingTimeout`.
+        eventually(
+            lambda: (record := show(redis_cluster, spec["task_id"])) and record["status"] == "BIDDING",
+            timeout=60,
+        )
+        app_log = redis_cluster.logs / f"{allocator.name}.app.log"
+
+        def attempt_failed() -> bool:
+            return any(
+                "allocation interrupted" in line and spec["task_id"] in line
+                for line in app_log.read_text().splitlines()
+            )
+
+        eventually(attempt_failed, timeout=60)
+        assert show(redis_cluster, spec["task_id"])["status"] == "BIDDING"  # type: ignore[index]
+    finally:
+        for registry in registries:
+            registry.start_app()
+
+    record = eventually(
+        lambda: (r := show(redis_cluster, spec["task_id"])) and r["status"] in TERMINAL and r, timeout=90
+    )
+    assert record["allocation"]["status"] == "ALLOCATED"
+    assert [h["status"] for h in record["history"]].count("ALLOCATED") == 1

@@ -19,6 +19,10 @@ class AllocatorSettings(ServiceSettings):
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
     bid_timeout_seconds: float = 10.0
+    sweep_seconds: float = 30.0
+    """AGORA_SWEEP_SECONDS: how often to look for undecided tasks nobody is moving."""
+    stale_after_seconds: float = 120.0
+    """AGORA_STALE_AFTER_SECONDS: an undecided task unchanged this long is taken over."""
 
 
 def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule:
@@ -37,8 +41,12 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
         ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task)
         ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome)
 
-    async def warm_up(_: ServiceContext) -> None:
-        await holder["allocator"].resume()
+    async def warm_up(ctx: ServiceContext) -> None:
+        allocator = holder["allocator"]
+        await allocator.resume()
+        ctx.spawn_daemon(
+            allocator.sweep_forever(settings.sweep_seconds, settings.stale_after_seconds), name="stale sweep"
+        )
 
     return ServiceModule("allocator", setup=setup, warm_up=warm_up)
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agora.core.allocation import allocate
-from agora.core.errors import AgoraError, ConflictingTask
+from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import TaskAwarded, TaskRejected, Topic
+from agora.core.messages import ActorType, TaskAwarded, TaskRejected, Topic
 from agora.core.models import CapabilityProfile
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
@@ -31,10 +32,12 @@ from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
 
-TASK_ACTOR = "Task"
-REPUTATION_ACTOR = "Reputation"
+TASK_ACTOR = ActorType.TASK
+REPUTATION_ACTOR = ActorType.REPUTATION
 RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
 DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
+RETRY_INITIAL_S = 0.5
+RETRY_MAX_S = 30.0
 
 
 class BidProposal(BaseModel):
@@ -130,8 +133,26 @@ class MarketAllocator:
             self._ctx.spawn(self._run(task_id), name=f"allocate {task_id}")
 
     async def _run(self, task_id: str) -> None:
+        """`run` until the task's decision is out. A failure part way (a sidecar call timing out,
+        a dependency's circuit breaker open) is retried with backoff: the task is durable on the
+        board, so every attempt continues from where the last one stopped."""
+        delay = RETRY_INITIAL_S
         try:
-            await self.run(task_id)
+            while True:
+                try:
+                    await self.run(task_id)
+                    return
+                except NoStateFound:
+                    log.error("task vanished from the board", extra={"task_id": task_id})
+                    return
+                except Exception:
+                    log.warning(
+                        "allocation interrupted; retrying",
+                        exc_info=True,
+                        extra={"task_id": task_id, "delay_s": delay},
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
         finally:
             self._running.discard(task_id)
 
@@ -212,13 +233,45 @@ class MarketAllocator:
         }
         await self._actors.call(REPUTATION_ACTOR, outcome.agent_id, "apply_outcome", report)
 
+    async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
+        """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their
+        allocator replica died, or their run gave up). A task another replica is still working
+        on is left alone, and if two replicas do race, the board admits one decision."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.resume_stale(stale_after_s)
+            except Exception:
+                log.warning("sweep for stale tasks failed", exc_info=True)
+
+    async def resume_stale(self, stale_after_s: float) -> list[str]:
+        now = datetime.now(UTC)
+        resumed = []
+        for status in RESUMABLE:
+            for task_id in await self._listed(status):
+                if task_id in self._running:
+                    continue
+                record = await self._task(task_id)
+                if (
+                    record.status in RESUMABLE
+                    and (now - record.history[-1].at).total_seconds() > stale_after_s
+                ):
+                    resumed.append(task_id)
+                    self._start(task_id)
+        if resumed:
+            log.info("resumed stale tasks", extra={"task_ids": resumed})
+        return resumed
+
+    async def _listed(self, status: AllocationStatus) -> list[str]:
+        answer = await self._ctx.sidecar.invoke(
+            self._taskboard, f"v1/tasks?status={status}", http_method="GET"
+        )
+        return list(answer["task_ids"])
+
     async def resume(self) -> None:
         """Pick up tasks a previous run left undecided or unannounced."""
         for status in (*RESUMABLE, *DECIDED):
-            answer = await self._ctx.sidecar.invoke(
-                self._taskboard, f"v1/tasks?status={status}", http_method="GET"
-            )
-            for task_id in answer["task_ids"]:
+            for task_id in await self._listed(status):
                 if status in RESUMABLE:
                     self._start(task_id)
                 else:

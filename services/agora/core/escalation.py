@@ -598,6 +598,17 @@ AnyContext = Annotated[EscalationContext | CheckpointContext, Field(discriminato
 AnyResponse = Annotated[EscalationResponse | CheckpointResponse, Field(discriminator="kind")]
 
 
+class ParkRequest(BaseModel):
+    """What a waiting party sends the `Escalation` actor (`park`) to wait for a person."""
+
+    waiting_party: WaitingParty
+    context: AnyContext
+    deadline: datetime | None = None
+    default_decision: AnyResponse | None = None
+    who: str = SYSTEM_ACTOR
+    why: str = ""
+
+
 class EscalationRecord(BaseModel):
     """One wait for a decision, as the `Escalation` actor stores it."""
 

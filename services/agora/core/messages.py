@@ -34,6 +34,16 @@ class Topic(StrEnum):
     """How the waiting party fared after the decision (`EscalationOutcome`); learnt from."""
 
 
+class ActorType(StrEnum):
+    """Dapr actor types, as services call them (each is its actor class's name)."""
+
+    TASK = "Task"
+    REPUTATION = "Reputation"
+    WORKER_AGENT = "WorkerAgent"
+    ESCALATION = "Escalation"
+    SESSION_UNCERTAINTY = "SessionUncertainty"
+
+
 class RegisterAgent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

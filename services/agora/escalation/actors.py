@@ -18,12 +18,11 @@ from pydantic import BaseModel, Field
 from agora.core import escalation as rules
 from agora.core.errors import NoStateFound
 from agora.core.escalation import (
-    AnyContext,
     AnyResponse,
     EscalationContext,
     EscalationRecord,
+    ParkRequest,
     PartialProgress,
-    WaitingParty,
 )
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.outcomes import OutcomeLearner
@@ -34,15 +33,6 @@ from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 
 DEADLINE_REMINDER = "deadline"
-
-
-class ParkRequest(BaseModel):
-    waiting_party: WaitingParty
-    context: AnyContext
-    deadline: datetime | None = None
-    default_decision: AnyResponse | None = None
-    who: str = rules.SYSTEM_ACTOR
-    why: str = ""
 
 
 class Decision(BaseModel):

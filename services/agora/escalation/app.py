@@ -10,10 +10,16 @@ from fastapi import FastAPI, Header, Query
 from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError, NoStateFound
-from agora.core.escalation import AgentNotWaiting, AnyResponse, EscalationRecord, EscalationStatus
+from agora.core.escalation import (
+    AgentNotWaiting,
+    AnyResponse,
+    EscalationRecord,
+    EscalationStatus,
+    ParkRequest,
+)
 from agora.core.messages import EscalationOutcome, Topic
 from agora.core.outcomes import OutcomeLearner, SheetOutcome
-from agora.escalation.actors import ACTOR_TYPE, Escalation, ParkRequest
+from agora.escalation.actors import ACTOR_TYPE, Escalation
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import (

@@ -21,9 +21,12 @@ from agora.core.escalation import (
     CheckpointVerdict,
     EscalationAction,
     EscalationContext,
+    ParkRequest,
+    WaitingParty,
+    WaitingPartyKind,
     evaluate_checkpoint,
 )
-from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
+from agora.core.messages import ActorType, EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
     ModelMessage,
@@ -38,7 +41,6 @@ from agora.core.uncertainty import (
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 
-ESCALATION_ACTOR = "Escalation"
 SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
 
 
@@ -214,17 +216,13 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         self, escalation_id: str, context: EscalationContext | CheckpointContext, why: str
     ) -> None:
         assert SessionUncertainty.actors is not None
-        await SessionUncertainty.actors.call(
-            ESCALATION_ACTOR,
-            escalation_id,
-            "park",
-            {
-                "waiting_party": {"kind": "session", "id": self.id.id},
-                "context": context.model_dump(mode="json"),
-                "who": "uncertainty-monitor",
-                "why": why,
-            },
+        request = ParkRequest(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=self.id.id),
+            context=context,
+            who="uncertainty-monitor",
+            why=why,
         )
+        await SessionUncertainty.actors.call(ActorType.ESCALATION, escalation_id, "park", request)
         self.state.status = "WAITING_FOR_HUMAN"
         self.state.escalation_id = escalation_id
 

@@ -8,18 +8,35 @@ id). When the monitor pauses the session, the task is parked here with its trans
 stays ALLOCATED on the board; the person's decision (`agora.escalation.resolved`) resumes it:
 retry runs the step again, modify_prompt continues with the new instruction, skip ends the
 task as partial, abort ends it as failed.
+
+With failure triage on, an attempt that ends without success is classified from its
+trajectory (`agora.core.triage`): the recovery the policy picks (retry, replan, a hint...) is
+tried automatically as a new attempt with the hint in the transcript, until the policy
+escalates (an unclassifiable failure, or the same failure type again after its repeat
+limit); then the task is parked for a person exactly like an uncertain step.
 """
 
 from typing import Any, ClassVar, Literal
 
 from dapr.actor import ActorInterface, actormethod
+from opentelemetry import trace
 from pydantic import BaseModel, Field
 
+from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.market import TaskOutcome
-from agora.core.messages import EscalationResolved, TaskAwarded, Topic
+from agora.core.messages import ActorType, EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
+from agora.core.triage import (
+    DEFAULT_REPEAT_LIMIT,
+    FailureContext,
+    FailureType,
+    TriageDecision,
+    build_failure_context,
+    triage,
+)
+from agora.core.triage import Step as TriageStep
 from agora.llm import ChatMessage, ModelClient, complete_json
-from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
@@ -42,6 +59,17 @@ class ParkedTask(BaseModel):
     transcript: list[ChatMessage]
     steps: int
     escalation_id: str
+    step_limit: int = 0
+    """Where the interrupted attempt would have stopped (0: a new attempt on resume)."""
+    attempt_history: list[tuple[FailureType, str]] = Field(default_factory=list)
+    """Triage's record of the recoveries tried so far for this task."""
+
+
+class Attempt(BaseModel):
+    """How one run of the ReAct loop ended: an outcome, or None when parked for a person."""
+
+    outcome: TaskOutcome | None
+    trajectory: list[TriageStep]
 
 
 class WorkerState(BaseModel):
@@ -65,6 +93,9 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
     sidecar: ClassVar[DaprSidecar | None] = None
     uncertainty_app_id: ClassVar[str | None] = None
     """Set by the worker module at start-up; no uncertainty app id = no per-step checks."""
+    triage_failures: ClassVar[bool] = False
+    """Set by the worker module: classify failed attempts and recover or escalate them."""
+    triage_repeat_limit: ClassVar[int] = DEFAULT_REPEAT_LIMIT
 
     @actor_endpoint
     async def execute(self, award: dict[str, Any]) -> TaskOutcome | None:
@@ -73,7 +104,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             return None  # waiting for a person
         done = self.state.executed.get(task.task_id)
         if done is None:
-            done = await self._run(task, self._opening(task), 0)
+            done = await self._attempt(task, self._opening(task), 0, self._step_budget(task), [])
         if done is not None:
             await self._finish(task, done)
         return done
@@ -97,7 +128,8 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
                 transcript.append(ChatMessage(role="user", content=event.decision.modified_prompt))
             elif event.decision.guidance:
                 transcript.append(ChatMessage(role="user", content=event.decision.guidance))
-            done = await self._run(task, transcript, parked.steps)
+            limit = parked.step_limit or parked.steps + self._step_budget(task)
+            done = await self._attempt(task, transcript, parked.steps, limit, parked.attempt_history)
         if done is not None:
             await self._finish(task, done)
         return done
@@ -117,12 +149,94 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             ChatMessage(role="user", content=f"Task {task.task_id}: {task.spec.description}"),
         ]
 
-    async def _run(self, task: TaskAwarded, transcript: list[ChatMessage], steps: int) -> TaskOutcome | None:
-        """Run steps until finish, the step limit, or a pause (None: parked for a person)."""
+    def _step_budget(self, task: TaskAwarded) -> int:
+        """Steps one attempt may take: twice the bid's estimate, within the agent's maximum."""
+        return min(WorkerAgent.profiles[task.agent_id].max_steps, max(1, task.bid.estimated_steps) * 2)
+
+    async def _attempt(
+        self,
+        task: TaskAwarded,
+        transcript: list[ChatMessage],
+        steps: int,
+        limit: int,
+        history: list[tuple[FailureType, str]],
+    ) -> TaskOutcome | None:
+        """Run the task; with triage on, recover failed attempts until the policy escalates
+        (None: parked for a person)."""
+        while True:
+            attempt = await self._run(task, transcript, steps, limit)
+            done = attempt.outcome
+            if done is None or done.actual_success or not WorkerAgent.triage_failures:
+                return done
+            context = build_failure_context(
+                attempt.trajectory,
+                original_task=task.spec.description,
+                raw_error=None if attempt.trajectory else "the attempt ended before its first step",
+                attempt_history=history,
+            )
+            decision = triage(context, repeat_limit=WorkerAgent.triage_repeat_limit)
+            trace.get_current_span().add_event(
+                "triage",
+                {
+                    "agora.failure_type": decision.failure_type.value,
+                    "agora.recovery": decision.action.kind.value,
+                    "agora.attempt": decision.attempt_number,
+                },
+            )
+            history = [*history, decision.history_entry]
+            if decision.escalated:
+                await self._park_failed(task, transcript, done, context, decision, history)
+                return None
+            note = f"Attempt {decision.attempt_number + 1} failed ({decision.failure_type.value})."
+            transcript = [
+                *transcript,
+                ChatMessage(role="user", content=f"{note} {decision.action.hint or 'Try again.'}"),
+            ]
+            steps, limit = done.actual_steps, done.actual_steps + self._step_budget(task)
+
+    async def _park_failed(
+        self,
+        task: TaskAwarded,
+        transcript: list[ChatMessage],
+        done: TaskOutcome,
+        context: FailureContext,
+        decision: TriageDecision,
+        history: list[tuple[FailureType, str]],
+    ) -> None:
+        """Hand a task automated recovery could not fix to a person (waiting party: the task)."""
+        assert WorkerAgent.sidecar is not None
+        escalation_id = f"{task.task_id}.attempt-{decision.attempt_number + 1}"
+        request = ParkRequest(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=task.task_id),
+            context=EscalationContext(
+                job_id=task.task_id,
+                sheet_num=decision.attempt_number + 1,
+                validation_results=[],
+                confidence=0.0,
+                retry_count=decision.attempt_number,
+                error_history=[f"{kind.value} -> {action}" for kind, action in history],
+                prompt_used=task.spec.description,
+                output_summary=done.summary or f"failed after {done.actual_steps} steps",
+            ),
+            who=f"worker:{task.agent_id}",
+            why=decision.action.reason or f"{context.failure_type.value}: automated recovery exhausted",
+        )
+        await ActorClient(WorkerAgent.sidecar).call(ActorType.ESCALATION, escalation_id, "park", request)
+        self.state.parked[task.task_id] = ParkedTask(
+            award=task,
+            transcript=transcript,
+            steps=done.actual_steps,
+            escalation_id=escalation_id,
+            attempt_history=history,
+        )
+        await self.commit()
+
+    async def _run(self, task: TaskAwarded, transcript: list[ChatMessage], steps: int, limit: int) -> Attempt:
+        """Run steps until finish, the step limit, or a pause (no outcome: parked for a person)."""
         model = WorkerAgent.model
         assert model is not None
-        limit = min(WorkerAgent.profiles[task.agent_id].max_steps, max(1, task.bid.estimated_steps) * 2)
         succeeded, summary = False, ""
+        trajectory: list[TriageStep] = []
         with tracer("agora.worker").start_as_current_span(
             "worker.execute",
             attributes={"task_id": task.task_id, "agent_id": task.agent_id, "agora.max_steps": limit},
@@ -133,20 +247,33 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
                 transcript.append(ChatMessage(role="assistant", content=step.model_dump_json()))
                 transcript.append(ChatMessage(role="user", content=f"Step {steps} recorded. Continue."))
                 summary = step.observation
+                trajectory.append(
+                    TriageStep(
+                        index=len(trajectory),
+                        action=f"{step.action}: {step.thought}",
+                        llm_output=step.observation,
+                        metadata={"confidence": step.confidence},
+                    )
+                )
                 escalation_id = await self._check(task, steps, step)
                 if escalation_id is not None:
                     span.set_attribute("agora.parked_for", escalation_id)
                     self.state.parked[task.task_id] = ParkedTask(
-                        award=task, transcript=transcript, steps=steps, escalation_id=escalation_id
+                        award=task,
+                        transcript=transcript,
+                        steps=steps,
+                        escalation_id=escalation_id,
+                        step_limit=limit,
                     )
                     await self.commit()
-                    return None
+                    return Attempt(outcome=None, trajectory=trajectory)
                 if step.action == "finish":
                     succeeded = step.succeeded
                     break
             span.set_attribute("agora.steps", steps)
             span.set_attribute("agora.succeeded", succeeded)
-        return self._outcome(task, steps, succeeded=succeeded, partial=False, summary=summary)
+        outcome = self._outcome(task, steps, succeeded=succeeded, partial=False, summary=summary)
+        return Attempt(outcome=outcome, trajectory=trajectory)
 
     async def _check(self, task: TaskAwarded, steps: int, step: ReactStep) -> str | None:
         """Report the step to the uncertainty monitor; the escalation id when it paused us."""

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import yaml
 from fastapi import FastAPI
+from pydantic import Field
 
+from agora.core.escalation import WaitingPartyKind
 from agora.core.messages import EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
+from agora.core.triage import DEFAULT_REPEAT_LIMIT
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
@@ -31,6 +34,11 @@ class WorkerSettings(ServiceSettings):
     """AGORA_UNCERTAINTY_CHECKS: report every step to the uncertainty monitor, which may park
     the task for a person."""
     uncertainty_app_id: str = "uncertainty"
+    triage_failures: bool = False
+    """AGORA_TRIAGE_FAILURES: classify a failed attempt from its trajectory and recover it
+    automatically (retry, replan, hint) until the triage policy escalates it to a person."""
+    triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0)
+    """AGORA_TRIAGE_REPEAT_LIMIT: automatic recoveries per failure type before escalating."""
 
 
 def load_profiles(path: Path) -> list[CapabilityProfile]:
@@ -48,6 +56,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         WorkerAgent.publisher = ctx.publisher
         WorkerAgent.sidecar = ctx.sidecar
         WorkerAgent.uncertainty_app_id = settings.uncertainty_app_id if settings.uncertainty_checks else None
+        WorkerAgent.triage_failures = settings.triage_failures
+        WorkerAgent.triage_repeat_limit = settings.triage_repeat_limit
         actors = ActorClient(ctx.sidecar)
 
         async def on_award(award: TaskAwarded) -> None:
@@ -61,7 +71,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award)
 
         async def on_resolved(event: EscalationResolved) -> None:
-            if event.waiting_party.kind != "session" or WorkerAgent.uncertainty_app_id is None:
+            if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
                 return
             # Whichever of this worker's agents parked that task resumes it (the others ignore it).
             for agent_id in profiles:

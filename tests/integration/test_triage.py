@@ -1,0 +1,115 @@
+"""Failure triage in the worker, through real sidecars: a failed attempt is classified from
+its trajectory and recovered automatically; once the policy escalates, the task waits for a
+person (waiting party: the task) and continues as decided."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica
+from tests.integration.helpers import eventually, replicas_of
+from tests.integration.test_market import publish_task, show, task
+
+TASKS = 20
+
+
+@pytest.fixture
+def triaging_worker(redis_cluster: LocalCluster) -> Iterator[ServiceReplica]:
+    """The worker with triage on and one automatic recovery per failure type."""
+    worker = replicas_of(redis_cluster, "worker")[0]
+    overrides = {"AGORA_TRIAGE_FAILURES": "true", "AGORA_TRIAGE_REPEAT_LIMIT": "1"}
+    worker.stop()
+    worker.spec.env.update(overrides)
+    try:
+        yield worker.start()
+    finally:
+        worker.stop()
+        for name in overrides:
+            worker.spec.env.pop(name, None)
+        worker.start()
+
+
+def escalations(cluster: LocalCluster, task_ids: set[str]) -> list[dict[str, Any]]:
+    escalation = replicas_of(cluster, "escalation")[0]
+    listed = httpx.get(escalation.invoke_url("v1/escalations?limit=500"), timeout=30).json()["escalations"]
+    return [
+        e for e in listed if e["waiting_party"]["kind"] == "task" and e["waiting_party"]["id"] in task_ids
+    ]
+
+
+def decide(cluster: LocalCluster, escalation_id: str, action: str) -> dict[str, Any]:
+    escalation = replicas_of(cluster, "escalation")[0]
+    response = httpx.post(
+        escalation.invoke_url(f"v1/escalations/{escalation_id}/resume"),
+        json={"decision": {"kind": "escalation", "action": action}, "who": "alice", "why": "looked at it"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return dict(response.json())
+
+
+def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
+    redis_cluster: LocalCluster, triaging_worker: ServiceReplica
+) -> None:
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    batch = uuid.uuid4().hex[:6]
+    specs = [
+        task(task_id=f"triaged-{batch}-{i:02d}", description=f"Compile quarterly report {i} from the ledgers")
+        for i in range(TASKS)
+    ]
+    task_ids = {s["task_id"] for s in specs}
+    for spec in specs:
+        publish_task(allocator, spec)
+
+    def sorted_out() -> list[dict[str, Any]]:
+        """Every task either completed (first or second attempt) or waits for a person."""
+        waiting = escalations(redis_cluster, task_ids)
+        parked = {e["waiting_party"]["id"] for e in waiting}
+        records = {task_id: show(redis_cluster, task_id) for task_id in task_ids - parked}
+        unsettled = {t: r and r["status"] for t, r in records.items() if not r or r["status"] != "COMPLETED"}
+        assert not unsettled, f"neither completed nor parked: {unsettled}"
+        return waiting or [{}]
+
+    waiting = [e for e in eventually(sorted_out, timeout=120, interval=1.0) if e]
+    assert len(waiting) >= 2, "with the offline model about a third of the tasks fail twice"
+
+    for parked in waiting:
+        record = show(redis_cluster, parked["waiting_party"]["id"])
+        assert record is not None and record["status"] == "ALLOCATED"
+        assert parked["escalation_id"].endswith(".attempt-2")
+        history = parked["context"]["error_history"]
+        assert len(history) == 2 and not history[0].endswith("-> escalate")
+        assert history[1].endswith("-> escalate")
+        assert parked["audit"][0]["who"].startswith("worker:")
+
+    skipped, retried = waiting[0], waiting[1]
+    decide(redis_cluster, skipped["escalation_id"], "skip")
+    decide(redis_cluster, retried["escalation_id"], "retry")
+
+    def ended(task_id: str) -> dict[str, Any] | None:
+        record = show(redis_cluster, task_id)
+        return record if record and record["status"] in {"COMPLETED", "FAILED", "PARTIAL"} else None
+
+    skipped_task = eventually(lambda: ended(skipped["waiting_party"]["id"]), timeout=60)
+    assert skipped_task["outcome"]["partial"] is True
+    assert skipped_task["outcome"]["summary"] == "skip by alice"
+
+    # A retry is a third attempt: it completes, or fails once more and is escalated again.
+    retried_id = retried["waiting_party"]["id"]
+
+    def retried_again() -> str | None:
+        record = ended(retried_id)
+        if record is not None:
+            assert record["status"] == "COMPLETED", record
+            return "completed"
+        again = [
+            e for e in escalations(redis_cluster, {retried_id}) if e["escalation_id"].endswith(".attempt-3")
+        ]
+        return "escalated again" if again else None
+
+    assert eventually(retried_again, timeout=60) in {"completed", "escalated again"}
