@@ -250,3 +250,45 @@ def test_pre_execution_checkpoint_parks_the_same_way(default_cluster: LocalClust
         lambda: (s := session_state(default_cluster, session))["status"] == "RUNNING" and s
     )
     assert continued["continuations"][-1]["next_prompt"] == "archive table orders"
+
+
+@pytest.mark.parametrize("kind", ["plan_step", "debate"])
+def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
+    redis_cluster: LocalCluster, kind: str
+) -> None:
+    """Whatever waits (here a plan step or a debate, parked through the HTTP API) hears the
+    decision on `agora.escalation.resolved`, addressed to it."""
+    party = {"kind": kind, "id": f"{kind}-{uuid.uuid4().hex[:8]}"}
+    escalation_id = f"{party['id']}.review"
+    context = {
+        "kind": "escalation",
+        "job_id": party["id"],
+        "sheet_num": 2,
+        "validation_results": [],
+        "confidence": 0.3,
+        "retry_count": 1,
+        "error_history": ["verifier rejected the subgoal"],
+        "prompt_used": "Compare the three vendor proposals",
+        "output_summary": "two proposals compared, one missing",
+    }
+    parked = httpx.put(
+        url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}"),
+        json={"waiting_party": party, "context": context, "who": kind.replace("_", "-")},
+        timeout=30,
+    )
+    parked.raise_for_status()
+    assert parked.json()["status"] == "WAITING_FOR_HUMAN"
+    prompt = "Compare only the two complete proposals"
+    decided = resume(redis_cluster, escalation_id, {"action": "modify_prompt", "modified_prompt": prompt})
+    assert decided.status_code == 200, decided.text
+
+    recorder = replicas_of(redis_cluster, "recorder")[0]
+
+    def told() -> dict[str, Any] | None:
+        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.escalation.resolved", timeout=10).json()
+        return next((m for m in messages["messages"] if m["escalation_id"] == escalation_id), None)
+
+    event = eventually(told, timeout=30)
+    assert event["waiting_party"] == party
+    assert event["decision"]["action"] == "modify_prompt" and event["decision"]["modified_prompt"] == prompt
+    assert event["decided_by"] == "alice"

@@ -15,7 +15,12 @@ EMBEDDED = ServiceSpec("agora", "agora.embedded")
 RECORDER = ServiceSpec(
     "recorder",
     "agora.harness.recorder",
-    env={"AGORA_RECORD_TOPICS": "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded"},
+    env={
+        "AGORA_RECORD_TOPICS": (
+            "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded,"
+            "agora-pubsub/agora.escalation.resolved"
+        )
+    },
 )
 
 SERVICES: tuple[ServiceSpec, ...] = (
