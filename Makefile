@@ -25,7 +25,7 @@ export AGORA_CACHE := $(CACHE)
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
 	@echo "make test    install what the tests need, then run unit + integration tests"
-	@echo "make dapr    build daprd, placement, scheduler $(DAPR_VERSION) into $(DAPR_BIN) (once)"
+	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
 	@echo "make lint    ruff + mypy"
@@ -49,11 +49,19 @@ $(DAPR_BIN)/daprd:
 	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
 		-o $(DAPR_BIN).partial/ \
-		github.com/dapr/dapr/cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler
+		github.com/dapr/dapr/cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler \
+		github.com/dapr/dapr/cmd/sentry
 	rm -rf $(DAPR_BIN) && mv $(DAPR_BIN).partial $(DAPR_BIN)
 	$(DAPR_BIN)/daprd --version
 
-dapr: $(DAPR_BIN)/daprd
+# Sentry (the certificate authority for mTLS) on its own, for caches built before it was added.
+$(DAPR_BIN)/sentry: | $(DAPR_BIN)/daprd
+	cd deploy/dapr && $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
+		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
+		-o $(DAPR_BIN)/sentry.partial github.com/dapr/dapr/cmd/sentry
+	mv $(DAPR_BIN)/sentry.partial $@
+
+dapr: $(DAPR_BIN)/daprd $(DAPR_BIN)/sentry
 
 $(JAEGER_BIN)/jaeger:
 	@grep -q "github.com/jaegertracing/jaeger v$(JAEGER_VERSION)$$" deploy/jaeger/go.mod || \

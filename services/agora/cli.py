@@ -38,7 +38,10 @@ def _sidecar_port(args: argparse.Namespace) -> int:
         return int(args.dapr_http_port)
     services = _running_services()
     if services:
-        return int(services[0]["dapr_http_port"])
+        # People's tools speak as the console where there is one (the access-control
+        # policies name it); otherwise through any sidecar.
+        console = [s for s in services if s["app_id"] == "console"]
+        return int((console or services)[0]["dapr_http_port"])
     if os.environ.get("DAPR_HTTP_PORT"):
         return int(os.environ["DAPR_HTTP_PORT"])
     raise SystemExit("no running Agora found: start one with `make run`, or pass --dapr-http-port")
@@ -109,7 +112,8 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     for replica in cluster.replicas:
         ep = replica.endpoints
-        print(f"  {replica.name:<14} app :{ep.app_port}  daprd http :{ep.dapr_http_port}")
+        app = f"app :{ep.app_port}" if replica.spec.module else "(no app)"
+        print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
     if cluster.with_jaeger:
         print(
             f"  traces: {cluster.jaeger_query_url} (Jaeger query API; service 'allocator', 'registry', ...)"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agora.harness import LocalCluster, ServiceSpec
-from agora.harness.system import EMBEDDED, RECORDER, REGISTRY, SERVICES
+from agora.harness.system import CONSOLE, EMBEDDED, RECORDER, REGISTRY, SERVICES
 
 
 def _start(profile: str, run_dir: Path, specs: list[tuple[ServiceSpec, int]]) -> Iterator[LocalCluster]:
@@ -25,7 +25,9 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     """Redis profile: every service as its own app, two registry replicas sharing state and
     pub/sub, and a recorder on the dead-letter and task decision topics."""
     specs = [(spec, 2 if spec is REGISTRY else 1) for spec in SERVICES]
-    yield from _start("redis", tmp_path_factory.mktemp("redis-cluster"), [*specs, (RECORDER, 1)])
+    yield from _start(
+        "redis", tmp_path_factory.mktemp("redis-cluster"), [*specs, (RECORDER, 1), (CONSOLE, 1)]
+    )
 
 
 @pytest.fixture(scope="session")

@@ -292,3 +292,36 @@ def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
     assert event["waiting_party"] == party
     assert event["decision"]["action"] == "modify_prompt" and event["decision"]["modified_prompt"] == prompt
     assert event["decided_by"] == "alice"
+
+
+def test_only_the_console_may_resume_under_the_access_control_policy(redis_cluster: LocalCluster) -> None:
+    """mTLS gives every sidecar a SPIFFE identity; the escalation app's sidecar lets the
+    console resume and refuses a service, which may still list and show."""
+    _, escalation_id = pause(redis_cluster)
+    worker = replicas_of(redis_cluster, "worker")[0]
+    console = replicas_of(redis_cluster, "console")[0]
+
+    listed = httpx.get(worker.invoke_url("v1/escalations", app_id="escalation"), timeout=30)
+    assert listed.status_code == 200
+    shown = httpx.get(worker.invoke_url(f"v1/escalations/{escalation_id}", app_id="escalation"), timeout=30)
+    assert shown.status_code == 200 and shown.json()["status"] == "WAITING_FOR_HUMAN"
+
+    decision = {"decision": {"kind": "escalation", "action": "retry"}, "who": "mallory"}
+    refused = httpx.post(
+        worker.invoke_url(f"v1/escalations/{escalation_id}/resume", app_id="escalation"),
+        json=decision,
+        timeout=30,
+    )
+    assert refused.status_code == 403
+    assert "access control policy has denied access to id: spiffe://public/ns/default/worker" in refused.text
+    still = httpx.get(console.invoke_url(f"v1/escalations/{escalation_id}", app_id="escalation"), timeout=30)
+    assert still.json()["status"] == "WAITING_FOR_HUMAN"
+
+    decision["who"] = "alice"
+    accepted = httpx.post(
+        console.invoke_url(f"v1/escalations/{escalation_id}/resume", app_id="escalation"),
+        json=decision,
+        timeout=30,
+    )
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["decided_by"] == "alice"

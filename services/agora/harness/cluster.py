@@ -25,14 +25,19 @@ from agora.harness.toolchain import Toolchain
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS_DIR = REPO_ROOT / "components"
 PROFILES = ("default", "redis")
+NAMESPACE = "default"
+CONTROL_PLANE_TRUST_DOMAIN = "localhost"
+SCHEDULER_ID = "dapr-scheduler-server-0"
+"""With TLS the scheduler's etcd peers check this name against sentry's certificate."""
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """How to run one service: its Dapr app id and the Python module that serves it."""
+    """How to run one service: its Dapr app id and the Python module that serves it (None: a
+    sidecar without an app, e.g. the operator console's identity)."""
 
     app_id: str
-    module: str
+    module: str | None
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,16 +75,17 @@ class ServiceReplica:
         return f"{self.dapr_http}/v1.0/invoke/{app_id or self.spec.app_id}/method/{method.lstrip('/')}"
 
     def start(self, timeout: float = 60.0) -> ServiceReplica:
-        self.app = self._start_app()
+        self.app = self._start_app() if self.spec.module else None
         self.daprd = ManagedProcess(
             f"{self.name}-daprd",
             self._daprd_argv(),
             self.cluster.logs / f"{self.name}.daprd.log",
-            env=self.cluster.child_env(),
+            env=self.cluster.child_env(self.cluster.sidecar_env()),
         ).start()
         try:
             self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
-            self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
+            if self.app is not None:
+                self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
         except ProcessFailed:
             self.stop()
             raise
@@ -98,6 +104,7 @@ class ServiceReplica:
 
     def _start_app(self) -> ManagedProcess:
         cluster, ep = self.cluster, self.endpoints
+        assert self.spec.module is not None, f"{self.spec.app_id} has no app"
         env = cluster.child_env(
             {
                 "APP_ID": self.spec.app_id,
@@ -116,16 +123,24 @@ class ServiceReplica:
 
     def _daprd_argv(self) -> list[str]:
         c, ep = self.cluster, self.endpoints
-        argv = [
-            str(c.toolchain.daprd),
-            "--app-id",
-            self.spec.app_id,
+        app = [
             "--app-port",
             str(ep.app_port),
             "--app-protocol",
             "http",
             "--app-channel-address",
             "127.0.0.1",
+            "--enable-app-health-check",
+            "--app-health-check-path",
+            "/healthz",
+            "--app-health-probe-interval",
+            "1",
+        ]
+        argv = [
+            str(c.toolchain.daprd),
+            "--app-id",
+            self.spec.app_id,
+            *(app if self.spec.module else []),
             "--dapr-listen-addresses",
             "127.0.0.1",
             "--dapr-http-port",
@@ -140,12 +155,8 @@ class ServiceReplica:
             "--scheduler-host-address",
             f"127.0.0.1:{c.scheduler_port}",
             "--config",
-            str(c.config_file),
-            "--enable-app-health-check",
-            "--app-health-check-path",
-            "/healthz",
-            "--app-health-probe-interval",
-            "1",
+            str(c.config_for(self.spec.app_id)),
+            *(["--enable-mtls", "--sentry-address", f"127.0.0.1:{c.sentry_port}"] if c.mtls else []),
             "--dapr-graceful-shutdown-seconds",
             "5",
             "--log-level",
@@ -185,10 +196,17 @@ class LocalCluster:
         log_level: str = "info",
         extra_env: dict[str, str] | None = None,
         jaeger_ports: dict[str, int] | None = None,
+        mtls: bool | None = None,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
         self.profile = profile
+        self.mtls = profile == "redis" if mtls is None else mtls
+        """Sentry issues every sidecar and the control plane a SPIFFE certificate; sidecars
+        then enforce the access-control policies in components/access-control/. On for the
+        redis profile (every service its own app, as deployed), off for the embedded one."""
+        self.sentry_port = 0
+        self.trust_anchors = ""
         self.run_id = os.environ.get("AGORA_RUN_ID") or uuid.uuid4().hex[:12]
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix=f"agora-{self.run_id}-"))
         self.logs = self.run_dir / "logs"
@@ -233,6 +251,8 @@ class LocalCluster:
         if self.profile == "redis":
             self._start_redis()
         self._render_resources()
+        if self.mtls:
+            self._start_sentry()
         self._start_placement()
         self._start_scheduler()
         self._write_manifest()
@@ -311,9 +331,11 @@ class LocalCluster:
                 "--healthz-listen-address",
                 "127.0.0.1",
                 "--enable-metrics=false",
+                *self._control_plane_tls(),
                 "--log-level",
                 self.log_level,
             ],
+            self.control_plane_env(),
         )
         proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "placement healthy", 30)
 
@@ -326,7 +348,7 @@ class LocalCluster:
             [
                 str(self.toolchain.scheduler),
                 "--id",
-                "scheduler-0",
+                SCHEDULER_ID,
                 "--port",
                 str(self.scheduler_port),
                 "--listen-address",
@@ -343,12 +365,106 @@ class LocalCluster:
                 "--etcd-client-listen-address",
                 "127.0.0.1",
                 "--etcd-initial-cluster",
-                f"scheduler-0=http://127.0.0.1:{etcd_peer}",
+                f"{SCHEDULER_ID}={'https' if self.mtls else 'http'}://127.0.0.1:{etcd_peer}",
+                *self._control_plane_tls(),
+                # Must not exist yet: the scheduler writes its certificates beside it and
+                # swaps a symlink into place.
+                *(
+                    ["--identity-directory-write", str(self.run_dir / "scheduler-identity" / "tls")]
+                    if self.mtls
+                    else []
+                ),
+                "--log-level",
+                self.log_level,
+            ],
+            self.control_plane_env(),
+        )
+        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "scheduler healthy", 60)
+
+    def _start_sentry(self) -> None:
+        """Sentry in self-hosted mode: with an empty credentials folder it creates its own
+        root and issuer certificates there; their root is every process's trust anchor."""
+        self.sentry_port = self.ports.take()
+        healthz = self.ports.take()
+        credentials = self.run_dir / "sentry-credentials"
+        credentials.mkdir(parents=True, exist_ok=True)
+        config = self.run_dir / "sentry.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "dapr.io/v1alpha1",
+                    "kind": "Configuration",
+                    "metadata": {"name": "daprsystem"},
+                    "spec": {"mtls": {"enabled": True, "workloadCertTTL": "24h", "allowedClockSkew": "15m"}},
+                }
+            )
+        )
+        proc = self._infra_process(
+            "sentry",
+            [
+                str(self.toolchain.sentry),
+                "--config",
+                str(config),
+                "--mode",
+                "standalone",
+                "--issuer-credentials",
+                str(credentials),
+                "--trust-domain",
+                CONTROL_PLANE_TRUST_DOMAIN,
+                "--port",
+                str(self.sentry_port),
+                "--listen-address",
+                "127.0.0.1",
+                "--healthz-port",
+                str(healthz),
+                "--enable-metrics=false",
                 "--log-level",
                 self.log_level,
             ],
         )
-        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "scheduler healthy", 60)
+        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "sentry healthy", 60)
+        self.trust_anchors = (credentials / "ca.crt").read_text()
+
+    def _control_plane_tls(self) -> list[str]:
+        if not self.mtls:
+            return []
+        return [
+            "--tls-enabled",
+            "--trust-anchors-file",
+            str(self.run_dir / "sentry-credentials" / "ca.crt"),
+            "--trust-domain",
+            CONTROL_PLANE_TRUST_DOMAIN,
+            "--sentry-address",
+            f"127.0.0.1:{self.sentry_port}",
+        ]
+
+    def control_plane_env(self) -> dict[str, str]:
+        return {"NAMESPACE": NAMESPACE} if self.mtls else {}
+
+    def sidecar_env(self) -> dict[str, str]:
+        """What a daprd needs to get its SPIFFE identity (spiffe://public/ns/default/<app-id>)
+        from sentry and to trust the control plane."""
+        if not self.mtls:
+            return {}
+        return {
+            "NAMESPACE": NAMESPACE,
+            "DAPR_TRUST_ANCHORS": self.trust_anchors,
+            "DAPR_CONTROLPLANE_TRUST_DOMAIN": CONTROL_PLANE_TRUST_DOMAIN,
+            "DAPR_CONTROLPLANE_NAMESPACE": NAMESPACE,
+        }
+
+    def config_for(self, app_id: str) -> Path:
+        """The app's Configuration: the shared one, plus the app's access-control policy
+        (components/access-control/<app-id>.yaml) when mTLS gives callers an identity."""
+        policy = COMPONENTS_DIR / "access-control" / f"{app_id}.yaml"
+        if not (self.mtls and policy.is_file()):
+            return self.config_file
+        config = yaml.safe_load(self.config_file.read_text())
+        config["metadata"]["name"] = f"agora-config-{app_id}"
+        config["spec"]["accessControl"] = yaml.safe_load(policy.read_text())["spec"]["accessControl"]
+        target = self.run_dir / f"config-{app_id}.yaml"
+        target.write_text(yaml.safe_dump(config, sort_keys=False))
+        return target
 
     def _start_redis(self) -> None:
         self.redis_port = self.ports.take()

@@ -12,6 +12,9 @@ WORKER = ServiceSpec("worker", "agora.worker")
 ESCALATION = ServiceSpec("escalation", "agora.escalation")
 UNCERTAINTY = ServiceSpec("uncertainty", "agora.uncertainty")
 EMBEDDED = ServiceSpec("agora", "agora.embedded")
+CONSOLE = ServiceSpec("console", None)
+"""A sidecar without an app: the identity people's tools (the `agora` CLI) call through, and
+the only caller the escalation service lets resume (components/access-control/)."""
 RECORDER = ServiceSpec(
     "recorder",
     "agora.harness.recorder",
@@ -36,7 +39,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
 
 SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {
     "default": (EMBEDDED,),  # in-memory pub/sub is per sidecar: one app hosts every service
-    "redis": SERVICES,
+    "redis": (*SERVICES, CONSOLE),
 }
 
 JAEGER_DEFAULT_PORTS = {

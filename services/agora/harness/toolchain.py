@@ -66,6 +66,10 @@ class Toolchain:
         return self._require(self.dapr_bin / "scheduler", "dapr")
 
     @property
+    def sentry(self) -> Path:
+        return self._require(self.dapr_bin / "sentry", "dapr")
+
+    @property
     def jaeger(self) -> Path:
         return self._require(self.jaeger_bin / "jaeger", "jaeger")
 
