@@ -23,7 +23,7 @@ from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.demo import invoker, run_demo, session_continuation
 from agora.harness.cluster import LocalCluster
-from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE
+from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
 
 RUN_ROOT = Path(".run")
 
@@ -48,9 +48,7 @@ def _sidecar_port(args: argparse.Namespace) -> int:
 
 
 def _app_id(service: str) -> str:
-    """The app hosting `service`: itself when deployed alone, `agora` in the embedded default."""
-    running = {s["app_id"] for s in _running_services()}
-    return "agora" if service not in running and "agora" in running else service
+    return app_id_hosting(service, {s["app_id"] for s in _running_services()})
 
 
 def _invoke(
@@ -121,7 +119,7 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
     app_ids = {r.spec.app_id for r in cluster.replicas}
 
     def app_id_for(service: str) -> str:
-        return service if service in app_ids else "agora"
+        return app_id_hosting(service, app_ids)
 
     watching = not args.no_demo
     if watching:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agora.core.escalation import EscalationContext
 from agora.harness import LocalCluster, ServiceReplica
 from tests.integration.helpers import eventually, replicas_of
 
@@ -47,6 +48,19 @@ def resume(
         json={"decision": {"kind": "escalation", **decision}, "who": who, "why": "reviewed the plan"},
         timeout=30,
     )
+
+
+def escalation_context(job_id: str, **fields: Any) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "sheet_num": 1,
+        "validation_results": [],
+        "confidence": 0.3,
+        "retry_count": 1,
+        "error_history": [],
+        "prompt_used": "p",
+        "output_summary": "o",
+    }
+    return EscalationContext(job_id=job_id, **{**defaults, **fields}).model_dump(mode="json")
 
 
 def pause(cluster: LocalCluster, doubt: str = DOUBTFUL) -> tuple[str, str]:
@@ -122,17 +136,7 @@ def test_deadline_applies_the_default_decision(default_cluster: LocalCluster) ->
     session = f"session-{uuid.uuid4().hex[:8]}"
     escalation_id = f"{session}.deadline"
     deadline = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
-    context = {
-        "kind": "escalation",
-        "job_id": session,
-        "sheet_num": 1,
-        "validation_results": [],
-        "confidence": 0.3,
-        "retry_count": 1,
-        "error_history": ["checker failed"],
-        "prompt_used": "p",
-        "output_summary": "o",
-    }
+    context = escalation_context(session, error_history=["checker failed"])
     parked = httpx.put(
         url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"),
         json={
@@ -260,17 +264,12 @@ def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
     decision on `agora.escalation.resolved`, addressed to it."""
     party = {"kind": kind, "id": f"{kind}-{uuid.uuid4().hex[:8]}"}
     escalation_id = f"{party['id']}.review"
-    context = {
-        "kind": "escalation",
-        "job_id": party["id"],
-        "sheet_num": 2,
-        "validation_results": [],
-        "confidence": 0.3,
-        "retry_count": 1,
-        "error_history": ["verifier rejected the subgoal"],
-        "prompt_used": "Compare the three vendor proposals",
-        "output_summary": "two proposals compared, one missing",
-    }
+    context = escalation_context(
+        party["id"],
+        error_history=["verifier rejected the subgoal"],
+        prompt_used="Compare the three vendor proposals",
+        output_summary="two proposals compared, one missing",
+    )
     parked = httpx.put(
         url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}"),
         json={"waiting_party": party, "context": context, "who": kind.replace("_", "-")},

@@ -149,3 +149,12 @@ def test_typed_errors_come_back_from_their_codes() -> None:
     assert isinstance(error_from("AGENT_NOT_WAITING", "x"), AgentNotWaiting)
     unknown = error_from("SOMETHING_NEW", "x")
     assert type(unknown) is AgoraError and unknown.message == "x"
+
+
+def test_an_error_needing_more_than_a_message_comes_back_without_its_details() -> None:
+    from agora.core.errors import error_from
+    from agora.core.uncertainty import UncertaintyAbort
+
+    abort = error_from("UNCERTAINTY_ABORT", "step '3' aborted")
+    assert isinstance(abort, UncertaintyAbort)
+    assert abort.message == "step '3' aborted" and abort.step is None

@@ -13,6 +13,13 @@ class AgoraError(Exception):
         super().__init__(message)
         self.message = message
 
+    @classmethod
+    def from_message(cls, message: str) -> AgoraError:
+        """The error as it arrives from the other side of Dapr: code and message only. Error
+        types whose constructor needs more (their details stay on the side that raised it)
+        override this."""
+        return cls(message)
+
 
 class IllegalTransition(AgoraError):
     """A task was asked to move to a status its lifecycle does not allow from where it is."""
@@ -48,10 +55,4 @@ def _error_types(root: type[AgoraError] = AgoraError) -> dict[str, type[AgoraErr
 def error_from(code: str, message: str) -> AgoraError:
     """The typed error for `code`: any AgoraError subclass defined anywhere registers itself
     by being defined, so domain modules keep their errors next to their rules."""
-    error_type = _error_types().get(code, AgoraError)
-    try:
-        return error_type(message)
-    except TypeError:  # an error type whose constructor wants more than a message
-        error = error_type.__new__(error_type)
-        AgoraError.__init__(error, message)
-        return error
+    return _error_types().get(code, AgoraError).from_message(message)

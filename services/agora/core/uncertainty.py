@@ -367,17 +367,24 @@ class UncertaintyError(AgoraError):
 
 
 class UncertaintyAbort(UncertaintyError):
-    """A step reached CRITICAL uncertainty: the session ends. `step` is the step that did it."""
+    """A step reached CRITICAL uncertainty: the session ends. `step` is the step that did it
+    (None on the far side of Dapr, where only the code and message arrive)."""
 
     code = "UNCERTAINTY_ABORT"
 
-    def __init__(self, step: StepUncertainty, message: str | None = None) -> None:
-        super().__init__(
-            message
-            or f"step {step.step_id!r} ({step.step_type}) aborted: propagated confidence "
-            f"{step.propagated_confidence:.3f} is {step.level.value}"
-        )
+    def __init__(self, step: StepUncertainty | None, message: str | None = None) -> None:
+        if message is None:
+            assert step is not None, "an abort names its step or gives a message"
+            message = (
+                f"step {step.step_id!r} ({step.step_type}) aborted: propagated confidence "
+                f"{step.propagated_confidence:.3f} is {step.level.value}"
+            )
+        super().__init__(message)
         self.step = step
+
+    @classmethod
+    def from_message(cls, message: str) -> UncertaintyAbort:
+        return cls(None, message)
 
 
 # --------------------------------------------------------------------------- signal parsing

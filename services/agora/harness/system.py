@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from agora.harness.cluster import ServiceSpec
 
 REGISTRY = ServiceSpec("registry", "agora.registry")
@@ -49,3 +51,11 @@ JAEGER_DEFAULT_PORTS = {
     "query_grpc": 16685,
     "health": 13133,
 }
+
+
+def app_id_hosting(service: str, running_app_ids: Collection[str]) -> str:
+    """The app that serves `service`: itself when deployed as its own app, else the embedded
+    app that hosts every service."""
+    if service not in running_app_ids and EMBEDDED.app_id in running_app_ids:
+        return EMBEDDED.app_id
+    return service

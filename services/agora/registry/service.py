@@ -8,6 +8,7 @@ and kept current by `registry.changed` notifications from the other replicas.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from itertools import islice
 
@@ -46,6 +47,10 @@ class CapabilityRegistry:
         self.max_candidates = max_candidates
         self._cache = CapabilityIndex()
         self._tracer = tracer("agora.registry")
+        self._loading = asyncio.Lock()
+        self._changed_while_loading: set[str] | None = None
+        """Agents changed while `load_all` reads its snapshot: re-read after it is installed,
+        so a change racing a reload is not rolled back to the older snapshot."""
 
     @classmethod
     def from_context(
@@ -69,6 +74,7 @@ class CapabilityRegistry:
             await self._index.move(profile.agent_id, None, ALL)
             await self._profiles.save(profile.agent_id, profile)
             self._cache.upsert(profile)
+            self._note_change(profile.agent_id)
             await self._announce(profile.agent_id, RegistryChange.REGISTERED)
             return profile
 
@@ -78,6 +84,7 @@ class CapabilityRegistry:
             await self._profiles.delete(agent_id)
             await self._index.discard(agent_id, ALL)
             self._cache.remove(agent_id)
+            self._note_change(agent_id)
             await self._announce(agent_id, RegistryChange.DEREGISTERED)
             return existed
 
@@ -113,11 +120,19 @@ class CapabilityRegistry:
 
     async def load_all(self) -> int:
         """Reload every profile from durable state into the in-memory index."""
-        with self._tracer.start_as_current_span("registry.load_all") as span:
-            ids = await self._index.list(ALL)
-            found = await self._profiles.get_many(ids)
-            self._cache.replace_all(v.value for v in found.values())
-            span.set_attribute("agora.registered_agents", len(self._cache))
+        async with self._loading:
+            with self._tracer.start_as_current_span("registry.load_all") as span:
+                changed: set[str] = set()
+                self._changed_while_loading = changed
+                try:
+                    ids = await self._index.list(ALL)
+                    found = await self._profiles.get_many(ids)
+                    self._cache.replace_all(v.value for v in found.values())
+                finally:
+                    self._changed_while_loading = None
+                for agent_id in sorted(changed):
+                    await self._refresh(agent_id)
+                span.set_attribute("agora.registered_agents", len(self._cache))
             log.info(
                 "registry loaded", extra={"agents": len(self._cache), "dangling_ids": len(ids) - len(found)}
             )
@@ -126,11 +141,19 @@ class CapabilityRegistry:
     async def apply_change(self, change: RegistryChanged) -> None:
         """Bring the local index in line with the stored profile (the notification only says
         which agent changed), so replays and reordering are harmless."""
-        stored = await self._profiles.get(change.agent_id)
+        await self._refresh(change.agent_id)
+        self._note_change(change.agent_id)
+
+    async def _refresh(self, agent_id: str) -> None:
+        stored = await self._profiles.get(agent_id)
         if stored is None:
-            self._cache.remove(change.agent_id)
+            self._cache.remove(agent_id)
         else:
             self._cache.upsert(stored.value)
+
+    def _note_change(self, agent_id: str) -> None:
+        if self._changed_while_loading is not None:
+            self._changed_while_loading.add(agent_id)
 
     async def _announce(self, agent_id: str, change: RegistryChange) -> None:
         await self._publisher.publish(
