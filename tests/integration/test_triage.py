@@ -15,7 +15,7 @@ from agora.harness import LocalCluster, ServiceReplica
 from tests.integration.helpers import eventually, replicas_of
 from tests.integration.test_market import publish_task, show, task
 
-TASKS = 20
+TASKS = 30
 
 
 @pytest.fixture
