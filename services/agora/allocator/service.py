@@ -32,8 +32,6 @@ from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
 
-TASK_ACTOR = ActorType.TASK
-REPUTATION_ACTOR = ActorType.REPUTATION
 RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
 DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
 RETRY_INITIAL_S = 0.5
@@ -122,7 +120,7 @@ class MarketAllocator:
     async def on_task(self, spec: TaskSpec) -> None:
         """Intake: record the task durably, acknowledge, allocate in the background."""
         try:
-            await self._actors.call(TASK_ACTOR, spec.task_id, "post_task", spec)
+            await self._actors.call(ActorType.TASK, spec.task_id, "post_task", spec)
         except ConflictingTask as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         self._start(spec.task_id)
@@ -162,23 +160,23 @@ class MarketAllocator:
         if record.status in RESUMABLE:
             if record.status is AllocationStatus.PENDING:
                 record = TaskRecord.model_validate(
-                    await self._actors.call(TASK_ACTOR, task_id, "start_bidding")
+                    await self._actors.call(ActorType.TASK, task_id, "start_bidding")
                 )
             result = await self._allocate(record.spec)
             for bid in result.all_bids:
-                await self._actors.call(TASK_ACTOR, task_id, "submit_bid", bid)
+                await self._actors.call(ActorType.TASK, task_id, "submit_bid", bid)
             record = TaskRecord.model_validate(
-                await self._actors.call(TASK_ACTOR, task_id, "record_allocation", result)
+                await self._actors.call(ActorType.TASK, task_id, "record_allocation", result)
             )
         if record.status in DECIDED and not record.award_published and record.allocation is not None:
             await self._announce(record.spec, record.allocation)
-            await self._actors.call(TASK_ACTOR, task_id, "mark_award_published")
+            await self._actors.call(ActorType.TASK, task_id, "mark_award_published")
         return record.allocation
 
     async def _allocate(self, spec: TaskSpec) -> AllocationResult:
         profiles, filtered_out = await self._capable(spec)
         records = await asyncio.gather(
-            *(self._actors.call(REPUTATION_ACTOR, p.agent_id, "get_record") for p in profiles)
+            *(self._actors.call(ActorType.REPUTATION, p.agent_id, "get_record") for p in profiles)
         )
         tracker = ReputationTracker.from_records(ReputationRecord.model_validate(r) for r in records)
         return await allocate(
@@ -201,7 +199,7 @@ class MarketAllocator:
         if result.status is AllocationStatus.ALLOCATED:
             assert result.winning_bid is not None and result.winning_score is not None
             await self._actors.call(
-                REPUTATION_ACTOR, result.winning_bid.agent_id, "record_bid", result.winning_bid
+                ActorType.REPUTATION, result.winning_bid.agent_id, "record_bid", result.winning_bid
             )
             award = TaskAwarded(
                 task_id=spec.task_id,
@@ -223,7 +221,7 @@ class MarketAllocator:
         """An outcome updates the board, then the agent's reputation (both idempotent)."""
         try:
             record = TaskRecord.model_validate(
-                await self._actors.call(TASK_ACTOR, outcome.task_id, "mark_outcome", outcome)
+                await self._actors.call(ActorType.TASK, outcome.task_id, "mark_outcome", outcome)
             )
         except AgoraError as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
@@ -231,7 +229,7 @@ class MarketAllocator:
             "outcome": outcome.model_dump(mode="json"),
             "counts_as_success": counts_as_success(record.spec, outcome),
         }
-        await self._actors.call(REPUTATION_ACTOR, outcome.agent_id, "apply_outcome", report)
+        await self._actors.call(ActorType.REPUTATION, outcome.agent_id, "apply_outcome", report)
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their
@@ -280,4 +278,4 @@ class MarketAllocator:
                         self._start(task_id)
 
     async def _task(self, task_id: str) -> TaskRecord:
-        return TaskRecord.model_validate(await self._actors.call(TASK_ACTOR, task_id, "get_task"))
+        return TaskRecord.model_validate(await self._actors.call(ActorType.TASK, task_id, "get_task"))

@@ -28,7 +28,6 @@ from agora.core.messages import ActorType, EscalationResolved, TaskAwarded, Topi
 from agora.core.models import CapabilityProfile
 from agora.core.triage import (
     DEFAULT_REPEAT_LIMIT,
-    FailureContext,
     FailureType,
     TriageDecision,
     build_failure_context,
@@ -185,7 +184,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             )
             history = [*history, decision.history_entry]
             if decision.escalated:
-                await self._park_failed(task, transcript, done, context, decision, history)
+                await self._park_failed(task, transcript, done, decision, history)
                 return None
             note = f"Attempt {decision.attempt_number + 1} failed ({decision.failure_type.value})."
             transcript = [
@@ -199,7 +198,6 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         task: TaskAwarded,
         transcript: list[ChatMessage],
         done: TaskOutcome,
-        context: FailureContext,
         decision: TriageDecision,
         history: list[tuple[FailureType, str]],
     ) -> None:
@@ -219,7 +217,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
                 output_summary=done.summary or f"failed after {done.actual_steps} steps",
             ),
             who=f"worker:{task.agent_id}",
-            why=decision.action.reason or f"{context.failure_type.value}: automated recovery exhausted",
+            why=decision.action.reason or f"{decision.failure_type.value}: automated recovery exhausted",
         )
         await ActorClient(WorkerAgent.sidecar).call(ActorType.ESCALATION, escalation_id, "park", request)
         self.state.parked[task.task_id] = ParkedTask(
