@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -87,7 +88,7 @@ def main() -> None:
             text=True,
         ).stdout.strip()
 
-    result = {
+    result: dict[str, Any] = {
         "benchmark": "escalations (redis profile, real sidecars)",
         "parked": PARKED,
         "park_seconds": round(park_s, 1),

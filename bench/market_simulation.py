@@ -2,25 +2,31 @@
 
 Pure core only (no Dapr), seeded. 20 agents have hidden true success probabilities p spread
 evenly over 0.3-0.9; each inflates its self-report by a fixed per-agent amount in [0, 0.3]
-(plus small per-bid noise, clamped to [0, 1]) and has its own step price and step count, and
-its actual costs deviate from its estimates by a per-agent bias. 5,000 tasks each go to a
-random subset of at least 5 capable agents, with a budget that most bids fit. The outcome of
-the chosen agent is drawn from its true probability, using the same uniform draw per (task,
-agent) for every policy (common random numbers, so policies differ only by their choices).
+(plus per-bid noise, clamped to [0, 1]) and has its own step price and step count, and its
+actual costs deviate from its estimates by a per-agent bias. 5,000 tasks each go to a random
+subset of at least 5 capable agents, with a budget that most bids fit. The outcome of the
+chosen agent is drawn from its true probability, using the same uniform draw per (task, agent)
+for every policy (common random numbers, so policies differ only by their choices).
 
-Two scenarios differ only in how the per-agent inflation is set; everything else (agents,
-prices, budgets, capable subsets, per-bid noise, outcome draws) is the same random stream:
+Four scenarios cross two ways of setting the per-agent inflation with two levels of per-bid
+noise; everything else (agents, prices, budgets, capable subsets, the noise's standard normal
+draws, outcome draws) is the same random stream:
 
-* "independent inflation": inflation ~ U(0, 0.3), independent of skill, so the biggest claim
-  usually comes from a genuinely good agent.
+* "independent" inflation ~ U(0, 0.3), independent of skill, so the biggest claim usually
+  comes from a genuinely good agent.
 * "overclaiming" (moral hazard, what the calibration discount exists for): inflation is
   anti-correlated with skill, 0.3 * (0.9 - p) / 0.6 plus a per-agent U(-0.05, 0.05) term
   (derived from the same uniform draw), clamped to [0, 0.3]: the weakest agents claim about
-  0.6, the best about 0.9, so claims are compressed and the ranking they give is noisy.
+  0.6, the best about 0.9, so claims are compressed.
+* "steady" reports: per-bid noise sd 0.02, an agent's claim barely moves between tasks.
+* "noisy" reports: per-bid noise sd 0.15, the claim varies from task to task as a model's
+  stated confidence does; a single claim then says less about the agent than its record.
 
 Policies: Agora (the production `allocate` pipeline: `BidScorer` over a `ReputationTracker`
-that records bids and learns from every outcome), random, round-robin, highest self-report,
-and an oracle that knows the true probabilities. Every policy respects the hard budget cap.
+that records bids and learns from every outcome) as the allocator service runs it (UCB1 bonus
+weighted by `MARKET_EXPLORATION`) and with the reference's full bonus (`AGORA_EXPLORATION_WEIGHT`
+1.0); random, round-robin, highest self-report, and an oracle that knows the true
+probabilities. Every policy respects the hard budget cap.
 
 Reported per policy: realized success rate overall and over the last 4,000 tasks (after a
 1,000-task warm-up), mean actual cost per task, rejected tasks (Agora only: no eligible bid,
@@ -28,11 +34,12 @@ counted as failures), and cumulative expected regret against the oracle:
 sum over tasks of p_best - p_chosen (p_chosen = 0 for a rejected task).
 
 Tasks use the default `min_success_threshold` 0.5 and a budget of 1.0-1.5x the typical cost of
-the 85th-percentile agent. The production formulas are used unchanged; the only knob tuned with
-this benchmark is the calibration EMA weight (`DEFAULT_EMA_WEIGHT`), which the reference leaves
-open; the "variants" rows (first scenario only) show the other weights tried, and two
-diagnostics that each swap one ingredient (true calibration factors; no UCB bonus) to show
-where the gap to the oracle comes from. They are explanations, not policies Agora runs.
+the 85th-percentile agent. The production formulas are used unchanged. Two settings the
+reference leaves open were chosen with this benchmark: the calibration EMA weight
+(`DEFAULT_EMA_WEIGHT`) and the service's exploration weight (`MARKET_EXPLORATION`). The "variants"
+rows (first scenario only) show the other values tried, and a diagnostic that swaps in the
+true calibration factors to show where the gap to the oracle comes from; it is an
+explanation, not a policy Agora runs.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from agora.core.allocation import allocate
 from agora.core.market import AllocationStatus, Bid, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.reputation import DEFAULT_EMA_WEIGHT, ReputationTracker
-from agora.core.scoring import BidScorer
+from agora.core.scoring import MARKET_EXPLORATION, REFERENCE_EXPLORATION, BidScorer
 
 SEED = 20261122
 NUM_AGENTS = 20
@@ -62,17 +69,39 @@ SKILL = "work"
 OTHER_SEEDS = (1, 2)
 MAX_INFLATION = 0.3
 OVERCLAIM_NOISE = 0.05
+STEADY_REPORT_SD = 0.02
+NOISY_REPORT_SD = 0.15
 RESULTS = Path(__file__).parent / "results" / "market_simulation.json"
 
-Scenario = Literal["independent", "overclaiming"]
-SCENARIOS: dict[Scenario, str] = {
-    "independent": "independent inflation",
-    "overclaiming": "overclaiming",
-}
-DESCRIPTIONS: dict[Scenario, str] = {
+Inflation = Literal["independent", "overclaiming"]
+INFLATIONS: dict[Inflation, str] = {
     "independent": "per-agent inflation ~ U(0, 0.3), independent of true skill p",
     "overclaiming": "per-agent inflation 0.3*(0.9-p)/0.6 + U(-0.05, 0.05), clamped to [0, 0.3]",
 }
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    inflation: Inflation
+    report_noise_sd: float
+
+    @property
+    def title(self) -> str:
+        reports = "steady" if self.report_noise_sd <= STEADY_REPORT_SD else "noisy"
+        return f"{self.inflation} inflation, {reports} reports (per-bid sd {self.report_noise_sd:g})"
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.key: s
+    for s in (
+        Scenario("independent", "independent", STEADY_REPORT_SD),
+        Scenario("overclaiming", "overclaiming", STEADY_REPORT_SD),
+        Scenario("independent-noisy", "independent", NOISY_REPORT_SD),
+        Scenario("overclaiming-noisy", "overclaiming", NOISY_REPORT_SD),
+    )
+}
+REFERENCE_UCB1 = "agora_reference_ucb1"
 
 
 @dataclass(frozen=True)
@@ -99,17 +128,15 @@ class Task:
         return [i for i in self.capable if budget is None or self.bids[i].estimated_cost_usd <= budget]
 
 
-def inflation(scenario: Scenario, true_p: float, draw: float) -> float:
-    """The agent's fixed self-report inflation; `draw` ~ U(0, 0.3) is the same in both scenarios."""
-    if scenario == "independent":
+def inflation(kind: Inflation, true_p: float, draw: float) -> float:
+    """The agent's fixed self-report inflation; `draw` ~ U(0, 0.3) is the same in every scenario."""
+    if kind == "independent":
         return draw
     noise = (draw / MAX_INFLATION - 0.5) * 2 * OVERCLAIM_NOISE  # U(-0.05, 0.05)
     return min(MAX_INFLATION, max(0.0, MAX_INFLATION * (0.9 - true_p) / 0.6 + noise))
 
 
-def make_agents(
-    rng: random.Random, scenario: Scenario = "independent", count: int = NUM_AGENTS
-) -> list[Agent]:
+def make_agents(rng: random.Random, kind: Inflation = "independent", count: int = NUM_AGENTS) -> list[Agent]:
     true_ps = [0.3 + 0.6 * i / (count - 1) for i in range(count)]
     rng.shuffle(true_ps)
     agents = []
@@ -124,12 +151,17 @@ def make_agents(
         )
         draw = rng.uniform(0.0, MAX_INFLATION)
         agents.append(
-            Agent(profile, true_p, inflation(scenario, true_p, draw), steps, cost_bias=rng.uniform(0.8, 1.5))
+            Agent(profile, true_p, inflation(kind, true_p, draw), steps, cost_bias=rng.uniform(0.8, 1.5))
         )
     return agents
 
 
-def make_tasks(agents: Sequence[Agent], rng: random.Random, count: int = NUM_TASKS) -> list[Task]:
+def make_tasks(
+    agents: Sequence[Agent],
+    rng: random.Random,
+    count: int = NUM_TASKS,
+    report_noise_sd: float = STEADY_REPORT_SD,
+) -> list[Task]:
     n = len(agents)
     typical = sorted(a.profile.cost_per_step_usd * a.steps for a in agents)
     budget_base = typical[int(0.85 * len(typical))]  # the 85th-percentile agent's typical cost
@@ -145,7 +177,7 @@ def make_tasks(agents: Sequence[Agent], rng: random.Random, count: int = NUM_TAS
         bids = {}
         for i in capable:
             agent = agents[i]
-            report = agent.true_p + agent.inflation + rng.gauss(0.0, 0.02)
+            report = agent.true_p + agent.inflation + report_noise_sd * rng.gauss(0.0, 1.0)
             bids[i] = Bid(
                 bid_id=f"{spec.task_id}-{i:02d}",
                 task_id=spec.task_id,
@@ -243,29 +275,23 @@ def run_simple(name: str, agents: Sequence[Agent], tasks: Sequence[Task], choose
     return tally
 
 
-class Diagnostic:
-    """A `ReputationSource` over the real tracker that swaps one ingredient, to explain the gap
-    to the oracle. Never used by the production policy; reported under "diagnostics"."""
+class KnownCalibration:
+    """A `ReputationSource` over the real tracker that knows every agent's true calibration
+    factor, to explain the gap to the oracle. Never used by Agora; reported as a diagnostic."""
 
-    def __init__(
-        self, tracker: ReputationTracker, agents: Sequence[Agent], *, known_calibration: bool, ucb: bool
-    ):
+    def __init__(self, tracker: ReputationTracker, agents: Sequence[Agent]):
         self.tracker = tracker
         self.agents = {a.profile.agent_id: a for a in agents}
-        self.known_calibration = known_calibration
-        self.ucb = ucb
 
     async def reputation_score(self, agent_id: str) -> float:
         return await self.tracker.reputation_score(agent_id)
 
     async def calibration_factor(self, agent_id: str) -> float:
-        if not self.known_calibration:
-            return await self.tracker.calibration_factor(agent_id)
         agent = self.agents[agent_id]
         return agent.true_p / min(1.0, agent.true_p + agent.inflation)
 
     async def ucb_bonus(self, agent_id: str) -> float:
-        return await self.tracker.ucb_bonus(agent_id) if self.ucb else 0.0
+        return await self.tracker.ucb_bonus(agent_id)
 
     def record_bid(self, bid: Bid) -> None:
         self.tracker.record_bid(bid)
@@ -280,15 +306,12 @@ async def run_agora(
     *,
     name: str = "agora",
     ema_weight: float = DEFAULT_EMA_WEIGHT,
+    exploration_weight: float = MARKET_EXPLORATION,
     known_calibration: bool = False,
-    ucb: bool = True,
 ) -> Tally:
     tracker = ReputationTracker(ema_weight=ema_weight)
-    diagnostic = known_calibration or not ucb
-    source = (
-        Diagnostic(tracker, agents, known_calibration=known_calibration, ucb=ucb) if diagnostic else tracker
-    )
-    scorer = BidScorer(source)
+    source = KnownCalibration(tracker, agents) if known_calibration else tracker
+    scorer = BidScorer(source, exploration_weight=exploration_weight)
     ports = SimPorts(agents)
     index = {a.profile.agent_id: i for i, a in enumerate(agents)}
     tally = Tally(name, [], [], [], [])
@@ -345,14 +368,15 @@ def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Cho
 
 
 def build(
-    scenario: Scenario = "independent", seed: int = SEED, agents: int = NUM_AGENTS, tasks: int = NUM_TASKS
+    scenario: str = "independent", seed: int = SEED, agents: int = NUM_AGENTS, tasks: int = NUM_TASKS
 ) -> tuple[list[Agent], list[Task], random.Random]:
     """Agents, tasks and the policies' rng; the scenarios consume the same random stream."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; expected one of {sorted(SCENARIOS)}")
+    setting = SCENARIOS[scenario]
     rng = random.Random(seed)
-    population = make_agents(rng, scenario, agents)
-    return population, make_tasks(population, rng, tasks), rng
+    population = make_agents(rng, setting.inflation, agents)
+    return population, make_tasks(population, rng, tasks, setting.report_noise_sd), rng
 
 
 def with_ratio(rows: list[dict[str, Any]], oracle: dict[str, Any]) -> list[dict[str, Any]]:
@@ -362,20 +386,25 @@ def with_ratio(rows: list[dict[str, Any]], oracle: dict[str, Any]) -> list[dict[
 
 
 def simulate(
-    scenario: Scenario = "independent",
+    scenario: str = "independent",
     *,
     agents: int = NUM_AGENTS,
     tasks: int = NUM_TASKS,
     seed: int = SEED,
     warm_up: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every policy on one scenario, keyed by policy name (Agora first); each row carries its
-    late success relative to the oracle's. `warm_up` defaults to a fifth of the tasks."""
+    """Every policy on one scenario, keyed by policy name (Agora's two settings first); each row
+    carries its late success relative to the oracle's. `warm_up` defaults to a fifth of the tasks."""
     warm = tasks // 5 if warm_up is None else warm_up
     if not 0 <= warm < tasks:
         raise ValueError(f"warm_up must be in [0, tasks), got {warm}")
     population, task_list, rng = build(scenario, seed, agents, tasks)
-    tallies = [asyncio.run(run_agora(population, task_list))]
+    tallies = [
+        asyncio.run(run_agora(population, task_list)),
+        asyncio.run(
+            run_agora(population, task_list, name=REFERENCE_UCB1, exploration_weight=REFERENCE_EXPLORATION)
+        ),
+    ]
     tallies += [
         run_simple(name, population, task_list, f) for name, f in naive_policies(population, rng).items()
     ]
@@ -385,8 +414,8 @@ def simulate(
 
 
 def variants(seed: int = SEED) -> list[dict[str, Any]]:
-    """Agora with other EMA weights, and diagnostics that swap one ingredient (not production),
-    on the "independent inflation" scenario."""
+    """Agora with other EMA and exploration weights, and a diagnostic with the true calibration
+    factors (not a production policy), on the first scenario."""
     agents, tasks, _ = build("independent", seed)
     oracle = run_simple("oracle", agents, tasks, naive_policies(agents, random.Random(0))["oracle"]).summary()
     runs = [
@@ -394,10 +423,22 @@ def variants(seed: int = SEED) -> list[dict[str, Any]]:
             run_agora(agents, tasks, name=f"agora ema_weight={w:g}", ema_weight=w)
             for w in (0.2, 0.1, 0.02, 0.01)
         ),
+        *(
+            run_agora(agents, tasks, name=f"agora exploration_weight={w:g}", exploration_weight=w)
+            for w in (0.5, 0.25, 0.05, 0.0)
+        ),
         run_agora(agents, tasks, name="diagnostic: true calibration factors", known_calibration=True),
-        run_agora(agents, tasks, name="diagnostic: no UCB bonus", ucb=False),
     ]
     return with_ratio([asyncio.run(run).summary() for run in runs], oracle)
+
+
+def seed_ranges(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[str, tuple[float, float]]:
+    """Per policy, the lowest and highest late success relative to the oracle across runs."""
+    ratios: dict[str, list[float]] = {}
+    for rows in runs:
+        for row in rows:
+            ratios.setdefault(row["policy"], []).append(row["vs_oracle_late"])
+    return {policy: (min(values), max(values)) for policy, values in ratios.items()}
 
 
 def affordable_share(seed: int = SEED) -> float:
@@ -427,13 +468,19 @@ def print_rows(rows: Sequence[dict[str, Any]]) -> None:
 def main() -> None:
     start = time.perf_counter()
     scenarios: dict[str, dict[str, Any]] = {}
-    for key, title in SCENARIOS.items():
+    for key, setting in SCENARIOS.items():
         rows = list(simulate(key, seed=SEED).values())
         other_seeds = {str(seed): list(simulate(key, seed=seed).values()) for seed in OTHER_SEEDS}
-        scenarios[key] = {"title": title, "inflation": DESCRIPTIONS[key], "results": rows}
+        scenarios[key] = {
+            "title": setting.title,
+            "inflation": INFLATIONS[setting.inflation],
+            "report_noise_sd": setting.report_noise_sd,
+            "results": rows,
+        }
         if key == "independent":
             scenarios[key]["variants"] = variants(SEED)
         scenarios[key]["other_seeds"] = other_seeds
+        scenarios[key]["vs_oracle_range_over_seeds"] = seed_ranges([rows, *other_seeds.values()])
     elapsed = time.perf_counter() - start
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
@@ -452,7 +499,8 @@ def main() -> None:
                     "min_capable": MIN_CAPABLE,
                     "true_p_range": [0.3, 0.9],
                     "max_inflation": MAX_INFLATION,
-                    "per_bid_report_noise_sd": 0.02,
+                    "per_bid_report_noise_sd": {"steady": STEADY_REPORT_SD, "noisy": NOISY_REPORT_SD},
+                    "exploration_weight": MARKET_EXPLORATION,
                     "overclaim_noise": OVERCLAIM_NOISE,
                     "min_success_threshold": TaskSpec.model_fields["min_success_threshold"].default,
                     "ema_weight": DEFAULT_EMA_WEIGHT,
@@ -466,7 +514,7 @@ def main() -> None:
     )
     print(
         f"market allocation, {NUM_AGENTS} agents, {NUM_TASKS} tasks, seed {SEED}, "
-        f"ema_weight {DEFAULT_EMA_WEIGHT:g}"
+        f"ema_weight {DEFAULT_EMA_WEIGHT:g}, exploration_weight {MARKET_EXPLORATION:g}"
     )
     for name, result in scenarios.items():
         print(f"\n== {result['title']}: {result['inflation']}")
@@ -479,6 +527,12 @@ def main() -> None:
             print(
                 f"  seed {seed}: " + ", ".join(f"{r['policy']} {r['vs_oracle_late']:.3f}" for r in seed_rows)
             )
+        print(
+            "  range over the three seeds: "
+            + ", ".join(
+                f"{p} {lo:.3f}-{hi:.3f}" for p, (lo, hi) in result["vs_oracle_range_over_seeds"].items()
+            )
+        )
     print(f"\n({elapsed:.1f}s) written to {RESULTS}")
 
 

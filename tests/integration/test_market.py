@@ -7,12 +7,14 @@ app) run the same modules; each behaviour is checked where it matters.
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from typing import Any
 
 import httpx
 import pytest
 
+from agora.core.scoring import MARKET_EXPLORATION
 from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.actor import ActorClient
 from agora.runtime.settings import ServiceSettings
@@ -114,6 +116,9 @@ def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> Non
     assert "below min_success_threshold" in record["allocation"]["reject_reason"]
     assert all(s["final_score"] == -1.0 for s in record["allocation"]["all_scores"])
     assert len(record["bids"]) == 2
+    # Agents without history (N = 0): the reference bonus sqrt(2 ln 2), weighted as configured.
+    fresh_bonus = MARKET_EXPLORATION * math.sqrt(2 * math.log(2))
+    assert [s["ucb_bonus"] for s in record["allocation"]["all_scores"]] == [pytest.approx(fresh_bonus)] * 2
 
 
 def test_outcome_changes_reputation_seen_by_the_next_allocation(default_cluster: LocalCluster) -> None:

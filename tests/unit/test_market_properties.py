@@ -74,9 +74,11 @@ def bid_lists(draw: st.DrawFn) -> list[Bid]:
     ]
 
 
-@given(sources, specs, bid_lists())
-def test_scores_are_sorted_bounded_and_gated(source: Source, spec: TaskSpec, bids: list[Bid]) -> None:
-    scores = asyncio.run(BidScorer(source).score_all(bids, spec))
+@given(sources, specs, bid_lists(), st.floats(min_value=0.0, max_value=2.0))
+def test_scores_are_sorted_bounded_and_gated(
+    source: Source, spec: TaskSpec, bids: list[Bid], exploration: float
+) -> None:
+    scores = asyncio.run(BidScorer(source, exploration_weight=exploration).score_all(bids, spec))
     assert [s.final_score for s in scores] == sorted((s.final_score for s in scores), reverse=True)
     by_id = {b.bid_id: b for b in bids}
     assert sorted(by_id) == sorted(s.bid_id for s in scores)
@@ -88,8 +90,10 @@ def test_scores_are_sorted_bounded_and_gated(source: Source, spec: TaskSpec, bid
             spec.budget_usd is not None and bid.estimated_cost_usd > spec.budget_usd
         )
         assert (score.final_score == DISQUALIFIED) == gated
+        assert score.ucb_bonus == exploration * source.bonus
         if not gated:
-            assert score.final_score == score.composite + score.ucb_bonus > 0
+            assert score.final_score == score.composite + score.ucb_bonus >= 0
+            assert score.final_score > 0 or exploration == 0
 
 
 @given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=10**4))

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bench.market_simulation import SCENARIOS, Scenario, build, simulate
+from bench.market_simulation import (
+    NOISY_REPORT_SD,
+    REFERENCE_UCB1,
+    SCENARIOS,
+    STEADY_REPORT_SD,
+    build,
+    simulate,
+)
 
 AGENTS = 6
 TASKS = 600
@@ -13,16 +20,16 @@ SEED = 7
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[Scenario, dict[str, dict[str, Any]]]:
+def results() -> dict[str, dict[str, dict[str, Any]]]:
     return {key: simulate(key, agents=AGENTS, tasks=TASKS, seed=SEED) for key in SCENARIOS}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_oracle_is_an_upper_bound_with_zero_regret(
-    results: dict[Scenario, dict[str, dict[str, Any]]], scenario: Scenario
+    results: dict[str, dict[str, dict[str, Any]]], scenario: str
 ) -> None:
     rows = results[scenario]
-    assert set(rows) == {"agora", "oracle", "random", "round_robin", "highest_self_report"}
+    assert set(rows) == {"agora", REFERENCE_UCB1, "oracle", "random", "round_robin", "highest_self_report"}
     oracle = rows["oracle"]
     assert oracle["regret"] == 0.0
     assert oracle["regret_late"] == 0.0
@@ -34,9 +41,7 @@ def test_oracle_is_an_upper_bound_with_zero_regret(
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_rates_are_probabilities(
-    results: dict[Scenario, dict[str, dict[str, Any]]], scenario: Scenario
-) -> None:
+def test_rates_are_probabilities(results: dict[str, dict[str, dict[str, Any]]], scenario: str) -> None:
     for name, row in results[scenario].items():
         for key in ("success_rate", "success_rate_late", "expected_success", "expected_success_late"):
             assert 0.0 <= row[key] <= 1.0, (name, key)
@@ -45,7 +50,7 @@ def test_rates_are_probabilities(
 
 
 def test_agora_beats_random_when_agents_overclaim(
-    results: dict[Scenario, dict[str, dict[str, Any]]],
+    results: dict[str, dict[str, dict[str, Any]]],
 ) -> None:
     rows = results["overclaiming"]
     assert rows["agora"]["expected_success"] > rows["random"]["expected_success"]
@@ -73,6 +78,29 @@ def test_scenarios_differ_only_in_inflation() -> None:
     weakest = min(overclaiming, key=lambda a: a.true_p)
     strongest = max(overclaiming, key=lambda a: a.true_p)
     assert weakest.inflation > strongest.inflation
+
+
+def test_noisy_reports_differ_from_steady_ones_only_in_the_noise() -> None:
+    steady, tasks_a, _ = build("independent", SEED, AGENTS, 200)
+    noisy, tasks_b, _ = build("independent-noisy", SEED, AGENTS, 200)
+    assert steady == noisy
+    deviations: dict[str, list[float]] = {"steady": [], "noisy": []}
+    for ta, tb in zip(tasks_a, tasks_b, strict=True):
+        assert (ta.spec, ta.capable, ta.draws, ta.actual_costs) == (
+            tb.spec,
+            tb.capable,
+            tb.draws,
+            tb.actual_costs,
+        )
+        for i in ta.capable:
+            claim = steady[i].true_p + steady[i].inflation
+            if 0.0 < claim < 1.0:  # away from the clamp, the deviation is the noise
+                deviations["steady"].append(ta.bids[i].self_reported_success_prob - claim)
+                deviations["noisy"].append(tb.bids[i].self_reported_success_prob - claim)
+    for kind, sd in (("steady", STEADY_REPORT_SD), ("noisy", NOISY_REPORT_SD)):
+        spread = (sum(d * d for d in deviations[kind]) / len(deviations[kind])) ** 0.5
+        # The clamp to [0, 1] trims some noisy draws near 1, hence the loose band.
+        assert 0.7 * sd < spread < 1.3 * sd, (kind, spread)
 
 
 def test_unknown_scenario_is_rejected() -> None:

@@ -85,6 +85,31 @@ async def test_score_follows_the_reference_formula() -> None:
     assert score.agent_id == "a"
 
 
+@pytest.mark.parametrize("weight", [0.0, 0.25, 1.0, 2.0])
+async def test_the_exploration_weight_scales_the_bonus_and_only_the_bonus(weight: float) -> None:
+    source = FixedSource(reputation={"a": 0.9}, calibration={"a": 0.75}, bonus={"a": 0.2})
+    reference = await BidScorer(source).score(bid(), spec(budget_usd=0.10))
+    score = await BidScorer(source, exploration_weight=weight).score(bid(), spec(budget_usd=0.10))
+    assert score.ucb_bonus == pytest.approx(weight * 0.2)
+    assert score.composite == reference.composite
+    assert score.final_score == pytest.approx(score.composite + score.ucb_bonus)
+
+
+async def test_without_exploration_the_better_record_wins_over_the_newcomer() -> None:
+    source = FixedSource(reputation={"a": 0.9, "b": 0.5}, bonus={"a": 0.05, "b": 1.2})
+    offers = [bid("a", bid_id="a1"), bid("b", bid_id="b1")]
+    explored = await BidScorer(source).score_all(offers, spec())
+    greedy = await BidScorer(source, exploration_weight=0.0).score_all(offers, spec())
+    assert [s.agent_id for s in explored] == ["b", "a"]
+    assert [s.agent_id for s in greedy] == ["a", "b"]
+
+
+@pytest.mark.parametrize("weight", [-0.1, math.nan, math.inf])
+def test_the_exploration_weight_must_be_finite_and_non_negative(weight: float) -> None:
+    with pytest.raises(ValueError, match="exploration_weight must be a finite weight >= 0"):
+        BidScorer(FixedSource(), exploration_weight=weight)
+
+
 async def test_a_new_agent_has_neutral_reputation_and_a_positive_bonus() -> None:
     score = await BidScorer(ReputationTracker()).score(bid(), spec())
     assert score.reputation_score == 0.5

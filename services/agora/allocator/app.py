@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from pydantic import Field
 
 from agora.allocator.service import MarketAllocator
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import Topic
+from agora.core.scoring import MARKET_EXPLORATION
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -19,6 +21,8 @@ class AllocatorSettings(ServiceSettings):
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
     bid_timeout_seconds: float = 10.0
+    exploration_weight: float = Field(default=MARKET_EXPLORATION, ge=0.0, allow_inf_nan=False)
+    """AGORA_EXPLORATION_WEIGHT: multiplier on the UCB1 bonus; 1.0 is the reference formula."""
     sweep_seconds: float = 30.0
     """AGORA_SWEEP_SECONDS: how often to look for undecided tasks nobody is moving."""
     stale_after_seconds: float = 120.0
@@ -37,6 +41,7 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             registry_app_id=settings.registry_app_id,
             taskboard_app_id=settings.taskboard_app_id,
             bid_timeout_s=settings.bid_timeout_seconds,
+            exploration_weight=settings.exploration_weight,
         )
         ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task)
         ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome)

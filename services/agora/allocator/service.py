@@ -107,6 +107,7 @@ class MarketAllocator:
         registry_app_id: str,
         taskboard_app_id: str,
         bid_timeout_s: float,
+        exploration_weight: float,
     ) -> None:
         self._ctx = ctx
         self._actors = ActorClient(ctx.sidecar)
@@ -114,6 +115,7 @@ class MarketAllocator:
         self._registry = registry_app_id
         self._taskboard = taskboard_app_id
         self._bid_timeout_s = bid_timeout_s
+        self._exploration_weight = exploration_weight
         self._running: set[str] = set()
         self._tracer = tracer("agora.allocator")
 
@@ -182,7 +184,7 @@ class MarketAllocator:
         return await allocate(
             spec,
             _Ports(profiles, filtered_out, self._model),
-            BidScorer(tracker),
+            BidScorer(tracker, exploration_weight=self._exploration_weight),
             bid_timeout_s=self._bid_timeout_s,
             ledger=tracker,
         )
