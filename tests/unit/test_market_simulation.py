@@ -10,6 +10,7 @@ from bench.market_simulation import (
     REFERENCE_UCB1,
     SCENARIOS,
     STEADY_REPORT_SD,
+    Task,
     build,
     simulate,
 )
@@ -58,6 +59,11 @@ def test_agora_beats_random_when_agents_overclaim(
     assert rows["agora"]["regret"] < rows["random"]["regret"]
 
 
+def assert_same_market(a: Task, b: Task) -> None:
+    """The task itself, who may bid, the outcome draws and the actual costs are the same."""
+    assert (a.spec, a.capable, a.draws, a.actual_costs) == (b.spec, b.capable, b.draws, b.actual_costs)
+
+
 def test_scenarios_differ_only_in_inflation() -> None:
     independent, tasks_a, _ = build("independent", SEED, AGENTS, 50)
     overclaiming, tasks_b, _ = build("overclaiming", SEED, AGENTS, 50)
@@ -65,12 +71,7 @@ def test_scenarios_differ_only_in_inflation() -> None:
         assert (a.profile, a.true_p, a.steps, a.cost_bias) == (b.profile, b.true_p, b.steps, b.cost_bias)
         assert 0.0 <= b.inflation <= 0.3
     for ta, tb in zip(tasks_a, tasks_b, strict=True):
-        assert (ta.spec, ta.capable, ta.draws, ta.actual_costs) == (
-            tb.spec,
-            tb.capable,
-            tb.draws,
-            tb.actual_costs,
-        )
+        assert_same_market(ta, tb)
         assert {i: b.estimated_cost_usd for i, b in ta.bids.items()} == {
             i: b.estimated_cost_usd for i, b in tb.bids.items()
         }
@@ -86,12 +87,7 @@ def test_noisy_reports_differ_from_steady_ones_only_in_the_noise() -> None:
     assert steady == noisy
     deviations: dict[str, list[float]] = {"steady": [], "noisy": []}
     for ta, tb in zip(tasks_a, tasks_b, strict=True):
-        assert (ta.spec, ta.capable, ta.draws, ta.actual_costs) == (
-            tb.spec,
-            tb.capable,
-            tb.draws,
-            tb.actual_costs,
-        )
+        assert_same_market(ta, tb)
         for i in ta.capable:
             claim = steady[i].true_p + steady[i].inflation
             if 0.0 < claim < 1.0:  # away from the clamp, the deviation is the noise
