@@ -40,6 +40,10 @@ reference leaves open were chosen with this benchmark: the calibration EMA weigh
 rows (first scenario only) show the other values tried, and a diagnostic that swaps in the
 true calibration factors to show where the gap to the oracle comes from; it is an
 explanation, not a policy Agora runs.
+
+A last study ("improving agent") makes the population change: at task 2,500 the weakest agent
+becomes the best (true p 0.95), its claims following. It reports, per exploration weight, how
+much of that agent's possible work Agora gives it from then on, and the success that follows.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import platform
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,6 +75,9 @@ MAX_INFLATION = 0.3
 OVERCLAIM_NOISE = 0.05
 STEADY_REPORT_SD = 0.02
 NOISY_REPORT_SD = 0.15
+IMPROVED_AT = 2_500
+IMPROVED_P = 0.95
+IMPROVED_WINDOW = 1_500
 RESULTS = Path(__file__).parent / "results" / "market_simulation.json"
 
 Inflation = Literal["independent", "overclaiming"]
@@ -122,6 +129,8 @@ class Task:
     draws: tuple[float, ...]
     """One uniform draw per agent: agent i succeeds iff draws[i] < true_p[i]."""
     actual_costs: tuple[float, ...]
+    true_p: tuple[float, ...]
+    """Each agent's true success probability when this task runs."""
 
     def affordable(self) -> list[int]:
         budget = self.spec.budget_usd
@@ -161,12 +170,14 @@ def make_tasks(
     rng: random.Random,
     count: int = NUM_TASKS,
     report_noise_sd: float = STEADY_REPORT_SD,
+    first: int = 0,
 ) -> list[Task]:
+    """`count` tasks numbered from `first`, with bids and outcomes drawn from `agents` as they are."""
     n = len(agents)
     typical = sorted(a.profile.cost_per_step_usd * a.steps for a in agents)
     budget_base = typical[int(0.85 * len(typical))]  # the 85th-percentile agent's typical cost
     tasks = []
-    for t in range(count):
+    for t in range(first, first + count):
         capable = tuple(sorted(rng.sample(range(n), rng.randint(min(MIN_CAPABLE, n), n))))
         spec = TaskSpec(
             task_id=f"task-{t:05d}",
@@ -195,7 +206,7 @@ def make_tasks(
             * rng.lognormvariate(0.0, 0.1)
             for i in range(n)
         )
-        tasks.append(Task(spec, capable, bids, draws, actual))
+        tasks.append(Task(spec, capable, bids, draws, actual, tuple(a.true_p for a in agents)))
     return tasks
 
 
@@ -226,10 +237,11 @@ class SimPorts:
 @dataclass
 class Tally:
     policy: str
-    successes: list[bool]
-    chosen_p: list[float]
-    best_p: list[float]
-    costs: list[float]
+    successes: list[bool] = field(default_factory=list)
+    chosen_p: list[float] = field(default_factory=list)
+    best_p: list[float] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+    choices: list[int | None] = field(default_factory=list)
     rejected: int = 0
 
     def summary(self, warm_up: int = WARM_UP) -> dict[str, Any]:
@@ -251,27 +263,28 @@ class Tally:
         }
 
 
-def settle(tally: Tally, agents: Sequence[Agent], task: Task, choice: int | None) -> bool:
+def settle(tally: Tally, task: Task, choice: int | None) -> bool:
     """Record the outcome of giving `task` to agent `choice` (None = rejected); True on success."""
     affordable = task.affordable()
-    tally.best_p.append(max((agents[i].true_p for i in affordable), default=0.0))
+    tally.best_p.append(max((task.true_p[i] for i in affordable), default=0.0))
+    tally.choices.append(choice)
     if choice is None:
         tally.rejected += 1
         tally.successes.append(False)
         tally.chosen_p.append(0.0)
         tally.costs.append(0.0)
         return False
-    success = task.draws[choice] < agents[choice].true_p
+    success = task.draws[choice] < task.true_p[choice]
     tally.successes.append(success)
-    tally.chosen_p.append(agents[choice].true_p)
+    tally.chosen_p.append(task.true_p[choice])
     tally.costs.append(task.actual_costs[choice])
     return success
 
 
 def run_simple(name: str, agents: Sequence[Agent], tasks: Sequence[Task], choose: Chooser) -> Tally:
-    tally = Tally(name, [], [], [], [])
+    tally = Tally(name)
     for task in tasks:
-        settle(tally, agents, task, choose(task))
+        settle(tally, task, choose(task))
     return tally
 
 
@@ -314,15 +327,15 @@ async def run_agora(
     scorer = BidScorer(source, exploration_weight=exploration_weight)
     ports = SimPorts(agents)
     index = {a.profile.agent_id: i for i, a in enumerate(agents)}
-    tally = Tally(name, [], [], [], [])
+    tally = Tally(name)
     for task in tasks:
         ports.task = task
         result = await allocate(task.spec, ports, scorer)
         if result.status is not AllocationStatus.ALLOCATED or result.winning_agent_id is None:
-            settle(tally, agents, task, None)
+            settle(tally, task, None)
             continue
         choice = index[result.winning_agent_id]
-        success = settle(tally, agents, task, choice)
+        success = settle(tally, task, choice)
         await tracker.update(
             TaskOutcome(
                 task_id=task.spec.task_id,
@@ -357,7 +370,7 @@ def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Cho
         return max(options, key=lambda i: task.bids[i].self_reported_success_prob, default=None)
 
     def oracle(task: Task) -> int | None:
-        return max(task.affordable(), key=lambda i: agents[i].true_p, default=None)
+        return max(task.affordable(), key=lambda i: task.true_p[i], default=None)
 
     return {
         "oracle": oracle,
@@ -432,6 +445,45 @@ def variants(seed: int = SEED) -> list[dict[str, Any]]:
     return with_ratio([asyncio.run(run).summary() for run in runs], oracle)
 
 
+def improving_agent(
+    seed: int = SEED,
+    *,
+    agents: int = NUM_AGENTS,
+    tasks: int = NUM_TASKS,
+    change_at: int = IMPROVED_AT,
+    window: int = IMPROVED_WINDOW,
+) -> dict[str, Any]:
+    """The weakest agent becomes the best (true p 0.3 -> 0.95) at task `change_at`, and its claims
+    follow its new skill (independent inflation, steady reports). For Agora at each exploration
+    weight, and for the oracle: the share of the tasks the agent could take after the change
+    that it won, and success over the last `window` tasks."""
+    rng = random.Random(seed)
+    before = make_agents(rng, "independent", agents)
+    weakest = min(range(len(before)), key=lambda i: before[i].true_p)
+    after = list(before)
+    after[weakest] = replace(before[weakest], true_p=IMPROVED_P)
+    task_list = make_tasks(before, rng, change_at) + make_tasks(
+        after, rng, tasks - change_at, first=change_at
+    )
+    offered = [k for k in range(change_at, tasks) if weakest in task_list[k].affordable()]
+
+    def row(tally: Tally, **key: Any) -> dict[str, Any]:
+        won = sum(1 for k in offered if tally.choices[k] == weakest)
+        late = tally.successes[-window:]
+        return {
+            **key,
+            "share_won_after_change": round(won / len(offered), 3),
+            "success_late": round(sum(late) / len(late), 4),
+        }
+
+    rows = [
+        row(asyncio.run(run_agora(before, task_list, exploration_weight=w)), exploration_weight=w)
+        for w in (REFERENCE_EXPLORATION, MARKET_EXPLORATION, 0.0)
+    ]
+    oracle = run_simple("oracle", before, task_list, naive_policies(before, rng)["oracle"])
+    return {"seed": seed, "oracle": row(oracle), "agora": rows}
+
+
 def seed_ranges(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[str, tuple[float, float]]:
     """Per policy, the lowest and highest late success relative to the oracle across runs."""
     ratios: dict[str, list[float]] = {}
@@ -481,6 +533,7 @@ def main() -> None:
             scenarios[key]["variants"] = variants(SEED)
         scenarios[key]["other_seeds"] = other_seeds
         scenarios[key]["vs_oracle_range_over_seeds"] = seed_ranges([rows, *other_seeds.values()])
+    improving = [improving_agent(seed) for seed in (SEED, *OTHER_SEEDS)]
     elapsed = time.perf_counter() - start
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
@@ -507,6 +560,7 @@ def main() -> None:
                     "affordable_bid_share": round(affordable_share(SEED), 3),
                 },
                 "scenarios": scenarios,
+                "improving_agent": improving,
             },
             indent=2,
         )
@@ -531,6 +585,20 @@ def main() -> None:
             "  range over the three seeds: "
             + ", ".join(
                 f"{p} {lo:.3f}-{hi:.3f}" for p, (lo, hi) in result["vs_oracle_range_over_seeds"].items()
+            )
+        )
+    print(
+        f"\nimproving agent (weakest agent's p 0.3 -> {IMPROVED_P} at task {IMPROVED_AT:,}): share of its "
+        f"tasks won after the change / success over the last {IMPROVED_WINDOW:,} tasks"
+    )
+    for study in improving:
+        print(
+            f"  seed {study['seed']}: oracle {study['oracle']['share_won_after_change']:.2f} / "
+            f"{study['oracle']['success_late']:.3f}; "
+            + ", ".join(
+                f"weight {r['exploration_weight']:g}: {r['share_won_after_change']:.2f} / "
+                f"{r['success_late']:.3f}"
+                for r in study["agora"]
             )
         )
     print(f"\n({elapsed:.1f}s) written to {RESULTS}")

@@ -12,8 +12,11 @@ from bench.market_simulation import (
     STEADY_REPORT_SD,
     Task,
     build,
+    improving_agent,
     simulate,
 )
+
+from agora.core.scoring import MARKET_EXPLORATION, REFERENCE_EXPLORATION
 
 AGENTS = 6
 TASKS = 600
@@ -102,3 +105,11 @@ def test_noisy_reports_differ_from_steady_ones_only_in_the_noise() -> None:
 def test_unknown_scenario_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         simulate("honest", agents=AGENTS, tasks=10, seed=SEED)  # type: ignore[arg-type]
+
+
+def test_an_agent_that_improves_is_the_oracles_pick_and_agora_finds_it() -> None:
+    study = improving_agent(SEED, agents=AGENTS, tasks=TASKS, change_at=TASKS // 2, window=TASKS // 4)
+    assert study["oracle"]["share_won_after_change"] == 1.0  # the truth changed mid-run
+    rows = {r["exploration_weight"]: r for r in study["agora"]}
+    assert set(rows) == {REFERENCE_EXPLORATION, MARKET_EXPLORATION, 0.0}
+    assert rows[MARKET_EXPLORATION]["share_won_after_change"] > 0.5

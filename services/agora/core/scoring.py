@@ -49,9 +49,10 @@ success apart differ in the composite by less (0.1 of success moves it by about 
 full weight the bonus (0.1-0.4 at N = 5,000) keeps spreading tasks over every fair agent for
 thousands of tasks. In bench/market_simulation.py (20 agents, 5,000 tasks, four scenarios,
 three seeds) full weight reaches 0.89-0.93x the oracle's late success and 0.1 reaches
-0.95-0.985x (0.05 and 0 do about as well; 0.25 and 0.5 fall between); a newcomer still gets `0.1 * sqrt(2 ln N)` (0.41 at N = 5,000) and a trusted claim,
-so it is tried at once. What less exploration gives up is re-trying an agent whose record is
-poor but who has since improved; set 1.0 where agents change often."""
+0.95-0.985x (0.25 and 0.5 fall between). A newcomer still gets `0.1 * sqrt(2 ln N)` (0.41 at
+N = 5,000) and a trusted claim, so it is tried at once; and when a weak agent becomes the best
+mid-run, 0.1 hands it its tasks sooner than full weight does, while a weight of 0 can miss it
+for good (the benchmark's "improving agent" study)."""
 
 
 class ReputationSource(Protocol):
