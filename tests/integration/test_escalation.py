@@ -12,7 +12,12 @@ import httpx
 import pytest
 
 from agora.core.escalation import EscalationContext
+from agora.escalation.app import STATUS_INDEX_NAMESPACE as ESCALATION_STATUS_INDEX
 from agora.harness import LocalCluster, ServiceReplica
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import IdSet, StatusIndex
 from tests.integration.helpers import eventually, replicas_of
 
 CONFIDENT = "The capital of France is Paris. Confidence: 95%"
@@ -324,3 +329,37 @@ def test_only_the_console_may_resume_under_the_access_control_policy(redis_clust
     )
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["decided_by"] == "alice"
+
+
+async def test_a_repeated_park_restores_an_escalation_missing_from_the_listing(
+    default_cluster: LocalCluster,
+) -> None:
+    """A park that failed after its commit (say, at the index write) is retried by its caller;
+    the retry finds the escalation already stored and must still leave it listed."""
+    escalation_id = f"relisted-{uuid.uuid4().hex[:8]}"
+    body = {
+        "waiting_party": {"kind": "session", "id": escalation_id},
+        "context": escalation_context(escalation_id),
+    }
+    replica = host(default_cluster, "escalation")
+    sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
+    index = StatusIndex(StateRepository(sidecar, "agora-state", ESCALATION_STATUS_INDEX, IdSet))
+
+    def park() -> None:
+        httpx.put(
+            url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"), json=body, timeout=30
+        ).raise_for_status()
+
+    def listed() -> list[str]:
+        answer = httpx.get(url(default_cluster, "escalation", "v1/escalations?limit=500"), timeout=30)
+        return [e["escalation_id"] for e in answer.json()["escalations"]]
+
+    try:
+        park()
+        assert escalation_id in listed()
+        await index.discard(escalation_id, "WAITING_FOR_HUMAN")
+        assert escalation_id not in listed()
+        park()
+        assert escalation_id in listed()
+    finally:
+        await sidecar.aclose()

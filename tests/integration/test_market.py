@@ -19,6 +19,9 @@ from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.actor import ActorClient
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import IdSet, StatusIndex
+from agora.taskboard.actors import STATUS_INDEX_NAMESPACE as TASK_STATUS_INDEX
 from tests.integration.helpers import eventually, publish_event, replicas_of
 
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
@@ -240,3 +243,28 @@ async def test_concurrent_outcomes_for_one_agent_lose_no_update(redis_cluster: L
         await sidecar.aclose()
     assert record["total_tasks"] == 30, "every outcome counted once, none lost"
     assert record["successful_tasks"] == 20
+
+
+async def test_a_repeated_post_restores_a_task_missing_from_its_status_listing(
+    default_cluster: LocalCluster,
+) -> None:
+    """A post that failed after its commit (say, at the index write) is redelivered; the repeat
+    finds the task already stored and must still leave it listed under its status."""
+    [app] = default_cluster.replicas
+    sidecar = DaprSidecar(ServiceSettings(dapr_http_port=app.endpoints.dapr_http_port))
+    index = StatusIndex(StateRepository(sidecar, "agora-state", TASK_STATUS_INDEX, IdSet))
+    spec = task(required_skills=["unheard-of-skill"])  # if the allocator ever takes it: rejected
+
+    def pending() -> list[str]:
+        answer = httpx.get(app.invoke_url("v1/tasks", app_id=app.spec.app_id), params={"status": "PENDING"})
+        return list(answer.json()["task_ids"])
+
+    try:
+        await ActorClient(sidecar).call("Task", spec["task_id"], "post_task", spec)
+        assert spec["task_id"] in pending()
+        await index.discard(spec["task_id"], "PENDING")
+        assert spec["task_id"] not in pending()
+        await ActorClient(sidecar).call("Task", spec["task_id"], "post_task", spec)
+        assert spec["task_id"] in pending()
+    finally:
+        await sidecar.aclose()

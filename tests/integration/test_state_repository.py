@@ -58,6 +58,17 @@ async def test_concurrent_updates_lose_nothing(repository: StateRepository[Tally
     assert stored is not None and stored.value.value == 20
 
 
+async def test_concurrent_updates_of_an_absent_key_lose_nothing(repository: StateRepository[Tally]) -> None:
+    """The first writes race to create the key: one creates it, the others must retry over it."""
+
+    def increment(tally: Tally | None) -> Tally:
+        return Tally(value=(tally.value if tally else 0) + 1)
+
+    await asyncio.gather(*(repository.update("fresh", increment, attempts=50) for _ in range(20)))
+    stored = await repository.get("fresh")
+    assert stored is not None and stored.value.value == 20
+
+
 async def test_update_to_none_deletes(repository: StateRepository[Tally]) -> None:
     await repository.save("gone", Tally(value=1))
     await repository.update("gone", lambda _: None)

@@ -21,6 +21,7 @@ from agora.core.escalation import (
     AnyResponse,
     EscalationContext,
     EscalationRecord,
+    EscalationStatus,
     ParkRequest,
     PartialProgress,
 )
@@ -74,11 +75,14 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         previous = self.state.record.status if self.state.record else None
         self.state.record = updated
         await self.commit()
+        await self._index(previous, updated)
+        return updated
+
+    async def _index(self, previous: EscalationStatus | None, record: EscalationRecord) -> None:
         if Escalation.status_index is not None:
             await Escalation.status_index.move(
-                self.id.id, str(previous) if previous else None, str(updated.status)
+                self.id.id, str(previous) if previous else None, str(record.status)
             )
-        return updated
 
     @actor_endpoint
     async def park(self, request: dict[str, Any]) -> EscalationRecord:
@@ -105,11 +109,15 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
             default_decision=ask.default_decision,
             existing=self.state.record,
         )
-        if record == self.state.record:
-            return record  # parked before: the same request again
-        self.state.traceparent = current_traceparent()
-        record = await self._save(record)
-        if record.deadline is not None:
+        if record != self.state.record:
+            self.state.traceparent = current_traceparent()
+            record = await self._save(record)
+        else:
+            # Parked before: the same request again, perhaps the retry of one that failed after
+            # its commit. Redo the steps that follow the commit (both are idempotent), so such a
+            # failure cannot leave a waiting escalation unlisted or without its deadline.
+            await self._index(None, record)
+        if record.status is EscalationStatus.WAITING_FOR_HUMAN and record.deadline is not None:
             # One-shot: fires once at the deadline (no period).
             await self.register_reminder(DEADLINE_REMINDER, b"", max(record.deadline - now, timedelta(0)))
         return record

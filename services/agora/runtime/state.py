@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import SpanKind
 
-from agora.runtime.sidecar import DaprSidecar, EtagMismatch
+from agora.runtime.sidecar import DaprError, DaprSidecar, EtagMismatch
 from agora.runtime.tracing import tracer
 
 M = TypeVar("M", bound=Any)
@@ -141,5 +141,12 @@ class StateRepository(Generic[M]):
                     await self.save(item_id, new_value, etag=etag, only_if_absent=current is None)
                 return new_value
             except EtagMismatch:
-                await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
+                pass
+            except DaprError:
+                # Redis refuses a create (first-write, no etag) that lost the race to another
+                # writer with a plain save error, not an etag conflict: if the key exists now,
+                # that is what happened, and the next attempt updates it.
+                if current is not None or await self.get(item_id) is None:
+                    raise
+            await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise ConcurrencyConflict(f"{self.key(item_id)}: gave up after {attempts} conflicting writes")

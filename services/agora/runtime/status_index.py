@@ -2,8 +2,10 @@
 cannot give. Each status's ids are spread over `shards` keys, so concurrent status changes
 rarely contend for one etag and no single value grows with the whole collection.
 
-The index is maintained after the owning record is saved; a crash in between leaves it stale
-for that id, so readers treat it as a hint and check the record itself.
+The index is maintained after the owning record is saved. A failure in between leaves it stale
+for that id until the owner is asked for the same change again (a redelivery, a caller's
+retry): owners redo the index step then, since it is idempotent. Readers treat the index as a
+hint and check the record itself.
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface):
     async def _save(self, updated: TaskRecord) -> TaskRecord:
         previous = self.state.record.status if self.state.record else None
         if updated == self.state.record:
+            # Nothing new, as when a call that failed after its commit is retried: redo the step
+            # that follows a commit, so such a failure cannot leave the task out of its listing.
+            await self._reindex(None, updated.status)
             return updated
         self.state.record = updated
         await self.commit()
