@@ -331,35 +331,43 @@ def test_only_the_console_may_resume_under_the_access_control_policy(redis_clust
     assert accepted.json()["decided_by"] == "alice"
 
 
-async def test_a_repeated_park_restores_an_escalation_missing_from_the_listing(
+async def test_a_repeated_park_is_accepted_and_restores_a_missing_listing(
     default_cluster: LocalCluster,
 ) -> None:
-    """A park that failed after its commit (say, at the index write) is retried by its caller;
-    the retry finds the escalation already stored and must still leave it listed."""
-    escalation_id = f"relisted-{uuid.uuid4().hex[:8]}"
-    body = {
-        "waiting_party": {"kind": "session", "id": escalation_id},
-        "context": escalation_context(escalation_id),
-    }
+    """A park that failed after its commit (say, at the index write) is retried by its caller
+    with the same request. The retry is accepted although the stored context gained suggestions
+    at the first park, and it leaves the escalation listed."""
+    topic = uuid.uuid4().hex[:8]
+    context = escalation_context(
+        f"job-{topic}",
+        output_summary=f"Not sure the {topic} ledger balances",
+        error_history=[f"step 2: {topic} totals differ"],
+    )
     replica = host(default_cluster, "escalation")
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
     index = StatusIndex(StateRepository(sidecar, "agora-state", ESCALATION_STATUS_INDEX, IdSet))
 
-    def park() -> None:
-        httpx.put(
+    def park(escalation_id: str) -> dict[str, Any]:
+        body = {"waiting_party": {"kind": "session", "id": escalation_id}, "context": context}
+        response = httpx.put(
             url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"), json=body, timeout=30
-        ).raise_for_status()
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
 
     def listed() -> list[str]:
         answer = httpx.get(url(default_cluster, "escalation", "v1/escalations?limit=500"), timeout=30)
         return [e["escalation_id"] for e in answer.json()["escalations"]]
 
+    earlier, escalation_id = f"earlier-{topic}", f"relisted-{topic}"
     try:
-        park()
-        assert escalation_id in listed()
+        park(earlier)
+        assert resume(default_cluster, earlier, {"action": "skip"}).status_code == 200
+        first = park(escalation_id)
+        assert earlier in [s["escalation_id"] for s in first["context"]["historical_suggestions"]]
         await index.discard(escalation_id, "WAITING_FOR_HUMAN")
         assert escalation_id not in listed()
-        park()
+        assert park(escalation_id) == first
         assert escalation_id in listed()
     finally:
         await sidecar.aclose()

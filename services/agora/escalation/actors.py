@@ -89,15 +89,17 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         ask = ParkRequest.model_validate(request)
         now = datetime.now(UTC)
         context = ask.context
+        existing = self.state.record
         learner = Escalation.learner
-        if (
-            self.state.record is None
-            and learner is not None
-            and isinstance(context, EscalationContext)
-            and not context.historical_suggestions
-        ):
-            similar = await suggestions_for(learner, context)
-            context = context.model_copy(update={"historical_suggestions": similar})
+        if isinstance(context, EscalationContext) and not context.historical_suggestions:
+            if existing is not None and isinstance(existing.context, EscalationContext):
+                # The same request again: it is compared with the record as first parked, which
+                # carries the suggestions found then.
+                suggested = existing.context.historical_suggestions
+                context = context.model_copy(update={"historical_suggestions": suggested})
+            elif existing is None and learner is not None:
+                similar = await suggestions_for(learner, context)
+                context = context.model_copy(update={"historical_suggestions": similar})
         record = rules.park(
             self.id.id,
             ask.waiting_party,
@@ -107,9 +109,9 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
             why=ask.why,
             deadline=ask.deadline,
             default_decision=ask.default_decision,
-            existing=self.state.record,
+            existing=existing,
         )
-        if record != self.state.record:
+        if record != existing:
             self.state.traceparent = current_traceparent()
             record = await self._save(record)
         else:
