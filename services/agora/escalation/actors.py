@@ -48,6 +48,9 @@ class EscalationSlot(BaseModel):
     traceparent: str | None = None
     """Trace context of the parking call: the decision continues that trace, so the whole
     path (step → pause → person → continuation) is one trace even days later."""
+    announced: bool = False
+    """Whether the decision went out on `agora.escalation.resolved`. It is committed with the
+    decision first and published after, so a failed publish is retried (see `_redeliver`)."""
 
 
 class EscalationInterface(ActorInterface):
@@ -131,6 +134,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
     @actor_endpoint
     async def resolve(self, decision: dict[str, Any]) -> EscalationRecord:
         given = Decision.model_validate(decision)
+        await self._redeliver()
         resolved = rules.resolve(
             self._record(), given.response, given.who, given.why, datetime.now(UTC), progress=given.progress
         )
@@ -141,18 +145,36 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
     ) -> None:
         if name != DEADLINE_REMINDER or self.state.record is None:
             return
+        await self._redeliver()
         expired = rules.expire(self.state.record, datetime.now(UTC))
         if expired != self.state.record:
             await self._conclude(expired)
 
+    async def _redeliver(self) -> None:
+        """Announce a decision whose publish failed after it was committed. A person retrying
+        the resume that failed lands here (and is then told the escalation is decided)."""
+        record = self.state.record
+        if record is not None and not record.waiting and not self.state.announced:
+            await self._announce_decision(record)
+
     async def _conclude(self, record: EscalationRecord) -> EscalationRecord:
+        self.state.announced = False
         record = await self._save(record)
-        assert Escalation.publisher is not None and record.decision is not None
-        parked = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
+        await self._announce_decision(record)
+        assert record.decision is not None
         if Escalation.learner is not None and str(record.decision.action) in ("skip", "abort"):
             learnt = outcome_of(record, succeeded=False)  # nothing follows: learnt at once
             if learnt is not None:
                 await Escalation.learner.record(learnt)
+        if record.deadline is not None:
+            # A one-shot reminder that just fired may already be gone; nothing else can fail here.
+            with contextlib.suppress(Exception):
+                await self.unregister_reminder(DEADLINE_REMINDER)
+        return record
+
+    async def _announce_decision(self, record: EscalationRecord) -> None:
+        assert Escalation.publisher is not None and record.decision is not None
+        parked = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
         with tracer("agora.escalation").start_as_current_span(
             "escalation.resolve",
             context=parked,
@@ -164,27 +186,20 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
                 "agora.status": str(record.status),
             },
         ):
-            await self._announce(record)
-        if record.deadline is not None:
-            # A one-shot reminder that just fired may already be gone; nothing else can fail here.
-            with contextlib.suppress(Exception):
-                await self.unregister_reminder(DEADLINE_REMINDER)
-        return record
-
-    async def _announce(self, record: EscalationRecord) -> None:
-        assert Escalation.publisher is not None and record.decision is not None
-        await Escalation.publisher.publish(
-            Topic.ESCALATION_RESOLVED,
-            EscalationResolved(
-                escalation_id=record.escalation_id,
-                waiting_party=record.waiting_party,
-                decision=record.decision,
-                decided_by=record.decided_by or rules.SYSTEM_ACTOR,
-                status=record.status,
-                abort_summary=record.abort_summary,
-            ),
-            message_id=f"resolved:{record.escalation_id}",
-        )
+            await Escalation.publisher.publish(
+                Topic.ESCALATION_RESOLVED,
+                EscalationResolved(
+                    escalation_id=record.escalation_id,
+                    waiting_party=record.waiting_party,
+                    decision=record.decision,
+                    decided_by=record.decided_by or rules.SYSTEM_ACTOR,
+                    status=record.status,
+                    abort_summary=record.abort_summary,
+                ),
+                message_id=f"resolved:{record.escalation_id}",
+            )
+        self.state.announced = True
+        await self.commit()
 
 
 ACTOR_TYPE = Escalation.__name__  # the Dapr actor type is the class name

@@ -1,0 +1,92 @@
+"""The Escalation actor's announcement of a decision, on the Dapr SDK's mock actor runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dapr.actor.runtime.mock_actor import create_mock_actor
+from pydantic import BaseModel
+
+from agora.core.escalation import EscalationContext
+from agora.escalation.actors import Escalation
+
+
+class FlakyPublisher:
+    """Fails the first `failures` publishes (as a broker outage would), then records them."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.sent: list[tuple[str, dict[str, Any], str | None]] = []
+
+    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("pub/sub unavailable")
+        self.sent.append((topic, payload.model_dump(mode="json"), message_id))
+        return message_id or ""
+
+
+@pytest.fixture
+def publisher() -> Iterator[FlakyPublisher]:
+    flaky = FlakyPublisher(failures=1)
+    saved = (Escalation.publisher, Escalation.status_index, Escalation.learner)
+    Escalation.publisher, Escalation.status_index, Escalation.learner = flaky, None, None  # type: ignore[assignment]
+    yield flaky
+    Escalation.publisher, Escalation.status_index, Escalation.learner = saved
+
+
+def park_request() -> dict[str, Any]:
+    context = EscalationContext(
+        job_id="job-1",
+        sheet_num=1,
+        validation_results=[],
+        confidence=0.3,
+        retry_count=0,
+        error_history=[],
+        prompt_used="Migrate the orders table",
+        output_summary="Not sure the migration is safe",
+    )
+    return {"waiting_party": {"kind": "session", "id": "s-1"}, "context": context.model_dump(mode="json")}
+
+
+def decision(action: str, who: str) -> dict[str, Any]:
+    return {"response": {"kind": "escalation", "action": action}, "who": who, "why": ""}
+
+
+async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
+    publisher: FlakyPublisher,
+) -> None:
+    actor = create_mock_actor(Escalation, "e-1")
+    await actor._on_activate()
+    assert "result" in await actor.park(park_request())
+
+    with pytest.raises(ConnectionError):
+        await actor.resolve(decision("retry", "alice"))
+    assert actor.state.record is not None and actor.state.record.status == "RESOLVED"
+    assert not actor.state.announced and publisher.sent == []
+
+    # Alice retries: the stored decision goes out, and hers is refused as a second one.
+    again = await actor.resolve(decision("skip", "alice"))
+    assert again["error"]["code"] == "AGENT_NOT_WAITING"
+    [(topic, event, message_id)] = publisher.sent
+    assert topic == "agora.escalation.resolved" and message_id == "resolved:e-1"
+    assert event["decision"]["action"] == "retry" and event["decided_by"] == "alice"
+    assert actor.state.announced
+
+    # Announced once: later attempts publish nothing more.
+    await actor.resolve(decision("abort", "bob"))
+    assert len(publisher.sent) == 1
+
+
+async def test_the_announcement_is_recorded_with_the_decision(publisher: FlakyPublisher) -> None:
+    publisher.failures = 0
+    actor = create_mock_actor(Escalation, "e-2")
+    await actor._on_activate()
+    await actor.park(park_request())
+    answer = await actor.resolve(decision("retry", "alice"))
+    assert answer["result"]["status"] == "RESOLVED"
+    assert actor.state.announced and len(publisher.sent) == 1
+    stored = actor._state_manager._mock_state["state"]
+    assert stored["announced"] is True and stored["record"]["status"] == "RESOLVED"
