@@ -78,14 +78,12 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         previous = self.state.record.status if self.state.record else None
         self.state.record = updated
         await self.commit()
-        await self._index(previous, updated)
+        await self._reindex(previous, updated.status)
         return updated
 
-    async def _index(self, previous: EscalationStatus | None, record: EscalationRecord) -> None:
+    async def _reindex(self, old: EscalationStatus | None, new: EscalationStatus) -> None:
         if Escalation.status_index is not None:
-            await Escalation.status_index.move(
-                self.id.id, str(previous) if previous else None, str(record.status)
-            )
+            await Escalation.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
     async def park(self, request: dict[str, Any]) -> EscalationRecord:
@@ -121,7 +119,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
             # Parked before: the same request again, perhaps the retry of one that failed after
             # its commit. Redo the steps that follow the commit (both are idempotent), so such a
             # failure cannot leave a waiting escalation unlisted or without its deadline.
-            await self._index(None, record)
+            await self._reindex(None, record.status)
         if record.status is EscalationStatus.WAITING_FOR_HUMAN and record.deadline is not None:
             # One-shot: fires once at the deadline (no period).
             await self.register_reminder(DEADLINE_REMINDER, b"", max(record.deadline - now, timedelta(0)))
