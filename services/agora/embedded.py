@@ -19,7 +19,7 @@ from agora.registry.app import RegistrySettings, registry_module
 from agora.reputation.app import reputation_module
 from agora.runtime.service import create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.taskboard.app import taskboard_module
+from agora.taskboard.app import TaskBoardSettings, taskboard_module
 from agora.uncertainty.app import uncertainty_module
 from agora.worker.app import WorkerSettings, worker_module
 
@@ -32,7 +32,7 @@ def create_app() -> FastAPI:
         settings,
         [
             registry_module(RegistrySettings(app_id=settings.app_id)),
-            taskboard_module(),
+            taskboard_module(TaskBoardSettings(app_id=settings.app_id)),
             reputation_module(),
             allocator_module(
                 AllocatorSettings(

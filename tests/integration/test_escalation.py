@@ -134,7 +134,7 @@ def test_unknown_escalation_and_invalid_decisions_are_refused(default_cluster: L
     _, escalation_id = pause(default_cluster)
     no_prompt = resume(default_cluster, escalation_id, {"action": "modify_prompt"})
     assert no_prompt.status_code == 422
-    assert "modified_prompt" in str(no_prompt.json()["detail"])
+    assert "modified_prompt" in no_prompt.json()["message"]
 
 
 def test_deadline_applies_the_default_decision(default_cluster: LocalCluster) -> None:

@@ -46,6 +46,7 @@ def _children(run_id: str, owner: int) -> set[int]:
     return set(processes_tagged(run_id)) - {owner}
 
 
+@pytest.mark.whole_system
 @pytest.mark.parametrize(
     "stop_signal", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "term", "kill"]
 )

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from agora.core.allocation import allocate
 from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, TaskAwarded, TaskRejected, Topic
+from agora.core.messages import ActorType
 from agora.core.models import CapabilityProfile
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
@@ -170,9 +170,9 @@ class MarketAllocator:
             record = TaskRecord.model_validate(
                 await self._actors.call(ActorType.TASK, task_id, "record_allocation", result)
             )
-        if record.status in DECIDED and not record.award_published and record.allocation is not None:
-            await self._announce(record.spec, record.allocation)
-            await self._actors.call(ActorType.TASK, task_id, "mark_award_published")
+        if record.status in DECIDED and not record.award_published:
+            # The board announces its decisions; this one's publish failed part way.
+            record = TaskRecord.model_validate(await self._actors.call(ActorType.TASK, task_id, "announce"))
         return record.allocation
 
     async def _allocate(self, spec: TaskSpec) -> AllocationResult:
@@ -196,28 +196,6 @@ class MarketAllocator:
             json_body={"required_skills": spec.required_skills, "preferred_skills": spec.preferred_skills},
         )
         return [CapabilityProfile.model_validate(a) for a in answer["agents"]], list(answer["filtered_out"])
-
-    async def _announce(self, spec: TaskSpec, result: AllocationResult) -> None:
-        if result.status is AllocationStatus.ALLOCATED:
-            assert result.winning_bid is not None and result.winning_score is not None
-            await self._actors.call(
-                ActorType.REPUTATION, result.winning_bid.agent_id, "record_bid", result.winning_bid
-            )
-            award = TaskAwarded(
-                task_id=spec.task_id,
-                agent_id=result.winning_bid.agent_id,
-                spec=spec,
-                bid=result.winning_bid,
-                score=result.winning_score,
-            )
-            await self._ctx.publisher.publish(Topic.TASK_AWARDED, award, message_id=f"awarded:{spec.task_id}")
-        else:
-            rejection = TaskRejected(
-                task_id=spec.task_id, reason=result.reject_reason or "rejected", result=result
-            )
-            await self._ctx.publisher.publish(
-                Topic.TASK_REJECTED, rejection, message_id=f"rejected:{spec.task_id}"
-            )
 
     async def on_outcome(self, outcome: TaskOutcome) -> None:
         """An outcome updates the board, then the agent's reputation (both idempotent)."""

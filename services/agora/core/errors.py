@@ -8,6 +8,12 @@ from typing import ClassVar
 
 class AgoraError(Exception):
     code: ClassVar[str] = "AGORA_ERROR"
+    permanent: ClassVar[bool] = True
+    """A domain rule refused the request: the same request fails the same way every time, so a
+    message that raised it is dead-lettered at once instead of being retried."""
+    http_status: ClassVar[int] = 400
+    """The HTTP status an API answers this error with (the body carries `code`): each error
+    type states its own, so every app maps errors the same way."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -25,24 +31,35 @@ class IllegalTransition(AgoraError):
     """A task was asked to move to a status its lifecycle does not allow from where it is."""
 
     code = "ILLEGAL_TRANSITION"
+    http_status = 409
 
 
 class NoStateFound(AgoraError):
     """The addressed task (or other actor-held record) does not exist."""
 
     code = "NO_STATE_FOUND"
+    http_status = 404
 
 
 class ConflictingTask(AgoraError):
     """A task id was posted again with a different specification."""
 
     code = "CONFLICTING_TASK"
+    http_status = 409
 
 
 class InvalidOutcome(AgoraError):
     """An outcome that does not fit the task (wrong agent, task not allocated...)."""
 
     code = "INVALID_OUTCOME"
+    http_status = 422
+
+
+class InvalidInput(AgoraError):
+    """An actor method's argument failed validation (the message names the fields)."""
+
+    code = "INVALID_ARGUMENT"
+    http_status = 422
 
 
 def _error_types(root: type[AgoraError] = AgoraError) -> dict[str, type[AgoraError]]:

@@ -44,6 +44,7 @@ from pydantic import (
 )
 
 from agora.core.errors import AgoraError, IllegalTransition, NoStateFound
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 
 # --------------------------------------------------------------------------------------------
 # Errors (registered with agora.core.errors.error_from by subclassing AgoraError)
@@ -55,12 +56,22 @@ class AgentNotWaiting(AgoraError):
     expired). Same code as the reference's `AgentRunner.resume` error."""
 
     code = "AGENT_NOT_WAITING"
+    http_status = 409
 
 
 class ConflictingEscalation(AgoraError):
     """An escalation id was parked again with a different waiting party, context or deadline."""
 
     code = "CONFLICTING_ESCALATION"
+    http_status = 409
+
+
+class UnverifiedDecision(AgoraError):
+    """An announced decision that its escalation's own record does not hold (forged, or
+    altered on the way): the waiting party keeps waiting."""
+
+    code = "UNVERIFIED_DECISION"
+    http_status = 409
 
 
 class InvalidDecision(AgoraError):
@@ -68,6 +79,7 @@ class InvalidDecision(AgoraError):
     or the other way round)."""
 
     code = "INVALID_DECISION"
+    http_status = 422
 
 
 """The error types this module adds; `NoStateFound` (unknown escalation id) is reused."""
@@ -99,15 +111,17 @@ class CheckpointTrigger(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1)
+    name: Name
     sheet_nums: list[Annotated[int, Field(ge=0)]] | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_ITEMS,
         description="Specific sheet (step) numbers to checkpoint (None = all sheets).",
     )
-    prompt_contains: list[str] | None = Field(
+    prompt_contains: list[Note] | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_ITEMS,
         description="Keywords in prompt that trigger checkpoint (case-insensitive).",
     )
     min_retry_count: int | None = Field(
@@ -117,7 +131,7 @@ class CheckpointTrigger(BaseModel):
         default=True,
         description="Whether to require explicit confirmation (True) or just warn (False).",
     )
-    message: str = Field(default="", description="Custom message to show when checkpoint triggers.")
+    message: Note = Field(default="", description="Custom message to show when checkpoint triggers.")
 
     @field_validator("prompt_contains")
     @classmethod
@@ -136,13 +150,15 @@ class CheckpointContext(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_id: str = Field(min_length=1)
+    job_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     sheet_num: int = Field(ge=0, description="Step number about to execute.")
-    prompt: str = Field(description="The prompt to be used.")
+    prompt: Text = Field(description="The prompt to be used.")
     retry_count: int = Field(default=0, ge=0, description="Number of retry attempts already made.")
     trigger: CheckpointTrigger | None = Field(default=None, description="The trigger that fired.")
-    previous_errors: list[str] = Field(
-        default_factory=list, description="Errors of the earlier attempts of this step, oldest first."
+    previous_errors: list[Note] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Errors of the earlier attempts of this step, oldest first.",
     )
     kind: Literal["checkpoint"] = Field(
         default="checkpoint", description="Addition: tells a checkpoint from an escalation in a record."
@@ -167,12 +183,14 @@ class CheckpointResponse(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     action: CheckpointAction
-    modified_prompt: str | None = Field(
+    modified_prompt: Text | None = Field(
         default=None,
         validate_default=True,
         description="Modified prompt to use if action is 'modify_prompt'.",
     )
-    guidance: str | None = Field(default=None, description="Optional guidance or reasoning for the decision.")
+    guidance: Note | None = Field(
+        default=None, description="Optional guidance or reasoning for the decision."
+    )
     kind: Literal["checkpoint"] = Field(
         default="checkpoint", description="Addition: tells a checkpoint answer from an escalation answer."
     )
@@ -281,7 +299,7 @@ class HistoricalSuggestion(BaseModel):
     outcome_succeeded: bool | None = Field(
         default=None, description="Whether the step succeeded after the decision (None = unknown)."
     )
-    guidance: str | None = Field(default=None, description="Guidance given with that decision.")
+    guidance: Note | None = Field(default=None, description="Guidance given with that decision.")
     similarity: Probability = Field(
         default=1.0, ge=0.0, le=1.0, description="How close that situation was to this one."
     )
@@ -300,20 +318,23 @@ class EscalationContext(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_id: str = Field(min_length=1)
+    job_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     sheet_num: int = Field(ge=0)
     validation_results: list[dict[str, JsonValue]] = Field(
-        description="Serialized validation results from the sheet."
+        max_length=MAX_ITEMS, description="Serialized validation results from the sheet."
     )
     confidence: Probability = Field(
         ge=0.0, le=1.0, description="Aggregate confidence score that triggered escalation (0.0-1.0)."
     )
     retry_count: int = Field(ge=0, description="Retries already made (attempt number - 1).")
-    error_history: list[str] = Field(description="Errors of the attempts so far, oldest first.")
-    prompt_used: str
-    output_summary: str
+    error_history: list[Note] = Field(
+        max_length=MAX_ITEMS, description="Errors of the attempts so far, oldest first."
+    )
+    prompt_used: Text
+    output_summary: Text
     historical_suggestions: list[HistoricalSuggestion] = Field(
         default_factory=list,
+        max_length=MAX_ITEMS,
         description="Similar past escalation decisions that may inform this decision, ordered by "
         "relevance (successful outcomes first; see rank_suggestions).",
     )
@@ -332,12 +353,14 @@ class EscalationResponse(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     action: EscalationAction
-    modified_prompt: str | None = Field(
+    modified_prompt: Text | None = Field(
         default=None,
         validate_default=True,
         description="Modified prompt to use if action is 'modify_prompt'.",
     )
-    guidance: str | None = Field(default=None, description="Optional guidance or reasoning for the decision.")
+    guidance: Note | None = Field(
+        default=None, description="Optional guidance or reasoning for the decision."
+    )
     confidence_boost: float = Field(
         default=0.0,
         ge=0.0,
@@ -552,16 +575,16 @@ class WaitingParty(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: WaitingPartyKind
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
 
 
 class AuditEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    who: str = Field(min_length=1, description="A person's or service's identity, or 'system'.")
+    who: Name = Field(description="A person's or service's identity, or 'system'.")
     when: AwareDatetime
-    what: str = Field(min_length=1, description="What happened, e.g. 'parked', 'resolved: retry'.")
-    why: str = Field(default="", description="The reason given, if any.")
+    what: Note = Field(min_length=1, description="What happened, e.g. 'parked', 'resolved: retry'.")
+    why: Note = Field(default="", description="The reason given, if any.")
 
 
 class PartialProgress(BaseModel):
@@ -570,8 +593,12 @@ class PartialProgress(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    completed: list[str] = Field(default_factory=list, description="Steps/items that finished.")
-    pending: list[str] = Field(default_factory=list, description="Steps/items that will not run.")
+    completed: list[Note] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Steps/items that finished."
+    )
+    pending: list[Note] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Steps/items that will not run."
+    )
     saved: dict[str, JsonValue] = Field(default_factory=dict, description="Partial results kept.")
 
 
@@ -586,11 +613,11 @@ class AbortSummary(BaseModel):
     waiting_party: WaitingParty
     aborted_by: str
     aborted_at: AwareDatetime
-    reason: str = Field(description="Why the abort was necessary.")
+    reason: Note = Field(description="Why the abort was necessary.")
     stopped_at_sheet: int | None = Field(default=None, description="The step that was waiting.")
-    last_error: str | None = None
+    last_error: Note | None = None
     progress: PartialProgress = Field(default_factory=PartialProgress)
-    progress_summary: str = Field(description="Human-readable summary of what completed.")
+    progress_summary: Text = Field(description="Human-readable summary of what completed.")
     cleanup_completed: bool = False
 
 
@@ -605,8 +632,8 @@ class ParkRequest(BaseModel):
     context: AnyContext
     deadline: datetime | None = None
     default_decision: AnyResponse | None = None
-    who: str = SYSTEM_ACTOR
-    why: str = ""
+    who: Name = SYSTEM_ACTOR
+    why: Note = ""
 
 
 class EscalationRecord(BaseModel):

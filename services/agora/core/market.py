@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agora.core.models import clean_skill_tags
+from agora.core.limits import MAX_TASK_SKILLS, Identifier, Note, Text, clean_skill_tags
 
 Probability = float
 
@@ -41,10 +41,10 @@ TERMINAL_STATUSES = frozenset(
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    task_id: str = Field(min_length=1, max_length=256, pattern=r"^[^\s|]+$")
-    description: str = Field(min_length=1)
-    required_skills: list[str] = Field(min_length=1)
-    preferred_skills: list[str] = Field(default_factory=list)
+    task_id: Identifier
+    description: Text = Field(min_length=1)
+    required_skills: list[str] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    preferred_skills: list[str] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
     budget_usd: float | None = Field(default=None, gt=0.0, description="Hard cost cap; None = unlimited")
     min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
     deadline_ms: int | None = Field(default=None, gt=0)
@@ -59,19 +59,19 @@ class TaskSpec(BaseModel):
 class Bid(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bid_id: str = Field(default_factory=lambda: str(uuid.uuid4()), min_length=1)
-    task_id: str = Field(min_length=1)
-    agent_id: str = Field(min_length=1)
+    bid_id: Identifier = Field(default_factory=lambda: str(uuid.uuid4()))
+    task_id: Identifier
+    agent_id: Identifier
     self_reported_success_prob: Probability = Field(ge=0.0, le=1.0)
     estimated_cost_usd: float = Field(ge=0.0)
     estimated_steps: int = Field(ge=0)
-    rationale: str = ""
+    rationale: Note = ""
     fallback: bool = Field(
         default=False,
         description="Addition: True when the agent's answer timed out or did not parse and this bid "
         "was derived from its capability profile instead.",
     )
-    fallback_reason: str | None = Field(default=None, description="Addition: why the fallback was used.")
+    fallback_reason: Note | None = Field(default=None, description="Addition: why the fallback was used.")
 
 
 class BidScore(BaseModel):
@@ -136,10 +136,16 @@ class ReputationRecord(BaseModel):
 class TaskOutcome(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    task_id: str = Field(min_length=1)
-    agent_id: str = Field(min_length=1)
+    task_id: Identifier
+    agent_id: Identifier
     actual_success: bool
     actual_cost_usd: float = Field(ge=0.0)
     actual_steps: int = Field(ge=0)
     partial: bool = Field(default=False, description="Addition: the agent finished part of the task.")
-    summary: str = Field(default="", description="Addition: what the agent produced, briefly.")
+    summary: Text = Field(default="", description="Addition: what the agent produced, briefly.")
+    award_token: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Addition: the award's token (from `TaskAwarded`); the task board accepts an "
+        "outcome only with the token of the award it belongs to.",
+    )

@@ -8,7 +8,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agora.core.escalation import AbortSummary, AnyResponse, EscalationStatus, WaitingParty
+from agora.core.escalation import (
+    SYSTEM_ACTOR,
+    AbortSummary,
+    AnyResponse,
+    EscalationRecord,
+    EscalationStatus,
+    WaitingParty,
+)
+from agora.core.limits import MAX_ID_CHARS, Identifier, Name, Note
 from agora.core.market import AllocationResult, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 
@@ -44,18 +52,26 @@ class ActorType(StrEnum):
     SESSION_UNCERTAINTY = "SessionUncertainty"
 
 
+MIN_LEASE_SECONDS = 5
+MAX_LEASE_SECONDS = 24 * 3600
+
+
 class RegisterAgent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["register"] = "register"
     profile: CapabilityProfile
+    lease_seconds: int | None = Field(default=None, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    """How long the registration lives unless renewed (registered again); None: until it is
+    deregistered. An agent's runtime registers with a lease and renews it, so an agent that is
+    gone stops being offered tasks once its lease runs out."""
 
 
 class DeregisterAgent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["deregister"] = "deregister"
-    agent_id: str = Field(min_length=1)
+    agent_id: Identifier
 
 
 RegistryCommand = Annotated[RegisterAgent | DeregisterAgent, Field(discriminator="kind")]
@@ -71,7 +87,7 @@ class RegistryChanged(BaseModel):
     """A notification, not a copy: replicas re-read the profile from the state store,
     so out-of-order or repeated notifications converge on the stored truth."""
 
-    agent_id: str
+    agent_id: Identifier
     change: RegistryChange
 
 
@@ -93,25 +109,65 @@ class TaskAwarded(BaseModel):
     spec: TaskSpec
     bid: Bid
     score: BidScore
+    award_token: str = Field(min_length=16, max_length=64)
+    """A secret for this award: the winner's runtime presents it to acknowledge the award and
+    with the outcome, so nobody who did not receive the award can act on its behalf."""
+
+
+class AwardAcknowledgement(BaseModel):
+    """The winning agent's runtime took the award (`Task` actor `acknowledge_award`)."""
+
+    agent_id: Identifier
+    award_token: str = Field(min_length=16, max_length=64)
 
 
 class TaskRejected(BaseModel):
     task_id: str
-    reason: str
+    reason: Note
     result: AllocationResult
 
 
 class EscalationResolved(BaseModel):
-    escalation_id: str
+    """A decision, as its `Escalation` actor announces it. A waiting party acts on one only
+    when it agrees with the escalation's own record (`disagreement_with`): anyone may be able
+    to publish on a topic, only the escalation service can decide."""
+
+    escalation_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     waiting_party: WaitingParty
     decision: AnyResponse
-    decided_by: str
+    decided_by: Name
     status: EscalationStatus
     """RESOLVED by a person, or EXPIRED when the deadline applied the default decision."""
     abort_summary: AbortSummary | None = None
 
+    @classmethod
+    def of(cls, record: EscalationRecord) -> EscalationResolved:
+        """The announcement of a decided record."""
+        if record.decision is None:
+            raise ValueError(f"escalation {record.escalation_id} is not decided")
+        return cls(
+            escalation_id=record.escalation_id,
+            waiting_party=record.waiting_party,
+            decision=record.decision,
+            decided_by=record.decided_by or SYSTEM_ACTOR,
+            status=record.status,
+            abort_summary=record.abort_summary,
+        )
+
+    def disagreement_with(self, record: EscalationRecord) -> str | None:
+        """Why this announcement is not the record's decision (None when it is)."""
+        if record.decision is None:
+            return f"escalation {record.escalation_id} is {record.status}: it has no decision"
+        announced = EscalationResolved.of(record)
+        differing = [
+            name for name in type(self).model_fields if getattr(self, name) != getattr(announced, name)
+        ]
+        if differing:
+            return f"escalation {record.escalation_id} was not decided so ({', '.join(differing)} differ)"
+        return None
+
 
 class EscalationOutcome(BaseModel):
-    escalation_id: str
+    escalation_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     succeeded: bool
     """Whether the waiting party got on after the decision (its next step was confident)."""

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agora.core.limits import MAX_SKILL_TAGS, MAX_TASK_SKILLS, Identifier, Name, clean_skill_tags
+
 
 class AgentTier(StrEnum):
     FAST = "fast"
@@ -13,26 +15,14 @@ class AgentTier(StrEnum):
     POWERFUL = "powerful"
 
 
-def clean_skill_tags(tags: list[str]) -> list[str]:
-    """Strip tags, reject blanks, drop repeats while keeping the caller's order."""
-    cleaned: list[str] = []
-    for tag in tags:
-        stripped = tag.strip()
-        if not stripped:
-            raise ValueError("skill tags must be non-empty strings")
-        if stripped not in cleaned:
-            cleaned.append(stripped)
-    return cleaned
-
-
 class CapabilityProfile(BaseModel):
     """What a worker agent can do and what it costs; the unit the registry filters on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    agent_id: str = Field(min_length=1, max_length=256, pattern=r"^[^\s|]+$")
-    agent_name: str = Field(min_length=1)
-    skill_tags: list[str] = Field(min_length=1)
+    agent_id: Identifier
+    agent_name: Name
+    skill_tags: list[str] = Field(min_length=1, max_length=MAX_SKILL_TAGS)
     model_tier: AgentTier = AgentTier.BALANCED
     cost_per_step_usd: float = Field(default=0.0, ge=0.0)
     max_steps: int = Field(default=20, ge=1)
@@ -49,8 +39,8 @@ class CapabilityQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    required_skills: list[str] = Field(min_length=1)
-    preferred_skills: list[str] = Field(default_factory=list)
+    required_skills: list[str] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    preferred_skills: list[str] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
     limit: int | None = Field(default=None, ge=1, le=1000)
 
     @field_validator("required_skills", "preferred_skills")

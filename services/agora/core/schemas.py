@@ -13,8 +13,18 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from agora.core.escalation import EscalationRecord, ParkRequest
 from agora.core.market import TaskOutcome, TaskSpec
-from agora.core.messages import DeadLetter, RegistryChanged, RegistryCommand, TaskAwarded, TaskRejected
+from agora.core.messages import (
+    AwardAcknowledgement,
+    DeadLetter,
+    EscalationOutcome,
+    EscalationResolved,
+    RegistryChanged,
+    RegistryCommand,
+    TaskAwarded,
+    TaskRejected,
+)
 from agora.core.models import CapabilityProfile, CapabilityQuery
 
 SCHEMA_DIR = Path(__file__).resolve().parents[3] / "proto" / "jsonschema"
@@ -29,6 +39,11 @@ CONTRACTS: dict[str, Any] = {
     "task_awarded": TaskAwarded,
     "task_rejected": TaskRejected,
     "task_outcome": TaskOutcome,
+    "award_acknowledgement": AwardAcknowledgement,
+    "escalation_park_request": ParkRequest,
+    "escalation_record": EscalationRecord,
+    "escalation_resolved": EscalationResolved,
+    "escalation_outcome": EscalationOutcome,
 }
 
 

@@ -6,6 +6,10 @@
 
 PENDING → REJECTED covers tasks refused before any bid was asked for (no capable agent).
 PARTIAL exists only for tasks with `allow_partial`; otherwise a partial outcome is FAILED.
+
+An award must be acknowledged by the winning agent's runtime within the acknowledgment window
+(`ack_window_seconds`). An award nobody acknowledges passes to the next-best eligible bid
+(`expire_award`); when none is left the task FAILS with the reason.
 """
 
 from __future__ import annotations
@@ -14,10 +18,33 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from agora.core.errors import ConflictingTask, IllegalTransition, InvalidOutcome
-from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
+from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidOutcome
+from agora.core.limits import Note
+from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
 
 S = AllocationStatus
+
+DEFAULT_ACK_SECONDS = 30.0
+"""How long a winning agent's runtime has to acknowledge an award, unless the task's own
+`deadline_ms` is shorter."""
+
+
+class AwardNotHeld(AgoraError):
+    """An acknowledgment or outcome from an agent that does not hold the task's award (never
+    won it, lost it when its acknowledgment window ran out, or presented the wrong token)."""
+
+    code = "AWARD_NOT_HELD"
+    http_status = 409
+
+
+class AwardAttempt(BaseModel):
+    """One agent's turn at a task: awarded, then acknowledged by its runtime or expired."""
+
+    agent_id: str
+    awarded_at: datetime
+    acknowledged_at: datetime | None = None
+    expired_at: datetime | None = None
+
 
 LEGAL_TRANSITIONS: dict[AllocationStatus, frozenset[AllocationStatus]] = {
     S.PENDING: frozenset({S.BIDDING, S.REJECTED}),
@@ -47,7 +74,15 @@ class TaskRecord(BaseModel):
         default_factory=lambda: [StatusChange(status=AllocationStatus.PENDING)]
     )
     award_published: bool = False
-    """Whether the allocator's award/rejection event went out (resumption republishes if not)."""
+    """Whether the current award/rejection event went out (resumption republishes if not)."""
+    awards: list[AwardAttempt] = Field(default_factory=list)
+    """Every agent the task was awarded to, in order; the last one holds it."""
+    failure_reason: Note | None = None
+    """Why the task FAILED without an outcome (no agent acknowledged its award)."""
+
+    @property
+    def current_award(self) -> AwardAttempt | None:
+        return self.awards[-1] if self.awards and self.status is AllocationStatus.ALLOCATED else None
 
     @property
     def task_id(self) -> str:
@@ -88,11 +123,73 @@ def add_bid(record: TaskRecord, bid: Bid) -> TaskRecord:
     return record.model_copy(update={"bids": [*record.bids, bid]})
 
 
-def allocate(record: TaskRecord, result: AllocationResult) -> TaskRecord:
+def allocate(record: TaskRecord, result: AllocationResult, now: datetime | None = None) -> TaskRecord:
     if record.allocation is not None and record.allocation.status == result.status:
         return record  # the same decision delivered again
     moved = move(record, result.status)
-    return moved.model_copy(update={"allocation": result})
+    update: dict[str, object] = {"allocation": result}
+    if result.winning_agent_id is not None:
+        update["awards"] = [AwardAttempt(agent_id=result.winning_agent_id, awarded_at=now or _now())]
+    return moved.model_copy(update=update)
+
+
+def ack_window_seconds(spec: TaskSpec, default_seconds: float = DEFAULT_ACK_SECONDS) -> float:
+    """The acknowledgment window: the default, or the task's deadline when that is shorter."""
+    if spec.deadline_ms is not None:
+        return min(default_seconds, spec.deadline_ms / 1000)
+    return default_seconds
+
+
+def acknowledge(record: TaskRecord, agent_id: str, now: datetime) -> TaskRecord:
+    """The winning agent's runtime took the award. Idempotent; an agent that does not hold the
+    award is refused."""
+    holder = record.awards[-1] if record.awards else None
+    if holder is None or holder.agent_id != agent_id or holder.expired_at is not None:
+        raise AwardNotHeld(f"task {record.task_id} is not awarded to {agent_id}")
+    if holder.acknowledged_at is not None or record.status is not AllocationStatus.ALLOCATED:
+        return record
+    acknowledged = holder.model_copy(update={"acknowledged_at": now})
+    return record.model_copy(update={"awards": [*record.awards[:-1], acknowledged]})
+
+
+def next_best(allocation: AllocationResult, tried: set[str]) -> BidScore | None:
+    """The best eligible score (final ≥ 0, the rule the award itself used) of an agent not
+    tried yet; scores are kept best first."""
+    return next((s for s in allocation.all_scores if s.final_score >= 0.0 and s.agent_id not in tried), None)
+
+
+def expire_award(record: TaskRecord, now: datetime) -> TaskRecord:
+    """The acknowledgment window of the current award ran out: award the next-best eligible
+    bid, or FAIL the task with the reason. Unchanged when the award was acknowledged (or the
+    task moved on) in the meantime."""
+    holder = record.current_award
+    if holder is None or holder.acknowledged_at is not None or holder.expired_at is not None:
+        return record
+    assert record.allocation is not None
+    expired = holder.model_copy(update={"expired_at": now})
+    tried = {attempt.agent_id for attempt in record.awards}
+    successor = next_best(record.allocation, tried)
+    awards = [*record.awards[:-1], expired]
+    if successor is None:
+        names = ", ".join(a.agent_id for a in awards)
+        failed = move(record, AllocationStatus.FAILED)
+        reason = f"no agent acknowledged the award in time (tried {names})"
+        return failed.model_copy(update={"awards": awards, "failure_reason": reason})
+    bid = next(b for b in record.allocation.all_bids if b.agent_id == successor.agent_id)
+    allocation = record.allocation.model_copy(
+        update={"winning_agent_id": successor.agent_id, "winning_bid": bid, "winning_score": successor}
+    )
+    return record.model_copy(
+        update={
+            "allocation": allocation,
+            "awards": [*awards, AwardAttempt(agent_id=successor.agent_id, awarded_at=now)],
+            "award_published": False,
+        }
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def outcome_status(spec: TaskSpec, outcome: TaskOutcome) -> AllocationStatus:
@@ -113,8 +210,10 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome) -> TaskRecord:
             return record
         raise InvalidOutcome(f"task {record.task_id} already has an outcome")
     winner = record.allocation.winning_agent_id if record.allocation else None
-    if outcome.agent_id != winner:
-        raise InvalidOutcome(f"task {record.task_id} was awarded to {winner}, not {outcome.agent_id}")
+    if outcome.agent_id != winner or record.status is not AllocationStatus.ALLOCATED:
+        raise AwardNotHeld(
+            f"task {record.task_id} is not awarded to {outcome.agent_id} (it is {record.status})"
+        )
     moved = move(record, outcome_status(record.spec, outcome))
     # An outcome proves the award reached the worker, even if recording that was cut short.
     return moved.model_copy(update={"outcome": outcome, "award_published": True})

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from dapr.actor import ActorInterface, Remindable, actormethod
 from opentelemetry import trace
 from opentelemetry.trace import Link
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from agora.core import escalation as rules
 from agora.core.errors import NoStateFound
@@ -25,6 +25,7 @@ from agora.core.escalation import (
     ParkRequest,
     PartialProgress,
 )
+from agora.core.limits import Name, Note
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.outcomes import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
@@ -38,8 +39,8 @@ DEADLINE_REMINDER = "deadline"
 
 class Decision(BaseModel):
     response: AnyResponse
-    who: str = Field(min_length=1)
-    why: str = ""
+    who: Name
+    why: Note = ""
     progress: PartialProgress | None = None
 
 
@@ -186,14 +187,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         ):
             await Escalation.publisher.publish(
                 Topic.ESCALATION_RESOLVED,
-                EscalationResolved(
-                    escalation_id=record.escalation_id,
-                    waiting_party=record.waiting_party,
-                    decision=record.decision,
-                    decided_by=record.decided_by or rules.SYSTEM_ACTOR,
-                    status=record.status,
-                    abort_summary=record.abort_summary,
-                ),
+                EscalationResolved.of(record),
                 message_id=f"resolved:{record.escalation_id}",
             )
         self.state.announced = True

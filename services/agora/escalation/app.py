@@ -7,9 +7,9 @@ import asyncio
 import hmac
 
 from fastapi import FastAPI, Header, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from agora.core.errors import AgoraError, NoStateFound
+from agora.core.errors import NoStateFound
 from agora.core.escalation import (
     AgentNotWaiting,
     AnyResponse,
@@ -17,6 +17,7 @@ from agora.core.escalation import (
     EscalationStatus,
     ParkRequest,
 )
+from agora.core.limits import MAX_PAGE_SIZE, Name, Note
 from agora.core.messages import EscalationOutcome, Topic
 from agora.core.outcomes import OutcomeLearner, SheetOutcome
 from agora.escalation.actors import ACTOR_TYPE, Escalation
@@ -53,17 +54,12 @@ class NotWaiting(ServiceError):
     code = AgentNotWaiting.code
 
 
-class Invalid(ServiceError):
-    status_code = 422
-    code = "INVALID_DECISION"
-
-
 class ResumeRequest(BaseModel):
     """A person's decision, and who made it and why (kept in the audit trail)."""
 
     decision: AnyResponse
-    who: str = Field(min_length=1)
-    why: str = ""
+    who: Name
+    why: Note = ""
 
 
 class EscalationList(BaseModel):
@@ -96,13 +92,11 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 raise NotFound(exc.message, escalation_id=escalation_id, error_code=exc.code) from exc
             except AgentNotWaiting as exc:
                 raise NotWaiting(exc.message, escalation_id=escalation_id) from exc
-            except AgoraError as exc:
-                raise Invalid(f"{exc.code}: {exc.message}", escalation_id=escalation_id) from exc
 
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(
             status: EscalationStatus = EscalationStatus.WAITING_FOR_HUMAN,
-            limit: int = Query(default=50, ge=1, le=500),
+            limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
             ids = await index.list(str(status))

@@ -27,6 +27,7 @@ COMPONENTS_DIR = REPO_ROOT / "components"
 PROFILES = ("default", "redis")
 NAMESPACE = "default"
 CONTROL_PLANE_TRUST_DOMAIN = "localhost"
+SIDECAR_MAX_BODY = "16Mi"
 SCHEDULER_ID = "dapr-scheduler-server-0"
 """With TLS the scheduler's etcd peers check this name against sentry's certificate."""
 
@@ -159,6 +160,10 @@ class ServiceReplica:
             *(["--enable-mtls", "--sentry-address", f"127.0.0.1:{c.sentry_port}"] if c.mtls else []),
             "--dapr-graceful-shutdown-seconds",
             "5",
+            # Above the apps' own 1 MiB limit, so an oversized request reaches the app and gets
+            # its typed 413 answer instead of the sidecar's untyped error.
+            "--max-body-size",
+            SIDECAR_MAX_BODY,
             "--log-level",
             c.log_level,
         ]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from pydantic import BaseModel
 
 from agora.core.messages import (
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
     DeregisterAgent,
     RegisterAgent,
     RegistryChanged,
@@ -57,8 +59,13 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
         app.state.registry = registry
 
         @app.post("/v1/agents", response_model=CapabilityProfile)
-        async def register(profile: CapabilityProfile) -> CapabilityProfile:
-            return await current().register(profile)
+        async def register(
+            profile: CapabilityProfile,
+            lease_seconds: int | None = Query(default=None, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS),
+        ) -> CapabilityProfile:
+            """Register or update an agent; with `lease_seconds` the registration lapses unless
+            it is registered again within that time."""
+            return await current().register(profile, lease_seconds)
 
         @app.get("/v1/agents", response_model=AgentList)
         async def list_agents() -> AgentList:
@@ -87,7 +94,7 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
 
         async def on_command(command: RegisterAgent | DeregisterAgent) -> None:
             if isinstance(command, RegisterAgent):
-                await current().register(command.profile)
+                await current().register(command.profile, command.lease_seconds)
             else:
                 await current().deregister(command.agent_id)
 
@@ -100,6 +107,7 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
         await current().load_all()
         if settings.reload_seconds > 0:
             ctx.spawn_daemon(_reload_every(current(), settings.reload_seconds), name="registry reload")
+        ctx.spawn_daemon(_expire_leases(current()), name="registry leases")
 
     return ServiceModule("registry", setup=setup, warm_up=warm_up)
 
@@ -109,8 +117,18 @@ async def _reload_every(registry: CapabilityRegistry, seconds: float) -> None:
         await asyncio.sleep(seconds)
         try:
             await registry.load_all()
-        except Exception:  # the next round tries again; the notifications keep flowing meanwhile
-            log.exception("periodic registry reload failed")
+        except Exception as exc:  # the next round tries again; the notifications keep flowing meanwhile
+            log.warning("periodic registry reload failed", extra={"reason": repr(exc)[:500]})
+
+
+LEASE_CHECK_SECONDS = 1.0
+
+
+async def _expire_leases(registry: CapabilityRegistry) -> None:
+    """Drop agents from the index as their leases run out (checked at least every second)."""
+    while True:
+        await asyncio.sleep(min(LEASE_CHECK_SECONDS, registry.seconds_to_next_expiry()))
+        registry.expire()
 
 
 def create_app(settings: RegistrySettings | None = None) -> FastAPI:

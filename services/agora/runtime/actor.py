@@ -9,7 +9,8 @@ from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 from dapr.actor import Actor
 from pydantic import BaseModel, ValidationError
 
-from agora.core.errors import AgoraError, error_from
+from agora.core.errors import AgoraError, InvalidInput, error_from
+from agora.runtime.errors import describe_field_errors, field_errors
 from agora.runtime.sidecar import DaprSidecar
 
 S = TypeVar("S", bound=BaseModel)
@@ -63,7 +64,9 @@ def actor_endpoint(method: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable
         except AgoraError as exc:
             return {"error": {"code": exc.code, "message": exc.message}}
         except ValidationError as exc:
-            return {"error": {"code": "INVALID_ARGUMENT", "message": str(exc)}}
+            errors = field_errors(exc.errors())
+            invalid = InvalidInput(f"invalid {exc.title}: {describe_field_errors(errors, exc.error_count())}")
+            return {"error": {"code": invalid.code, "message": invalid.message}}
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         return {"result": result}

@@ -4,10 +4,14 @@ Delivery is at least once, so every subscription is idempotent by CloudEvent id:
 handled (kept in memory and, with a TTL, in the state store, so a replica or a restart sees
 them too) are acknowledged without running the handler again.
 
-A message that cannot be accepted (not a CloudEvent, payload failing validation, or a handler
-raising `RejectMessage`) is published to the dead-letter topic wrapped in a `DeadLetter` that
-names the reason, then acknowledged. A handler failing otherwise answers RETRY; when Dapr's
-resiliency retries run out, Dapr moves the original event to the same dead-letter topic.
+A message that cannot be accepted is published to the dead-letter topic wrapped in a
+`DeadLetter` that names the reason, then acknowledged: not a CloudEvent, a payload failing
+validation, or a handler failing with a *permanent* error (`RejectMessage`, a domain error
+such as an unknown id or an illegal transition, a 4xx `ServiceError`), which would fail the
+same way on every delivery. A handler failing otherwise (a sidecar or dependency unreachable,
+a timeout, a lost optimistic-concurrency race) is *transient*: it answers RETRY, Dapr retries
+with backoff (`components/common/resiliency.yaml`), and when those retries run out Dapr moves
+the original event to the same dead-letter topic.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agora.core.errors import AgoraError
 from agora.core.messages import DeadLetter
+from agora.runtime.errors import ServiceError, field_errors
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
@@ -282,18 +288,35 @@ class Subscriptions:
         try:
             payload = sub.adapter.validate_python(data)
         except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            await self._refuse(sub, message_id, "payload failed validation", list(errors), data)
+            await self._refuse(sub, message_id, "payload failed validation", field_errors(exc.errors()), data)
             return "SUCCESS"
         try:
             for handler in sub.handlers:
                 await handler(payload)
         except RejectMessage as exc:
             await self._refuse(sub, message_id, str(exc), [], data)
-        except Exception:
-            log.exception("handler failed", extra={"topic": sub.topic, "message_id": message_id})
-            return "RETRY"
+        except ValidationError as exc:
+            await self._refuse(
+                sub, message_id, "message refused by its handler", field_errors(exc.errors()), data
+            )
+        except (AgoraError, ServiceError) as exc:
+            if not exc.permanent:
+                return self._retry(sub, message_id, exc)
+            await self._refuse(sub, message_id, f"{exc.code}: {exc.message}", [], data)
+        except Exception as exc:
+            return self._retry(sub, message_id, exc)
         return "SUCCESS"
+
+    def _retry(self, sub: Subscription[Any], message_id: str | None, exc: Exception) -> str:
+        """A transient failure: Dapr delivers the message again (with backoff) and moves it to the
+        dead-letter topic when its retries run out. One warning line per attempt; the
+        traceback only at debug level."""
+        log.warning(
+            "handler failed; the delivery will be retried",
+            extra={"topic": sub.topic, "message_id": message_id, "reason": repr(exc)[:500]},
+        )
+        log.debug("handler failure", exc_info=exc)
+        return "RETRY"
 
     async def _refuse(
         self,

@@ -5,16 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.telemetry import TelemetryConfig
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agora.core.errors import AgoraError
+from agora.core.limits import MAX_BODY_BYTES
+from agora.runtime.errors import (
+    InvalidArgument,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+    describe_field_errors,
+    error_body,
+    field_errors,
+)
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
@@ -40,21 +56,73 @@ HTTP_TELEMETRY: TelemetryConfig = {
 }
 
 
-class ServiceError(Exception):
-    """A typed, client-facing error: `code` is stable, `status_code` the HTTP status."""
+__all__ = [
+    "InvalidArgument",
+    "NotFound",
+    "ServiceContext",
+    "ServiceError",
+    "ServiceModule",
+    "create_service_app",
+    "serve",
+]
 
-    status_code = 400
-    code = "BAD_REQUEST"
+HTTP_ERROR_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    422: "INVALID_ARGUMENT",
+}
+LIMITED_PATH_PREFIX = "/v1/"
+"""The public APIs, whose bodies are bounded by `MAX_BODY_BYTES`. Dapr's own calls into the
+app (actor methods, pub/sub deliveries) are bounded by the sidecar's body limit instead, and
+their payloads by the contract models' field bounds."""
 
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details
 
+class BodyLimit:
+    """Refuses a request body over `max_bytes` with 413 PAYLOAD_TOO_LARGE: at once when the
+    declared Content-Length is too large, else as soon as the bytes received pass the limit
+    (chunked uploads), so nothing is parsed or stored."""
 
-class NotFound(ServiceError):
-    status_code = 404
-    code = "NOT_FOUND"
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self._app = app
+        self._max = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(LIMITED_PATH_PREFIX):
+            await self._app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self._max:
+            too_large = self._refusal(int(declared))
+            response = JSONResponse(too_large.body(), status_code=too_large.status_code)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self._max:
+                    # FastAPI passes an HTTPException raised while it reads the body through
+                    # (any other error there becomes a 400); it is answered as PAYLOAD_TOO_LARGE.
+                    raise HTTPException(413, self._refusal(received, at_least=True).message)
+            return message
+
+        await self._app(scope, limited, send)
+
+    def _refusal(self, size: int, *, at_least: bool = False) -> PayloadTooLarge:
+        sent = f"at least {size}" if at_least else str(size)
+        return PayloadTooLarge(
+            f"the request body ({sent} bytes) is larger than the limit of {self._max} bytes",
+            limit_bytes=self._max,
+        )
 
 
 @dataclass
@@ -129,6 +197,9 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
             for actor_type in actors:
                 await dapr_actor.register_actor(actor_type)
         warming = asyncio.create_task(_warm(ctx, modules), name="warm-up")
+        warming.add_done_callback(_warm_up_ended)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on every platform
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, _log_tasks)
         log.info("service started", extra={"app_port": settings.app_port})
         try:
             yield
@@ -148,9 +219,37 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
 
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse(
-            {"error": exc.code, "message": exc.message, "details": exc.details}, status_code=exc.status_code
+        return JSONResponse(exc.body(), status_code=exc.status_code)
+
+    @app.exception_handler(AgoraError)
+    async def domain_error(_: Request, exc: AgoraError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        everything = list(exc.errors())
+        errors = field_errors(everything)
+        invalid = InvalidArgument(
+            f"invalid request: {describe_field_errors(errors, len(everything))}", errors=errors
         )
+        return JSONResponse(invalid.body(), status_code=invalid.status_code)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        code = HTTP_ERROR_CODES.get(exc.status_code, "HTTP_ERROR")
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # The cause goes to the log (with the trace id); the caller gets a typed body, no traceback.
+        log.error("request failed", exc_info=exc, extra={"path": request.url.path})
+        return JSONResponse(
+            error_body("INTERNAL", "the service failed to handle the request; see its log"), status_code=500
+        )
+
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -167,23 +266,86 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
     return app
 
 
+WARM_UP_PATIENCE_SECONDS = 60.0
+"""How long warm-up failures count as start-up order (a sidecar or a dependency not up yet,
+logged as warnings) before they are reported as errors."""
+
+
 async def _warm(ctx: ServiceContext, modules: Sequence[ServiceModule]) -> None:
+    """Run each module's warm-up once it succeeds, retrying with backoff. A module whose
+    warm-up succeeded is not warmed again when a later one fails, so its start-up work (a
+    reload timer, a registration) happens once."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    pending = [module for module in modules if module.warm_up is not None]
     delay = 0.2
     while True:
         try:
             await ctx.sidecar.wait_until_ready()
-            for module in modules:
-                if module.warm_up is not None:
-                    await module.warm_up(ctx)
+            while pending:
+                warm_up = pending[0].warm_up
+                assert warm_up is not None
+                log.info("warming up", extra={"warm_up": pending[0].name})
+                await _bounded(warm_up(ctx), pending[0].name)
+                pending.pop(0)
             ctx.ready.set()
-            log.info("service ready")
+            log.info("service ready", extra={"warm_up_s": round(loop.time() - started, 3)})
             return
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("warm-up failed; retrying", extra={"delay_s": delay})
+        except Exception as exc:
+            waiting_for = pending[0].name if pending else "sidecar"
+            if loop.time() - started < WARM_UP_PATIENCE_SECONDS:
+                log.warning(
+                    "warm-up not done yet; retrying",
+                    extra={"warm_up": waiting_for, "reason": repr(exc), "delay_s": delay},
+                )
+            else:
+                log.error("warm-up keeps failing; retrying", exc_info=exc, extra={"warm_up": waiting_for})
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def _warm_up_ended(task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        log.warning("warm-up cancelled", stack_info=True)
+    elif task.exception() is not None:
+        log.error("warm-up ended with an error", exc_info=task.exception())
+
+
+def _log_tasks() -> None:
+    """SIGUSR1: log where every asyncio task of the app waits (for an app that seems stuck)."""
+    dump = io.StringIO()
+    for task in asyncio.all_tasks():
+        dump.write(f"--- {task.get_name()}\n")
+        task.print_stack(file=dump)
+    log.warning("asyncio tasks", extra={"tasks": dump.getvalue()})
+
+
+WARM_UP_STEP_SECONDS = 30.0
+"""A module's warm-up that has not finished by then is stopped and tried again (a call that
+never answers must not hold the app unready for good)."""
+
+
+class WarmUpStuck(Exception):
+    """A module's warm-up did not finish in time; `where` is the stack it was waiting in."""
+
+
+async def _bounded(work: Coroutine[Any, Any, Any], module: str) -> None:
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=WARM_UP_STEP_SECONDS)
+    if task in done:
+        task.result()
+        return
+    stack = io.StringIO()
+    task.print_stack(file=stack)
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    raise WarmUpStuck(
+        f"{module} warm-up did not finish within {WARM_UP_STEP_SECONDS:g} s; "
+        f"it waited in:\n{stack.getvalue()}"
+    )
 
 
 async def _drain(ctx: ServiceContext, grace_seconds: float) -> None:

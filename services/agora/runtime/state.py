@@ -66,6 +66,12 @@ class StateRepository(Generic[M]):
             return Versioned(self._model.model_validate_json(response.content), response.headers.get("etag"))
 
     async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[M]]:
+        raw = await self.get_many_raw(item_ids)
+        return {i: Versioned(self._model.model_validate(data), etag) for i, (data, etag) in raw.items()}
+
+    async def get_many_raw(self, item_ids: Iterable[str]) -> dict[str, tuple[Any, str | None]]:
+        """The stored JSON of each id found, with its etag, not validated yet: a caller that
+        already holds a version can skip parsing what did not change."""
         ids = list(item_ids)
         if not ids:
             return {}
@@ -76,11 +82,11 @@ class StateRepository(Generic[M]):
                 json_body={"keys": [self.key(i) for i in ids], "parallelism": 16},
             )
         by_key = {self.key(i): i for i in ids}
-        found: dict[str, Versioned[M]] = {}
+        found: dict[str, tuple[Any, str | None]] = {}
         for item in response.json():
             if item.get("data") is None or item.get("error"):
                 continue
-            found[by_key[item["key"]]] = Versioned(self._model.model_validate(item["data"]), item.get("etag"))
+            found[by_key[item["key"]]] = (item["data"], item.get("etag"))
         return found
 
     async def save(

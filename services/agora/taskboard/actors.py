@@ -2,25 +2,51 @@
 
 The actor runtime runs one call at a time per task, so lifecycle checks and writes never
 interleave for a task; a status index (plain state keys) lets the board list tasks by status.
+
+The actor announces its own decisions: once an allocation is committed it publishes the award
+(`agora.task.awarded`) or the rejection (`agora.task.rejected`), then marks it published. An
+award carries a fresh random token that only this actor and the award's subscribers see; the
+winner's runtime acknowledges the award with it, and its outcome must carry it too, so an
+outcome or acknowledgment forged by anyone who did not receive the award is refused. A
+reminder (kept by the Dapr scheduler) fires when the acknowledgment window ends: it announces
+an award whose publish failed, and passes an unacknowledged award to the next-best bid, or
+fails the task with the reason.
 """
 
+import contextlib
+import hmac
+import logging
+import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from dapr.actor import ActorInterface, actormethod
+from dapr.actor import ActorInterface, Remindable, actormethod
+from opentelemetry import trace
+from opentelemetry.trace import Link
 from pydantic import BaseModel
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core.errors import NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
-from agora.core.task_lifecycle import TaskRecord
-from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.core.messages import ActorType, AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
+from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
+from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
+from agora.runtime.tracing import current_traceparent, extract_context, tracer
+
+log = logging.getLogger(__name__)
 
 STATUS_INDEX_NAMESPACE = "taskboard:status"
+AWARD_REMINDER = "award"
 
 
 class TaskSlot(BaseModel):
     record: TaskRecord | None = None
+    award_token: str | None = None
+    """The current award's token (never part of the record the board shows)."""
+    traceparent: str | None = None
+    """Trace context of the decision: a reassignment made by the reminder continues it."""
 
 
 class TaskActorInterface(ActorInterface):
@@ -36,25 +62,25 @@ class TaskActorInterface(ActorInterface):
     @actormethod(name="submit_bid")
     async def submit_bid(self, bid: dict[str, Any]) -> dict[str, Any]: ...
 
-    @actormethod(name="get_bids_for_task")
-    async def get_bids_for_task(self) -> dict[str, Any]: ...
-
     @actormethod(name="record_allocation")
     async def record_allocation(self, result: dict[str, Any]) -> dict[str, Any]: ...
 
-    @actormethod(name="mark_award_published")
-    async def mark_award_published(self) -> dict[str, Any]: ...
+    @actormethod(name="announce")
+    async def announce(self) -> dict[str, Any]: ...
 
-    @actormethod(name="update_task_status")
-    async def update_task_status(self, status: str) -> dict[str, Any]: ...
+    @actormethod(name="acknowledge_award")
+    async def acknowledge_award(self, acknowledgement: dict[str, Any]) -> dict[str, Any]: ...
 
     @actormethod(name="mark_outcome")
     async def mark_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]: ...
 
 
-class Task(PydanticActor[TaskSlot], TaskActorInterface):
+class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
     state_model = TaskSlot
     status_index: ClassVar[StatusIndex | None] = None
+    publisher: ClassVar[Publisher | None] = None
+    actors: ClassVar[ActorClient | None] = None
+    ack_seconds: ClassVar[float] = lifecycle.DEFAULT_ACK_SECONDS
     """Set by the task board module at start-up."""
 
     def _record(self) -> TaskRecord:
@@ -99,24 +125,139 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface):
         return await self._save(lifecycle.add_bid(self._record(), Bid.model_validate(bid)))
 
     @actor_endpoint
-    async def get_bids_for_task(self) -> list[dict[str, Any]]:
-        return [bid.model_dump(mode="json") for bid in self._record().bids]
-
-    @actor_endpoint
     async def record_allocation(self, result: dict[str, Any]) -> TaskRecord:
-        return await self._save(lifecycle.allocate(self._record(), AllocationResult.model_validate(result)))
+        """Commit the decision (once), then announce it."""
+        record = self._record()
+        decided = lifecycle.allocate(record, AllocationResult.model_validate(result), _now())
+        if decided is not record:
+            self.state.traceparent = current_traceparent()
+            if decided.current_award is not None:
+                self.state.award_token = secrets.token_urlsafe(24)
+                await self._arm_reminder(decided)
+        await self._save(decided)
+        return await self._announce()
 
     @actor_endpoint
-    async def mark_award_published(self) -> TaskRecord:
-        return await self._save(self._record().model_copy(update={"award_published": True}))
+    async def announce(self) -> TaskRecord:
+        """Publish the decision if its event has not gone out yet (idempotent)."""
+        return await self._announce()
 
     @actor_endpoint
-    async def update_task_status(self, status: str) -> TaskRecord:
-        return await self._save(lifecycle.move(self._record(), AllocationStatus(status)))
+    async def acknowledge_award(self, acknowledgement: dict[str, Any]) -> TaskRecord:
+        """The winner's runtime took the award; the answer is the board's record of the task,
+        the truth the award event must agree with."""
+        ack = AwardAcknowledgement.model_validate(acknowledgement)
+        self._check_token(ack.agent_id, ack.award_token)
+        record = self._record()
+        acknowledged = await self._save(lifecycle.acknowledge(record, ack.agent_id, _now()))
+        if acknowledged is not record:
+            with contextlib.suppress(Exception):  # a reminder left over only announces nothing
+                await self.unregister_reminder(AWARD_REMINDER)
+        return acknowledged
 
     @actor_endpoint
     async def mark_outcome(self, outcome: dict[str, Any]) -> TaskRecord:
-        return await self._save(lifecycle.record_outcome(self._record(), TaskOutcome.model_validate(outcome)))
+        reported = TaskOutcome.model_validate(outcome)
+        record = self._record()
+        if record.outcome is None or record.outcome != reported:
+            self._check_token(reported.agent_id, reported.award_token)
+        return await self._save(lifecycle.record_outcome(record, reported))
+
+    def _check_token(self, agent_id: str, token: str | None) -> None:
+        expected = self.state.award_token
+        if expected is None or token is None or not hmac.compare_digest(expected, token):
+            raise AwardNotHeld(f"task {self.id.id}: no award to {agent_id} with that token")
+
+    async def receive_reminder(
+        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
+    ) -> None:
+        if name != AWARD_REMINDER or self.state.record is None:
+            return
+        record = self.state.record
+        parent = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
+        with tracer("agora.taskboard").start_as_current_span(
+            "taskboard.award_window_closed",
+            context=parent,
+            links=[Link(trace.get_current_span().get_span_context())],
+            attributes={"task_id": self.id.id},
+        ) as span:
+            if record.current_award is not None and not record.award_published:
+                await self._arm_reminder(record)  # its publish failed: announce now, wait again
+                await self._announce()
+                return
+            moved_on = lifecycle.expire_award(record, _now())
+            if moved_on == record:
+                return
+            expired = moved_on.awards[-2] if moved_on.current_award else moved_on.awards[-1]
+            span.set_attribute("agora.unacknowledged_agent", expired.agent_id)
+            if moved_on.current_award is not None:
+                span.set_attribute("agora.next_agent", moved_on.current_award.agent_id)
+                log.warning(
+                    "award not acknowledged in time; awarding the next-best bid",
+                    extra={"task_id": self.id.id, "agent_id": expired.agent_id,
+                           "next_agent_id": moved_on.current_award.agent_id},
+                )  # fmt: skip
+                self.state.award_token = secrets.token_urlsafe(24)
+                await self._arm_reminder(moved_on)
+            else:
+                log.warning(
+                    "award not acknowledged in time; task failed",
+                    extra={"task_id": self.id.id, "reason": moved_on.failure_reason},
+                )
+                self.state.award_token = None
+            await self._save(moved_on)
+            await self._announce()
+
+    async def _arm_reminder(self, record: TaskRecord) -> None:
+        window = lifecycle.ack_window_seconds(record.spec, Task.ack_seconds)
+        await self.register_reminder(AWARD_REMINDER, b"", timedelta(seconds=window))
+
+    async def _announce(self) -> TaskRecord:
+        record = self._record()
+        if record.award_published or record.status not in (
+            AllocationStatus.ALLOCATED,
+            AllocationStatus.REJECTED,
+        ):
+            return record
+        assert Task.publisher is not None and record.allocation is not None
+        allocation = record.allocation
+        if record.status is AllocationStatus.ALLOCATED:
+            assert allocation.winning_bid is not None and allocation.winning_score is not None
+            assert self.state.award_token is not None
+            if Task.actors is not None:
+                # The winner's self-report waits on its reputation for the outcome (calibration).
+                await Task.actors.call(
+                    ActorType.REPUTATION,
+                    allocation.winning_bid.agent_id,
+                    "record_bid",
+                    allocation.winning_bid,
+                )
+            turn = len(record.awards)
+            await Task.publisher.publish(
+                Topic.TASK_AWARDED,
+                TaskAwarded(
+                    task_id=record.task_id,
+                    agent_id=allocation.winning_bid.agent_id,
+                    spec=record.spec,
+                    bid=allocation.winning_bid,
+                    score=allocation.winning_score,
+                    award_token=self.state.award_token,
+                ),
+                message_id=f"awarded:{record.task_id}" + (f".{turn}" if turn > 1 else ""),
+            )
+        else:
+            await Task.publisher.publish(
+                Topic.TASK_REJECTED,
+                TaskRejected(
+                    task_id=record.task_id, reason=allocation.reject_reason or "rejected", result=allocation
+                ),
+                message_id=f"rejected:{record.task_id}",
+            )
+        return await self._save(record.model_copy(update={"award_published": True}))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 ACTOR_TYPE = Task.__name__  # the Dapr actor type is the class name

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agora.core.errors import NoStateFound
 from agora.core.market import AllocationStatus
-from agora.core.task_lifecycle import TaskRecord
+from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -19,6 +19,9 @@ APP_ID = "taskboard"
 
 class TaskBoardSettings(ServiceSettings):
     app_id: str = APP_ID
+    award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0)
+    """AGORA_AWARD_ACK_SECONDS: how long a winner's runtime has to acknowledge an award (the
+    task's `deadline_ms` when shorter) before the next-best bid gets it."""
 
 
 class TaskList(BaseModel):
@@ -26,10 +29,14 @@ class TaskList(BaseModel):
     task_ids: list[str]
 
 
-def taskboard_module() -> ServiceModule:
+def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule:
+    settings = settings or TaskBoardSettings()
+
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = Task.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
-        actors = ActorClient(ctx.sidecar)
+        actors = Task.actors = ActorClient(ctx.sidecar)
+        Task.publisher = ctx.publisher
+        Task.ack_seconds = settings.award_ack_seconds
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
@@ -46,7 +53,8 @@ def taskboard_module() -> ServiceModule:
 
 
 def create_app(settings: TaskBoardSettings | None = None) -> FastAPI:
-    return create_service_app(settings or TaskBoardSettings(), [taskboard_module()])
+    settings = settings or TaskBoardSettings()
+    return create_service_app(settings, [taskboard_module(settings)])
 
 
 def main() -> None:

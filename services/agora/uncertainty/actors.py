@@ -22,10 +22,12 @@ from agora.core.escalation import (
     EscalationAction,
     EscalationContext,
     ParkRequest,
+    UnverifiedDecision,
     WaitingParty,
     WaitingPartyKind,
     evaluate_checkpoint,
 )
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Text
 from agora.core.messages import ActorType, EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
@@ -48,6 +50,7 @@ class SessionNotRunning(AgoraError):
     """A step was reported for a session that waits for a person or was aborted."""
 
     code = "SESSION_NOT_RUNNING"
+    http_status = 409
 
 
 class Continuation(BaseModel):
@@ -72,20 +75,20 @@ class SessionState(BaseModel):
 
 
 class StepReport(BaseModel):
-    step_id: str = Field(min_length=1)
-    text: str = ""
-    prompt: str | None = None
+    step_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    text: Text = ""
+    prompt: Text | None = None
     step_type: StepType = "llm_call"
-    tool_name: str | None = None
+    tool_name: Name | None = None
 
 
 class CheckpointRequest(BaseModel):
     """A step about to run, checked against the session's checkpoint triggers first."""
 
     step: int = Field(ge=0)
-    prompt: str
+    prompt: Text
     retry_count: int = Field(default=0, ge=0)
-    triggers: list[CheckpointTrigger] = Field(default_factory=list)
+    triggers: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
     """Triggers for this check on top of the service's configured ones."""
 
 
@@ -259,11 +262,16 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
 
     @actor_endpoint
     async def apply_decision(self, resolved: dict[str, Any]) -> SessionState:
-        """Continue (or end) the session as decided; a decision for another escalation, or one
-        applied already, changes nothing."""
+        """Continue (or end) the session as decided. A decision applied already changes nothing
+        (a redelivery); one for an escalation this session never waited on is refused."""
         event = EscalationResolved.model_validate(resolved)
-        if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:
+        if any(c.escalation_id == event.escalation_id for c in self.state.continuations):
             return self.state
+        if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:
+            raise UnverifiedDecision(
+                f"session {self.id.id} is not waiting for escalation {event.escalation_id} "
+                f"(it is {self.state.status}, waiting for {self.state.escalation_id or 'nothing'})"
+            )
         decision = event.decision
         action = decision.action
         self.state.continuations.append(

@@ -14,6 +14,7 @@ from agora.core.escalation import CheckpointTrigger
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
+from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -103,6 +104,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind == "session":
+                await decisions.verified(actors, event)
                 await actors.call(ACTOR_TYPE, event.waiting_party.id, "apply_decision", event)
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)

@@ -299,6 +299,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             actual_steps=steps,
             partial=partial,
             summary=summary[:200],
+            award_token=task.award_token,
         )
 
     async def _finish(self, task: TaskAwarded, done: TaskOutcome) -> None:

@@ -3,6 +3,7 @@ and executes the tasks awarded to them."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -11,11 +12,22 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from agora.core.escalation import WaitingPartyKind
-from agora.core.messages import EscalationResolved, TaskAwarded, Topic
+from agora.core.messages import (
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
+    ActorType,
+    AwardAcknowledgement,
+    EscalationResolved,
+    TaskAwarded,
+    Topic,
+)
 from agora.core.models import CapabilityProfile
+from agora.core.task_lifecycle import TaskRecord
 from agora.core.triage import DEFAULT_REPEAT_LIMIT
 from agora.llm import ModelSettings, model_client_from_settings
+from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
+from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.worker.actors import ACTOR_TYPE, WorkerAgent
@@ -24,6 +36,7 @@ log = logging.getLogger(__name__)
 
 APP_ID = "worker"
 SAMPLE_AGENTS = Path(__file__).with_name("sample_agents.yaml")
+RENEW_RETRY_SECONDS = 1.0
 
 
 class WorkerSettings(ServiceSettings):
@@ -39,6 +52,10 @@ class WorkerSettings(ServiceSettings):
     automatically (retry, replan, hint) until the triage policy escalates it to a person."""
     triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0)
     """AGORA_TRIAGE_REPEAT_LIMIT: automatic recoveries per failure type before escalating."""
+    agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    """AGORA_AGENT_LEASE_SECONDS: the agents' registrations lapse this long after the worker
+    last renewed them (it renews every third of it), so agents of a worker that is gone stop
+    being offered tasks."""
 
 
 def load_profiles(path: Path) -> list[CapabilityProfile]:
@@ -63,7 +80,20 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in profiles:
                 return  # another worker's agent
-            # Acknowledge now; the actor runs the task and publishes its outcome.
+            # Take the award on the board first: it proves the award (its token) and starts the
+            # work within the acknowledgment window; then the actor runs the task and publishes
+            # its outcome while this delivery is acknowledged.
+            board = TaskRecord.model_validate(
+                await actors.call(
+                    ActorType.TASK,
+                    award.task_id,
+                    "acknowledge_award",
+                    AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token),
+                )
+            )
+            held = board.allocation.winning_bid if board.allocation else None
+            if board.spec != award.spec or held != award.bid:
+                raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             ctx.spawn(
                 actors.call(ACTOR_TYPE, award.agent_id, "execute", award), name=f"execute {award.task_id}"
             )
@@ -73,6 +103,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
                 return
+            await decisions.verified(actors, event)
             # Whichever of this worker's agents parked that task resumes it (the others ignore it).
             for agent_id in profiles:
                 ctx.spawn(
@@ -81,12 +112,38 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
-    async def warm_up(ctx: ServiceContext) -> None:
+    async def register_agents(ctx: ServiceContext) -> None:
         for profile in profiles.values():
             await ctx.sidecar.invoke(
-                settings.registry_app_id, "v1/agents", json_body=profile.model_dump(mode="json")
+                settings.registry_app_id,
+                f"v1/agents?lease_seconds={settings.agent_lease_seconds}",
+                json_body=profile.model_dump(mode="json"),
             )
-        log.info("agents registered", extra={"agents": sorted(profiles)})
+
+    async def renew_leases(ctx: ServiceContext) -> None:
+        """Renew every third of the lease; after a failure (the registry restarting), retry
+        soon with backoff, so agents whose lease ran out meanwhile are back within a second or
+        two of the registry's return."""
+        interval = settings.agent_lease_seconds / 3
+        wait = interval
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                await register_agents(ctx)
+                wait = interval
+            except Exception as exc:
+                wait = RENEW_RETRY_SECONDS if wait == interval else min(wait * 2, interval)
+                log.warning(
+                    "renewing the agents' registrations failed; retrying",
+                    extra={"reason": repr(exc)[:500], "retry_in_s": wait},
+                )
+
+    async def warm_up(ctx: ServiceContext) -> None:
+        await register_agents(ctx)
+        log.info(
+            "agents registered", extra={"agents": sorted(profiles), "lease_s": settings.agent_lease_seconds}
+        )
+        ctx.spawn_daemon(renew_leases(ctx), name="agent leases")
 
     return ServiceModule("worker", setup=setup, warm_up=warm_up, actors=(WorkerAgent,))
 

@@ -1,0 +1,62 @@
+"""Bounds on every string and list that crosses a boundary, declared once.
+
+Every contract model uses these types, so HTTP bodies, topic payloads, actor arguments and the
+CLI's local validation refuse the same oversized input with the same typed error. Checks are
+linear in the input's size (pydantic checks a length before it looks at the items of a list
+that is too long only as far as it must). Free-form JSON values (validation results, saved
+partial results) are bounded by the request body limit as a whole.
+
+| bound | value | where |
+|---|---:|---|
+| `MAX_BODY_BYTES` | 1 MiB | any HTTP request body of the public APIs (413 `PAYLOAD_TOO_LARGE`) |
+| `MAX_ID_CHARS` | 256 | task, agent, escalation, session and bid ids |
+| `MAX_NAME_CHARS` | 256 | agent names, persons' and services' identities (`who`), tool names |
+| `MAX_SKILL_TAG_CHARS` | 64 | one skill tag |
+| `MAX_SKILL_TAGS` | 64 | skill tags of one agent profile |
+| `MAX_TASK_SKILLS` | 32 | required skills, and preferred skills, of one task or query |
+| `MAX_TEXT_CHARS` | 16,384 | descriptions, prompts, step texts, outputs, summaries |
+| `MAX_NOTE_CHARS` | 2,048 | reasons, rationales, guidance, `why` |
+| `MAX_ITEMS` | 100 | other lists: error histories, validation results, triggers, suggestions |
+| `MAX_PAGE_SIZE` | 500 | one page of a listing |
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_ID_CHARS = 256
+MAX_NAME_CHARS = 256
+MAX_SKILL_TAG_CHARS = 64
+MAX_SKILL_TAGS = 64
+MAX_TASK_SKILLS = 32
+MAX_TEXT_CHARS = 16_384
+MAX_NOTE_CHARS = 2_048
+MAX_ITEMS = 100
+MAX_PAGE_SIZE = 500
+
+ID_PATTERN = r"^[^\s|]+$"
+"""Ids are used in state keys and URLs: no whitespace and no `|` (Dapr's key separator)."""
+
+Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+"""An id chosen by a client (task, agent, escalation, session)."""
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Note = Annotated[str, Field(max_length=MAX_NOTE_CHARS)]
+
+
+def clean_skill_tags(tags: list[str]) -> list[str]:
+    """Strip tags, refuse blank or overlong ones, drop repeats keeping the caller's order.
+
+    Linear in the number of tags (a dict keeps first occurrences in order)."""
+    cleaned: dict[str, None] = {}
+    for tag in tags:
+        stripped = tag.strip()
+        if not stripped:
+            raise ValueError("skill tags must be non-empty strings")
+        if len(stripped) > MAX_SKILL_TAG_CHARS:
+            raise ValueError(f"a skill tag has at most {MAX_SKILL_TAG_CHARS} characters")
+        cleaned[stripped] = None
+    return list(cleaned)

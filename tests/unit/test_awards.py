@@ -1,0 +1,133 @@
+"""Awards must be acknowledged: the window, acknowledgment by the holder only, and what an
+unacknowledged award passes to (the next-best eligible bid, or a failure with the reason)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
+from agora.core.task_lifecycle import (
+    DEFAULT_ACK_SECONDS,
+    AwardNotHeld,
+    TaskRecord,
+    ack_window_seconds,
+    acknowledge,
+    allocate,
+    expire_award,
+    move,
+    next_best,
+    record_outcome,
+)
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def spec(**extra: object) -> TaskSpec:
+    return TaskSpec.model_validate({"task_id": "t1", "description": "d", "required_skills": ["s"], **extra})
+
+
+def scored(agent_id: str, final: float) -> tuple[Bid, BidScore]:
+    bid = Bid(
+        task_id="t1",
+        agent_id=agent_id,
+        self_reported_success_prob=0.8,
+        estimated_cost_usd=0.1,
+        estimated_steps=2,
+    )
+    score = BidScore(
+        bid_id=bid.bid_id,
+        agent_id=agent_id,
+        raw_success_prob=0.8,
+        calibrated_success_prob=0.8,
+        reputation_score=0.5,
+        cost_score=0.5,
+        composite=final,
+        ucb_bonus=0.0,
+        final_score=final,
+    )
+    return bid, score
+
+
+def allocated(*finals: tuple[str, float]) -> TaskRecord:
+    pairs = [scored(agent, final) for agent, final in finals]
+    winner_bid, winner_score = pairs[0]
+    result = AllocationResult(
+        task_id="t1",
+        status=AllocationStatus.ALLOCATED,
+        winning_agent_id=winner_bid.agent_id,
+        winning_bid=winner_bid,
+        winning_score=winner_score,
+        all_scores=[s for _, s in pairs],
+        all_bids=[b for b, _ in pairs],
+    )
+    bidding = move(TaskRecord(spec=spec()), AllocationStatus.BIDDING)
+    return allocate(bidding, result, NOW).model_copy(update={"award_published": True})
+
+
+def test_the_window_is_the_default_or_a_shorter_task_deadline() -> None:
+    assert ack_window_seconds(spec()) == DEFAULT_ACK_SECONDS
+    assert ack_window_seconds(spec(deadline_ms=2500)) == 2.5
+    assert ack_window_seconds(spec(deadline_ms=3_600_000)) == DEFAULT_ACK_SECONDS
+
+
+def test_an_allocation_opens_the_first_award() -> None:
+    record = allocated(("a", 0.9), ("b", 0.5))
+    [award] = record.awards
+    assert award.agent_id == "a" and award.awarded_at == NOW and award.acknowledged_at is None
+    assert record.current_award == award
+
+
+def test_only_the_holder_can_acknowledge_and_twice_is_once() -> None:
+    record = allocated(("a", 0.9), ("b", 0.5))
+    with pytest.raises(AwardNotHeld):
+        acknowledge(record, "b", NOW)
+    taken = acknowledge(record, "a", NOW + timedelta(seconds=1))
+    assert taken.awards[-1].acknowledged_at == NOW + timedelta(seconds=1)
+    assert acknowledge(taken, "a", NOW + timedelta(seconds=2)) == taken
+
+
+def test_an_acknowledged_award_does_not_expire() -> None:
+    taken = acknowledge(allocated(("a", 0.9), ("b", 0.5)), "a", NOW)
+    assert expire_award(taken, NOW + timedelta(minutes=5)) == taken
+
+
+def test_an_unacknowledged_award_passes_to_the_next_best_eligible_bid() -> None:
+    record = allocated(("a", 0.9), ("neg", -0.1), ("b", 0.5))
+    later = NOW + timedelta(seconds=31)
+    passed = expire_award(record, later)
+    assert passed.status is AllocationStatus.ALLOCATED and not passed.award_published
+    assert passed.allocation is not None and passed.allocation.winning_agent_id == "b"
+    assert passed.allocation.winning_bid is not None and passed.allocation.winning_bid.agent_id == "b"
+    assert [(a.agent_id, a.expired_at) for a in passed.awards] == [("a", later), ("b", None)]
+    with pytest.raises(AwardNotHeld):
+        acknowledge(passed, "a", later)  # its turn is over
+    assert acknowledge(passed, "b", later).awards[-1].acknowledged_at == later
+
+
+def test_when_no_eligible_bid_is_left_the_task_fails_with_the_reason() -> None:
+    record = allocated(("a", 0.9), ("neg", -0.1), ("b", 0.5))
+    second = expire_award(record, NOW + timedelta(seconds=31))
+    failed = expire_award(second.model_copy(update={"award_published": True}), NOW + timedelta(seconds=62))
+    assert failed.status is AllocationStatus.FAILED
+    assert failed.failure_reason == "no agent acknowledged the award in time (tried a, b)"
+    assert failed.history[-1].status is AllocationStatus.FAILED
+    assert expire_award(failed, NOW + timedelta(seconds=99)) == failed
+
+
+def test_next_best_skips_tried_agents_and_negative_scores() -> None:
+    record = allocated(("a", 0.9), ("neg", -0.1), ("b", 0.5))
+    assert record.allocation is not None
+    best = next_best(record.allocation, {"a"})
+    assert best is not None and best.agent_id == "b"
+    assert next_best(record.allocation, {"a", "b"}) is None
+
+
+def test_an_outcome_from_an_agent_whose_award_expired_is_refused() -> None:
+    passed = expire_award(allocated(("a", 0.9), ("b", 0.5)), NOW + timedelta(seconds=31))
+    late = TaskOutcome(task_id="t1", agent_id="a", actual_success=True, actual_cost_usd=0.0, actual_steps=1)
+    with pytest.raises(AwardNotHeld):
+        record_outcome(passed, late)
+    on_time = late.model_copy(update={"agent_id": "b"})
+    assert record_outcome(passed, on_time).status is AllocationStatus.COMPLETED

@@ -1,0 +1,258 @@
+"""Input at the edge: bounds declared once and checked fast, one error body for every kind of
+failure, permanent errors dead-lettered at once, and decisions checked against their record."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from pydantic import BaseModel, ValidationError
+
+from agora.core.errors import NoStateFound
+from agora.core.escalation import (
+    EscalationContext,
+    EscalationResponse,
+    WaitingParty,
+    WaitingPartyKind,
+    park,
+    resolve,
+)
+from agora.core.limits import MAX_BODY_BYTES, MAX_SKILL_TAGS, MAX_TEXT_CHARS, clean_skill_tags
+from agora.core.market import TaskSpec
+from agora.core.messages import EscalationResolved
+from agora.core.models import CapabilityProfile
+from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
+from agora.runtime.service import InvalidArgument, NotFound, ServiceError, create_service_app
+from agora.runtime.settings import ServiceSettings
+
+# -- bounds -----------------------------------------------------------------------------------
+
+
+def test_skill_tags_are_deduplicated_in_order_in_linear_time() -> None:
+    assert clean_skill_tags([" a", "b", "a ", "c", "b"]) == ["a", "b", "c"]
+    many = [f"tag{i % 50_000}" for i in range(200_000)]
+    started = time.perf_counter()
+    assert len(clean_skill_tags(many)) == 50_000
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_profile_with_too_many_tags_is_refused_fast_naming_the_field() -> None:
+    tags = [f"t{i}" for i in range(200_000)]
+    started = time.perf_counter()
+    with pytest.raises(ValidationError) as info:
+        CapabilityProfile(agent_id="a", agent_name="A", skill_tags=tags)
+    assert time.perf_counter() - started < 1.0
+    assert info.value.errors()[0]["loc"] == ("skill_tags",)
+    assert CapabilityProfile(agent_id="a", agent_name="A", skill_tags=tags[:MAX_SKILL_TAGS])
+
+
+def test_overlong_text_is_refused() -> None:
+    base = {"task_id": "t", "required_skills": ["s"]}
+    assert TaskSpec.model_validate({**base, "description": "d" * MAX_TEXT_CHARS})
+    with pytest.raises(ValidationError) as info:
+        TaskSpec.model_validate({**base, "description": "d" * (MAX_TEXT_CHARS + 1)})
+    assert info.value.errors()[0]["loc"] == ("description",)
+    with pytest.raises(ValidationError):
+        TaskSpec.model_validate({**base, "description": "d", "required_skills": ["x" * 65]})
+
+
+# -- one error body ---------------------------------------------------------------------------
+
+
+class Echo(BaseModel):
+    text: str
+
+
+def app_with_routes() -> FastAPI:
+    def setup(_: Any, app: FastAPI) -> None:
+        @app.post("/v1/echo")
+        async def echo(body: Echo) -> Echo:
+            return body
+
+        @app.get("/v1/missing")
+        async def missing() -> None:
+            raise NotFound("no such thing", thing="x")
+
+        @app.get("/v1/domain")
+        async def domain() -> None:
+            raise NoStateFound("no task 'x' on the board")
+
+        @app.get("/v1/boom")
+        async def boom() -> None:
+            raise RuntimeError("secret internals")
+
+    from agora.runtime.service import ServiceModule
+
+    return create_service_app(ServiceSettings(app_id="test"), [ServiceModule("test", setup=setup)])
+
+
+@pytest.fixture
+async def client(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    transport = httpx.ASGITransport(app=app_with_routes(), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+        yield http
+
+
+def assert_error_body(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert set(body) == {"error", "message", "details"} and body["error"] == code, body
+    assert "Traceback" not in answer.text
+    return dict(body)
+
+
+async def test_every_failure_answers_the_same_error_body(client: httpx.AsyncClient) -> None:
+    invalid = assert_error_body(await client.post("/v1/echo", json={"text": 3}), 422, "INVALID_ARGUMENT")
+    assert invalid["details"]["errors"] == [
+        {"loc": ["body", "text"], "msg": "Input should be a valid string", "type": "string_type"}
+    ]
+    assert invalid["message"] == "invalid request: body.text: Input should be a valid string"
+    malformed = assert_error_body(
+        await client.post("/v1/echo", content=b"{nope", headers={"content-type": "application/json"}),
+        422,
+        "INVALID_ARGUMENT",
+    )
+    assert malformed["details"]["errors"][0]["type"] == "json_invalid"
+    assert_error_body(await client.get("/v1/missing"), 404, "NOT_FOUND")
+    assert_error_body(await client.get("/v1/domain"), 404, "NO_STATE_FOUND")
+    assert_error_body(await client.get("/v1/nowhere"), 404, "NOT_FOUND")
+    assert_error_body(await client.delete("/v1/echo"), 405, "METHOD_NOT_ALLOWED")
+    internal = assert_error_body(await client.get("/v1/boom"), 500, "INTERNAL")
+    assert "secret" not in internal["message"]
+
+
+async def test_an_oversized_body_is_refused_before_it_is_read(client: httpx.AsyncClient) -> None:
+    huge = json.dumps({"text": "x" * (MAX_BODY_BYTES + 1)})
+    body = assert_error_body(await client.post("/v1/echo", content=huge), 413, "PAYLOAD_TOO_LARGE")
+    assert str(MAX_BODY_BYTES) in body["message"]
+
+    async def chunks() -> Any:  # no Content-Length: counted as it arrives
+        for _ in range(3):
+            yield b"x" * (MAX_BODY_BYTES // 2)
+
+    streamed = await client.post("/v1/echo", content=chunks())
+    assert_error_body(streamed, 413, "PAYLOAD_TOO_LARGE")
+    assert (await client.post("/v1/echo", json={"text": "x" * 1000})).status_code == 200
+
+
+# -- permanent and transient failures of handlers ------------------------------------------------
+
+
+class Ping(BaseModel):
+    n: int
+
+
+class Unavailable(ServiceError):
+    status_code = 503
+    code = "UNAVAILABLE"
+
+
+class Letters:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def dead_letter(self, letter: Any) -> None:
+        self.sent.append(letter)
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "dead_lettered"),
+    [
+        (NoStateFound("no escalation x"), "SUCCESS", "NO_STATE_FOUND: no escalation x"),
+        (NotFound("no escalation x"), "SUCCESS", "NOT_FOUND: no escalation x"),
+        (InvalidArgument("bad"), "SUCCESS", "INVALID_ARGUMENT: bad"),
+        (Unavailable("state store unavailable"), "RETRY", None),
+        (ConnectionError("sidecar restarting"), "RETRY", None),
+    ],
+    ids=["domain", "404", "422", "503", "transport"],
+)
+async def test_permanent_failures_are_dead_lettered_at_once_transient_ones_retried(
+    failure: Exception, status: str, dead_lettered: str | None
+) -> None:
+    letters = Letters()
+    subs = Subscriptions(ServiceSettings(), publisher=letters, deduplicator=MessageDeduplicator(None, 60))  # type: ignore[arg-type]
+
+    async def handler(_: Ping) -> None:
+        raise failure
+
+    subs.subscribe("agora.ping", Ping, handler)
+    [sub] = subs._subscriptions
+    event = json.dumps({"id": f"e-{id(failure)}", "data": {"n": 1}}).encode()
+    assert await subs.deliver(sub, event, {}) == status
+    assert [letter.reason for letter in letters.sent] == ([dead_lettered] if dead_lettered else [])
+
+
+# -- decisions checked against their record ------------------------------------------------------
+
+
+def decided(action: str = "retry") -> Any:
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    context = EscalationContext(
+        job_id="s", sheet_num=1, validation_results=[], confidence=0.2, retry_count=0,
+        error_history=[], prompt_used="p", output_summary="o",
+    )  # fmt: skip
+    record = park("s.2", WaitingParty(kind=WaitingPartyKind.SESSION, id="s"), context, now=now)
+    return record, resolve(record, EscalationResponse.model_validate({"action": action}), "alice", "ok", now)
+
+
+def test_the_announcement_of_a_record_agrees_with_it() -> None:
+    _, record = decided()
+    assert EscalationResolved.of(record).disagreement_with(record) is None
+
+
+def test_a_forged_or_altered_decision_disagrees_with_the_record() -> None:
+    waiting, record = decided()
+    forged = EscalationResolved.of(record).model_copy(update={"decided_by": "mallory"})
+    assert "decided_by" in str(forged.disagreement_with(record))
+    other_action = EscalationResolved.of(decided("abort")[1])
+    assert "decision" in str(other_action.disagreement_with(record))
+    assert "has no decision" in str(EscalationResolved.of(record).disagreement_with(waiting))
+
+
+# -- start-up ----------------------------------------------------------------------------------
+
+
+class _ReadySidecar:
+    async def wait_until_ready(self) -> None:
+        return None
+
+
+async def test_a_warm_up_that_fails_first_is_retried_and_earlier_modules_run_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agora.runtime import service
+
+    monkeypatch.setattr(service.asyncio, "sleep", _no_sleep)
+    ran: list[str] = []
+    failures = iter([RuntimeError("app is not in a healthy state")])
+
+    async def first(_: Any) -> None:
+        ran.append("first")
+
+    async def second(_: Any) -> None:
+        ran.append("second")
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+
+    ctx = service.ServiceContext(ServiceSettings(), _ReadySidecar(), None, None)  # type: ignore[arg-type]
+    modules = [
+        service.ServiceModule("first", setup=lambda *_: None, warm_up=first),
+        service.ServiceModule("second", setup=lambda *_: None, warm_up=second),
+    ]
+    await service._warm(ctx, modules)
+    assert ctx.ready.is_set()
+    assert ran == ["first", "second", "second"]
+
+
+_real_sleep = __import__("asyncio").sleep
+
+
+async def _no_sleep(_: float) -> None:
+    await _real_sleep(0)
