@@ -1,8 +1,13 @@
 """`agora` command line: run the local system, and talk to a running one.
 
 Commands that talk to a running system go through a Dapr sidecar's HTTP API (service
-invocation and publish); by default they use the sidecar of the system `agora run` started
-(found through `.run/current/cluster.json`), or `--dapr-http-port` / DAPR_HTTP_PORT.
+invocation and publish). The sidecar is, in this order: `--dapr-http-port`; the system the
+`agora run` of this directory started (`.run/current/cluster.json`); the system the last
+`agora run` on this machine started (`$AGORA_CACHE/current/cluster.json`, default
+`~/.cache/agora`); DAPR_HTTP_PORT.
+
+Expected failures (a file that does not parse or validate, a refusal from the system, no
+system running) are printed as `error: ...` lines, exit code 1.
 """
 
 from __future__ import annotations
@@ -10,45 +15,327 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
+from agora.core.models import CapabilityProfile
 from agora.demo import invoker, run_demo, session_continuation
 from agora.harness.cluster import LocalCluster
+from agora.harness.processes import ProcessFailed
 from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
+from agora.harness.toolchain import MissingTool, cache_root
 
 RUN_ROOT = Path(".run")
+REQUEST_TIMEOUT_S = 30.0
+PROBE_TIMEOUT_S = 2.0
+MAX_ERROR_LINES = 20
+MAX_VALUE_CHARS = 80
+MAX_TEXT_CHARS = 200
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
-def _running_services() -> list[dict[str, Any]]:
-    manifest = RUN_ROOT / "current" / "cluster.json"
-    return list(json.loads(manifest.read_text())["services"]) if manifest.is_file() else []
+class CliError(Exception):
+    """An expected failure. `main` prints it (`error: ` before each line that is not indented)
+    and exits 1."""
 
 
-def _sidecar_port(args: argparse.Namespace) -> int:
-    if args.dapr_http_port:
-        return int(args.dapr_http_port)
-    services = _running_services()
-    if services:
-        # People's tools speak as the console where there is one (the access-control
-        # policies name it); otherwise through any sidecar.
-        console = [s for s in services if s["app_id"] == "console"]
-        return int((console or services)[0]["dapr_http_port"])
+# -- finding the running system --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Sidecar:
+    """The sidecar the CLI talks through, and the app ids running behind it (empty: unknown;
+    each service is then addressed by its own name)."""
+
+    port: int
+    app_ids: frozenset[str] = frozenset()
+
+
+def _run_links() -> tuple[Path, Path]:
+    """Where `agora run` points at its run folder: in this directory, and user-wide."""
+    return RUN_ROOT / "current", cache_root() / "current"
+
+
+def _sidecar_answers(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/v1.0/healthz", timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _sidecar_of_run(link: Path) -> _Sidecar | str | None:
+    """The sidecar of the run `link` points at; or why that run cannot be used; or None when
+    there is no such link."""
+    if not link.is_symlink() and not link.exists():
+        return None
+    run_dir = link.resolve()
+    if not run_dir.is_dir():
+        return f"the last run at {run_dir} is gone"
+    try:
+        manifest = json.loads((run_dir / "cluster.json").read_text())
+        services = [(str(s["app_id"]), int(s["dapr_http_port"])) for s in manifest["services"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"the last run at {run_dir} has no readable cluster.json"
+    if not services:
+        return f"the last run at {run_dir} has no services up yet"
+    # People's tools speak as the console where there is one (the access-control policies
+    # name it); otherwise through any sidecar.
+    port = next((p for app_id, p in services if app_id == "console"), services[0][1])
+    if not _sidecar_answers(port):
+        return f"the last run at {run_dir} is not answering"
+    return _Sidecar(port, frozenset(app_id for app_id, _ in services))
+
+
+def _named_sidecar(port: int) -> _Sidecar:
+    """A sidecar given by port: its own app id (from its metadata) tells whether it fronts the
+    embedded app that hosts every service."""
+    try:
+        own_id = str(
+            httpx.get(f"http://127.0.0.1:{port}/v1.0/metadata", timeout=PROBE_TIMEOUT_S).json()["id"]
+        )
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return _Sidecar(port)
+    return _Sidecar(port, frozenset({own_id}))
+
+
+def _find_sidecar(dapr_http_port: int | None) -> _Sidecar:
+    if dapr_http_port is not None:
+        return _named_sidecar(dapr_http_port)
+    unusable: str | None = None
+    for link in _run_links():
+        found = _sidecar_of_run(link)
+        if isinstance(found, _Sidecar):
+            return found
+        unusable = unusable or found
     if os.environ.get("DAPR_HTTP_PORT"):
-        return int(os.environ["DAPR_HTTP_PORT"])
-    raise SystemExit("no running Agora found: start one with `make run`, or pass --dapr-http-port")
+        try:
+            return _named_sidecar(int(os.environ["DAPR_HTTP_PORT"]))
+        except ValueError:
+            raise CliError(f"DAPR_HTTP_PORT={os.environ['DAPR_HTTP_PORT']!r} is not a port number") from None
+    why = f" ({unusable})" if unusable else ""
+    raise CliError(f"no running Agora found{why}: start one with `make run`, or pass --dapr-http-port")
 
 
-def _app_id(service: str) -> str:
-    return app_id_hosting(service, {s["app_id"] for s in _running_services()})
+def _sidecar(args: argparse.Namespace) -> _Sidecar:
+    found = getattr(args, "sidecar", None)
+    if not isinstance(found, _Sidecar):
+        found = args.sidecar = _find_sidecar(args.dapr_http_port)
+    return found
+
+
+def _point_link(link: Path, target: Path) -> None:
+    """Make `link` a symlink to `target`, replacing whatever link was there in one step."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    fresh = link.with_name(f".{link.name}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(target)
+    os.replace(fresh, link)
+
+
+def _unlink_if_pointing_at(link: Path, run_dir: Path) -> None:
+    """Remove `link` unless a later run has pointed it at its own folder since."""
+    try:
+        if link.is_symlink() and link.resolve() == run_dir.resolve():
+            link.unlink()
+    except OSError:
+        pass
+
+
+# -- readable errors ---------------------------------------------------------------------------
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it, shortened (repr keeps it on one line and shows blanks)."""
+    return _shorten(repr(value), MAX_VALUE_CHARS)
+
+
+def _capped(lines: list[str], indent: str = "") -> list[str]:
+    if len(lines) <= MAX_ERROR_LINES:
+        return lines
+    return [*lines[:MAX_ERROR_LINES], f"{indent}... and {len(lines) - MAX_ERROR_LINES} more"]
+
+
+def _dotted(loc: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _validation_lines(where: str, exc: ValidationError) -> list[str]:
+    """One `where: field.path: what was expected (given value)` line per validation error."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        field = _dotted(error["loc"])
+        given = error.get("input")
+        shown = error["type"] != "missing" and not isinstance(given, Mapping)
+        value = f" (given {_shown(given)})" if shown else ""
+        lines.append(f"{where}: {field + ': ' if field else ''}{_one_line(error['msg'])}{value}")
+    return lines
+
+
+def _read_document(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory, not a file") from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read it ({(exc.strerror or str(exc)).lower()})") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not a text file (not UTF-8)") from None
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CliError(
+                f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path}: not valid YAML or JSON: {_yaml_problem(exc)}") from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"{exc.problem or exc.context or 'cannot parse'}{where}"
+    return _shorten(_one_line(exc), MAX_TEXT_CHARS)
+
+
+def _load_models(file: str, model: type[Model], id_field: str) -> list[Model]:
+    """Every item of a YAML/JSON file (one mapping, or a list of them) as `model`; all items
+    are checked before any is returned, and every problem is reported."""
+    path = Path(file)
+    loaded = _read_document(path)
+    kind = model.__name__
+    if loaded is None:
+        raise CliError(f"{path}: the file is empty; expected a {kind} or a list of them")
+    items = loaded if isinstance(loaded, list) else [loaded]
+    if not items:
+        raise CliError(f"{path}: the list is empty; expected at least one {kind}")
+    valid: list[Model] = []
+    problems: list[str] = []
+    for number, item in enumerate(items, 1):
+        try:
+            valid.append(model.model_validate(item))
+        except ValidationError as exc:
+            named = item.get(id_field) if isinstance(item, Mapping) else None
+            label = f" ({id_field} {_shown(named)})" if named is not None else ""
+            problems.extend(_validation_lines(f"{path}: item {number}{label}", exc))
+    if problems:
+        raise CliError("\n".join(_capped(problems, indent="  ")))
+    return valid
+
+
+def _remote_error_lines(errors: Any) -> list[str]:
+    """`details.errors` of an Agora 422 answer, one indented `field: message` line each."""
+    if not isinstance(errors, list):
+        return []
+    lines = []
+    for error in errors:
+        if not isinstance(error, Mapping):
+            continue
+        loc = [str(part) for part in error.get("loc") or []]
+        field = _dotted(loc[1:] if loc[:1] == ["body"] else loc)
+        message = _one_line(error.get("msg") or error.get("type") or "invalid")
+        lines.append(f"  {field + ': ' if field else ''}{message}")
+    return _capped(lines, indent="  ")
+
+
+def _describe_refusal(response: httpx.Response, target: str) -> str:
+    """A readable account of an error answer from `target` (an Agora service, or the Dapr
+    sidecar in front of it): never the raw body."""
+    status = f"{response.status_code} {response.reason_phrase}".strip()
+    text = response.text.strip()
+    if not text:
+        return f"{target} answered {status} with an empty body"
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return f"{target} answered {status}: {_shorten(_one_line(text), MAX_TEXT_CHARS)}"
+    if not isinstance(body, dict):
+        return f"{target} answered {status} (the error body gives no code or message)"
+    error = body.get("error")
+    if isinstance(error, str):  # Agora: {"error": CODE, "message": ..., "details": {...}}
+        details = body.get("details")
+        fields = _remote_error_lines(details.get("errors") if isinstance(details, Mapping) else None)
+        head = f"{target} refused the request ({response.status_code} {error})"
+        if fields:  # the message only sums up the same field errors on one line
+            return "\n".join([f"{head}:", *fields])
+        message = _one_line(body.get("message"))
+        return f"{head}: {message}" if message else head
+    if isinstance(body.get("errorCode"), str):  # the Dapr sidecar: {"errorCode": ..., "message": ...}
+        message = _one_line(body.get("message"))
+        head = (
+            f"the Dapr sidecar refused the request to {target} ({response.status_code} {body['errorCode']})"
+        )
+        return f"{head}: {message}" if message else head
+    detail = body.get("detail")  # a plain FastAPI answer
+    if isinstance(detail, str):
+        return f"{target} refused the request ({status}): {_one_line(detail)}"
+    if isinstance(detail, list):
+        return "\n".join([f"{target} refused the request ({status}):", *_remote_error_lines(detail)])
+    return f"{target} answered {status} (the error body gives no code or message)"
+
+
+def _print_error(message: str) -> None:
+    for line in message.splitlines():
+        print(line if line.startswith(" ") else f"error: {line}", file=sys.stderr)
+
+
+# -- talking to the running system ------------------------------------------------------------
+
+
+def _send(
+    sidecar: _Sidecar,
+    method: str,
+    url: str,
+    target: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    where = f"127.0.0.1:{sidecar.port}"
+    try:
+        response = httpx.request(method, url, json=body, timeout=REQUEST_TIMEOUT_S, headers=headers)
+    except httpx.ConnectError as exc:
+        reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).lower() or "cannot connect"
+        raise CliError(
+            f"no Dapr sidecar answers at {where} ({reason}): start Agora with `make run`, "
+            "or pass --dapr-http-port"
+        ) from None
+    except httpx.TimeoutException:
+        raise CliError(
+            f"{target} did not answer within {REQUEST_TIMEOUT_S:.0f} s (through the sidecar at {where})"
+        ) from None
+    except httpx.HTTPError as exc:
+        failure = _shorten(_one_line(exc) or type(exc).__name__, MAX_TEXT_CHARS)
+        raise CliError(f"talking to {target} through the sidecar at {where} failed: {failure}") from None
+    if response.status_code >= 400:
+        raise CliError(_describe_refusal(response, target))
+    return response
 
 
 def _invoke(
@@ -59,14 +346,17 @@ def _invoke(
     service: str = "registry",
     headers: dict[str, str] | None = None,
 ) -> Any:
-    url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/invoke/{_app_id(service)}/method/{path}"
+    sidecar = _sidecar(args)
+    app_id = app_id_hosting(service, sidecar.app_ids)
+    url = f"http://127.0.0.1:{sidecar.port}/v1.0/invoke/{app_id}/method/{path}"
+    response = _send(sidecar, method, url, service, body, headers)
     try:
-        response = httpx.request(method, url, json=body, timeout=30, headers=headers)
-    except httpx.ConnectError as exc:
-        raise SystemExit(f"no Agora sidecar answers at {url} ({exc}); is `make run` running?") from exc
-    if response.status_code >= 400:
-        raise SystemExit(f"{service} answered {response.status_code}: {response.text}")
-    return response.json()
+        return response.json()
+    except ValueError:
+        raise CliError(
+            f"{service} answered {response.status_code} with a body that is not JSON; "
+            f"is 127.0.0.1:{sidecar.port} an Agora sidecar?"
+        ) from None
 
 
 def _print_agents(agents: list[dict[str, Any]]) -> None:
@@ -79,12 +369,13 @@ def _print_agents(agents: list[dict[str, Any]]) -> None:
         )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from agora.harness import LocalCluster
+# -- commands ----------------------------------------------------------------------------------
 
+
+def cmd_run(args: argparse.Namespace) -> int:
     RUN_ROOT.mkdir(exist_ok=True)
     run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
-    current = RUN_ROOT / "current"
+    here, user_wide = _run_links()
     try:
         with LocalCluster(
             args.profile,
@@ -92,16 +383,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             jaeger=not args.no_jaeger,
             jaeger_ports=JAEGER_DEFAULT_PORTS,
         ) as cluster:
-            if current.is_symlink() or current.exists():
-                current.unlink()
-            current.symlink_to(run_dir.name)
+            _point_link(here, Path(run_dir.name))
+            _point_link(user_wide, run_dir.resolve())
             return _serve_locally(cluster, args, run_dir)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough; clean up undisturbed
         print("\nstopped.")
         return 0
+    except MissingTool as exc:
+        raise CliError(str(exc)) from None
+    except ProcessFailed as exc:
+        first, *log_tail = str(exc).splitlines()
+        raise CliError("\n".join([first, *(f"  {line}" for line in log_tail)])) from None
     finally:
-        current.unlink(missing_ok=True)
+        for link in (here, user_wide):
+            _unlink_if_pointing_at(link, run_dir)
 
 
 def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
@@ -113,9 +409,8 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
         app = f"app :{ep.app_port}" if replica.spec.module else "(no app)"
         print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
     if cluster.with_jaeger:
-        print(
-            f"  traces: {cluster.jaeger_query_url} (Jaeger query API; service 'allocator', 'registry', ...)"
-        )
+        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.module is not None)
+        print(f"  traces: {cluster.jaeger_query_url} (Jaeger query API; services: {', '.join(traced)})")
     app_ids = {r.spec.app_id for r in cluster.replicas}
 
     def app_id_for(service: str) -> str:
@@ -137,9 +432,9 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    profiles = yaml.safe_load(Path(args.file).read_text())
-    for profile in profiles if isinstance(profiles, list) else [profiles]:
-        saved = _invoke(args, "POST", "v1/agents", profile)
+    profiles = _load_models(args.file, CapabilityProfile, "agent_id")  # every item checked first
+    for profile in profiles:
+        saved = _invoke(args, "POST", "v1/agents", profile.model_dump(mode="json"))
         print(f"registered {saved['agent_id']}")
     return 0
 
@@ -158,16 +453,22 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
 
 def cmd_deregister(args: argparse.Namespace) -> int:
-    print(_invoke(args, "DELETE", f"v1/agents/{args.agent_id}"))
+    answer = _invoke(args, "DELETE", f"v1/agents/{args.agent_id}")
+    print(
+        f"deregistered {args.agent_id}"
+        if answer.get("deregistered")
+        else f"{args.agent_id} was not registered"
+    )
     return 0
 
 
 def cmd_task_publish(args: argparse.Namespace) -> int:
-    loaded = yaml.safe_load(Path(args.file).read_text())
-    for raw in loaded if isinstance(loaded, list) else [loaded]:
-        spec = TaskSpec.model_validate(raw)  # a typo is reported here, not dead-lettered later
-        url = f"http://127.0.0.1:{_sidecar_port(args)}/v1.0/publish/agora-pubsub/{Topic.TASKS}"
-        httpx.post(url, json=spec.model_dump(mode="json"), timeout=30).raise_for_status()
+    # Every item is checked first: a typo is reported here, not dead-lettered later.
+    specs = _load_models(args.file, TaskSpec, "task_id")
+    sidecar = _sidecar(args)
+    url = f"http://127.0.0.1:{sidecar.port}/v1.0/publish/agora-pubsub/{Topic.TASKS}"
+    for spec in specs:
+        _send(sidecar, "POST", url, f"topic {Topic.TASKS}", spec.model_dump(mode="json"))
         print(f"published {spec.task_id}")
     return 0
 
@@ -262,7 +563,9 @@ def cmd_escalations_resume(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agora", description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--dapr-http-port", help="sidecar to talk through (default: the running `agora run`)")
+    parser.add_argument(
+        "--dapr-http-port", type=int, help="sidecar to talk through (default: the running `agora run`)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="start the whole system locally (Ctrl-C stops it)")
@@ -274,7 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     registry = commands.add_parser("registry", help="capability registry").add_subparsers(
         dest="action", required=True
     )
-    register = registry.add_parser("register", help="register profiles from a YAML/JSON file (one or a list)")
+    register = registry.add_parser(
+        "register", help="register CapabilityProfiles from a YAML/JSON file (one or a list); validated first"
+    )
     register.add_argument("file")
     register.set_defaults(func=cmd_register)
     registry.add_parser("list", help="list registered agents").set_defaults(func=cmd_list)
@@ -290,7 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     task = commands.add_parser("task", help="tasks on the market").add_subparsers(
         dest="action", required=True
     )
-    publish = task.add_parser("publish", help="publish TaskSpecs from a YAML/JSON file (one or a list)")
+    publish = task.add_parser(
+        "publish", help="publish TaskSpecs from a YAML/JSON file (one or a list); validated first"
+    )
     publish.add_argument("file")
     publish.set_defaults(func=cmd_task_publish)
     show = task.add_parser("show", help="a task's status, bids, scores and outcome")
@@ -329,7 +636,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        _print_error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,212 @@
+"""The first hour of a new user: `agora run` (what `make run` starts) comes up clean, every
+command the README shows runs as written, from the clone and from any other directory, and
+mistakes get a readable message and a non-zero exit code, never a traceback."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agora.harness.toolchain import cache_root
+from tests.integration.helpers import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+AGORA = [sys.executable, "-m", "agora.cli"]
+RELOAD_SECONDS = 30
+
+
+@dataclass
+class RunningSystem:
+    proc: subprocess.Popen[str]
+    output: list[str]
+    run_dir: Path
+
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every `.venv/bin/agora ...` line of the README's shell blocks, in order."""
+    commands = []
+    in_shell = False
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            in_shell = line.strip() == "```sh"
+            continue
+        if in_shell and line.startswith(".venv/bin/agora "):
+            command = line.split("  #", 1)[0]
+            commands.append(shlex.split(command))
+    return commands
+
+
+def agora(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*AGORA, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSystem]:
+    """`agora run` started as `make run` starts it, but from a directory that is not the clone."""
+    where = tmp_path_factory.mktemp("make-run")
+    proc = subprocess.Popen(
+        [*AGORA, "run"],
+        cwd=where,
+        env={**os.environ, "PYTHONPATH": str(REPO / "services")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    output: list[str] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        if line.startswith("Running."):
+            break
+    else:
+        proc.kill()
+    if not output or not output[-1].startswith("Running."):
+        proc.kill()
+        pytest.fail("`agora run` did not come up:\n" + "".join(output))
+    run_dir = next(where.joinpath(".run").iterdir())
+    running = RunningSystem(proc, output, run_dir)
+    try:
+        yield running
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+pytestmark = pytest.mark.whole_system
+
+
+def test_the_banner_names_jaeger_services_that_exist(system: RunningSystem) -> None:
+    banner = next(line for line in system.output if "traces:" in line)
+    url, named = re.search(r"(http://\S+) \(Jaeger query API; services: ([^)]*)\)", banner).groups()  # type: ignore[union-attr]
+    expected = {name.strip() for name in named.split(",")}
+    assert expected == {"agora"}
+
+    def known() -> bool:
+        return expected <= set(httpx.get(f"{url}/api/services", timeout=5).json()["data"] or [])
+
+    eventually(known, timeout=30)
+
+
+def test_every_readme_command_runs_as_written_from_the_clone(system: RunningSystem) -> None:
+    commands = _readme_commands()
+    assert len(commands) >= 8, commands
+    for command in commands:
+        assert command[0] == ".venv/bin/agora"
+        done = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "agora"), *command[1:]],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_the_cli_finds_the_running_system_from_any_directory(system: RunningSystem, tmp_path: Path) -> None:
+    assert (cache_root() / "current").resolve() == system.run_dir.resolve()
+    listed = agora("registry", "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "researcher" in listed.stdout
+
+
+def readable_failure(done: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "{" not in done.stderr.split("\n", 1)[0], done.stderr
+    for text in expected:
+        assert text in done.stderr, (text, done.stderr)
+
+
+def test_an_invalid_file_is_reported_by_field(system: RunningSystem, tmp_path: Path) -> None:
+    bad = tmp_path / "tasks.yaml"
+    bad.write_text(
+        "- task_id: ok-1\n  description: fine\n  required_skills: [web_search]\n- task_id: bad 2\n"
+    )
+    readable_failure(
+        agora("task", "publish", str(bad), cwd=tmp_path),
+        f"{bad}: item 2",
+        "task_id: String should match pattern",
+        "required_skills: Field required",
+    )
+    readable_failure(agora("task", "publish", "missing.yaml", cwd=tmp_path), "missing.yaml: no such file")
+    crowded = tmp_path / "agents.yaml"
+    crowded.write_text(
+        json.dumps([{"agent_id": "a", "agent_name": "A", "skill_tags": [f"t{i}" for i in range(65)]}])
+    )
+    readable_failure(
+        agora("registry", "register", str(crowded), cwd=tmp_path),
+        "skill_tags: List should have at most 64 items",
+    )
+
+
+def test_each_kind_of_server_error_is_readable(system: RunningSystem, tmp_path: Path) -> None:
+    readable_failure(
+        agora("task", "show", "no-such-task", cwd=tmp_path),
+        "(404 NOT_FOUND)",
+        "no task 'no-such-task' on the board",
+    )
+    readable_failure(
+        agora("escalations", "resume", "no-such-escalation", "--action", "retry", cwd=tmp_path),
+        "(404 NOT_FOUND)",
+    )
+    readable_failure(
+        agora("registry", "filter", "--required", " ", cwd=tmp_path),
+        "(422 INVALID_ARGUMENT)",
+        "required_skills",
+    )
+    readable_failure(
+        agora("escalations", "resume", "demo-session.2", "--action", "retry", cwd=tmp_path),
+        "(409 AGENT_NOT_WAITING)",
+    )
+    readable_failure(
+        agora("--dapr-http-port", "1", "registry", "list", cwd=tmp_path), "no Dapr sidecar answers"
+    )
+
+
+def test_a_clean_start_logs_no_error_and_one_reload_timer(system: RunningSystem) -> None:
+    """Run last in this module: it waits for the registry's first periodic reload."""
+    app_log = system.logs() / "agora-0.app.log"
+
+    def reloads() -> list[datetime]:
+        return [
+            datetime.fromisoformat(entry["time"])
+            for entry in map(json.loads, app_log.read_text().splitlines())
+            if entry.get("message") == "registry loaded"
+        ]
+
+    eventually(lambda: len(reloads()) >= 2, timeout=RELOAD_SECONDS + 30, interval=1)
+    times = reloads()
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+    assert all(gap > RELOAD_SECONDS - 5 for gap in gaps), times
+
+    errors = []
+    for path in sorted(system.logs().glob("*.log")):
+        for line in path.read_text().splitlines():
+            if '"level": "error"' in line or "level=error" in line or "level=fatal" in line:
+                errors.append(f"{path.name}: {line[:300]}")
+    assert errors == []

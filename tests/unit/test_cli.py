@@ -1,0 +1,521 @@
+"""The `agora` command line: readable errors (no tracebacks, exit 1), the example files, and
+how it finds the running system."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import httpx
+import pytest
+import yaml
+
+from agora import cli
+from agora.core.market import TaskSpec
+from agora.core.models import CapabilityProfile
+from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+VALID_TASK: dict[str, Any] = {"task_id": "t-1", "description": "Do it", "required_skills": ["sql"]}
+
+
+def write_yaml(path: Path, content: Any) -> Path:
+    path.write_text(yaml.safe_dump(content))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- files that do not load or validate --------------------------------------------------------
+
+
+def test_an_invalid_task_names_the_file_item_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = write_yaml(
+        tmp_path / "tasks.yaml",
+        [VALID_TASK, {"task_id": "x", "description": "No skills"}],
+    )
+    code, out, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    assert err == f"error: {tasks}: item 2 (task_id 'x'): required_skills: Field required\n"
+    assert out == ""  # nothing published: every item is checked first
+    assert "Traceback" not in err
+
+
+def test_each_error_is_a_line_with_the_value_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = {**VALID_TASK, "min_success_threshold": 1.5, "colour": "red", "required_skills": ["sql", "  "]}
+    tasks = write_yaml(tmp_path / "tasks.yaml", bad)
+    code, _, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {tasks}: item 1 (task_id 't-1'): required_skills: "
+        "Value error, skill tags must be non-empty strings (given ['sql', '  '])",
+        f"error: {tasks}: item 1 (task_id 't-1'): min_success_threshold: "
+        "Input should be less than or equal to 1 (given 1.5)",
+        f"error: {tasks}: item 1 (task_id 't-1'): colour: Extra inputs are not permitted (given 'red')",
+    ]
+
+
+def test_an_item_that_is_not_a_mapping_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = write_yaml(tmp_path / "tasks.yaml", [VALID_TASK, "just a string"])
+    code, _, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    assert err.startswith(f"error: {tasks}: item 2: Input should be a valid dictionary")
+    assert "(given 'just a string')" in err
+
+
+def test_long_values_are_shortened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = write_yaml(tmp_path / "tasks.yaml", {**VALID_TASK, "budget_usd": "x" * 500})
+    code, _, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    (line,) = err.splitlines()
+    assert line.startswith(
+        f"error: {tasks}: item 1 (task_id 't-1'): budget_usd: Input should be a valid number"
+    )
+    given = line.split(" (given ", 1)[1]
+    assert given == "'" + "x" * (cli.MAX_VALUE_CHARS - 4) + "...)"
+
+
+def test_many_errors_are_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = write_yaml(tmp_path / "tasks.yaml", [{"task_id": f"t-{i}"} for i in range(15)])
+    code, _, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    lines = err.splitlines()
+    assert len(lines) == cli.MAX_ERROR_LINES + 1
+    assert all(line.startswith("error: ") for line in lines[:-1])
+    assert lines[-1] == f"  ... and {15 * 2 - cli.MAX_ERROR_LINES} more"  # description, required_skills
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.yaml"
+    code, _, err = run_cli(capsys, "task", "publish", str(missing))
+    assert code == 1
+    assert err == f"error: {missing}: no such file\n"
+
+
+def test_a_directory_is_not_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "registry", "register", str(tmp_path))
+    assert code == 1
+    assert err == f"error: {tmp_path}: is a directory, not a file\n"
+
+
+def test_invalid_yaml_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- task_id: a\n  description: [unclosed\n")
+    code, _, err = run_cli(capsys, "task", "publish", str(tasks))
+    assert code == 1
+    assert err.startswith(f"error: {tasks}: not valid YAML or JSON: ")
+    assert "(line 3, column 1)" in err
+    assert "Traceback" not in err
+
+
+def test_invalid_json_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    agents = tmp_path / "agents.json"
+    agents.write_text('[{"agent_id": "a",}]')
+    code, _, err = run_cli(capsys, "registry", "register", str(agents))
+    assert code == 1
+    assert err == (
+        f"error: {agents}: not valid JSON: Expecting property name enclosed in double quotes "
+        "(line 1, column 19)\n"
+    )
+
+
+def test_an_empty_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "tasks.yaml"
+    empty.write_text("# nothing yet\n")
+    code, _, err = run_cli(capsys, "task", "publish", str(empty))
+    assert code == 1
+    assert err == f"error: {empty}: the file is empty; expected a TaskSpec or a list of them\n"
+
+
+def test_profiles_are_validated_before_anything_is_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_network(*_: Any, **__: Any) -> httpx.Response:
+        raise AssertionError("nothing is sent when a profile is invalid")
+
+    monkeypatch.setattr(httpx, "request", no_network)
+    agents = write_yaml(
+        tmp_path / "agents.yaml",
+        [{"agent_id": "ok", "agent_name": "OK", "skill_tags": ["x"]}, {"agent_id": "bad", "skill_tags": []}],
+    )
+    code, _, err = run_cli(capsys, "--dapr-http-port", "1", "registry", "register", str(agents))
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {agents}: item 2 (agent_id 'bad'): agent_name: Field required",
+        f"error: {agents}: item 2 (agent_id 'bad'): skill_tags: "
+        "List should have at least 1 item after validation, not 0 (given [])",
+    ]
+
+
+def test_usage_errors_stay_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["task"])
+    assert exited.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+# -- the examples ---------------------------------------------------------------------------
+
+
+def test_the_example_tasks_are_valid_and_match_the_sample_agents() -> None:
+    specs = cli._load_models(str(EXAMPLES / "tasks.yaml"), TaskSpec, "task_id")
+    assert 2 <= len(specs) <= 3
+    assert all(spec.task_id.startswith("example-") for spec in specs)
+    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    skills = {tag for agent in sample for tag in agent["skill_tags"]}
+    assert all(set(spec.required_skills) <= skills for spec in specs)
+
+
+def test_the_example_agents_are_valid_and_new() -> None:
+    profiles = cli._load_models(str(EXAMPLES / "my-agents.yaml"), CapabilityProfile, "agent_id")
+    assert 1 <= len(profiles) <= 2
+    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    assert not {p.agent_id for p in profiles} & {agent["agent_id"] for agent in sample}
+
+
+def test_publishing_the_examples_sends_each_task(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[tuple[str, Any]] = []
+
+    def accept(method: str, url: str, **kwargs: Any) -> httpx.Response:
+        sent.append((url, kwargs["json"]))
+        return httpx.Response(204)
+
+    monkeypatch.setattr(httpx, "request", accept)
+    code, out, _ = run_cli(
+        capsys, "--dapr-http-port", "3500", "task", "publish", str(EXAMPLES / "tasks.yaml")
+    )
+    assert code == 0
+    assert {url for url, _ in sent} == {"http://127.0.0.1:3500/v1.0/publish/agora-pubsub/agora.tasks"}
+    assert out.splitlines() == [f"published {body['task_id']}" for _, body in sent]
+
+
+# -- answers from a running system ----------------------------------------------------------
+
+
+def refusal(status: int, **kwargs: Any) -> str:
+    return cli._describe_refusal(httpx.Response(status, **kwargs), "registry")
+
+
+def test_an_agora_error_is_its_code_and_message() -> None:
+    body = {"error": "NOT_FOUND", "message": "no agent registered as 'x'", "details": {"agent_id": "x"}}
+    assert (
+        refusal(404, json=body) == "registry refused the request (404 NOT_FOUND): no agent registered as 'x'"
+    )
+
+
+def test_agora_validation_errors_are_one_indented_line_each() -> None:
+    body = {
+        "error": "INVALID_ARGUMENT",
+        "message": "invalid request: body.required_skills: Field required; body.limit: ...",
+        "details": {
+            "errors": [
+                {"loc": ["body", "required_skills"], "msg": "Field required", "type": "missing"},
+                {"loc": ["body", "limit"], "msg": "Input should be less than or equal to 1000", "type": "x"},
+                {"loc": [], "msg": "Input should be a valid dictionary", "type": "model_type"},
+            ]
+        },
+    }
+    assert refusal(422, json=body).splitlines() == [
+        "registry refused the request (422 INVALID_ARGUMENT):",
+        "  required_skills: Field required",
+        "  limit: Input should be less than or equal to 1000",
+        "  Input should be a valid dictionary",
+    ]
+
+
+def test_many_remote_validation_errors_are_capped() -> None:
+    errors = [{"loc": ["body", f"f{i}"], "msg": "bad", "type": "x"} for i in range(25)]
+    body = {"error": "INVALID_ARGUMENT", "message": "invalid", "details": {"errors": errors}}
+    lines = refusal(422, json=body).splitlines()
+    assert len(lines) == 1 + cli.MAX_ERROR_LINES + 1
+    assert lines[-1] == "  ... and 5 more"
+
+
+def test_an_oversized_body_is_explained() -> None:
+    body = {"error": "PAYLOAD_TOO_LARGE", "message": "the body exceeds 1048576 bytes", "details": {}}
+    assert refusal(413, json=body) == (
+        "registry refused the request (413 PAYLOAD_TOO_LARGE): the body exceeds 1048576 bytes"
+    )
+
+
+def test_a_dapr_sidecar_error_names_the_sidecar() -> None:
+    body = {"errorCode": "ERR_DIRECT_INVOKE", "message": "failed to invoke, id: registry, err: not found"}
+    assert refusal(500, json=body) == (
+        "the Dapr sidecar refused the request to registry (500 ERR_DIRECT_INVOKE): "
+        "failed to invoke, id: registry, err: not found"
+    )
+    forbidden = {"errorCode": "ERR_PUBSUB_FORBIDDEN", "message": "topic agora.tasks is not allowed"}
+    assert cli._describe_refusal(httpx.Response(403, json=forbidden), "topic agora.tasks") == (
+        "the Dapr sidecar refused the request to topic agora.tasks (403 ERR_PUBSUB_FORBIDDEN): "
+        "topic agora.tasks is not allowed"
+    )
+
+
+def test_a_plain_text_answer_is_shown_on_one_line() -> None:
+    assert refusal(502, text="upstream\nwent away") == "registry answered 502 Bad Gateway: upstream went away"
+    assert len(refusal(500, text="x" * 5000)) < 300
+
+
+def test_an_empty_answer_says_so() -> None:
+    assert refusal(503) == "registry answered 503 Service Unavailable with an empty body"
+
+
+def test_an_unknown_json_body_is_not_printed_raw() -> None:
+    described = refusal(500, json={"weird": {"nested": [1, 2]}})
+    assert (
+        described == "registry answered 500 Internal Server Error (the error body gives no code or message)"
+    )
+
+
+def test_a_refusal_exits_1_with_readable_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {
+        "error": "INVALID_ARGUMENT",
+        "message": "invalid request: body.required_skills: Field required; body.limit: ...",
+        "details": {
+            "errors": [{"loc": ["body", "required_skills"], "msg": "Field required", "type": "missing"}]
+        },
+    }
+    monkeypatch.setattr(httpx, "request", lambda *_, **__: httpx.Response(422, json=body))
+    code, _, err = run_cli(capsys, "--dapr-http-port", "3500", "registry", "filter", "--required", "x")
+    assert code == 1
+    assert err == (
+        "error: registry refused the request (422 INVALID_ARGUMENT):\n  required_skills: Field required\n"
+    )
+
+
+def test_a_refused_connection_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_: Any, **__: Any) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(httpx, "request", refuse)
+    code, _, err = run_cli(capsys, "--dapr-http-port", "3500", "registry", "list")
+    assert code == 1
+    assert err == (
+        "error: no Dapr sidecar answers at 127.0.0.1:3500 (connection refused): "
+        "start Agora with `make run`, or pass --dapr-http-port\n"
+    )
+
+
+def test_a_timeout_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def hang(*_: Any, **__: Any) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out")
+
+    monkeypatch.setattr(httpx, "request", hang)
+    code, _, err = run_cli(capsys, "--dapr-http-port", "3500", "task", "show", "t-1")
+    assert code == 1
+    assert err == "error: taskboard did not answer within 30 s (through the sidecar at 127.0.0.1:3500)\n"
+
+
+# -- finding the running system ---------------------------------------------------------------
+
+
+def write_run(folder: Path, services: dict[str, int]) -> Path:
+    folder.mkdir(parents=True)
+    manifest = {
+        "run_dir": str(folder),
+        "services": [
+            {"name": f"{app_id}-0", "app_id": app_id, "dapr_http_port": port, "app_port": 1}
+            for app_id, port in services.items()
+        ],
+    }
+    (folder / "cluster.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """A working directory and a cache directory, with no run in either yet; sidecars in
+    `live` answer, others do not."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("AGORA_CACHE", str(cache))
+    monkeypatch.delenv("DAPR_HTTP_PORT", raising=False)
+    live: set[int] = set()
+    monkeypatch.setattr(cli, "_sidecar_answers", lambda port: port in live)
+    return SimpleNamespace(work=work, cache=cache, live=live, tmp=tmp_path)
+
+
+def link_here(places: SimpleNamespace, run: Path) -> None:
+    cli._point_link(places.work / ".run" / "current", run)
+
+
+def link_user_wide(places: SimpleNamespace, run: Path) -> None:
+    cli._point_link(places.cache / "current", run)
+
+
+def test_an_explicit_port_wins_and_the_services_are_unknown(places: SimpleNamespace) -> None:
+    link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
+    places.live.add(4001)
+    assert cli._find_sidecar(5000) == cli._Sidecar(5000, frozenset())
+
+
+def test_the_run_of_this_directory_comes_before_the_user_wide_one(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
+    link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
+    monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
+    places.live.update({4001, 4002})
+    assert cli._find_sidecar(None) == cli._Sidecar(4001, frozenset({"agora"}))
+
+
+def test_the_user_wide_run_is_found_from_any_directory(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link_user_wide(
+        places, write_run(places.tmp / "clone" / ".run" / "b", {"registry": 4002, "console": 4005})
+    )
+    monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
+    places.live.update({4002, 4005})
+    assert cli._find_sidecar(None) == cli._Sidecar(4005, frozenset({"registry", "console"}))
+
+
+def test_dapr_http_port_is_the_last_resort(places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
+    assert cli._find_sidecar(None) == cli._Sidecar(4003, frozenset())
+
+
+def test_with_nothing_running_it_says_how_to_start(places: SimpleNamespace) -> None:
+    with pytest.raises(cli.CliError) as failed:
+        cli._find_sidecar(None)
+    assert str(failed.value) == "no running Agora found: start one with `make run`, or pass --dapr-http-port"
+
+
+def test_a_run_that_does_not_answer_is_not_trusted(places: SimpleNamespace) -> None:
+    run = write_run(places.tmp / "clone" / ".run" / "b", {"agora": 4002})
+    link_user_wide(places, run)
+    with pytest.raises(cli.CliError) as failed:
+        cli._find_sidecar(None)
+    assert str(failed.value) == (
+        f"no running Agora found (the last run at {run.resolve()} is not answering): "
+        "start one with `make run`, or pass --dapr-http-port"
+    )
+
+
+def test_a_run_folder_that_is_gone_is_not_trusted(places: SimpleNamespace) -> None:
+    link_user_wide(places, places.tmp / "removed")
+    with pytest.raises(cli.CliError) as failed:
+        cli._find_sidecar(None)
+    assert f"(the last run at {(places.tmp / 'removed').resolve()} is gone)" in str(failed.value)
+
+
+def test_a_stale_run_here_gives_way_to_a_live_one_elsewhere(places: SimpleNamespace) -> None:
+    link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
+    link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
+    places.live.add(4002)
+    assert cli._find_sidecar(None).port == 4002
+
+
+def test_a_stale_run_gives_way_to_dapr_http_port(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
+    monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
+    assert cli._find_sidecar(None) == cli._Sidecar(4003, frozenset())
+
+
+def test_the_embedded_app_is_invoked_for_every_service(
+    places: SimpleNamespace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link_user_wide(places, write_run(places.tmp / "clone" / ".run" / "b", {"agora": 4002}))
+    places.live.add(4002)
+    urls: list[str] = []
+
+    def answer(method: str, url: str, **_: Any) -> httpx.Response:
+        urls.append(url)
+        return httpx.Response(200, json={"agents": []})
+
+    monkeypatch.setattr(httpx, "request", answer)
+    code, out, _ = run_cli(capsys, "registry", "list")
+    assert (code, out) == (0, "(no agents)\n")
+    assert urls == ["http://127.0.0.1:4002/v1.0/invoke/agora/method/v1/agents"]
+
+
+def test_a_run_leaves_a_link_that_a_later_run_took_over(places: SimpleNamespace) -> None:
+    link = places.cache / "current"
+    first, second = places.tmp / "first", places.tmp / "second"
+    first.mkdir()
+    second.mkdir()
+    cli._point_link(link, first)
+    cli._point_link(link, second)  # a second `agora run` started meanwhile
+    cli._unlink_if_pointing_at(link, first)
+    assert link.resolve() == second.resolve()
+    cli._unlink_if_pointing_at(link, second)
+    assert not link.is_symlink()
+
+
+# -- the `agora run` banner -----------------------------------------------------------------
+
+
+def test_the_banner_names_the_services_jaeger_knows(capsys: pytest.CaptureFixture[str]) -> None:
+    def replica(app_id: str, module: str | None, port: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            name=f"{app_id}-0",
+            spec=ServiceSpec(app_id, module),
+            endpoints=Endpoints(port, port + 1, port + 2, port + 3),
+            dapr_http=f"http://127.0.0.1:{port + 1}",
+        )
+
+    stopped = SimpleNamespace(running=lambda: False)
+    cluster = SimpleNamespace(
+        replicas=[replica("agora", "agora.embedded", 4000), replica("console", None, 4010)],
+        with_jaeger=True,
+        jaeger_query_url="http://127.0.0.1:16686",
+        add_service=lambda spec: None,
+        processes=lambda: iter([stopped]),
+    )
+    args = argparse.Namespace(profile="default", no_demo=True)
+    assert cli._serve_locally(cast(LocalCluster, cluster), args, Path(".run/x")) == 1
+    assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in capsys.readouterr().out
+
+
+def test_a_run_points_both_links_at_its_folder_while_it_runs(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Path] = {}
+
+    class FakeCluster:
+        def __init__(self, profile: str, *, run_dir: Path, **_: Any) -> None:
+            self.run_dir = run_dir
+
+        def __enter__(self) -> FakeCluster:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+    def serve(cluster: FakeCluster, args: argparse.Namespace, run_dir: Path) -> int:
+        seen["here"] = (places.work / ".run" / "current").resolve()
+        seen["user-wide"] = (places.cache / "current").resolve()
+        seen["run_dir"] = cluster.run_dir
+        return 0
+
+    monkeypatch.setattr(cli, "LocalCluster", FakeCluster)
+    monkeypatch.setattr(cli, "_serve_locally", serve)
+    args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True)
+    assert cli.cmd_run(args) == 0
+    assert seen["run_dir"].is_absolute()
+    assert seen["here"] == seen["user-wide"] == seen["run_dir"]
+    assert not (places.work / ".run" / "current").is_symlink()
+    assert not (places.cache / "current").is_symlink()
