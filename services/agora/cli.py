@@ -416,10 +416,19 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
     def app_id_for(service: str) -> str:
         return app_id_hosting(service, app_ids)
 
+    # People's tools, the demo among them, speak through the console's sidecar where there is
+    # one (topic scopes and access policies name it); otherwise through the only app's.
+    tools = next((r for r in cluster.replicas if r.spec.app_id == "console"), cluster.replicas[0])
     watching = not args.no_demo
     if watching:
-        run_demo(cluster.replicas[0].dapr_http, app_id_for)
-    invoke = invoker(cluster.replicas[0].dapr_http, app_id_for)
+        try:
+            run_demo(tools.dapr_http, app_id_for)
+        except (httpx.HTTPError, TimeoutError, KeyError, ValueError) as exc:
+            watching = False
+            print(
+                f"the demo stopped: {_shorten(_one_line(exc), MAX_TEXT_CHARS)}; see the logs", file=sys.stderr
+            )
+    invoke = invoker(tools.dapr_http, app_id_for)
     print("Running. Ctrl-C stops everything.", flush=True)
     with httpx.Client(timeout=10) as http:
         while all(p.running() for p in cluster.processes()):

@@ -14,9 +14,10 @@ from agora.harness import LocalCluster, ServiceReplica
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T], timeout: float = 20.0, interval: float = 0.2) -> T:
+def eventually(check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.2) -> T:
     """Poll `check` until it returns a truthy value (returned) or `timeout` passes (last
-    AssertionError or a timeout error raised)."""
+    AssertionError or a timeout error raised). A check may return None for "not yet"; what
+    comes back is never None, so a `... | None` check gives a plain value."""
     deadline = time.monotonic() + timeout
     last_error: AssertionError | None = None
     while time.monotonic() < deadline:
@@ -30,6 +31,12 @@ def eventually(check: Callable[[], T], timeout: float = 20.0, interval: float = 
     if last_error is not None:
         raise last_error
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def present(value: T | None) -> T:
+    """`value`, which must have been found (a lookup that answers None when nothing is there)."""
+    assert value is not None
+    return value
 
 
 def replicas_of(cluster: LocalCluster, app_id: str) -> list[ServiceReplica]:

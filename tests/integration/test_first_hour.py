@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from agora.harness.toolchain import cache_root
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, present
 
 REPO = Path(__file__).resolve().parents[2]
 AGORA = [sys.executable, "-m", "agora.cli"]
@@ -102,7 +102,7 @@ pytestmark = pytest.mark.whole_system
 
 def test_the_banner_names_jaeger_services_that_exist(system: RunningSystem) -> None:
     banner = next(line for line in system.output if "traces:" in line)
-    url, named = re.search(r"(http://\S+) \(Jaeger query API; services: ([^)]*)\)", banner).groups()  # type: ignore[union-attr]
+    url, named = present(re.search(r"(http://\S+) \(Jaeger query API; services: ([^)]*)\)", banner)).groups()
     expected = {name.strip() for name in named.split(",")}
     assert expected == {"agora"}
 

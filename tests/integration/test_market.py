@@ -177,7 +177,7 @@ def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalClu
 def test_malformed_task_spec_is_dead_lettered_with_its_error(redis_cluster: LocalCluster) -> None:
     allocator = replicas_of(redis_cluster, "allocator")[0]
     [recorder] = replicas_of(redis_cluster, "recorder")
-    bad = {
+    bad: dict[str, Any] = {
         "task_id": f"bad-{uuid.uuid4().hex[:8]}",
         "description": "",
         "required_skills": [],

@@ -6,12 +6,12 @@ from __future__ import annotations
 import concurrent.futures
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from agora.harness import LocalCluster
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import eventually, present, replicas_of
 from tests.integration.test_market import TERMINAL, publish_task, show, task
 
 BURST = 100
@@ -47,12 +47,12 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
     def all_settled() -> dict[str, dict[str, Any]] | None:
         settled = {s["task_id"]: show(redis_cluster, s["task_id"]) for s in specs}
         open_tasks = {
-            task_id: r and {k: r[k] for k in ("status", "award_published", "history")}
+            task_id: r and {k: r[k] for k in ("status", "award_published", "history", "awards", "outcome")}
             for task_id, r in settled.items()
             if r is None or r["status"] not in TERMINAL
         }
         assert not open_tasks, f"{len(open_tasks)} tasks not settled: {open_tasks}"
-        return settled  # type: ignore[return-value]
+        return cast(dict[str, dict[str, Any]], settled)
 
     final = eventually(all_settled, timeout=120, interval=1.0)
     for task_id, record in final.items():
@@ -92,13 +92,15 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
             )
 
         eventually(attempt_failed, timeout=60)
-        assert show(redis_cluster, spec["task_id"])["status"] == "BIDDING"  # type: ignore[index]
+        assert present(show(redis_cluster, spec["task_id"]))["status"] == "BIDDING"
     finally:
         for registry in registries:
             registry.start_app()
 
-    record = eventually(
-        lambda: (r := show(redis_cluster, spec["task_id"])) and r["status"] in TERMINAL and r, timeout=90
-    )
+    def terminal() -> dict[str, Any] | None:
+        r = show(redis_cluster, spec["task_id"])
+        return r if r and r["status"] in TERMINAL else None
+
+    record = eventually(terminal, timeout=90)
     assert record["allocation"]["status"] == "ALLOCATED"
     assert [h["status"] for h in record["history"]].count("ALLOCATED") == 1

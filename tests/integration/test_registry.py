@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from typing import Any
 
 import httpx
 
-from agora.harness import LocalCluster
+from agora.harness import LocalCluster, ServiceReplica
 from tests.integration.helpers import eventually, filter_ids, profile, publish_event, replicas_of
 
 # Replicas learn of changes through the fan-out topic; on a loaded 2-core machine (a burst
@@ -40,10 +42,12 @@ def test_registration_by_topic_reaches_every_replica(redis_cluster: LocalCluster
     publish_event(
         replicas[0].dapr_http, "agora.registry", {"kind": "register", "profile": profile("gamma", skill)}
     )
+
+    def finds_gamma(replica: ServiceReplica) -> bool:
+        return filter_ids(replica.app_url, [skill]) == ["gamma"]
+
     for replica in replicas:
-        eventually(
-            lambda replica=replica: filter_ids(replica.app_url, [skill]) == ["gamma"], timeout=REPLICATION_S
-        )
+        eventually(functools.partial(finds_gamma, replica), timeout=REPLICATION_S)
 
 
 def test_profile_survives_restart_of_app_and_sidecar(redis_cluster: LocalCluster) -> None:
@@ -64,7 +68,7 @@ def test_malformed_command_is_dead_lettered_and_service_keeps_serving(redis_clus
     bad = {"kind": "register", "profile": {"agent_id": "", "agent_name": "Nobody", "skill_tags": []}}
     event_id = publish_event(registry.dapr_http, "agora.registry", bad)
 
-    def dead_letter() -> dict[str, object] | None:
+    def dead_letter() -> dict[str, Any] | None:
         messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
             "messages"
         ]
@@ -76,7 +80,7 @@ def test_malformed_command_is_dead_lettered_and_service_keeps_serving(redis_clus
     assert letter["subscriber"] == "registry"
     assert letter["reason"] == "payload failed validation"
     assert letter["payload"] == bad
-    failed_fields = {tuple(e["loc"])[-1] for e in letter["errors"]}  # type: ignore[union-attr]
+    failed_fields = {tuple(e["loc"])[-1] for e in letter["errors"]}
     assert failed_fields == {"agent_id", "skill_tags"}
 
     # Not even a half-registration happened, and the service still answers.
@@ -100,7 +104,7 @@ def test_not_a_cloud_event_is_dead_lettered_too(redis_cluster: LocalCluster) -> 
         timeout=10,
     ).raise_for_status()
 
-    def dead_letter() -> dict[str, object] | None:
+    def dead_letter() -> dict[str, Any] | None:
         messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.deadletter", timeout=10).json()[
             "messages"
         ]

@@ -51,7 +51,8 @@ def _trace(cluster: LocalCluster, trace_id: str) -> list[Span]:
 
 def _is_app_span(span: Span) -> bool:
     """Spans from Agora's Python processes (daprd's own spans lack Agora's resource)."""
-    return span["process_tags"].get("service.namespace") == "agora"
+    namespace: str | None = span["process_tags"].get("service.namespace")
+    return namespace == "agora"
 
 
 def _parent(span: Span, by_id: dict[str, Span]) -> Span | None:
@@ -139,7 +140,8 @@ def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCl
             params={"service": "registry", "limit": 200},
             timeout=10,
         )
-        app, daprd = [], []
+        app: list[str] = []
+        daprd: list[str] = []
         for data in response.json().get("data") or []:
             for span in data["spans"]:
                 process = data["processes"][span["processID"]]

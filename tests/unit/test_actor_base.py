@@ -7,6 +7,7 @@ from dapr.actor.runtime.mock_actor import create_mock_actor
 from pydantic import BaseModel
 
 from agora.runtime.actor import STATE_KEY, PydanticActor
+from tests.unit.helpers import mock_state
 
 
 class CounterState(BaseModel):
@@ -40,7 +41,7 @@ async def test_commit_persists_json_and_reactivation_reloads_it() -> None:
     await actor._on_activate()
     assert await actor.add("a") == 1
     assert await actor.add("b") == 2
-    stored = actor._state_manager._mock_state[STATE_KEY]
+    stored = mock_state(actor)[STATE_KEY]
     assert stored == {"count": 2, "history": ["a", "b"]}
 
     reborn = create_mock_actor(Counter, "c1", initstate={STATE_KEY: stored})
@@ -52,5 +53,5 @@ async def test_forget_removes_state() -> None:
     actor = create_mock_actor(Counter, "c1", initstate={STATE_KEY: {"count": 5, "history": []}})
     await actor._on_activate()
     await actor.forget()
-    assert STATE_KEY not in actor._state_manager._mock_state
+    assert STATE_KEY not in mock_state(actor)
     assert actor.state == CounterState()

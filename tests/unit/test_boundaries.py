@@ -228,7 +228,7 @@ async def test_a_warm_up_that_fails_first_is_retried_and_earlier_modules_run_onc
 ) -> None:
     from agora.runtime import service
 
-    monkeypatch.setattr(service.asyncio, "sleep", _no_sleep)
+    monkeypatch.setattr("agora.runtime.service.asyncio.sleep", _no_sleep)
     ran: list[str] = []
     failures = iter([RuntimeError("app is not in a healthy state")])
 

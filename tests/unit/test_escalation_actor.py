@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from agora.core.escalation import EscalationContext
 from agora.escalation.actors import Escalation
+from tests.unit.helpers import mock_state
 
 
 class FlakyPublisher:
@@ -88,5 +89,5 @@ async def test_the_announcement_is_recorded_with_the_decision(publisher: FlakyPu
     answer = await actor.resolve(decision("retry", "alice"))
     assert answer["result"]["status"] == "RESOLVED"
     assert actor.state.announced and len(publisher.sent) == 1
-    stored = actor._state_manager._mock_state["state"]
+    stored = mock_state(actor)["state"]
     assert stored["announced"] is True and stored["record"]["status"] == "RESOLVED"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from dataclasses import dataclass
 
 from hypothesis import given
@@ -139,10 +140,10 @@ def test_tracker_counts_rates_and_bounds(outcomes: list[tuple[str, bool, float]]
 
 @given(outcome_lists, st.randoms(use_true_random=False))
 def test_counts_do_not_depend_on_the_order_of_outcomes(
-    outcomes: list[tuple[str, bool, float]], rnd: object
+    outcomes: list[tuple[str, bool, float]], rnd: random.Random
 ) -> None:
     shuffled = list(outcomes)
-    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    rnd.shuffle(shuffled)
     first, second = run_outcomes(outcomes), run_outcomes(shuffled)
     assert [(r.agent_id, r.total_tasks, r.successful_tasks) for r in first.records()] == [
         (r.agent_id, r.total_tasks, r.successful_tasks) for r in second.records()

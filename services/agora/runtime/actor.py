@@ -74,16 +74,26 @@ def actor_endpoint(method: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable
     return wrapper
 
 
+ACTOR_CALL_TIMEOUT_SECONDS = 60.0
+"""How long a caller waits for an actor method. Calls to one actor run one at a time, so under
+load a call may wait its turn for a while; giving up early and sending it again would only
+queue a second copy behind the first (which the app keeps running)."""
+
+
 class ActorClient:
     """Calls actor methods through the sidecar (`/v1.0/actors/...`), carrying the trace."""
 
-    def __init__(self, sidecar: DaprSidecar) -> None:
+    def __init__(self, sidecar: DaprSidecar, timeout_seconds: float = ACTOR_CALL_TIMEOUT_SECONDS) -> None:
         self._sidecar = sidecar
+        self._timeout = timeout_seconds
 
     async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
         body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
         response = await self._sidecar.request(
-            "PUT", f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}", json_body=body
+            "PUT",
+            f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}",
+            json_body=body,
+            timeout=self._timeout,
         )
         answer = response.json() if response.content else {}
         if "error" in answer:

@@ -331,7 +331,7 @@ class WarmUpStuck(Exception):
     """A module's warm-up did not finish in time; `where` is the stack it was waiting in."""
 
 
-async def _bounded(work: Coroutine[Any, Any, Any], module: str) -> None:
+async def _bounded(work: Awaitable[Any], module: str) -> None:
     task = asyncio.ensure_future(work)
     done, _ = await asyncio.wait({task}, timeout=WARM_UP_STEP_SECONDS)
     if task in done:

@@ -132,7 +132,9 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         if decided is not record:
             self.state.traceparent = current_traceparent()
             if decided.current_award is not None:
-                self.state.award_token = secrets.token_urlsafe(24)
+                # Set once: a copy of this call that overlaps it (a caller that gave up and
+                # sent it again) must announce the same award, not a second token.
+                self.state.award_token = self.state.award_token or secrets.token_urlsafe(24)
                 await self._arm_reminder(decided)
         await self._save(decided)
         return await self._announce()
