@@ -10,7 +10,7 @@ PYTHON      ?= python3.11
 VENV        := .venv
 PY          := $(VENV)/bin/python
 CACHE       ?= $(HOME)/.cache/agora
-DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)/bin
+DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)-$(DAPR_BUILD)/bin
 JAEGER_BIN  := $(CACHE)/jaeger-$(JAEGER_VERSION)/bin
 DAPR_TAGS   := stablecomponents,conversation_echo
 GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
@@ -49,7 +49,7 @@ $(DAPR_BIN)/daprd:
 	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
 		-o $(DAPR_BIN).partial/ \
-		github.com/dapr/dapr/cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler \
+		./cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler \
 		github.com/dapr/dapr/cmd/sentry
 	rm -rf $(DAPR_BIN) && mv $(DAPR_BIN).partial $(DAPR_BIN)
 	$(DAPR_BIN)/daprd --version

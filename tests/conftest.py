@@ -16,9 +16,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
-    # Tests that start a whole system of their own run before any shared cluster is up: until
-    # local systems have their own name resolution, two systems with the same app ids would
-    # reach each other's apps.
+    # Tests that start whole systems of their own run first, while the machine is quiet:
+    # their timings (a clean start, a reload timer) are not disturbed by the shared clusters.
     items.sort(key=lambda item: item.get_closest_marker("whole_system") is None)
 
 

@@ -226,6 +226,8 @@ class LocalCluster:
         self.jaeger_ports: dict[str, int] = {}
         self._preferred_jaeger_ports = jaeger_ports or {}
         self.config_file = self.run_dir / "config.yaml"
+        self.names_db = self.run_dir / "names.db"
+        """Where this run's sidecars register and look up each other's addresses."""
         self.resource_dirs: list[Path] = []
         self._infra: list[ManagedProcess] = []
         self.replicas: list[ServiceReplica] = []
@@ -447,11 +449,15 @@ class LocalCluster:
         return {"NAMESPACE": NAMESPACE} if self.mtls else {}
 
     def sidecar_env(self) -> dict[str, str]:
-        """What a daprd needs to get its SPIFFE identity (spiffe://public/ns/default/<app-id>)
-        from sentry and to trust the control plane."""
+        """What a daprd needs: the loopback address to announce to the other sidecars (name
+        resolution, placement), so calls between them never leave the machine's loopback; and
+        with mTLS its SPIFFE identity (spiffe://public/ns/default/<app-id>) from sentry and
+        the control plane's trust anchors."""
+        loopback = {"DAPR_HOST_IP": "127.0.0.1"}
         if not self.mtls:
-            return {}
+            return loopback
         return {
+            **loopback,
             "NAMESPACE": NAMESPACE,
             "DAPR_TRUST_ANCHORS": self.trust_anchors,
             "DAPR_CONTROLPLANE_TRUST_DOMAIN": CONTROL_PLANE_TRUST_DOMAIN,
@@ -521,6 +527,13 @@ class LocalCluster:
                 (target / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
             self.resource_dirs.append(target)
         config = yaml.safe_load((COMPONENTS_DIR / "config.yaml").read_text())
+        # App ids resolve through a SQLite file of this run, not machine-wide mDNS: two local
+        # systems side by side each reach only their own apps.
+        config["spec"]["nameResolution"] = {
+            "component": "sqlite",
+            "version": "v1",
+            "configuration": {"connectionString": str(self.names_db), "updateInterval": "2s"},
+        }
         tracing = config["spec"]["tracing"]
         if self.with_jaeger:
             tracing["otel"]["endpointAddress"] = f"127.0.0.1:{self.jaeger_ports['otlp_grpc']}"

@@ -41,7 +41,10 @@ class Toolchain:
         root = cache_root()
         return cls(
             dapr_bin=Path(
-                os.environ.get("AGORA_DAPR_BIN", root / f"dapr-{versions['DAPR_VERSION']}" / "bin")
+                os.environ.get(
+                    "AGORA_DAPR_BIN",
+                    root / f"dapr-{versions['DAPR_VERSION']}-{versions['DAPR_BUILD']}" / "bin",
+                )
             ),
             jaeger_bin=Path(
                 os.environ.get("AGORA_JAEGER_BIN", root / f"jaeger-{versions['JAEGER_VERSION']}" / "bin")
