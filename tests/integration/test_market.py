@@ -88,7 +88,7 @@ def test_task_is_awarded_executed_and_its_outcome_recorded(default_cluster: Loca
     assert allocation["winning_score"] == allocation["all_scores"][0]
     assert "analyst" in allocation["capability_filtered_out"]
     assert [h["status"] for h in record["history"]][:3] == ["PENDING", "BIDDING", "ALLOCATED"]
-    assert len(record["bids"]) == 2
+    assert len(record["allocation"]["all_bids"]) == 2
     outcome = record["outcome"]
     assert outcome["agent_id"] == allocation["winning_agent_id"]
     assert outcome["actual_steps"] >= 1
@@ -101,7 +101,7 @@ def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalClus
     record = settled(default_cluster, spec["task_id"])
     assert record["status"] == "REJECTED"
     assert "no capable agent" in record["allocation"]["reject_reason"]
-    assert record["bids"] == []
+    assert record["allocation"]["all_bids"] == []
 
 
 def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> None:
@@ -118,7 +118,7 @@ def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> Non
     assert record["status"] == "REJECTED"
     assert "below min_success_threshold" in record["allocation"]["reject_reason"]
     assert all(s["final_score"] == -1.0 for s in record["allocation"]["all_scores"])
-    assert len(record["bids"]) == 2
+    assert len(record["allocation"]["all_bids"]) == 2
     # Agents without history (N = 0): the reference bonus sqrt(2 ln 2), weighted as configured.
     fresh_bonus = MARKET_EXPLORATION * math.sqrt(2 * math.log(2))
     assert [s["ucb_bonus"] for s in record["allocation"]["all_scores"]] == [pytest.approx(fresh_bonus)] * 2
@@ -154,7 +154,7 @@ def test_redelivered_task_is_allocated_once(default_cluster: LocalCluster) -> No
     statuses = [h["status"] for h in record["history"]]
     assert statuses.count("ALLOCATED") == 1
     assert statuses.count("BIDDING") == 1
-    assert len(record["bids"]) == 2
+    assert len(record["allocation"]["all_bids"]) == 2
 
 
 def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalCluster) -> None:

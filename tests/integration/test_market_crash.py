@@ -68,7 +68,8 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
     redis_cluster: LocalCluster,
 ) -> None:
     """The allocator's background run fails part way (no registry answers); it keeps the task
-    BIDDING, retries with backoff, and decides it once the registry is back."""
+    undecided (PENDING) on the board, retries with backoff, and decides it once the registry is
+    back."""
     allocator = replicas_of(redis_cluster, "allocator")[0]
     registries = replicas_of(redis_cluster, "registry")
     spec = task()
@@ -80,7 +81,7 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
         # can hand a message to its previous subscription, which cancels it; the stream's
         # pending entry is then claimed again after `processingTimeout`.
         eventually(
-            lambda: (record := show(redis_cluster, spec["task_id"])) and record["status"] == "BIDDING",
+            lambda: (record := show(redis_cluster, spec["task_id"])) and record["status"] == "PENDING",
             timeout=60,
         )
         app_log = redis_cluster.logs / f"{allocator.name}.app.log"
@@ -92,7 +93,7 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
             )
 
         eventually(attempt_failed, timeout=60)
-        assert present(show(redis_cluster, spec["task_id"]))["status"] == "BIDDING"
+        assert present(show(redis_cluster, spec["task_id"]))["status"] == "PENDING"
     finally:
         for registry in registries:
             registry.start_app()

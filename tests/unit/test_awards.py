@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agora.core.errors import InvalidOutcome
 from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
 from agora.core.task_lifecycle import (
     DEFAULT_ACK_SECONDS,
@@ -131,3 +132,39 @@ def test_an_outcome_from_an_agent_whose_award_expired_is_refused() -> None:
         record_outcome(passed, late)
     on_time = late.model_copy(update={"agent_id": "b"})
     assert record_outcome(passed, on_time).status is AllocationStatus.COMPLETED
+
+
+def test_a_decision_is_recorded_in_one_step_from_pending() -> None:
+    pairs = [scored("a", 0.9), scored("b", 0.5)]
+    winner_bid, winner_score = pairs[0]
+    result = AllocationResult(
+        task_id="t1",
+        status=AllocationStatus.ALLOCATED,
+        winning_agent_id="a",
+        winning_bid=winner_bid,
+        winning_score=winner_score,
+        all_scores=[s for _, s in pairs],
+        all_bids=[b for b, _ in pairs],
+    )
+    decided = allocate(TaskRecord(spec=spec()), result, NOW)
+    assert [h.status for h in decided.history] == [
+        AllocationStatus.PENDING,
+        AllocationStatus.BIDDING,
+        AllocationStatus.ALLOCATED,
+    ]
+    assert decided.allocation is not None and len(decided.allocation.all_bids) == 2
+    assert allocate(decided, result, NOW) is decided  # the same decision again changes nothing
+
+
+def test_a_rejection_before_any_bid_skips_bidding() -> None:
+    result = AllocationResult(
+        task_id="t1", status=AllocationStatus.REJECTED, reject_reason="no capable agent"
+    )
+    rejected = allocate(TaskRecord(spec=spec()), result, NOW)
+    assert [h.status for h in rejected.history] == [AllocationStatus.PENDING, AllocationStatus.REJECTED]
+
+
+def test_an_allocation_for_another_task_is_refused() -> None:
+    result = AllocationResult(task_id="other", status=AllocationStatus.REJECTED, reject_reason="r")
+    with pytest.raises(InvalidOutcome):
+        allocate(TaskRecord(spec=spec()), result, NOW)

@@ -122,17 +122,19 @@ class MarketAllocator:
     async def on_task(self, spec: TaskSpec) -> None:
         """Intake: record the task durably, acknowledge, allocate in the background."""
         try:
-            await self._actors.call(ActorType.TASK, spec.task_id, "post_task", spec)
+            posted = TaskRecord.model_validate(
+                await self._actors.call(ActorType.TASK, spec.task_id, "post_task", spec)
+            )
         except ConflictingTask as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        self._start(spec.task_id)
+        self._start(spec.task_id, posted)
 
-    def _start(self, task_id: str) -> None:
+    def _start(self, task_id: str, known: TaskRecord | None = None) -> None:
         if task_id not in self._running:
             self._running.add(task_id)
-            self._ctx.spawn(self._run(task_id), name=f"allocate {task_id}")
+            self._ctx.spawn(self._run(task_id, known), name=f"allocate {task_id}")
 
-    async def _run(self, task_id: str) -> None:
+    async def _run(self, task_id: str, known: TaskRecord | None = None) -> None:
         """`run` until the task's decision is out. A failure part way (a sidecar call timing out,
         a dependency's circuit breaker open) is retried with backoff: the task is durable on the
         board, so every attempt continues from where the last one stopped."""
@@ -140,7 +142,7 @@ class MarketAllocator:
         try:
             while True:
                 try:
-                    await self.run(task_id)
+                    await self.run(task_id, known)
                     return
                 except NoStateFound:
                     log.error("task vanished from the board", extra={"task_id": task_id})
@@ -153,20 +155,16 @@ class MarketAllocator:
                     )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
+                    known = None  # where the board stands now
         finally:
             self._running.discard(task_id)
 
-    async def run(self, task_id: str) -> AllocationResult | None:
-        """Take a task from wherever it stands to a published decision."""
-        record = await self._task(task_id)
+    async def run(self, task_id: str, known: TaskRecord | None = None) -> AllocationResult | None:
+        """Take a task from wherever it stands (`known`: as just posted) to a published
+        decision: one call to the board records the decision with every bid and announces it."""
+        record = known or await self._task(task_id)
         if record.status in RESUMABLE:
-            if record.status is AllocationStatus.PENDING:
-                record = TaskRecord.model_validate(
-                    await self._actors.call(ActorType.TASK, task_id, "start_bidding")
-                )
             result = await self._allocate(record.spec)
-            for bid in result.all_bids:
-                await self._actors.call(ActorType.TASK, task_id, "submit_bid", bid)
             record = TaskRecord.model_validate(
                 await self._actors.call(ActorType.TASK, task_id, "record_allocation", result)
             )

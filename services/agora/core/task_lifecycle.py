@@ -4,6 +4,10 @@
        │          │
        └──────────┴─────► REJECTED
 
+A decision is recorded in one step (`allocate`): the bids, the scores and the winner are one
+`AllocationResult`, and a task still PENDING passes through BIDDING in its history on the way
+(bidding is the allocator's work between the posting and the decision).
+
 PENDING → REJECTED covers tasks refused before any bid was asked for (no capable agent).
 PARTIAL exists only for tasks with `allow_partial`; otherwise a partial outcome is FAILED.
 
@@ -20,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidOutcome
 from agora.core.limits import Note
-from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
+from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
 S = AllocationStatus
 
@@ -67,8 +71,8 @@ class TaskRecord(BaseModel):
 
     spec: TaskSpec
     status: AllocationStatus = AllocationStatus.PENDING
-    bids: list[Bid] = Field(default_factory=list)
     allocation: AllocationResult | None = None
+    """The decision with every bid and score (`all_bids`, `all_scores`)."""
     outcome: TaskOutcome | None = None
     history: list[StatusChange] = Field(
         default_factory=lambda: [StatusChange(status=AllocationStatus.PENDING)]
@@ -111,21 +115,14 @@ def post(existing: TaskRecord | None, spec: TaskSpec) -> TaskRecord:
     return existing
 
 
-def add_bid(record: TaskRecord, bid: Bid) -> TaskRecord:
-    if bid.task_id != record.task_id:
-        raise InvalidOutcome(f"bid {bid.bid_id} is for task {bid.task_id}, not {record.task_id}")
-    if record.status is not AllocationStatus.BIDDING:
-        raise IllegalTransition(
-            f"task {record.task_id} takes bids only while BIDDING (it is {record.status})"
-        )
-    if any(b.bid_id == bid.bid_id for b in record.bids):
-        return record
-    return record.model_copy(update={"bids": [*record.bids, bid]})
-
-
 def allocate(record: TaskRecord, result: AllocationResult, now: datetime | None = None) -> TaskRecord:
     if record.allocation is not None and record.allocation.status == result.status:
         return record  # the same decision delivered again
+    if result.task_id != record.task_id or any(b.task_id != record.task_id for b in result.all_bids):
+        raise InvalidOutcome(f"the allocation is for another task than {record.task_id}")
+    bid_for = result.status is AllocationStatus.ALLOCATED or bool(result.all_bids)
+    if record.status is AllocationStatus.PENDING and bid_for:
+        record = move(record, AllocationStatus.BIDDING)
     moved = move(record, result.status)
     update: dict[str, object] = {"allocation": result}
     if result.winning_agent_id is not None:

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core.errors import NoStateFound
-from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
+from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import ActorType, AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
@@ -55,12 +55,6 @@ class TaskActorInterface(ActorInterface):
 
     @actormethod(name="get_task")
     async def get_task(self) -> dict[str, Any]: ...
-
-    @actormethod(name="start_bidding")
-    async def start_bidding(self) -> dict[str, Any]: ...
-
-    @actormethod(name="submit_bid")
-    async def submit_bid(self, bid: dict[str, Any]) -> dict[str, Any]: ...
 
     @actormethod(name="record_allocation")
     async def record_allocation(self, result: dict[str, Any]) -> dict[str, Any]: ...
@@ -114,19 +108,8 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         return self._record()
 
     @actor_endpoint
-    async def start_bidding(self) -> TaskRecord:
-        record = self._record()
-        if record.status is AllocationStatus.BIDDING:
-            return record  # resumed after an interruption
-        return await self._save(lifecycle.move(record, AllocationStatus.BIDDING))
-
-    @actor_endpoint
-    async def submit_bid(self, bid: dict[str, Any]) -> TaskRecord:
-        return await self._save(lifecycle.add_bid(self._record(), Bid.model_validate(bid)))
-
-    @actor_endpoint
     async def record_allocation(self, result: dict[str, Any]) -> TaskRecord:
-        """Commit the decision (once), then announce it."""
+        """Commit the decision with every bid and score in one write (once), then announce it."""
         record = self._record()
         decided = lifecycle.allocate(record, AllocationResult.model_validate(result), _now())
         if decided is not record:

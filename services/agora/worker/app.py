@@ -11,6 +11,7 @@ import yaml
 from fastapi import FastAPI
 from pydantic import Field
 
+from agora.core.errors import NoStateFound
 from agora.core.escalation import WaitingPartyKind
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
@@ -103,12 +104,19 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
                 return
-            await decisions.verified(actors, event)
-            # Whichever of this worker's agents parked that task resumes it (the others ignore it).
-            for agent_id in profiles:
-                ctx.spawn(
-                    actors.call(ACTOR_TYPE, agent_id, "resume", event), name=f"resume {event.escalation_id}"
+            # A parked task waits in the actor of the agent that holds it on the board; a session
+            # that is not a task on the board is someone else's to continue.
+            try:
+                board = TaskRecord.model_validate(
+                    await actors.call(ActorType.TASK, event.waiting_party.id, "get_task")
                 )
+            except NoStateFound:
+                return
+            holder = board.allocation.winning_agent_id if board.allocation else None
+            if holder not in profiles:
+                return
+            await decisions.verified(actors, event)
+            ctx.spawn(actors.call(ACTOR_TYPE, holder, "resume", event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
