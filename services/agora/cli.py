@@ -28,6 +28,7 @@ import httpx
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from agora.core.contracts import EscalationList
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityProfile
@@ -531,14 +532,12 @@ def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
 
 def cmd_escalations_list(args: argparse.Namespace) -> int:
     query = f"v1/escalations?status={args.status}&limit={args.limit}&offset={args.offset}"
-    answer = _invoke(args, "GET", query, service="escalation")
-    for record in answer["escalations"]:
-        _print_escalation(record, full=False)
-    shown = len(answer["escalations"])
+    listing = EscalationList.model_validate(_invoke(args, "GET", query, service="escalation"))
+    for record in listing.escalations:
+        _print_escalation(record.model_dump(mode="json"), full=False)
+    shown = len(listing.escalations)
     print(
-        f"({shown} of {answer['total']} {args.status})"
-        if answer["total"]
-        else f"(no escalations {args.status})"
+        f"({shown} of {listing.total} {args.status})" if listing.total else f"(no escalations {args.status})"
     )
     return 0
 

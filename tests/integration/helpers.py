@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import pytest
 
 from agora.harness import LocalCluster, ServiceReplica
 
@@ -81,3 +85,30 @@ def publish_event(dapr_http: str, topic: str, payload: object, *, event_id: str 
     )
     response.raise_for_status()
     return event_id
+
+
+def start_agora_run(
+    cwd: Path, env: dict[str, str], timeout: float = 180
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """`agora run` (what `make run` starts) in `cwd`, once it says it is running: the process
+    and what it printed. A system that does not come up fails the test, killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agora.cli", "run"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    output: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        if line.startswith("Running."):
+            return proc, output
+    proc.kill()
+    pytest.fail("`agora run` did not come up:\n" + "".join(output))

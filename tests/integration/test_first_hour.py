@@ -12,7 +12,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from agora.harness.toolchain import cache_root
-from tests.integration.helpers import eventually, present
+from tests.integration.helpers import eventually, present, start_agora_run
 
 REPO = Path(__file__).resolve().parents[2]
 AGORA = [sys.executable, "-m", "agora.cli"]
@@ -61,29 +60,7 @@ def agora(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSystem]:
     """`agora run` started as `make run` starts it, but from a directory that is not the clone."""
     where = tmp_path_factory.mktemp("make-run")
-    proc = subprocess.Popen(
-        [*AGORA, "run"],
-        cwd=where,
-        env={**os.environ, "PYTHONPATH": str(REPO / "services")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    output: list[str] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        output.append(line)
-        if line.startswith("Running."):
-            break
-    else:
-        proc.kill()
-    if not output or not output[-1].startswith("Running."):
-        proc.kill()
-        pytest.fail("`agora run` did not come up:\n" + "".join(output))
+    proc, output = start_agora_run(where, {**os.environ, "PYTHONPATH": str(REPO / "services")})
     run_dir = next(where.joinpath(".run").iterdir())
     running = RunningSystem(proc, output, run_dir)
     try:

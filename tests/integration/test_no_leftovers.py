@@ -6,40 +6,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from agora.harness.processes import processes_tagged
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, start_agora_run
 
 
 def _start_system(tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
     run_id = f"leftover-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "AGORA_RUN_ID": run_id}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agora.cli", "run"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    output = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        output.append(line)
-        if line.startswith("Running."):
-            return proc, run_id
-    proc.kill()
-    pytest.fail("system did not come up:\n" + "".join(output))
+    proc, _ = start_agora_run(tmp_path, {**os.environ, "AGORA_RUN_ID": run_id}, timeout=120)
+    return proc, run_id
 
 
 def _children(run_id: str, owner: int) -> set[int]:

@@ -12,20 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agora.core.allocation import allocate
+from agora.core.contracts import OutcomeReport
 from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
-from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType
-from agora.core.models import CapabilityProfile
+from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
+from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
 from agora.core.task_lifecycle import TaskRecord, counts_as_success
 from agora.llm import ChatMessage, ModelClient, complete_json
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import RegistryClient, ReputationActors, TaskActors, TaskBoardClient
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
 from agora.runtime.tracing import tracer
@@ -110,7 +110,11 @@ class MarketAllocator:
         exploration_weight: float,
     ) -> None:
         self._ctx = ctx
-        self._actors = ActorClient(ctx.sidecar)
+        actors = ActorClient(ctx.sidecar)
+        self._tasks = TaskActors(actors)
+        self._reputations = ReputationActors(actors)
+        self._registry_api = RegistryClient(ctx.sidecar, registry_app_id)
+        self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
         self._registry = registry_app_id
         self._taskboard = taskboard_app_id
@@ -122,9 +126,7 @@ class MarketAllocator:
     async def on_task(self, spec: TaskSpec) -> None:
         """Intake: record the task durably, acknowledge, allocate in the background."""
         try:
-            posted = TaskRecord.model_validate(
-                await self._actors.call(ActorType.TASK, spec.task_id, "post_task", spec)
-            )
+            posted = await self._tasks.post(spec)
         except ConflictingTask as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         self._start(spec.task_id, posted)
@@ -165,20 +167,16 @@ class MarketAllocator:
         record = known or await self._task(task_id)
         if record.status in RESUMABLE:
             result = await self._allocate(record.spec)
-            record = TaskRecord.model_validate(
-                await self._actors.call(ActorType.TASK, task_id, "record_allocation", result)
-            )
+            record = await self._tasks.record_allocation(result)
         if record.status in DECIDED and not record.award_published:
             # The board announces its decisions; this one's publish failed part way.
-            record = TaskRecord.model_validate(await self._actors.call(ActorType.TASK, task_id, "announce"))
+            record = await self._tasks.announce(task_id)
         return record.allocation
 
     async def _allocate(self, spec: TaskSpec) -> AllocationResult:
         profiles, filtered_out = await self._capable(spec)
-        records = await asyncio.gather(
-            *(self._actors.call(ActorType.REPUTATION, p.agent_id, "get_record") for p in profiles)
-        )
-        tracker = ReputationTracker.from_records(ReputationRecord.model_validate(r) for r in records)
+        records = await asyncio.gather(*(self._reputations.get_record(p.agent_id) for p in profiles))
+        tracker = ReputationTracker.from_records(records)
         return await allocate(
             spec,
             _Ports(profiles, filtered_out, self._model),
@@ -188,26 +186,18 @@ class MarketAllocator:
         )
 
     async def _capable(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
-        answer: dict[str, Any] = await self._ctx.sidecar.invoke(
-            self._registry,
-            "v1/agents/filter",
-            json_body={"required_skills": spec.required_skills, "preferred_skills": spec.preferred_skills},
-        )
-        return [CapabilityProfile.model_validate(a) for a in answer["agents"]], list(answer["filtered_out"])
+        query = CapabilityQuery(required_skills=spec.required_skills, preferred_skills=spec.preferred_skills)
+        answer = await self._registry_api.filter(query)
+        return answer.agents, answer.filtered_out
 
     async def on_outcome(self, outcome: TaskOutcome) -> None:
         """An outcome updates the board, then the agent's reputation (both idempotent)."""
         try:
-            record = TaskRecord.model_validate(
-                await self._actors.call(ActorType.TASK, outcome.task_id, "mark_outcome", outcome)
-            )
+            record = await self._tasks.mark_outcome(outcome)
         except AgoraError as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        report = {
-            "outcome": outcome.model_dump(mode="json"),
-            "counts_as_success": counts_as_success(record.spec, outcome),
-        }
-        await self._actors.call(ActorType.REPUTATION, outcome.agent_id, "apply_outcome", report)
+        report = OutcomeReport(outcome=outcome, counts_as_success=counts_as_success(record.spec, outcome))
+        await self._reputations.apply_outcome(report)
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their
@@ -239,10 +229,7 @@ class MarketAllocator:
         return resumed
 
     async def _listed(self, status: AllocationStatus) -> list[str]:
-        answer = await self._ctx.sidecar.invoke(
-            self._taskboard, f"v1/tasks?status={status}", http_method="GET"
-        )
-        return list(answer["task_ids"])
+        return (await self._board_api.listed(status)).task_ids
 
     async def resume(self) -> None:
         """Pick up tasks a previous run left undecided or unannounced."""
@@ -256,4 +243,4 @@ class MarketAllocator:
                         self._start(task_id)
 
     async def _task(self, task_id: str) -> TaskRecord:
-        return TaskRecord.model_validate(await self._actors.call(ActorType.TASK, task_id, "get_task"))
+        return await self._tasks.get(task_id)

@@ -13,6 +13,21 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from agora.core.contracts import (
+    AgentList,
+    CheckpointAnswer,
+    CheckpointRequest,
+    Decision,
+    Deregistered,
+    EscalationList,
+    FilterAnswer,
+    OutcomeReport,
+    ResumeRequest,
+    SessionState,
+    StepReport,
+    StepVerdict,
+    TaskList,
+)
 from agora.core.escalation import EscalationRecord, ParkRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -26,6 +41,7 @@ from agora.core.messages import (
     TaskRejected,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
+from agora.core.task_lifecycle import TaskRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[3] / "proto" / "jsonschema"
 
@@ -44,6 +60,20 @@ CONTRACTS: dict[str, Any] = {
     "escalation_record": EscalationRecord,
     "escalation_resolved": EscalationResolved,
     "escalation_outcome": EscalationOutcome,
+    "agent_list": AgentList,
+    "filter_answer": FilterAnswer,
+    "deregistered": Deregistered,
+    "task_record": TaskRecord,
+    "task_list": TaskList,
+    "outcome_report": OutcomeReport,
+    "escalation_resume_request": ResumeRequest,
+    "escalation_decision": Decision,
+    "escalation_list": EscalationList,
+    "step_report": StepReport,
+    "step_verdict": StepVerdict,
+    "checkpoint_request": CheckpointRequest,
+    "checkpoint_answer": CheckpointAnswer,
+    "session_state": SessionState,
 }
 
 

@@ -16,16 +16,14 @@ from opentelemetry.trace import Link
 from pydantic import BaseModel
 
 from agora.core import escalation as rules
+from agora.core.contracts import Decision
 from agora.core.errors import NoStateFound
 from agora.core.escalation import (
-    AnyResponse,
     EscalationContext,
     EscalationRecord,
     EscalationStatus,
     ParkRequest,
-    PartialProgress,
 )
-from agora.core.limits import Name, Note
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.outcomes import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
@@ -35,13 +33,6 @@ from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 
 DEADLINE_REMINDER = "deadline"
-
-
-class Decision(BaseModel):
-    response: AnyResponse
-    who: Name
-    why: Note = ""
-    progress: PartialProgress | None = None
 
 
 class EscalationSlot(BaseModel):

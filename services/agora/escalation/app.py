@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import Awaitable
 
 from fastapi import FastAPI, Header, Query
-from pydantic import BaseModel
 
+from agora.core.contracts import Decision, EscalationList, ResumeRequest
 from agora.core.errors import NoStateFound
 from agora.core.escalation import (
     AgentNotWaiting,
-    AnyResponse,
     EscalationRecord,
     EscalationStatus,
     ParkRequest,
 )
-from agora.core.limits import MAX_PAGE_SIZE, Name, Note
+from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome, Topic
 from agora.core.outcomes import OutcomeLearner, SheetOutcome
-from agora.escalation.actors import ACTOR_TYPE, Escalation
+from agora.escalation.actors import Escalation
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import EscalationActors
 from agora.runtime.service import (
     NotFound,
     ServiceContext,
@@ -54,21 +55,6 @@ class NotWaiting(ServiceError):
     code = AgentNotWaiting.code
 
 
-class ResumeRequest(BaseModel):
-    """A person's decision, and who made it and why (kept in the audit trail)."""
-
-    decision: AnyResponse
-    who: Name
-    why: Note = ""
-
-
-class EscalationList(BaseModel):
-    status: EscalationStatus
-    total: int
-    """How many escalations are in this status; `escalations` is one page of them, by id."""
-    escalations: list[EscalationRecord]
-
-
 def escalation_module(settings: EscalationSettings | None = None) -> ServiceModule:
     settings = settings or EscalationSettings()
 
@@ -81,13 +67,12 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
             )
         )
-        actors = ActorClient(ctx.sidecar)
+        escalations = EscalationActors(ActorClient(ctx.sidecar))
 
-        async def call(escalation_id: str, method: str, payload: object = None) -> EscalationRecord:
+        async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:
+            """The actor's answer, with its refusals as the API's errors."""
             try:
-                return EscalationRecord.model_validate(
-                    await actors.call(ACTOR_TYPE, escalation_id, method, payload)
-                )
+                return await call
             except NoStateFound as exc:
                 raise NotFound(exc.message, escalation_id=escalation_id, error_code=exc.code) from exc
             except AgentNotWaiting as exc:
@@ -100,18 +85,20 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
             ids = await index.list(str(status))
-            page = await asyncio.gather(*(call(i, "get") for i in ids[offset : offset + limit]))
+            page = await asyncio.gather(
+                *(answered(escalations.get(i), i) for i in ids[offset : offset + limit])
+            )
             return EscalationList(
                 status=status, total=len(ids), escalations=[r for r in page if r.status is status]
             )
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def show(escalation_id: str) -> EscalationRecord:
-            return await call(escalation_id, "get")
+            return await answered(escalations.get(escalation_id), escalation_id)
 
         @app.put("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def park(escalation_id: str, request: ParkRequest) -> EscalationRecord:
-            return await call(escalation_id, "park", request)
+            return await answered(escalations.park(escalation_id, request), escalation_id)
 
         @app.post("/v1/escalations/{escalation_id}/resume", response_model=EscalationRecord)
         async def resume(
@@ -119,15 +106,11 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         ) -> EscalationRecord:
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
-            decision = {
-                "response": request.decision.model_dump(mode="json"),
-                "who": request.who,
-                "why": request.why,
-            }
-            return await call(escalation_id, "resolve", decision)
+            decision = Decision(response=request.decision, who=request.who, why=request.why)
+            return await answered(escalations.resolve(escalation_id, decision), escalation_id)
 
         async def on_outcome(event: EscalationOutcome) -> None:
-            record = await call(event.escalation_id, "get")
+            record = await answered(escalations.get(event.escalation_id), event.escalation_id)
             learnt = outcome_of(record, event.succeeded)
             if learnt is not None:
                 await learner.record(learnt)

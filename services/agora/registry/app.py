@@ -6,8 +6,8 @@ import asyncio
 import logging
 
 from fastapi import FastAPI, Query
-from pydantic import BaseModel
 
+from agora.core.contracts import AgentList, Deregistered, FilterAnswer
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
@@ -33,16 +33,6 @@ class RegistrySettings(ServiceSettings):
     reload_seconds: float = 30.0
     """AGORA_RELOAD_SECONDS: how often a replica also reloads every profile from the state
     store (0 = never), so it converges even if a change notification was lost."""
-
-
-class AgentList(BaseModel):
-    agents: list[CapabilityProfile]
-
-
-class FilterAnswer(AgentList):
-    filtered_out: list[str] = []
-    """Ids of registered agents not kept (at most 100; all of them when fewer)."""
-    filtered_out_count: int = 0
 
 
 def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
@@ -78,9 +68,9 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
                 raise NotFound(f"no agent registered as {agent_id!r}", agent_id=agent_id)
             return profile
 
-        @app.delete("/v1/agents/{agent_id}")
-        async def deregister(agent_id: str) -> dict[str, bool]:
-            return {"deregistered": await current().deregister(agent_id)}
+        @app.delete("/v1/agents/{agent_id}", response_model=Deregistered)
+        async def deregister(agent_id: str) -> Deregistered:
+            return Deregistered(deregistered=await current().deregister(agent_id))
 
         @app.post("/v1/agents/filter", response_model=FilterAnswer)
         async def filter_capable(query: CapabilityQuery) -> FilterAnswer:

@@ -9,7 +9,8 @@ from typing import Any
 from dapr.actor import ActorInterface, actormethod
 from pydantic import BaseModel, Field
 
-from agora.core.market import Bid, ReputationRecord, TaskOutcome
+from agora.core.contracts import OutcomeReport
+from agora.core.market import Bid, ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.runtime.actor import PydanticActor, actor_endpoint
 
@@ -23,11 +24,6 @@ class ReputationState(BaseModel):
     """Estimated cost of this agent's winning bid per task id, until the task's outcome."""
     recent_outcomes: list[str] = Field(default_factory=list)
     """Task ids whose outcome was applied (bounded), so a redelivered outcome is not counted twice."""
-
-
-class OutcomeReport(BaseModel):
-    outcome: TaskOutcome
-    counts_as_success: bool
 
 
 class ReputationActorInterface(ActorInterface):

@@ -74,6 +74,18 @@ def actor_endpoint(method: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable
     return wrapper
 
 
+class ActorFault(BaseModel):
+    code: str
+    message: str
+
+
+class ActorAnswer(BaseModel):
+    """What every actor method answers (`actor_endpoint`): its result, or the typed error."""
+
+    result: Any = None
+    error: ActorFault | None = None
+
+
 ACTOR_CALL_TIMEOUT_SECONDS = 60.0
 """How long a caller waits for an actor method. Calls to one actor run one at a time, so under
 load a call may wait its turn for a while; giving up early and sending it again would only
@@ -95,7 +107,7 @@ class ActorClient:
             json_body=body,
             timeout=self._timeout,
         )
-        answer = response.json() if response.content else {}
-        if "error" in answer:
-            raise error_from(answer["error"]["code"], answer["error"]["message"])
-        return answer.get("result")
+        envelope = ActorAnswer.model_validate_json(response.content) if response.content else ActorAnswer()
+        if envelope.error is not None:
+            raise error_from(envelope.error.code, envelope.error.message)
+        return envelope.result

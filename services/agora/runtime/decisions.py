@@ -9,17 +9,15 @@ injected into the broker, a replay altered on the way).
 from __future__ import annotations
 
 from agora.core.escalation import EscalationRecord, UnverifiedDecision
-from agora.core.messages import ActorType, EscalationResolved
-from agora.runtime.actor import ActorClient
+from agora.core.messages import EscalationResolved
+from agora.runtime.clients import EscalationActors
 
 
-async def verified(actors: ActorClient, event: EscalationResolved) -> EscalationRecord:
+async def verified(escalations: EscalationActors, event: EscalationResolved) -> EscalationRecord:
     """The escalation's record when it holds exactly the announced decision; else
     `UnverifiedDecision` (and `NoStateFound` for an escalation that does not exist), both
     permanent, so the message is dead-lettered with the reason."""
-    record = EscalationRecord.model_validate(
-        await actors.call(ActorType.ESCALATION, event.escalation_id, "get")
-    )
+    record = await escalations.get(event.escalation_id)
     disagreement = event.disagreement_with(record)
     if disagreement is not None:
         raise UnverifiedDecision(f"decision refused: {disagreement}")

@@ -28,9 +28,10 @@ from pydantic import BaseModel
 from agora.core import task_lifecycle as lifecycle
 from agora.core.errors import NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
+from agora.core.messages import AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.clients import ReputationActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -211,12 +212,7 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
             assert self.state.award_token is not None
             if Task.actors is not None:
                 # The winner's self-report waits on its reputation for the outcome (calibration).
-                await Task.actors.call(
-                    ActorType.REPUTATION,
-                    allocation.winning_bid.agent_id,
-                    "record_bid",
-                    allocation.winning_bid,
-                )
+                await ReputationActors(Task.actors).record_bid(allocation.winning_bid)
             turn = len(record.awards)
             await Task.publisher.publish(
                 Topic.TASK_AWARDED,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from agora.core.contracts import TaskList
 from agora.core.errors import NoStateFound
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
@@ -22,11 +23,6 @@ class TaskBoardSettings(ServiceSettings):
     award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0)
     """AGORA_AWARD_ACK_SECONDS: how long a winner's runtime has to acknowledge an award (the
     task's `deadline_ms` when shorter) before the next-best bid gets it."""
-
-
-class TaskList(BaseModel):
-    status: AllocationStatus
-    task_ids: list[str]
 
 
 def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule:

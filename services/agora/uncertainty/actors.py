@@ -6,19 +6,24 @@ arrives on `agora.escalation.resolved`; ABORT ends the session with a typed erro
 """
 
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, actormethod
-from pydantic import BaseModel, Field
 
+from agora.core.contracts import (
+    CheckpointAnswer,
+    CheckpointRequest,
+    Continuation,
+    SessionState,
+    StepReport,
+    StepVerdict,
+)
 from agora.core.errors import AgoraError
 from agora.core.escalation import (
-    AbortSummary,
     CheckpointAction,
     CheckpointContext,
     CheckpointGate,
     CheckpointTrigger,
-    CheckpointVerdict,
     EscalationAction,
     EscalationContext,
     ParkRequest,
@@ -27,13 +32,10 @@ from agora.core.escalation import (
     WaitingPartyKind,
     evaluate_checkpoint,
 )
-from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Text
-from agora.core.messages import ActorType, EscalationOutcome, EscalationResolved, Topic
+from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
     ModelMessage,
-    SessionBelief,
-    StepType,
     StepUncertainty,
     UncertaintyAbort,
     UncertaintyAction,
@@ -41,9 +43,8 @@ from agora.core.uncertainty import (
     UncertaintyPolicy,
 )
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
-
-SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
 
 
 class SessionNotRunning(AgoraError):
@@ -51,58 +52,6 @@ class SessionNotRunning(AgoraError):
 
     code = "SESSION_NOT_RUNNING"
     http_status = 409
-
-
-class Continuation(BaseModel):
-    """How a session went on after a person (or a deadline) decided."""
-
-    escalation_id: str
-    action: EscalationAction | CheckpointAction
-    next_prompt: str | None = None
-    guidance: str | None = None
-    decided_by: str
-    at: datetime
-
-
-class SessionState(BaseModel):
-    belief: SessionBelief | None = None
-    status: SessionStatus = "RUNNING"
-    escalation_id: str | None = None
-    awaiting_outcome: str | None = None
-    """The escalation whose decision the next step will prove right or wrong."""
-    continuations: list[Continuation] = Field(default_factory=list)
-    abort_summary: AbortSummary | None = None
-
-
-class StepReport(BaseModel):
-    step_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    text: Text = ""
-    prompt: Text | None = None
-    step_type: StepType = "llm_call"
-    tool_name: Name | None = None
-
-
-class CheckpointRequest(BaseModel):
-    """A step about to run, checked against the session's checkpoint triggers first."""
-
-    step: int = Field(ge=0)
-    prompt: Text
-    retry_count: int = Field(default=0, ge=0)
-    triggers: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
-    """Triggers for this check on top of the service's configured ones."""
-
-
-class CheckpointAnswer(BaseModel):
-    verdict: CheckpointVerdict
-    status: SessionStatus
-    escalation_id: str | None = None
-
-
-class StepVerdict(BaseModel):
-    step: StepUncertainty
-    action: UncertaintyAction
-    status: SessionStatus
-    escalation_id: str | None = None
 
 
 class SessionUncertaintyInterface(ActorInterface):
@@ -225,7 +174,7 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             who="uncertainty-monitor",
             why=why,
         )
-        await SessionUncertainty.actors.call(ActorType.ESCALATION, escalation_id, "park", request)
+        await EscalationActors(SessionUncertainty.actors).park(escalation_id, request)
         self.state.status = "WAITING_FOR_HUMAN"
         self.state.escalation_id = escalation_id
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from fastapi import FastAPI
 
+from agora.core.contracts import CheckpointAnswer, CheckpointRequest, SessionState, StepReport, StepVerdict
 from agora.core.errors import AgoraError
 from agora.core.escalation import CheckpointTrigger
 from agora.core.messages import EscalationResolved, Topic
@@ -16,17 +17,10 @@ from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import EscalationActors
 from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.uncertainty.actors import (
-    ACTOR_TYPE,
-    CheckpointAnswer,
-    CheckpointRequest,
-    SessionState,
-    SessionUncertainty,
-    StepReport,
-    StepVerdict,
-)
+from agora.uncertainty.actors import ACTOR_TYPE, SessionUncertainty
 
 APP_ID = "uncertainty"
 
@@ -104,7 +98,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind == "session":
-                await decisions.verified(actors, event)
+                await decisions.verified(EscalationActors(actors), event)
                 await actors.call(ACTOR_TYPE, event.waiting_party.id, "apply_decision", event)
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)

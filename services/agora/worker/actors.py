@@ -22,9 +22,10 @@ from dapr.actor import ActorInterface, actormethod
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
+from agora.core.contracts import StepReport
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.market import TaskOutcome
-from agora.core.messages import ActorType, EscalationResolved, TaskAwarded, Topic
+from agora.core.messages import EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
 from agora.core.triage import (
     DEFAULT_REPEAT_LIMIT,
@@ -36,6 +37,7 @@ from agora.core.triage import (
 from agora.core.triage import Step as TriageStep
 from agora.llm import ChatMessage, ModelClient, complete_json
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.clients import EscalationActors, UncertaintyClient
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
@@ -219,7 +221,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             who=f"worker:{task.agent_id}",
             why=decision.action.reason or f"{decision.failure_type.value}: automated recovery exhausted",
         )
-        await ActorClient(WorkerAgent.sidecar).call(ActorType.ESCALATION, escalation_id, "park", request)
+        await EscalationActors(ActorClient(WorkerAgent.sidecar)).park(escalation_id, request)
         self.state.parked[task.task_id] = ParkedTask(
             award=task,
             transcript=transcript,
@@ -277,15 +279,13 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         """Report the step to the uncertainty monitor; the escalation id when it paused us."""
         if WorkerAgent.uncertainty_app_id is None or WorkerAgent.sidecar is None:
             return None
-        report = {
-            "step_id": str(steps),
-            "text": f"{step.thought} {step.observation} Confidence: {step.confidence:.0%}",
-            "prompt": task.spec.description,
-        }
-        verdict = await WorkerAgent.sidecar.invoke(
-            WorkerAgent.uncertainty_app_id, f"v1/sessions/{task.task_id}/llm-responses", json_body=report
+        report = StepReport(
+            step_id=str(steps),
+            text=f"{step.thought} {step.observation} Confidence: {step.confidence:.0%}",
+            prompt=task.spec.description,
         )
-        return verdict.get("escalation_id") if verdict.get("status") == "WAITING_FOR_HUMAN" else None
+        monitor = UncertaintyClient(WorkerAgent.sidecar, WorkerAgent.uncertainty_app_id)
+        return (await monitor.llm_response(task.task_id, report)).parked
 
     def _outcome(
         self, task: TaskAwarded, steps: int, *, succeeded: bool, partial: bool, summary: str

@@ -16,18 +16,17 @@ from agora.core.escalation import WaitingPartyKind
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
-    ActorType,
     AwardAcknowledgement,
     EscalationResolved,
     TaskAwarded,
     Topic,
 )
 from agora.core.models import CapabilityProfile
-from agora.core.task_lifecycle import TaskRecord
 from agora.core.triage import DEFAULT_REPEAT_LIMIT
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import EscalationActors, RegistryClient, TaskActors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -77,6 +76,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         WorkerAgent.triage_failures = settings.triage_failures
         WorkerAgent.triage_repeat_limit = settings.triage_repeat_limit
         actors = ActorClient(ctx.sidecar)
+        tasks = TaskActors(actors)
 
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in profiles:
@@ -84,13 +84,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             # Take the award on the board first: it proves the award (its token) and starts the
             # work within the acknowledgment window; then the actor runs the task and publishes
             # its outcome while this delivery is acknowledged.
-            board = TaskRecord.model_validate(
-                await actors.call(
-                    ActorType.TASK,
-                    award.task_id,
-                    "acknowledge_award",
-                    AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token),
-                )
+            board = await tasks.acknowledge_award(
+                award.task_id, AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
             )
             held = board.allocation.winning_bid if board.allocation else None
             if board.spec != award.spec or held != award.bid:
@@ -107,26 +102,21 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             # A parked task waits in the actor of the agent that holds it on the board; a session
             # that is not a task on the board is someone else's to continue.
             try:
-                board = TaskRecord.model_validate(
-                    await actors.call(ActorType.TASK, event.waiting_party.id, "get_task")
-                )
+                board = await tasks.get(event.waiting_party.id)
             except NoStateFound:
                 return
             holder = board.allocation.winning_agent_id if board.allocation else None
             if holder not in profiles:
                 return
-            await decisions.verified(actors, event)
+            await decisions.verified(EscalationActors(actors), event)
             ctx.spawn(actors.call(ACTOR_TYPE, holder, "resume", event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
     async def register_agents(ctx: ServiceContext) -> None:
+        registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
         for profile in profiles.values():
-            await ctx.sidecar.invoke(
-                settings.registry_app_id,
-                f"v1/agents?lease_seconds={settings.agent_lease_seconds}",
-                json_body=profile.model_dump(mode="json"),
-            )
+            await registry.register(profile, lease_seconds=settings.agent_lease_seconds)
 
     async def renew_leases(ctx: ServiceContext) -> None:
         """Renew every third of the lease; after a failure (the registry restarting), retry

@@ -1,0 +1,172 @@
+"""The bodies services exchange over HTTP and actor calls, defined once for both sides.
+
+Topic payloads live in `agora.core.messages`; the domain records they carry (`TaskRecord`,
+`EscalationRecord`, `CapabilityProfile`, ...) beside their rules. Everything here is what one
+service sends another or answers it: the receiving side validates into the same type the
+calling side built, and `agora.runtime.clients` gives callers typed methods over them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agora.core.escalation import (
+    AbortSummary,
+    AnyResponse,
+    CheckpointAction,
+    CheckpointTrigger,
+    CheckpointVerdict,
+    EscalationAction,
+    EscalationRecord,
+    EscalationStatus,
+    PartialProgress,
+)
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
+from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.models import CapabilityProfile
+from agora.core.uncertainty import SessionBelief, StepType, StepUncertainty, UncertaintyAction
+
+# -- registry ------------------------------------------------------------------------------------
+
+
+class AgentList(BaseModel):
+    """`GET /v1/agents`: every registered agent, by id."""
+
+    agents: list[CapabilityProfile]
+
+
+class FilterAnswer(AgentList):
+    """`POST /v1/agents/filter`: the capable agents, best first."""
+
+    filtered_out: list[str] = Field(default_factory=list)
+    """Ids of registered agents not kept (at most 100; all of them when fewer)."""
+    filtered_out_count: int = 0
+
+
+class Deregistered(BaseModel):
+    """`DELETE /v1/agents/{id}`."""
+
+    deregistered: bool
+
+
+# -- task board ----------------------------------------------------------------------------------
+
+
+class TaskList(BaseModel):
+    """`GET /v1/tasks?status=...`: the ids of the tasks in one status."""
+
+    status: AllocationStatus
+    task_ids: list[str]
+
+
+# -- reputation ----------------------------------------------------------------------------------
+
+
+class OutcomeReport(BaseModel):
+    """`Reputation` actor `apply_outcome`: a task's outcome, and whether the task's rules count
+    it as a success (a partial outcome does when the task allows partial results)."""
+
+    outcome: TaskOutcome
+    counts_as_success: bool
+
+
+# -- escalation ----------------------------------------------------------------------------------
+
+
+class ResumeRequest(BaseModel):
+    """`POST /v1/escalations/{id}/resume`: a person's decision, who made it and why (kept in the
+    audit trail)."""
+
+    decision: AnyResponse
+    who: Name
+    why: Note = ""
+
+
+class Decision(BaseModel):
+    """`Escalation` actor `resolve`: the decision to apply, with who made it and why."""
+
+    response: AnyResponse
+    who: Name
+    why: Note = ""
+    progress: PartialProgress | None = None
+
+
+class EscalationList(BaseModel):
+    """`GET /v1/escalations?status=...`: one page of the escalations in a status, by id."""
+
+    status: EscalationStatus
+    total: int
+    """How many escalations are in this status; `escalations` is one page of them."""
+    escalations: list[EscalationRecord]
+
+
+# -- uncertainty monitor -------------------------------------------------------------------------
+
+SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
+
+
+class Continuation(BaseModel):
+    """How a session went on after a person (or a deadline) decided."""
+
+    escalation_id: str
+    action: EscalationAction | CheckpointAction
+    next_prompt: str | None = None
+    guidance: str | None = None
+    decided_by: str
+    at: datetime
+
+
+class SessionState(BaseModel):
+    """`GET /v1/sessions/{id}`: a session's belief state and where it stands."""
+
+    belief: SessionBelief | None = None
+    status: SessionStatus = "RUNNING"
+    escalation_id: str | None = None
+    awaiting_outcome: str | None = None
+    """The escalation whose decision the next step will prove right or wrong."""
+    continuations: list[Continuation] = Field(default_factory=list)
+    abort_summary: AbortSummary | None = None
+
+
+class StepReport(BaseModel):
+    """`POST /v1/sessions/{id}/llm-responses` and `/tool-calls`: one step of an agent."""
+
+    step_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    text: Text = ""
+    prompt: Text | None = None
+    step_type: StepType = "llm_call"
+    tool_name: Name | None = None
+
+
+class StepVerdict(BaseModel):
+    """The monitor's answer to a step: its uncertainty, the action, where the session stands."""
+
+    step: StepUncertainty
+    action: UncertaintyAction
+    status: SessionStatus
+    escalation_id: str | None = None
+
+    @property
+    def parked(self) -> str | None:
+        """The escalation the session now waits on, if the step paused it."""
+        return self.escalation_id if self.status == "WAITING_FOR_HUMAN" else None
+
+
+class CheckpointRequest(BaseModel):
+    """`POST /v1/sessions/{id}/checkpoints`: a step about to run, checked against the
+    session's checkpoint triggers first."""
+
+    step: int = Field(ge=0)
+    prompt: Text
+    retry_count: int = Field(default=0, ge=0)
+    triggers: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
+    """Triggers for this check on top of the service's configured ones."""
+
+
+class CheckpointAnswer(BaseModel):
+    verdict: CheckpointVerdict
+    status: SessionStatus
+    escalation_id: str | None = None
