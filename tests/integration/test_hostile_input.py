@@ -416,3 +416,35 @@ def test_an_outcome_for_an_unknown_escalation_is_dead_lettered_on_first_delivery
         if line.get("message_id") == event_id and "retried" in str(line.get("message"))
     ]
     assert retried == []
+
+
+# -- who may change the registry -----------------------------------------------------------------
+
+
+def test_only_people_s_tools_may_deregister_or_overwrite_agents(redis_cluster: LocalCluster) -> None:
+    """The registry's sidecar applies its access-control policy to each caller's identity."""
+    console, worker, allocator, recorder = (
+        host(redis_cluster, name) for name in ("console", "worker", "allocator", "recorder")
+    )
+    skill = f"guarded-{uuid.uuid4().hex[:6]}"
+    victim = f"victim-{uuid.uuid4().hex[:6]}"
+    registered = httpx.post(
+        console.invoke_url("v1/agents", app_id="registry"), json=profile(victim, skill), timeout=10
+    )
+    assert registered.status_code == 200, registered.text
+
+    for intruder in (recorder, worker, allocator):
+        removed = httpx.delete(intruder.invoke_url(f"v1/agents/{victim}", app_id="registry"), timeout=10)
+        assert removed.status_code == 403, (intruder.name, removed.text)
+        assert f"spiffe://public/ns/default/{intruder.spec.app_id}" in removed.text
+    for intruder in (recorder, allocator):
+        overwritten = httpx.post(
+            intruder.invoke_url("v1/agents", app_id="registry"), json=profile(victim, "other"), timeout=10
+        )
+        assert overwritten.status_code == 403, (intruder.name, overwritten.text)
+
+    query = {"required_skills": [skill]}
+    found = httpx.post(allocator.invoke_url("v1/agents/filter", app_id="registry"), json=query, timeout=10)
+    assert found.status_code == 200 and [a["agent_id"] for a in found.json()["agents"]] == [victim]
+    removed = httpx.delete(console.invoke_url(f"v1/agents/{victim}", app_id="registry"), timeout=10)
+    assert removed.status_code == 200 and removed.json() == {"deregistered": True}
