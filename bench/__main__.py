@@ -1,9 +1,10 @@
 """Run every benchmark; each writes its results under bench/results/."""
 
-from bench import escalations, market_e2e, market_simulation, registry_filter
+from bench import escalations, market_e2e, market_hops, market_simulation, registry_filter
 
 if __name__ == "__main__":
     registry_filter.main()
     market_simulation.main()
     market_e2e.main()
+    market_hops.main()
     escalations.main()
