@@ -1,7 +1,9 @@
 """Where a task's time goes: single tasks on an idle system (redis profile, every service its own
 app), one at a time, each traced end to end; the latency from the publish call to the award
 reaching a subscriber, and from the traces the time of each hop (the median duration of each
-span name over the tasks, by service), the slowest first.
+span name over the tasks, by service), the slowest first. The baseline, in the same run and at
+the same pace: one bare Dapr publish → subscribe round trip at a time, through the same sidecar
+to the same subscriber.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import httpx
 
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.system import RECORDER, SERVICES
-from bench.market_e2e import DECISION_TOPICS, _publish, _wait_for
+from bench.market_e2e import DECISION_TOPICS, ECHO_TOPIC, _publish, _wait_for
 
 TASKS = 30
 PAUSE_S = 0.5
@@ -75,7 +77,7 @@ def main() -> None:
     recorder_spec = ServiceSpec(
         RECORDER.app_id,
         RECORDER.module,
-        env={"AGORA_RECORD_TOPICS": ",".join(f"agora-pubsub/{t}" for t in DECISION_TOPICS)},
+        env={"AGORA_RECORD_TOPICS": ",".join(f"agora-pubsub/{t}" for t in (*DECISION_TOPICS, ECHO_TOPIC))},
     )
     run_dir = Path(tempfile.mkdtemp(prefix="agora-bench-hops-"))
     with LocalCluster(
@@ -103,6 +105,14 @@ def main() -> None:
                 latencies.append((arrived - sent) * 1000)
                 task_ids.add(task_id)
             time.sleep(PAUSE_S)
+        echoes: list[float] = []
+        for i in range(TASKS + 3):
+            echo_id = f"echo-{run}-{i:03d}"
+            sent = _publish(allocator, ECHO_TOPIC, {"echo_id": echo_id})
+            arrived = _wait_for(recorder, (ECHO_TOPIC,), "echo_id", {echo_id})[echo_id]
+            if i >= 3:
+                echoes.append((arrived - sent) * 1000)
+            time.sleep(PAUSE_S)
         hops = _hops(_traces(cluster.jaeger_query_url, task_ids))
 
     result = {
@@ -110,12 +120,15 @@ def main() -> None:
         "tasks": len(latencies),
         "publish_to_award_p50_ms": round(statistics.median(latencies), 1),
         "publish_to_award_max_ms": round(max(latencies), 1),
+        "bare_publish_to_subscribe_p50_ms": round(statistics.median(echoes), 1),
         "hops": hops,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     p50 = result["publish_to_award_p50_ms"]
+    bare = result["bare_publish_to_subscribe_p50_ms"]
     print(f"one task at a time, {len(latencies)} tasks: publish → award p50 {p50} ms")
+    print(f"bare publish → subscribe, one at a time: p50 {bare} ms")
     print(f"{'service':<12} {'span':<60} {'median ms':>10}")
     for row in hops[:HOPS_SHOWN]:
         print(f"{row['service']:<12} {row['span'][:60]:<60} {row['median_ms']:>10}")

@@ -116,8 +116,6 @@ class MarketAllocator:
         self._registry_api = RegistryClient(ctx.sidecar, registry_app_id)
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
-        self._registry = registry_app_id
-        self._taskboard = taskboard_app_id
         self._bid_timeout_s = bid_timeout_s
         self._exploration_weight = exploration_weight
         self._running: set[str] = set()

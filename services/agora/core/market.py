@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agora.core.limits import MAX_TASK_SKILLS, Identifier, Note, Text, clean_skill_tags
 
 Probability = float
+AwardToken = Annotated[str, Field(min_length=16, max_length=64)]
+"""The secret of one award (`TaskAwarded.award_token`), presented back by the winner's runtime."""
 
 
 class AllocationStatus(StrEnum):
@@ -143,9 +146,8 @@ class TaskOutcome(BaseModel):
     actual_steps: int = Field(ge=0)
     partial: bool = Field(default=False, description="Addition: the agent finished part of the task.")
     summary: Text = Field(default="", description="Addition: what the agent produced, briefly.")
-    award_token: str | None = Field(
+    award_token: AwardToken | None = Field(
         default=None,
-        max_length=64,
         description="Addition: the award's token (from `TaskAwarded`); the task board accepts an "
         "outcome only with the token of the award it belongs to.",
     )

@@ -17,7 +17,7 @@ from agora.core.escalation import (
     WaitingParty,
 )
 from agora.core.limits import MAX_ID_CHARS, Identifier, Name, Note
-from agora.core.market import AllocationResult, Bid, BidScore, TaskSpec
+from agora.core.market import AllocationResult, AwardToken, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 
 
@@ -109,7 +109,7 @@ class TaskAwarded(BaseModel):
     spec: TaskSpec
     bid: Bid
     score: BidScore
-    award_token: str = Field(min_length=16, max_length=64)
+    award_token: AwardToken
     """A secret for this award: the winner's runtime presents it to acknowledge the award and
     with the outcome, so nobody who did not receive the award can act on its behalf."""
 
@@ -118,7 +118,7 @@ class AwardAcknowledgement(BaseModel):
     """The winning agent's runtime took the award (`Task` actor `acknowledge_award`)."""
 
     agent_id: Identifier
-    award_token: str = Field(min_length=16, max_length=64)
+    award_token: AwardToken
 
 
 class TaskRejected(BaseModel):

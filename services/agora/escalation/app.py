@@ -12,7 +12,6 @@ from fastapi import FastAPI, Header, Query
 from agora.core.contracts import Decision, EscalationList, ResumeRequest
 from agora.core.errors import NoStateFound
 from agora.core.escalation import (
-    AgentNotWaiting,
     EscalationRecord,
     EscalationStatus,
     ParkRequest,
@@ -50,11 +49,6 @@ class Unauthorized(ServiceError):
     code = "UNAUTHORIZED"
 
 
-class NotWaiting(ServiceError):
-    status_code = 409
-    code = AgentNotWaiting.code
-
-
 def escalation_module(settings: EscalationSettings | None = None) -> ServiceModule:
     settings = settings or EscalationSettings()
 
@@ -70,13 +64,12 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         escalations = EscalationActors(ActorClient(ctx.sidecar))
 
         async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:
-            """The actor's answer, with its refusals as the API's errors."""
+            """The actor's answer; an unknown id is the API's NOT_FOUND (other refusals answer
+            with their own code and status)."""
             try:
                 return await call
             except NoStateFound as exc:
                 raise NotFound(exc.message, escalation_id=escalation_id, error_code=exc.code) from exc
-            except AgentNotWaiting as exc:
-                raise NotWaiting(exc.message, escalation_id=escalation_id) from exc
 
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(

@@ -282,7 +282,7 @@ class CapabilityRegistry:
             self._uninstall(agent_id)
         else:
             self._install(stored.value)
-            if stored.etag is not None:
+            if stored.etag is not None and agent_id in self._cache:
                 self._loaded_etags[agent_id] = stored.etag
 
     def _note_change(self, agent_id: str) -> None:

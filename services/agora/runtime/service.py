@@ -307,9 +307,8 @@ async def _warm(ctx: ServiceContext, modules: Sequence[ServiceModule]) -> None:
 
 
 def _warm_up_ended(task: asyncio.Task[Any]) -> None:
-    if task.cancelled():
-        log.warning("warm-up cancelled", stack_info=True)
-    elif task.exception() is not None:
+    """A warm-up that ends without the app ready is a fault (only shutdown cancels it)."""
+    if not task.cancelled() and task.exception() is not None:
         log.error("warm-up ended with an error", exc_info=task.exception())
 
 
@@ -328,7 +327,7 @@ never answers must not hold the app unready for good)."""
 
 
 class WarmUpStuck(Exception):
-    """A module's warm-up did not finish in time; `where` is the stack it was waiting in."""
+    """A module's warm-up did not finish in time; the message shows where it was waiting."""
 
 
 async def _bounded(work: Awaitable[Any], module: str) -> None:
