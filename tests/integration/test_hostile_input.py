@@ -31,13 +31,9 @@ from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
 from tests.integration.helpers import eventually, profile, publish_event, replicas_of
-from tests.integration.test_escalation import CONFIDENT, pause, resume, session_state, step, url
+from tests.integration.test_escalation import CONFIDENT, host, pause, resume, session_state, step, url
 
 HUGE_TAG_COUNT = 200_000
-
-
-def host(cluster: LocalCluster, service: str) -> ServiceReplica:
-    return (replicas_of(cluster, service) or replicas_of(cluster, "agora"))[0]
 
 
 def dead_letters(cluster: LocalCluster) -> list[dict[str, Any]]:
