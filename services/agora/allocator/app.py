@@ -23,6 +23,9 @@ class AllocatorSettings(ServiceSettings):
     bid_timeout_seconds: float = 10.0
     exploration_weight: float = Field(default=MARKET_EXPLORATION, ge=0.0, allow_inf_nan=False)
     """AGORA_EXPLORATION_WEIGHT: multiplier on the UCB1 bonus; 1.0 is the reference formula."""
+    reputation_cache_seconds: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    """AGORA_REPUTATION_CACHE_SECONDS: how long an agent's reputation, once read, serves scoring
+    (outcomes this replica applies count at once; other replicas' within this time)."""
     sweep_seconds: float = 30.0
     """AGORA_SWEEP_SECONDS: how often to look for undecided tasks nobody is moving."""
     stale_after_seconds: float = 120.0
@@ -42,9 +45,12 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             taskboard_app_id=settings.taskboard_app_id,
             bid_timeout_s=settings.bid_timeout_seconds,
             exploration_weight=settings.exploration_weight,
+            reputation_max_age_s=settings.reputation_cache_seconds,
         )
-        ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task)
-        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome)
+        # The `Task` actor admits one post and one outcome per task, and a reputation applies a
+        # task's outcome once: redeliveries are recognised there.
+        ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task, idempotent=True)
+        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome, idempotent=True)
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
@@ -18,7 +19,7 @@ from pydantic import BaseModel, Field
 from agora.core.allocation import allocate
 from agora.core.contracts import OutcomeReport
 from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
-from agora.core.market import AllocationResult, AllocationStatus, Bid, TaskOutcome, TaskSpec
+from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
@@ -98,6 +99,40 @@ class _Ports:
         )
 
 
+class ReputationReads:
+    """Agents' reputation records for scoring, each read at most once per `max_age_s`: in a
+    burst of tasks for the same agents, one read serves them all. Concurrent reads of one agent
+    share one call, and an outcome applied here replaces the agent's entry at once, so only
+    outcomes applied by other allocator replicas take up to `max_age_s` to count."""
+
+    def __init__(self, reputations: ReputationActors, max_age_s: float) -> None:
+        self._reputations = reputations
+        self._max_age_s = max_age_s
+        self._cached: dict[str, tuple[float, ReputationRecord]] = {}
+        self._reading: dict[str, asyncio.Task[ReputationRecord]] = {}
+
+    async def get(self, agent_id: str) -> ReputationRecord:
+        now = time.monotonic()
+        cached = self._cached.get(agent_id)
+        if cached is not None and now - cached[0] < self._max_age_s:
+            return cached[1]
+        reading = self._reading.get(agent_id)
+        if reading is None:
+            reading = self._reading[agent_id] = asyncio.create_task(self._read(agent_id, now))
+        return await asyncio.shield(reading)
+
+    async def _read(self, agent_id: str, started: float) -> ReputationRecord:
+        try:
+            record = await self._reputations.get_record(agent_id)
+            self._cached[agent_id] = (started, record)
+            return record
+        finally:
+            self._reading.pop(agent_id, None)
+
+    def updated(self, record: ReputationRecord) -> None:
+        self._cached[record.agent_id] = (time.monotonic(), record)
+
+
 class MarketAllocator:
     def __init__(
         self,
@@ -108,11 +143,13 @@ class MarketAllocator:
         taskboard_app_id: str,
         bid_timeout_s: float,
         exploration_weight: float,
+        reputation_max_age_s: float,
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
         self._tasks = TaskActors(actors)
         self._reputations = ReputationActors(actors)
+        self._reputation_reads = ReputationReads(self._reputations, reputation_max_age_s)
         self._registry_api = RegistryClient(ctx.sidecar, registry_app_id)
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
@@ -173,7 +210,7 @@ class MarketAllocator:
 
     async def _allocate(self, spec: TaskSpec) -> AllocationResult:
         profiles, filtered_out = await self._capable(spec)
-        records = await asyncio.gather(*(self._reputations.get_record(p.agent_id) for p in profiles))
+        records = await asyncio.gather(*(self._reputation_reads.get(p.agent_id) for p in profiles))
         tracker = ReputationTracker.from_records(records)
         return await allocate(
             spec,
@@ -194,8 +231,13 @@ class MarketAllocator:
             record = await self._tasks.mark_outcome(outcome)
         except AgoraError as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        report = OutcomeReport(outcome=outcome, counts_as_success=counts_as_success(record.spec, outcome))
-        await self._reputations.apply_outcome(report)
+        allocation = record.allocation
+        report = OutcomeReport(
+            outcome=outcome,
+            counts_as_success=counts_as_success(record.spec, outcome),
+            winning_bid=allocation.winning_bid if allocation else None,
+        )
+        self._reputation_reads.updated(await self._reputations.apply_outcome(report))
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their

@@ -25,7 +25,7 @@ from agora.core.escalation import (
     PartialProgress,
 )
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
-from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
 from agora.core.uncertainty import SessionBelief, StepType, StepUncertainty, UncertaintyAction
 
@@ -66,11 +66,13 @@ class TaskList(BaseModel):
 
 
 class OutcomeReport(BaseModel):
-    """`Reputation` actor `apply_outcome`: a task's outcome, and whether the task's rules count
-    it as a success (a partial outcome does when the task allows partial results)."""
+    """`Reputation` actor `apply_outcome`: a task's outcome, whether the task's rules count it
+    as a success (a partial outcome does when the task allows partial results), and the bid that
+    won the task, whose self-report and cost estimate the outcome calibrates."""
 
     outcome: TaskOutcome
     counts_as_success: bool
+    winning_bid: Bid | None = None
 
 
 # -- escalation ----------------------------------------------------------------------------------

@@ -10,18 +10,15 @@ from dapr.actor import ActorInterface, actormethod
 from pydantic import BaseModel, Field
 
 from agora.core.contracts import OutcomeReport
-from agora.core.market import Bid, ReputationRecord
+from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.runtime.actor import PydanticActor, actor_endpoint
 
 RECENT_OUTCOMES_KEPT = 1000
-PENDING_BIDS_KEPT = 200
 
 
 class ReputationState(BaseModel):
     record: ReputationRecord = Field(default_factory=ReputationRecord)
-    pending_costs: dict[str, float] = Field(default_factory=dict)
-    """Estimated cost of this agent's winning bid per task id, until the task's outcome."""
     recent_outcomes: list[str] = Field(default_factory=list)
     """Task ids whose outcome was applied (bounded), so a redelivered outcome is not counted twice."""
 
@@ -29,9 +26,6 @@ class ReputationState(BaseModel):
 class ReputationActorInterface(ActorInterface):
     @actormethod(name="get_record")
     async def get_record(self) -> dict[str, Any]: ...
-
-    @actormethod(name="record_bid")
-    async def record_bid(self, bid: dict[str, Any]) -> dict[str, Any]: ...
 
     @actormethod(name="apply_outcome")
     async def apply_outcome(self, report: dict[str, Any]) -> dict[str, Any]: ...
@@ -50,30 +44,19 @@ class Reputation(PydanticActor[ReputationState], ReputationActorInterface):
         return self.state.record
 
     @actor_endpoint
-    async def record_bid(self, bid: dict[str, Any]) -> ReputationRecord:
-        """Remember the self-report and cost estimate of a winning bid until its outcome."""
-        placed = Bid.model_validate(bid)
-        pending = dict(self.state.record.pending_self_reports)
-        pending[placed.task_id] = placed.self_reported_success_prob
-        self.state.pending_costs[placed.task_id] = placed.estimated_cost_usd
-        for stale in list(pending)[:-PENDING_BIDS_KEPT]:
-            pending.pop(stale, None)
-            self.state.pending_costs.pop(stale, None)
-        self.state.record = self.state.record.model_copy(update={"pending_self_reports": pending})
-        await self.commit()
-        return self.state.record
-
-    @actor_endpoint
     async def apply_outcome(self, report: dict[str, Any]) -> ReputationRecord:
         parsed = OutcomeReport.model_validate(report)
         task_id = parsed.outcome.task_id
         if task_id in self.state.recent_outcomes:
             return self.state.record
+        # A fallback bid's numbers come from the agent's profile, not from the agent: they say
+        # nothing about how well it estimates itself.
+        bid = parsed.winning_bid if parsed.winning_bid and not parsed.winning_bid.fallback else None
         self.state.record = apply_outcome(
             self.state.record,
             parsed.outcome,
-            estimated_cost_usd=self.state.pending_costs.pop(task_id, None),
-            self_reported=None,  # taken from the record's pending self-reports
+            estimated_cost_usd=bid.estimated_cost_usd if bid else None,
+            self_reported=bid.self_reported_success_prob if bid else None,
             counts_as_success=parsed.counts_as_success,
         )
         self.state.recent_outcomes = [*self.state.recent_outcomes, task_id][-RECENT_OUTCOMES_KEPT:]

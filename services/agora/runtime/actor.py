@@ -7,11 +7,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from dapr.actor import Actor
+from dapr.clients.base import DaprActorClientBase
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 
 from agora.core.errors import AgoraError, InvalidInput, error_from
 from agora.runtime.errors import describe_field_errors, field_errors
 from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.tracing import tracer
 
 S = TypeVar("S", bound=BaseModel)
 P = ParamSpec("P")
@@ -111,3 +114,70 @@ class ActorClient:
         if envelope.error is not None:
             raise error_from(envelope.error.code, envelope.error.message)
         return envelope.result
+
+
+class SidecarActorClient(DaprActorClientBase):  # type: ignore[misc]
+    """The actor runtime's own calls (actor state, reminders, timers) over the app's pooled,
+    traced sidecar client. The SDK's default opens a new connection for every such call and
+    leaves them out of the trace; under load that connection churn was most of a task board's
+    CPU time."""
+
+    def __init__(self, sidecar: DaprSidecar) -> None:
+        self._sidecar = sidecar
+        self._tracer = tracer("agora.actors")
+
+    def _traced(self, operation: str, actor_type: str) -> Any:
+        return self._tracer.start_as_current_span(
+            f"actor {operation} {actor_type}",
+            kind=SpanKind.CLIENT,
+            attributes={"dapr.actor.type": actor_type},
+        )
+
+    @staticmethod
+    def _path(actor_type: str, actor_id: str, rest: str) -> str:
+        return f"/v1.0/actors/{actor_type}/{actor_id}/{rest}"
+
+    async def invoke_method(
+        self, actor_type: str, actor_id: str, method: str, data: bytes | None = None
+    ) -> bytes:
+        path = self._path(actor_type, actor_id, f"method/{method}")
+        response = await self._sidecar.request("PUT", path, content=data, idempotent=False)
+        return response.content
+
+    async def save_state_transactionally(self, actor_type: str, actor_id: str, data: bytes) -> None:
+        with self._traced("save_state", actor_type):
+            await self._sidecar.request(
+                "PUT",
+                self._path(actor_type, actor_id, "state"),
+                content=data,
+                headers={"content-type": "application/json"},
+            )
+
+    async def get_state(self, actor_type: str, actor_id: str, name: str) -> bytes:
+        with self._traced("get_state", actor_type):
+            response = await self._sidecar.request("GET", self._path(actor_type, actor_id, f"state/{name}"))
+        return response.content
+
+    async def register_reminder(self, actor_type: str, actor_id: str, name: str, data: bytes) -> None:
+        with self._traced("register_reminder", actor_type):
+            await self._sidecar.request(
+                "PUT",
+                self._path(actor_type, actor_id, f"reminders/{name}"),
+                content=data,
+                headers={"content-type": "application/json"},
+            )
+
+    async def unregister_reminder(self, actor_type: str, actor_id: str, name: str) -> None:
+        with self._traced("unregister_reminder", actor_type):
+            await self._sidecar.request("DELETE", self._path(actor_type, actor_id, f"reminders/{name}"))
+
+    async def register_timer(self, actor_type: str, actor_id: str, name: str, data: bytes) -> None:
+        await self._sidecar.request(
+            "PUT",
+            self._path(actor_type, actor_id, f"timers/{name}"),
+            content=data,
+            headers={"content-type": "application/json"},
+        )
+
+    async def unregister_timer(self, actor_type: str, actor_id: str, name: str) -> None:
+        await self._sidecar.request("DELETE", self._path(actor_type, actor_id, f"timers/{name}"))

@@ -18,7 +18,7 @@ from agora.core.contracts import (
     TaskList,
 )
 from agora.core.escalation import EscalationRecord, ParkRequest
-from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.market import AllocationResult, AllocationStatus, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import ActorType, AwardAcknowledgement
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.task_lifecycle import TaskRecord
@@ -111,9 +111,6 @@ class ReputationActors:
 
     async def get_record(self, agent_id: str) -> ReputationRecord:
         return await _as(ReputationRecord, self._call(ActorType.REPUTATION, agent_id, "get_record"))
-
-    async def record_bid(self, bid: Bid) -> ReputationRecord:
-        return await _as(ReputationRecord, self._call(ActorType.REPUTATION, bid.agent_id, "record_bid", bid))
 
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
         agent_id = report.outcome.agent_id

@@ -2,7 +2,10 @@
 
 Delivery is at least once, so every subscription is idempotent by CloudEvent id: ids already
 handled (kept in memory and, with a TTL, in the state store, so a replica or a restart sees
-them too) are acknowledged without running the handler again.
+them too) are acknowledged without running the handler again. A handler whose effects are
+idempotent against their own source of truth (a `Task` actor that admits one post and one
+outcome per task) is subscribed `idempotent=True`: its redeliveries are recognised there, so
+its deliveries skip the shared marker's read and write and keep only the in-process memory.
 
 A message that cannot be accepted is published to the dead-letter topic wrapped in a
 `DeadLetter` that names the reason, then acknowledged: not a CloudEvent, a payload failing
@@ -159,6 +162,8 @@ class Subscription(Generic[T]):
     adapter: TypeAdapter[T]
     handlers: list[Callable[[T], Awaitable[None]]]
     dead_letter: bool
+    idempotent: bool = False
+    """Every handler is idempotent by its own source of truth: no shared dedupe marker."""
 
     @property
     def route(self) -> str:
@@ -186,6 +191,7 @@ class Subscriptions:
         *,
         pubsub: str | None = None,
         dead_letter: bool = True,
+        idempotent: bool = False,
     ) -> None:
         pubsub_name = pubsub or self._settings.pubsub
         for existing in self._subscriptions:
@@ -194,10 +200,11 @@ class Subscriptions:
                     raise ValueError(f"topic {topic} already has payload type {existing.payload_type!r}")
                 existing.handlers.append(handler)
                 existing.dead_letter = existing.dead_letter or dead_letter
+                existing.idempotent = existing.idempotent and idempotent
                 return
         adapter = payload_type if isinstance(payload_type, TypeAdapter) else TypeAdapter(payload_type)
         self._subscriptions.append(
-            Subscription(pubsub_name, topic, payload_type, adapter, [handler], dead_letter)
+            Subscription(pubsub_name, topic, payload_type, adapter, [handler], dead_letter, idempotent)
         )
 
     def install(self, app: FastAPI) -> None:
@@ -257,7 +264,7 @@ class Subscriptions:
                 },
             ) as span:
                 dedupe_key = f"{sub.topic}:{message_id}" if message_id else None
-                shared = sub.pubsub != self._settings.broadcast_pubsub
+                shared = sub.pubsub != self._settings.broadcast_pubsub and not sub.idempotent
                 if dedupe_key and await self._dedupe.seen(dedupe_key, shared=shared):
                     span.set_attribute("agora.duplicate", True)
                     log.info(

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_BODY_BYTES
+from agora.runtime.actor import SidecarActorClient
 from agora.runtime.errors import (
     InvalidArgument,
     NotFound,
@@ -195,7 +196,7 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
 
             dapr_actor = DaprActor(app)
             for actor_type in actors:
-                await dapr_actor.register_actor(actor_type)
+                await dapr_actor.register_actor(actor_type, actor_client=SidecarActorClient(sidecar))
         warming = asyncio.create_task(_warm(ctx, modules), name="warm-up")
         warming.add_done_callback(_warm_up_ended)
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on every platform
@@ -364,6 +365,8 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
     config = uvicorn.Config(
         app,
         host=settings.app_host,
+        loop="uvloop",
+        http="httptools",
         port=settings.app_port,
         log_config=None,
         access_log=False,

@@ -3,6 +3,10 @@
 Every request carries the current trace context, so daprd's own spans (state, pub/sub,
 invocation) become children of the caller's span. Transport failures (the sidecar restarting)
 are retried with exponential backoff; HTTP errors are raised as typed `DaprError`s.
+
+The client keeps a pool of persistent connections to the sidecar (aiohttp: of the Python
+HTTP clients measured here, the one whose per-request cost stays flat at a hundred requests in
+flight), opened on first use inside the app's event loop.
 """
 
 from __future__ import annotations
@@ -10,14 +14,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.tracing import inject_headers
 
 log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 256
+"""Connections kept to the sidecar: enough that requests in flight under load reuse them
+rather than opening and closing sockets."""
 
 
 class DaprError(Exception):
@@ -38,6 +47,23 @@ class SidecarUnavailable(Exception):
     """The sidecar did not answer within the retry budget."""
 
 
+@dataclass(frozen=True)
+class SidecarResponse:
+    """A sidecar's answer, read in full."""
+
+    status_code: int
+    content: bytes
+    headers: dict[str, str]
+    """Header names in lower case."""
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
+
+
 class DaprSidecar:
     def __init__(
         self,
@@ -49,15 +75,30 @@ class DaprSidecar:
         self.settings = settings
         self._attempts = attempts
         self._base_backoff = base_backoff_seconds
-        headers = {"dapr-api-token": settings.dapr_api_token} if settings.dapr_api_token else {}
-        self._http = httpx.AsyncClient(
-            base_url=settings.dapr_http_endpoint,
-            headers=headers,
-            timeout=settings.sidecar_timeout_seconds,
-        )
+        self._base_url = settings.dapr_http_endpoint
+        self._headers = {"dapr-api-token": settings.dapr_api_token} if settings.dapr_api_token else {}
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            # One pool per event loop: a client used from another loop (tests) gets its own.
+            self._session = aiohttp.ClientSession(
+                base_url=self._base_url,
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, keepalive_timeout=30),
+                timeout=aiohttp.ClientTimeout(total=self.settings.sidecar_timeout_seconds),
+                skip_auto_headers=("User-Agent",),
+                auto_decompress=False,
+            )
+            self._session_loop = loop
+        return self._session
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
 
     async def request(
         self,
@@ -70,25 +111,26 @@ class DaprSidecar:
         params: dict[str, str] | None = None,
         timeout: float | None = None,
         idempotent: bool = True,
-    ) -> httpx.Response:
+    ) -> SidecarResponse:
         """Send one request. A connection that could not be made is retried with backoff; a
         request that may have reached the sidecar (read timeout, dropped connection) is retried
         only when `idempotent`. `timeout` overrides the default per-attempt timeout."""
         outgoing = inject_headers(dict(headers or {}))
-        per_attempt = httpx.Timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT
+        if json_body is not None and content is None:
+            content = json.dumps(json_body, separators=(",", ":")).encode()
+            outgoing.setdefault("content-type", "application/json")
+        per_attempt = aiohttp.ClientTimeout(total=timeout) if timeout is not None else None
+        http = self._http()
         for attempt in range(1, self._attempts + 1):
             try:
-                response = await self._http.request(
-                    method,
-                    path,
-                    json=json_body,
-                    content=content,
-                    headers=outgoing,
-                    params=params,
-                    timeout=per_attempt,
-                )
-            except httpx.TransportError as exc:
-                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                async with http.request(
+                    method, path, data=content, headers=outgoing, params=params, timeout=per_attempt
+                ) as raw:
+                    response = SidecarResponse(
+                        raw.status, await raw.read(), {k.lower(): v for k, v in raw.headers.items()}
+                    )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                never_sent = isinstance(exc, aiohttp.ClientConnectorError)
                 if attempt == self._attempts or not (never_sent or idempotent):
                     raise SidecarUnavailable(f"{method} {path}: {exc!r}") from exc
                 delay = self._base_backoff * 2 ** (attempt - 1)
@@ -105,10 +147,10 @@ class DaprSidecar:
         deadline = asyncio.get_running_loop().time() + (timeout_seconds or self.settings.sidecar_wait_seconds)
         while True:
             try:
-                response = await self._http.get("/v1.0/healthz/outbound")
-                if response.status_code < 300:
-                    return
-            except httpx.TransportError:
+                async with self._http().get("/v1.0/healthz/outbound") as response:
+                    if response.status < 300:
+                        return
+            except (aiohttp.ClientError, TimeoutError):
                 pass
             if asyncio.get_running_loop().time() > deadline:
                 raise SidecarUnavailable(f"sidecar at {self.settings.dapr_http_endpoint} not ready")
@@ -129,14 +171,14 @@ class DaprSidecar:
         return response.json() if response.content else None
 
 
-def _error_from(response: httpx.Response) -> DaprError:
+def _error_from(response: SidecarResponse) -> DaprError:
     error_code: str | None = None
     message = response.text
     try:
         body = response.json()
         error_code = body.get("errorCode")
         message = body.get("message", message)
-    except ValueError:
+    except (ValueError, AttributeError):
         pass
     if response.status_code == 409 or (error_code or "").endswith("ETAG_MISMATCH"):
         return EtagMismatch(response.status_code, error_code, message)

@@ -114,6 +114,32 @@ class StateRepository(Generic[M]):
         with self._span("save", item_id):
             await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=[entry])
 
+    async def transact(self, values: dict[str, M | None], *, etags: dict[str, str | None]) -> None:
+        """Write several items in one state transaction: each id to its value, or deleted when
+        the value is None, guarded by its etag (an id without one must not exist yet)."""
+        operations: list[dict[str, Any]] = []
+        for item_id, value in values.items():
+            request: dict[str, Any] = {
+                "key": self.key(item_id),
+                "options": {"concurrency": "first-write", "consistency": "strong"},
+            }
+            etag = etags.get(item_id)
+            if etag is not None:
+                request["etag"] = etag
+            if value is None:
+                if etag is None:
+                    continue  # nothing stored, nothing to delete
+                operations.append({"operation": "delete", "request": request})
+            else:
+                request["value"] = value.model_dump(mode="json")
+                operations.append({"operation": "upsert", "request": request})
+        if not operations:
+            return
+        with self._span("transaction"):
+            await self._sidecar.request(
+                "POST", f"/v1.0/state/{self._store}/transaction", json_body={"operations": operations}
+            )
+
     async def delete(self, item_id: str, *, etag: str | None = None) -> None:
         headers = {"if-match": etag} if etag else None
         with self._span("delete", item_id):

@@ -1,6 +1,13 @@
 """Ids grouped by status in plain state keys: the listing a state store without a query API
-cannot give. Each status's ids are spread over `shards` keys, so concurrent status changes
-rarely contend for one etag and no single value grows with the whole collection.
+cannot give. Each status's ids are spread over `shards` keys, so no single value grows with the
+whole collection.
+
+Moves are group-committed: every move waits for the write that contains it, and the index
+writes all moves queued since its last write together, as one bulk read of the keys they touch
+and one state transaction guarded by those keys' etags. An idle index writes a move at once (two
+sidecar calls); under load, a hundred concurrent status changes still cost two calls, not four
+each. A write that loses an etag race to another replica is redone from a fresh read; the
+operations are set additions and removals, so redoing them is safe.
 
 The index is maintained after the owning record is saved. A failure in between leaves it stale
 for that id until the owner is asked for the same change again (a redelivery, a caller's
@@ -10,47 +17,119 @@ hint and check the record itself.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
 import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from agora.runtime.state import StateRepository
+from agora.runtime.sidecar import DaprError
+from agora.runtime.state import ConcurrencyConflict, StateRepository, Versioned
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 16
+WRITE_ATTEMPTS = 10
 
 
 class IdSet(BaseModel):
     ids: list[str] = []
 
 
+@dataclass
+class _Move:
+    item_id: str
+    old: str | None
+    new: str | None
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
 class StatusIndex:
     def __init__(self, repository: StateRepository[IdSet], shards: int = DEFAULT_SHARDS) -> None:
         self._repository = repository
         self._shards = shards
+        self._queued: list[_Move] = []
+        self._writer: asyncio.Task[None] | None = None
 
     def _key(self, status: str, item_id: str) -> str:
         return f"{status}:{zlib.crc32(item_id.encode()) % self._shards:02d}"
 
     async def move(self, item_id: str, old: str | None, new: str) -> None:
-        if old == new:
-            return
-        if old is not None:
-            await self.discard(item_id, old)
-        await self._repository.update(self._key(new, item_id), lambda ids: _with(ids, item_id))
+        if old != new:
+            await self._commit(_Move(item_id, old, new))
 
     async def discard(self, item_id: str, status: str) -> None:
-        await self._repository.update(self._key(status, item_id), lambda ids: _without(ids, item_id))
+        await self._commit(_Move(item_id, status, None))
 
     async def list(self, status: str) -> list[str]:
         keys = [f"{status}:{shard:02d}" for shard in range(self._shards)]
         found = await self._repository.get_many(keys)
         return sorted(item_id for shard in found.values() for item_id in shard.value.ids)
 
+    async def _commit(self, move: _Move) -> None:
+        self._queued.append(move)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued(), name="status index writer")
+        # A caller that gives up does not cancel the write its move is part of.
+        await asyncio.shield(move.done)
 
-def _with(ids: IdSet | None, item_id: str) -> IdSet:
-    current = ids or IdSet()
-    return current if item_id in current.ids else IdSet(ids=[*current.ids, item_id])
+    async def _write_queued(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            try:
+                await self._write(batch)
+            except Exception as exc:
+                for move in batch:
+                    if not move.done.done():
+                        move.done.set_exception(exc)
+            else:
+                for move in batch:
+                    if not move.done.done():
+                        move.done.set_result(None)
+
+    async def _write(self, batch: Sequence[_Move]) -> None:
+        keys = sorted(
+            {self._key(status, m.item_id) for m in batch for status in (m.old, m.new) if status is not None}
+        )
+        for attempt in range(WRITE_ATTEMPTS):
+            current = await self._repository.get_many(keys)
+            changed = _apply(batch, {key: found.value.ids for key, found in current.items()}, self._key)
+            if not changed:
+                return
+            try:
+                await self._repository.transact(
+                    {key: IdSet(ids=ids) if ids else None for key, ids in changed.items()},
+                    etags={key: _etag(current.get(key)) for key in changed},
+                )
+                return
+            except DaprError as exc:
+                # Another replica wrote one of these keys since the read (Redis reports a lost
+                # create as a plain save error): read again and redo the whole batch.
+                log.debug("status index write conflicted; retrying", extra={"reason": str(exc)})
+            await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
+        raise ConcurrencyConflict(f"status index: gave up after {WRITE_ATTEMPTS} conflicting writes")
 
 
-def _without(ids: IdSet | None, item_id: str) -> IdSet | None:
-    return None if ids is None else IdSet(ids=[i for i in ids.ids if i != item_id])
+def _apply(
+    batch: Sequence[_Move], ids_by_key: dict[str, list[str]], key_of: Callable[[str, str], str]
+) -> dict[str, list[str]]:
+    """The keys whose id lists the batch changes, with their new lists (moves in order)."""
+    members: dict[str, dict[str, None]] = {}
+    for move in batch:
+        for status, present in ((move.old, False), (move.new, True)):
+            if status is None:
+                continue
+            key = key_of(status, move.item_id)
+            ids = members.setdefault(key, dict.fromkeys(ids_by_key.get(key, [])))
+            if present:
+                ids[move.item_id] = None
+            else:
+                ids.pop(move.item_id, None)
+    return {key: list(ids) for key, ids in members.items() if list(ids) != ids_by_key.get(key, [])}
+
+
+def _etag(found: Versioned[IdSet] | None) -> str | None:
+    return found.etag if found is not None else None

@@ -30,8 +30,7 @@ from agora.core.errors import NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
-from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
-from agora.runtime.clients import ReputationActors
+from agora.runtime.actor import PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -74,7 +73,6 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
     state_model = TaskSlot
     status_index: ClassVar[StatusIndex | None] = None
     publisher: ClassVar[Publisher | None] = None
-    actors: ClassVar[ActorClient | None] = None
     ack_seconds: ClassVar[float] = lifecycle.DEFAULT_ACK_SECONDS
     """Set by the task board module at start-up."""
 
@@ -210,9 +208,6 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         if record.status is AllocationStatus.ALLOCATED:
             assert allocation.winning_bid is not None and allocation.winning_score is not None
             assert self.state.award_token is not None
-            if Task.actors is not None:
-                # The winner's self-report waits on its reputation for the outcome (calibration).
-                await ReputationActors(Task.actors).record_bid(allocation.winning_bid)
             turn = len(record.awards)
             await Task.publisher.publish(
                 Topic.TASK_AWARDED,

@@ -30,7 +30,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = Task.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
-        actors = Task.actors = ActorClient(ctx.sidecar)
+        actors = ActorClient(ctx.sidecar)
         Task.publisher = ctx.publisher
         Task.ack_seconds = settings.award_ack_seconds
 
