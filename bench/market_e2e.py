@@ -148,7 +148,16 @@ def main() -> None:
         run = uuid.uuid4().hex[:6]
 
         warm = task_payloads(f"warm-{run}", 20)
-        _wait_for(recorder, DECISION_TOPICS, "task_id", set(_burst(allocator, "agora.tasks", warm, "task_id")))
+        _wait_for(
+            recorder, DECISION_TOPICS, "task_id", set(_burst(allocator, "agora.tasks", warm, "task_id"))
+        )
+
+        # One at a time first, while the system is idle (after a burst, its tasks' executions
+        # and outcomes keep the services busy for a while).
+        idle_tasks = task_payloads(f"idle-{run}", IDLE_SAMPLES)
+        idle_p50 = _one_at_a_time(allocator, recorder, "agora.tasks", idle_tasks, "task_id", DECISION_TOPICS)
+        idle_echoes = [{"echo_id": f"idle-echo-{run}-{i:03d}"} for i in range(IDLE_SAMPLES)]
+        idle_echo_p50 = _one_at_a_time(allocator, recorder, ECHO_TOPIC, idle_echoes, "echo_id", (ECHO_TOPIC,))
 
         echoes = [{"echo_id": f"echo-{run}-{i:04d}"} for i in range(ECHOES)]
         echo_sent = _burst(allocator, ECHO_TOPIC, echoes, "echo_id")
@@ -161,19 +170,14 @@ def main() -> None:
         decided_twice = sorted(task for task, decisions in decided.items() if len(decisions) > 1)
         lost = sorted(set(task_sent) - set(decided))
 
-        time.sleep(5)  # let the burst's executions and outcomes drain: the idle runs start idle
-        idle_tasks = task_payloads(f"idle-{run}", IDLE_SAMPLES)
-        idle_p50 = _one_at_a_time(allocator, recorder, "agora.tasks", idle_tasks, "task_id", DECISION_TOPICS)
-        idle_echoes = [{"echo_id": f"idle-echo-{run}-{i:03d}"} for i in range(IDLE_SAMPLES)]
-        idle_echo_p50 = _one_at_a_time(allocator, recorder, ECHO_TOPIC, idle_echoes, "echo_id", (ECHO_TOPIC,))
-
+    market_to_bare = round(market["per_second"] / echo["per_second"], 2)
     result = {
         "benchmark": "market end to end (redis profile, every service its own app, real sidecars)",
         "client_threads": CLIENT_THREADS,
         "burst": {
             "publish_to_decision": market,
             "bare_publish_to_subscribe": echo,
-            "market_to_bare_rate": round(market["per_second"] / echo["per_second"], 2),
+            "market_to_bare_rate": market_to_bare,
             "tasks_lost": len(lost),
             "tasks_decided_twice": len(decided_twice),
         },
@@ -190,8 +194,7 @@ def main() -> None:
     for name, row in (("publish → award/reject", market), ("bare publish → subscribe", echo)):
         print(f"{name:<28} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['max_ms']:>8} {row['per_second']:>7}")
     print(
-        f"market rate / bare rate: {result['burst']['market_to_bare_rate']}; "
-        f"lost: {len(lost)}, decided twice: {len(decided_twice)}"
+        f"market rate / bare rate: {market_to_bare}; lost: {len(lost)}, decided twice: {len(decided_twice)}"
     )
     print(
         f"one at a time ({IDLE_SAMPLES}): publish → decision p50 {idle_p50} ms, "

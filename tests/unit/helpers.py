@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from dapr.actor import Actor
+from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.actor.runtime.mock_state_manager import MockStateManager
+
+from agora.runtime.actor import ActorAnswer
 
 
 def mock_state(actor: Actor) -> dict[str, Any]:
     """What an actor made by `create_mock_actor` has saved, by state name."""
     return cast(MockStateManager, actor._state_manager)._mock_state
+
+
+A = TypeVar("A", bound=Actor)
+
+
+def hosted(actor_type: type[A], actor_id: str, deps: object, initstate: dict[str, Any] | None = None) -> A:
+    """An actor on the SDK's mock runtime (state kept in memory), built with `deps` as its
+    hosting app would build it."""
+    actor = create_mock_actor(actor_type, actor_id, initstate)
+    actor.deps = deps  # type: ignore[attr-defined]
+    return actor
+
+
+def answer_of(value: object) -> ActorAnswer:
+    """What an actor method answered over the wire (its result or its typed error)."""
+    assert isinstance(value, ActorAnswer), value
+    return value

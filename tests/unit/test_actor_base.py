@@ -20,7 +20,7 @@ class CounterInterface(ActorInterface):
     async def add(self, label: str) -> int: ...
 
 
-class Counter(PydanticActor[CounterState], CounterInterface):
+class Counter(PydanticActor[CounterState, None], CounterInterface):
     state_model = CounterState
 
     async def add(self, label: str) -> int:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from dapr.actor.runtime.mock_actor import create_mock_actor
 from pydantic import BaseModel
 
-from agora.core.escalation import EscalationContext
-from agora.escalation.actors import Escalation
-from tests.unit.helpers import mock_state
+from agora.core.contracts import Decision
+from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
+from agora.escalation.actors import Escalation, EscalationDeps
+from agora.runtime.pubsub import Publisher
+from tests.unit.helpers import answer_of, hosted, mock_state
 
 
 class FlakyPublisher:
@@ -31,14 +32,14 @@ class FlakyPublisher:
 
 @pytest.fixture
 def publisher() -> Iterator[FlakyPublisher]:
-    flaky = FlakyPublisher(failures=1)
-    saved = (Escalation.publisher, Escalation.status_index, Escalation.learner)
-    Escalation.publisher, Escalation.status_index, Escalation.learner = flaky, None, None  # type: ignore[assignment]
-    yield flaky
-    Escalation.publisher, Escalation.status_index, Escalation.learner = saved
+    yield FlakyPublisher(failures=1)
 
 
-def park_request() -> dict[str, Any]:
+def escalation(actor_id: str, publisher: FlakyPublisher) -> Escalation:
+    return hosted(Escalation, actor_id, EscalationDeps(cast(Publisher, publisher)))
+
+
+def park_request() -> ParkRequest:
     context = EscalationContext(
         job_id="job-1",
         sheet_num=1,
@@ -49,19 +50,21 @@ def park_request() -> dict[str, Any]:
         prompt_used="Migrate the orders table",
         output_summary="Not sure the migration is safe",
     )
-    return {"waiting_party": {"kind": "session", "id": "s-1"}, "context": context.model_dump(mode="json")}
+    return ParkRequest.model_validate({"waiting_party": {"kind": "session", "id": "s-1"}, "context": context})
 
 
-def decision(action: str, who: str) -> dict[str, Any]:
-    return {"response": {"kind": "escalation", "action": action}, "who": who, "why": ""}
+def decision(action: str, who: str) -> Decision:
+    return Decision.model_validate(
+        {"response": {"kind": "escalation", "action": action}, "who": who, "why": ""}
+    )
 
 
 async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
     publisher: FlakyPublisher,
 ) -> None:
-    actor = create_mock_actor(Escalation, "e-1")
+    actor = escalation("e-1", publisher)
     await actor._on_activate()
-    assert "result" in await actor.park(park_request())
+    assert isinstance(answer_of(await actor.park(park_request())).result, EscalationRecord)
 
     with pytest.raises(ConnectionError):
         await actor.resolve(decision("retry", "alice"))
@@ -69,8 +72,8 @@ async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
     assert not actor.state.announced and publisher.sent == []
 
     # Alice retries: the stored decision goes out, and hers is refused as a second one.
-    again = await actor.resolve(decision("skip", "alice"))
-    assert again["error"]["code"] == "AGENT_NOT_WAITING"
+    again = answer_of(await actor.resolve(decision("skip", "alice")))
+    assert again.error is not None and again.error.code == "AGENT_NOT_WAITING"
     [(topic, event, message_id)] = publisher.sent
     assert topic == "agora.escalation.resolved" and message_id == "resolved:e-1"
     assert event["decision"]["action"] == "retry" and event["decided_by"] == "alice"
@@ -83,11 +86,11 @@ async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
 
 async def test_the_announcement_is_recorded_with_the_decision(publisher: FlakyPublisher) -> None:
     publisher.failures = 0
-    actor = create_mock_actor(Escalation, "e-2")
+    actor = escalation("e-2", publisher)
     await actor._on_activate()
     await actor.park(park_request())
-    answer = await actor.resolve(decision("retry", "alice"))
-    assert answer["result"]["status"] == "RESOLVED"
+    answer = answer_of(await actor.resolve(decision("retry", "alice")))
+    assert isinstance(answer.result, EscalationRecord) and answer.result.status == "RESOLVED"
     assert actor.state.announced and len(publisher.sent) == 1
     stored = mock_state(actor)["state"]
     assert stored["announced"] is True and stored["record"]["status"] == "RESOLVED"

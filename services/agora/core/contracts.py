@@ -27,7 +27,13 @@ from agora.core.escalation import (
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
-from agora.core.uncertainty import SessionBelief, StepType, StepUncertainty, UncertaintyAction
+from agora.core.uncertainty import (
+    SessionBelief,
+    StepType,
+    StepUncertainty,
+    UncertaintyAction,
+    UncertaintyLevel,
+)
 
 # -- registry ------------------------------------------------------------------------------------
 
@@ -131,6 +137,19 @@ class SessionState(BaseModel):
     """The escalation whose decision the next step will prove right or wrong."""
     continuations: list[Continuation] = Field(default_factory=list)
     abort_summary: AbortSummary | None = None
+
+
+class SessionSummary(BaseModel):
+    """`GET /v1/sessions/{id}/summary`: a compact summary of a session, fit for a session's
+    metadata."""
+
+    overall_level: UncertaintyLevel
+    cumulative_confidence: float
+    total_steps: int
+    high_uncertainty_steps: int
+    last_step_id: str | None = None
+    last_action: UncertaintyAction | None = None
+    status: SessionStatus
 
 
 class StepReport(BaseModel):

@@ -24,6 +24,7 @@ from agora.core.contracts import (
     OutcomeReport,
     ResumeRequest,
     SessionState,
+    SessionSummary,
     StepReport,
     StepVerdict,
     TaskList,
@@ -74,6 +75,7 @@ CONTRACTS: dict[str, Any] = {
     "checkpoint_request": CheckpointRequest,
     "checkpoint_answer": CheckpointAnswer,
     "session_state": SessionState,
+    "session_summary": SessionSummary,
 }
 
 

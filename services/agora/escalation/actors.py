@@ -7,8 +7,8 @@ way the waiting party is told through `agora.escalation.resolved`.
 """
 
 import contextlib
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, Remindable, actormethod
 from opentelemetry import trace
@@ -47,21 +47,27 @@ class EscalationSlot(BaseModel):
 
 class EscalationInterface(ActorInterface):
     @actormethod(name="park")
-    async def park(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    async def park(self, request: ParkRequest) -> EscalationRecord: ...
 
     @actormethod(name="get")
-    async def get(self) -> dict[str, Any]: ...
+    async def get(self) -> EscalationRecord: ...
 
     @actormethod(name="resolve")
-    async def resolve(self, decision: dict[str, Any]) -> dict[str, Any]: ...
+    async def resolve(self, decision: Decision) -> EscalationRecord: ...
 
 
-class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable):
+@dataclass(frozen=True)
+class EscalationDeps:
+    """What every `Escalation` actor of the escalation service works with."""
+
+    publisher: Publisher
+    status_index: StatusIndex | None = None
+    learner: OutcomeLearner | None = None
+    """Learns from decided escalations and suggests past resolutions to new ones."""
+
+
+class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterface, Remindable):
     state_model = EscalationSlot
-    status_index: ClassVar[StatusIndex | None] = None
-    publisher: ClassVar[Publisher | None] = None
-    learner: ClassVar[OutcomeLearner | None] = None
-    """Set by the escalation module at start-up."""
 
     def _record(self) -> EscalationRecord:
         return rules.require_record(self.state.record, self.id.id)
@@ -74,16 +80,16 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         return updated
 
     async def _reindex(self, old: EscalationStatus | None, new: EscalationStatus) -> None:
-        if Escalation.status_index is not None:
-            await Escalation.status_index.move(self.id.id, str(old) if old else None, str(new))
+        if self.deps.status_index is not None:
+            await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
-    async def park(self, request: dict[str, Any]) -> EscalationRecord:
-        ask = ParkRequest.model_validate(request)
+    async def park(self, request: ParkRequest) -> EscalationRecord:
+        ask = request
         now = datetime.now(UTC)
         context = ask.context
         existing = self.state.record
-        learner = Escalation.learner
+        learner = self.deps.learner
         if isinstance(context, EscalationContext) and not context.historical_suggestions:
             if existing is not None and isinstance(existing.context, EscalationContext):
                 # The same request again: it is compared with the record as first parked, which
@@ -122,8 +128,8 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         return self._record()
 
     @actor_endpoint
-    async def resolve(self, decision: dict[str, Any]) -> EscalationRecord:
-        given = Decision.model_validate(decision)
+    async def resolve(self, decision: Decision) -> EscalationRecord:
+        given = decision
         await self._redeliver()
         resolved = rules.resolve(
             self._record(), given.response, given.who, given.why, datetime.now(UTC), progress=given.progress
@@ -152,10 +158,10 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         record = await self._save(record)
         await self._announce_decision(record)
         assert record.decision is not None
-        if Escalation.learner is not None and str(record.decision.action) in ("skip", "abort"):
+        if self.deps.learner is not None and str(record.decision.action) in ("skip", "abort"):
             learnt = outcome_of(record, succeeded=False)  # nothing follows: learnt at once
             if learnt is not None:
-                await Escalation.learner.record(learnt)
+                await self.deps.learner.record(learnt)
         if record.deadline is not None:
             # A one-shot reminder that just fired may already be gone; nothing else can fail here.
             with contextlib.suppress(Exception):
@@ -163,7 +169,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
         return record
 
     async def _announce_decision(self, record: EscalationRecord) -> None:
-        assert Escalation.publisher is not None and record.decision is not None
+        assert record.decision is not None
         parked = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
         with tracer("agora.escalation").start_as_current_span(
             "escalation.resolve",
@@ -176,7 +182,7 @@ class Escalation(PydanticActor[EscalationSlot], EscalationInterface, Remindable)
                 "agora.status": str(record.status),
             },
         ):
-            await Escalation.publisher.publish(
+            await self.deps.publisher.publish(
                 Topic.ESCALATION_RESOLVED,
                 EscalationResolved.of(record),
                 message_id=f"resolved:{record.escalation_id}",

@@ -19,7 +19,7 @@ from agora.core.escalation import (
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome, Topic
 from agora.core.outcomes import OutcomeLearner, SheetOutcome
-from agora.escalation.actors import Escalation
+from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
@@ -53,14 +53,14 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
     settings = settings or EscalationSettings()
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        index = Escalation.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
-        Escalation.publisher = ctx.publisher
-        learner = Escalation.learner = OutcomeLearner(
+        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        learner = OutcomeLearner(
             DaprOutcomeStore(
                 ctx.repository(OUTCOME_NAMESPACE, SheetOutcome),
                 ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
             )
         )
+        ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner))
         escalations = EscalationActors(ActorClient(ctx.sidecar))
 
         async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:
@@ -110,7 +110,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_OUTCOME, EscalationOutcome, on_outcome)
 
-    return ServiceModule("escalation", setup=setup, actors=(Escalation,))
+    return ServiceModule("escalation", setup=setup)
 
 
 def create_app(settings: EscalationSettings | None = None) -> FastAPI:

@@ -9,6 +9,7 @@ backend served it.
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -163,12 +164,19 @@ def schema_instruction(json_schema: dict[str, Any]) -> str:
     )
 
 
+@functools.cache
+def _schema_of(output_type: type[BaseModel]) -> dict[str, Any]:
+    """An output model's JSON Schema, built once per model (building it costs more than an
+    offline completion). Callers get it read-only."""
+    return output_type.model_json_schema()
+
+
 async def complete_json(
     client: ModelClient, messages: Sequence[ChatMessage], output_type: type[T]
 ) -> tuple[T, Completion]:
     """Ask for an `output_type` and validate the answer; `ModelOutputInvalid` if the model did
     not produce one (the caller decides whether to re-ask or fall back)."""
-    completion = await client.complete(messages, json_schema=output_type.model_json_schema())
+    completion = await client.complete(messages, json_schema=_schema_of(output_type))
     try:
         raw = extract_json_object(completion.text)
     except ValueError as exc:

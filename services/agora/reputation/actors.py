@@ -4,8 +4,6 @@ Outcomes for one agent are applied one at a time by the actor runtime (turn-base
 concurrent outcomes never lose an update; each task's outcome is applied once.
 """
 
-from typing import Any
-
 from dapr.actor import ActorInterface, actormethod
 from pydantic import BaseModel, Field
 
@@ -25,13 +23,13 @@ class ReputationState(BaseModel):
 
 class ReputationActorInterface(ActorInterface):
     @actormethod(name="get_record")
-    async def get_record(self) -> dict[str, Any]: ...
+    async def get_record(self) -> ReputationRecord: ...
 
     @actormethod(name="apply_outcome")
-    async def apply_outcome(self, report: dict[str, Any]) -> dict[str, Any]: ...
+    async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord: ...
 
 
-class Reputation(PydanticActor[ReputationState], ReputationActorInterface):
+class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface):
     state_model = ReputationState
 
     async def _on_activate(self) -> None:
@@ -44,8 +42,8 @@ class Reputation(PydanticActor[ReputationState], ReputationActorInterface):
         return self.state.record
 
     @actor_endpoint
-    async def apply_outcome(self, report: dict[str, Any]) -> ReputationRecord:
-        parsed = OutcomeReport.model_validate(report)
+    async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
+        parsed = report
         task_id = parsed.outcome.task_id
         if task_id in self.state.recent_outcomes:
             return self.state.record

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from agora.core.market import ReputationRecord
-from agora.reputation.actors import ACTOR_TYPE, Reputation
+from agora.reputation.actors import Reputation
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import ReputationActors
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
@@ -19,13 +20,14 @@ class ReputationSettings(ServiceSettings):
 
 def reputation_module() -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        actors = ActorClient(ctx.sidecar)
+        ctx.host_actor(Reputation, None)
+        reputations = ReputationActors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/reputation/{agent_id}", response_model=ReputationRecord)
         async def show(agent_id: str) -> ReputationRecord:
-            return ReputationRecord.model_validate(await actors.call(ACTOR_TYPE, agent_id, "get_record"))
+            return await reputations.get_record(agent_id)
 
-    return ServiceModule("reputation", setup=setup, actors=(Reputation,))
+    return ServiceModule("reputation", setup=setup)
 
 
 def create_app(settings: ReputationSettings | None = None) -> FastAPI:

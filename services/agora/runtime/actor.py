@@ -1,15 +1,31 @@
-"""Base class for Dapr actors whose whole state is one pydantic model."""
+"""The typed actor boundary: actors whose state is one pydantic model, whose methods take and
+return models, and whose dependencies are given to each instance.
+
+- `ModelSerializer` is the message serializer registered with the Dapr actor runtime: it reads
+  a method's argument into the type its interface declares (`post_task(self, spec: TaskSpec)`)
+  and writes models as JSON. An argument that fails validation reaches the method as an
+  `InvalidActorArgument`, which `actor_endpoint` answers with the typed INVALID_INPUT error.
+- `ActorHosting` names an actor type and the dependencies its instances are built with (the
+  runtime's `actor_factory`), so nothing is set on the class at start-up and a unit test builds
+  an actor with its own fakes.
+- `ActorClient` is the calling side; `agora.runtime.clients` wraps it in one typed method per
+  actor method.
+"""
 
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
-from dapr.actor import Actor
+from dapr.actor import Actor, ActorId, ActorInterface
+from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.clients.base import DaprActorClientBase
+from dapr.serializers import DefaultJSONSerializer, Serializer
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agora.core.errors import AgoraError, InvalidInput, error_from
 from agora.runtime.errors import describe_field_errors, field_errors
@@ -17,13 +33,16 @@ from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
 S = TypeVar("S", bound=BaseModel)
+D = TypeVar("D")
 P = ParamSpec("P")
+R = TypeVar("R")
 
 STATE_KEY = "state"
 
 
-class PydanticActor(Actor, Generic[S]):  # type: ignore[misc]
-    """Loads `state_model` on activation and persists it with `commit()`.
+class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
+    """Loads `state_model` on activation and persists it with `commit()`; `deps` are what the
+    hosting app built this instance with (`ActorHosting`).
 
     The actor runtime serializes calls per actor id (turn-based concurrency), so a method
     that mutates `self.state` and then commits never interleaves with another call on the
@@ -33,6 +52,11 @@ class PydanticActor(Actor, Generic[S]):  # type: ignore[misc]
 
     state_model: ClassVar[type[BaseModel]]
     state: S
+    deps: D
+
+    def __init__(self, ctx: ActorRuntimeContext, actor_id: ActorId, deps: D) -> None:
+        super().__init__(ctx, actor_id)
+        self.deps = deps
 
     async def _on_activate(self) -> None:
         found, raw = await self._state_manager.try_get_state(STATE_KEY)
@@ -55,26 +79,88 @@ class PydanticActor(Actor, Generic[S]):  # type: ignore[misc]
         return self.state.model_dump(mode="json")
 
 
-def actor_endpoint(method: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[dict[str, Any]]]:
-    """Wrap an actor method's answer as `{"result": ...}`, and a typed domain error as
-    `{"error": {"code", "message"}}`, so `ActorClient` raises the same error type on the
-    caller's side (Dapr itself would flatten every exception into an opaque 500)."""
+@dataclass(frozen=True)
+class ActorHosting(Generic[D]):
+    """An actor type an app hosts, and the dependencies each of its instances gets."""
+
+    actor_type: type[PydanticActor[Any, D]]
+    deps: D
+
+    def factory(self, ctx: ActorRuntimeContext, actor_id: ActorId) -> Actor:
+        return self.actor_type(ctx, actor_id, self.deps)
+
+    def resolve_annotations(self) -> None:
+        """Make the interface's annotations real types (a module with postponed annotations
+        has strings there), so the runtime hands `ModelSerializer` the declared types."""
+        for interface in self.actor_type.__mro__:
+            if isinstance(interface, type) and issubclass(interface, ActorInterface):
+                for member in vars(interface).values():
+                    if callable(member) and hasattr(member, "__annotations__"):
+                        member.__annotations__ = typing.get_type_hints(member)
+
+
+@dataclass(frozen=True)
+class InvalidActorArgument:
+    """An actor method's argument that failed validation (see `ModelSerializer`)."""
+
+    error: ValidationError
+
+
+class ModelSerializer(Serializer):  # type: ignore[misc]
+    """Actor messages as JSON: models in and out by their declared types; everything else (the
+    runtime's own reminder and timer bodies) as the SDK's default serializer does it."""
+
+    def __init__(self) -> None:
+        self._default = DefaultJSONSerializer()
+
+    def serialize(self, obj: object, custom_hook: Callable[[object], bytes] | None = None) -> bytes:
+        if isinstance(obj, BaseModel):
+            return obj.model_dump_json().encode()
+        serialized: bytes = self._default.serialize(obj, custom_hook)
+        return serialized
+
+    def deserialize(
+        self, data: bytes, data_type: Any = object, custom_hook: Callable[[bytes], object] | None = None
+    ) -> Any:
+        if data_type is object or data_type is Any:
+            return self._default.deserialize(data, data_type, custom_hook)
+        try:
+            return _adapter(data_type).validate_json(data or b"null")
+        except ValidationError as exc:
+            return InvalidActorArgument(exc)
+
+
+@functools.cache
+def _adapter(data_type: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(data_type)
+
+
+def actor_endpoint(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Answer an actor method as `ActorAnswer`: its result, or a typed domain error, so
+    `ActorClient` raises the same error type on the caller's side (Dapr itself would flatten
+    every exception into an opaque 500). The declared type stays the method's own result,
+    which is what callers receive."""
 
     @functools.wraps(method)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> ActorAnswer:
+        for arg in (*args, *kwargs.values()):
+            if isinstance(arg, InvalidActorArgument):
+                return _invalid(arg.error)
         try:
             result = await method(*args, **kwargs)
         except AgoraError as exc:
-            return {"error": {"code": exc.code, "message": exc.message}}
+            return ActorAnswer(error=ActorFault(code=exc.code, message=exc.message))
         except ValidationError as exc:
-            errors = field_errors(exc.errors())
-            invalid = InvalidInput(f"invalid {exc.title}: {describe_field_errors(errors, exc.error_count())}")
-            return {"error": {"code": invalid.code, "message": invalid.message}}
-        if isinstance(result, BaseModel):
-            result = result.model_dump(mode="json")
-        return {"result": result}
+            return _invalid(exc)
+        return ActorAnswer(result=result)
 
-    return wrapper
+    return cast(Callable[P, Awaitable[R]], wrapper)
+
+
+def _invalid(exc: ValidationError) -> ActorAnswer:
+    errors = field_errors(exc.errors())
+    invalid = InvalidInput(f"invalid {exc.title}: {describe_field_errors(errors, exc.error_count())}")
+    return ActorAnswer(error=ActorFault(code=invalid.code, message=invalid.message))
 
 
 class ActorFault(BaseModel):
@@ -103,13 +189,19 @@ class ActorClient:
         self._timeout = timeout_seconds
 
     async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
-        body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
-        response = await self._sidecar.request(
-            "PUT",
-            f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}",
-            json_body=body,
-            timeout=self._timeout,
-        )
+        """Call `method` with `payload` (a model, as the method's interface declares) and return
+        its result as JSON data; a typed error answer is raised as that error."""
+        path = f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}"
+        if isinstance(payload, BaseModel):
+            response = await self._sidecar.request(
+                "PUT",
+                path,
+                content=payload.model_dump_json().encode(),
+                headers={"content-type": "application/json"},
+                timeout=self._timeout,
+            )
+        else:
+            response = await self._sidecar.request("PUT", path, json_body=payload, timeout=self._timeout)
         envelope = ActorAnswer.model_validate_json(response.content) if response.content else ActorAnswer()
         if envelope.error is not None:
             raise error_from(envelope.error.code, envelope.error.message)

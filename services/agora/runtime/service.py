@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_BODY_BYTES
-from agora.runtime.actor import SidecarActorClient
+from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
 from agora.runtime.errors import (
     InvalidArgument,
     NotFound,
@@ -42,6 +42,7 @@ from agora.runtime.tracing import configure_tracing, shutdown_tracing
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
+D = TypeVar("D")
 
 UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/dapr/config", "/dapr/subscribe"})
 
@@ -137,6 +138,11 @@ class ServiceContext:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     daemons: set[asyncio.Task[Any]] = field(default_factory=set)
+    hosted_actors: list[ActorHosting[Any]] = field(default_factory=list)
+
+    def host_actor(self, actor_type: type[PydanticActor[Any, D]], deps: D) -> None:
+        """Host `actor_type` in this app; every instance is built with `deps`."""
+        self.hosted_actors.append(ActorHosting(actor_type, deps))
 
     def repository(self, namespace: str, model: type[M]) -> StateRepository[M]:
         return StateRepository(self.sidecar, self.settings.state_store, namespace, model)
@@ -164,14 +170,13 @@ class ServiceContext:
 
 @dataclass(frozen=True)
 class ServiceModule:
-    """One service's contribution to an app: routes and subscriptions (`setup`), start-up work
-    gating readiness (`warm_up`) and actor types. An app hosts one module (a deployment) or
+    """One service's contribution to an app: routes, subscriptions and hosted actors (`setup`),
+    and start-up work gating readiness (`warm_up`). An app hosts one module (a deployment) or
     several (the embedded default, where every service shares one sidecar)."""
 
     name: str
     setup: Callable[[ServiceContext, FastAPI], None]
     warm_up: Callable[[ServiceContext], Awaitable[None]] | None = None
-    actors: tuple[type[Any], ...] = ()
 
 
 def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModule]) -> FastAPI:
@@ -190,13 +195,18 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        actors = [actor for module in modules for actor in module.actors]
-        if actors:
+        if ctx.hosted_actors:
             from dapr.ext.fastapi import DaprActor
 
             dapr_actor = DaprActor(app)
-            for actor_type in actors:
-                await dapr_actor.register_actor(actor_type, actor_client=SidecarActorClient(sidecar))
+            for hosting in ctx.hosted_actors:
+                hosting.resolve_annotations()
+                await dapr_actor.register_actor(
+                    hosting.actor_type,
+                    message_serializer=ModelSerializer(),
+                    actor_factory=hosting.factory,
+                    actor_client=SidecarActorClient(sidecar),
+                )
         warming = asyncio.create_task(_warm(ctx, modules), name="warm-up")
         warming.add_done_callback(_warm_up_ended)
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on every platform

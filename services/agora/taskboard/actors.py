@@ -17,8 +17,8 @@ import contextlib
 import hmac
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, Remindable, actormethod
 from opentelemetry import trace
@@ -51,30 +51,36 @@ class TaskSlot(BaseModel):
 
 class TaskActorInterface(ActorInterface):
     @actormethod(name="post_task")
-    async def post_task(self, spec: dict[str, Any]) -> dict[str, Any]: ...
+    async def post_task(self, spec: TaskSpec) -> TaskRecord: ...
 
     @actormethod(name="get_task")
-    async def get_task(self) -> dict[str, Any]: ...
+    async def get_task(self) -> TaskRecord: ...
 
     @actormethod(name="record_allocation")
-    async def record_allocation(self, result: dict[str, Any]) -> dict[str, Any]: ...
+    async def record_allocation(self, result: AllocationResult) -> TaskRecord: ...
 
     @actormethod(name="announce")
-    async def announce(self) -> dict[str, Any]: ...
+    async def announce(self) -> TaskRecord: ...
 
     @actormethod(name="acknowledge_award")
-    async def acknowledge_award(self, acknowledgement: dict[str, Any]) -> dict[str, Any]: ...
+    async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
 
     @actormethod(name="mark_outcome")
-    async def mark_outcome(self, outcome: dict[str, Any]) -> dict[str, Any]: ...
+    async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
 
 
-class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
+@dataclass(frozen=True)
+class TaskBoardDeps:
+    """What every `Task` actor of a task board works with."""
+
+    publisher: Publisher
+    status_index: StatusIndex | None = None
+    ack_seconds: float = lifecycle.DEFAULT_ACK_SECONDS
+    """How long a winner's runtime has to acknowledge an award (or the task's shorter deadline)."""
+
+
+class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindable):
     state_model = TaskSlot
-    status_index: ClassVar[StatusIndex | None] = None
-    publisher: ClassVar[Publisher | None] = None
-    ack_seconds: ClassVar[float] = lifecycle.DEFAULT_ACK_SECONDS
-    """Set by the task board module at start-up."""
 
     def _record(self) -> TaskRecord:
         if self.state.record is None:
@@ -95,22 +101,22 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         return updated
 
     async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
-        if Task.status_index is not None:
-            await Task.status_index.move(self.id.id, str(old) if old else None, str(new))
+        if self.deps.status_index is not None:
+            await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
-    async def post_task(self, spec: dict[str, Any]) -> TaskRecord:
-        return await self._save(lifecycle.post(self.state.record, TaskSpec.model_validate(spec)))
+    async def post_task(self, spec: TaskSpec) -> TaskRecord:
+        return await self._save(lifecycle.post(self.state.record, spec))
 
     @actor_endpoint
     async def get_task(self) -> TaskRecord:
         return self._record()
 
     @actor_endpoint
-    async def record_allocation(self, result: dict[str, Any]) -> TaskRecord:
+    async def record_allocation(self, result: AllocationResult) -> TaskRecord:
         """Commit the decision with every bid and score in one write (once), then announce it."""
         record = self._record()
-        decided = lifecycle.allocate(record, AllocationResult.model_validate(result), _now())
+        decided = lifecycle.allocate(record, result, _now())
         if decided is not record:
             self.state.traceparent = current_traceparent()
             if decided.current_award is not None:
@@ -127,10 +133,10 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         return await self._announce()
 
     @actor_endpoint
-    async def acknowledge_award(self, acknowledgement: dict[str, Any]) -> TaskRecord:
+    async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord:
         """The winner's runtime took the award; the answer is the board's record of the task,
         the truth the award event must agree with."""
-        ack = AwardAcknowledgement.model_validate(acknowledgement)
+        ack = acknowledgement
         self._check_token(ack.agent_id, ack.award_token)
         record = self._record()
         acknowledged = await self._save(lifecycle.acknowledge(record, ack.agent_id, _now()))
@@ -140,8 +146,8 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
         return acknowledged
 
     @actor_endpoint
-    async def mark_outcome(self, outcome: dict[str, Any]) -> TaskRecord:
-        reported = TaskOutcome.model_validate(outcome)
+    async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
+        reported = outcome
         record = self._record()
         if record.outcome is None or record.outcome != reported:
             self._check_token(reported.agent_id, reported.award_token)
@@ -193,7 +199,7 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
             await self._announce()
 
     async def _arm_reminder(self, record: TaskRecord) -> None:
-        window = lifecycle.ack_window_seconds(record.spec, Task.ack_seconds)
+        window = lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)
         await self.register_reminder(AWARD_REMINDER, b"", timedelta(seconds=window))
 
     async def _announce(self) -> TaskRecord:
@@ -203,13 +209,13 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
             AllocationStatus.REJECTED,
         ):
             return record
-        assert Task.publisher is not None and record.allocation is not None
+        assert record.allocation is not None
         allocation = record.allocation
         if record.status is AllocationStatus.ALLOCATED:
             assert allocation.winning_bid is not None and allocation.winning_score is not None
             assert self.state.award_token is not None
             turn = len(record.awards)
-            await Task.publisher.publish(
+            await self.deps.publisher.publish(
                 Topic.TASK_AWARDED,
                 TaskAwarded(
                     task_id=record.task_id,
@@ -222,7 +228,7 @@ class Task(PydanticActor[TaskSlot], TaskActorInterface, Remindable):
                 message_id=f"awarded:{record.task_id}" + (f".{turn}" if turn > 1 else ""),
             )
         else:
-            await Task.publisher.publish(
+            await self.deps.publisher.publish(
                 Topic.TASK_REJECTED,
                 TaskRejected(
                     task_id=record.task_id, reason=allocation.reject_reason or "rejected", result=allocation

@@ -13,7 +13,7 @@ from agora.runtime.actor import ActorClient
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
-from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task
+from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 
 APP_ID = "taskboard"
 
@@ -29,10 +29,9 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
     settings = settings or TaskBoardSettings()
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        index = Task.status_index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        ctx.host_actor(Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds))
         actors = ActorClient(ctx.sidecar)
-        Task.publisher = ctx.publisher
-        Task.ack_seconds = settings.award_ack_seconds
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
@@ -45,7 +44,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             except NoStateFound as exc:
                 raise NotFound(exc.message, task_id=task_id) from exc
 
-    return ServiceModule("taskboard", setup=setup, actors=(Task,))
+    return ServiceModule("taskboard", setup=setup)
 
 
 def create_app(settings: TaskBoardSettings | None = None) -> FastAPI:

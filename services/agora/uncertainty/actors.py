@@ -5,8 +5,8 @@ the escalation service (an `Escalation` actor) and refuses further steps until t
 arrives on `agora.escalation.resolved`; ABORT ends the session with a typed error.
 """
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar
 
 from dapr.actor import ActorInterface, actormethod
 
@@ -15,6 +15,7 @@ from agora.core.contracts import (
     CheckpointRequest,
     Continuation,
     SessionState,
+    SessionSummary,
     StepReport,
     StepVerdict,
 )
@@ -56,43 +57,49 @@ class SessionNotRunning(AgoraError):
 
 class SessionUncertaintyInterface(ActorInterface):
     @actormethod(name="observe_llm_response")
-    async def observe_llm_response(self, report: dict[str, Any]) -> dict[str, Any]: ...
+    async def observe_llm_response(self, report: StepReport) -> StepVerdict: ...
 
     @actormethod(name="observe_tool_call")
-    async def observe_tool_call(self, report: dict[str, Any]) -> dict[str, Any]: ...
+    async def observe_tool_call(self, report: StepReport) -> StepVerdict: ...
 
     @actormethod(name="checkpoint")
-    async def checkpoint(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    async def checkpoint(self, request: CheckpointRequest) -> CheckpointAnswer: ...
 
     @actormethod(name="get_belief_state")
-    async def get_belief_state(self) -> dict[str, Any]: ...
+    async def get_belief_state(self) -> SessionState: ...
 
     @actormethod(name="summary_metadata")
-    async def summary_metadata(self) -> dict[str, Any]: ...
+    async def summary_metadata(self) -> SessionSummary: ...
 
     @actormethod(name="reset")
-    async def reset(self) -> dict[str, Any]: ...
+    async def reset(self) -> SessionState: ...
 
     @actormethod(name="apply_decision")
-    async def apply_decision(self, resolved: dict[str, Any]) -> dict[str, Any]: ...
+    async def apply_decision(self, resolved: EscalationResolved) -> SessionState: ...
 
 
-class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterface):
+@dataclass(frozen=True)
+class UncertaintyDeps:
+    """What every `SessionUncertainty` actor of the uncertainty monitor works with."""
+
+    actors: ActorClient
+    """Parks sessions with the escalation service's `Escalation` actors."""
+    publisher: Publisher | None = None
+    policy: UncertaintyPolicy = field(default_factory=UncertaintyPolicy)
+    checkpoint_triggers: tuple[CheckpointTrigger, ...] = ()
+    model: ConfidenceModel | None = None
+
+
+class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUncertaintyInterface):
     state_model = SessionState
-    policy: ClassVar[UncertaintyPolicy] = UncertaintyPolicy()
-    checkpoint_triggers: ClassVar[list[CheckpointTrigger]] = []
-    model: ClassVar[ConfidenceModel | None] = None
-    actors: ClassVar[ActorClient | None] = None
-    publisher: ClassVar[Publisher | None] = None
-    """Set by the uncertainty module at start-up."""
 
     def _estimator(self) -> UncertaintyEstimator:
         if self.state.belief is None:
-            estimator = UncertaintyEstimator(SessionUncertainty.policy, model=SessionUncertainty.model)
+            estimator = UncertaintyEstimator(self.deps.policy, model=self.deps.model)
             estimator.initialize(self.id.id, "")
             return estimator
         return UncertaintyEstimator.from_belief(
-            self.state.belief, policy=SessionUncertainty.policy, model=SessionUncertainty.model
+            self.state.belief, policy=self.deps.policy, model=self.deps.model
         )
 
     def _require_running(self) -> None:
@@ -100,9 +107,9 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
             raise SessionNotRunning(f"session {self.id.id} is {self.state.status}")
 
     @actor_endpoint
-    async def observe_llm_response(self, report: dict[str, Any]) -> StepVerdict:
+    async def observe_llm_response(self, report: StepReport) -> StepVerdict:
         self._require_running()
-        step_report = StepReport.model_validate(report)
+        step_report = report
         estimator = self._estimator()
         prompt = [ModelMessage(role="user", content=step_report.prompt)] if step_report.prompt else None
         step, action = await estimator.observe_llm_response(
@@ -111,9 +118,9 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         return await self._after(estimator, step, action, step_report)
 
     @actor_endpoint
-    async def observe_tool_call(self, report: dict[str, Any]) -> StepVerdict:
+    async def observe_tool_call(self, report: StepReport) -> StepVerdict:
         self._require_running()
-        step_report = StepReport.model_validate(report)
+        step_report = report
         estimator = self._estimator()
         step, action = await estimator.observe_tool_call(step_report.tool_name or "", step_report.step_id)
         return await self._after(estimator, step, action, step_report)
@@ -126,9 +133,9 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         report: StepReport,
     ) -> StepVerdict:
         self.state.belief = estimator.get_belief_state()
-        if self.state.awaiting_outcome is not None and SessionUncertainty.publisher is not None:
+        if self.state.awaiting_outcome is not None and self.deps.publisher is not None:
             confident = action in (UncertaintyAction.PROCEED, UncertaintyAction.PROCEED_WITH_LOG)
-            await SessionUncertainty.publisher.publish(
+            await self.deps.publisher.publish(
                 Topic.ESCALATION_OUTCOME,
                 EscalationOutcome(escalation_id=self.state.awaiting_outcome, succeeded=confident),
                 message_id=f"outcome:{self.state.awaiting_outcome}",
@@ -146,16 +153,16 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         )
 
     @actor_endpoint
-    async def checkpoint(self, request: dict[str, Any]) -> CheckpointAnswer:
+    async def checkpoint(self, request: CheckpointRequest) -> CheckpointAnswer:
         """Pre-execution checkpoint: a trigger that requires confirmation parks the session
         exactly like a low-confidence step (same escalation service, same decisions); a
         warn-only trigger answers with its message and lets the step run."""
         self._require_running()
-        ask = CheckpointRequest.model_validate(request)
+        ask = request
         context = CheckpointContext(
             job_id=self.id.id, sheet_num=ask.step, prompt=ask.prompt, retry_count=ask.retry_count
         )
-        verdict = evaluate_checkpoint([*SessionUncertainty.checkpoint_triggers, *ask.triggers], context)
+        verdict = evaluate_checkpoint([*self.deps.checkpoint_triggers, *ask.triggers], context)
         if verdict.gate is CheckpointGate.CONFIRM:
             parked = context.model_copy(update={"trigger": verdict.trigger})
             await self._send_to_person(f"{self.id.id}.checkpoint-{ask.step}", parked, verdict.message)
@@ -167,14 +174,13 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
     async def _send_to_person(
         self, escalation_id: str, context: EscalationContext | CheckpointContext, why: str
     ) -> None:
-        assert SessionUncertainty.actors is not None
         request = ParkRequest(
             waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=self.id.id),
             context=context,
             who="uncertainty-monitor",
             why=why,
         )
-        await EscalationActors(SessionUncertainty.actors).park(escalation_id, request)
+        await EscalationActors(self.deps.actors).park(escalation_id, request)
         self.state.status = "WAITING_FOR_HUMAN"
         self.state.escalation_id = escalation_id
 
@@ -200,8 +206,10 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         return self.state
 
     @actor_endpoint
-    async def summary_metadata(self) -> dict[str, Any]:
-        return {**self._estimator().summary_metadata(), "status": self.state.status}
+    async def summary_metadata(self) -> SessionSummary:
+        return SessionSummary.model_validate(
+            {**self._estimator().summary_metadata(), "status": self.state.status}
+        )
 
     @actor_endpoint
     async def reset(self) -> SessionState:
@@ -210,10 +218,10 @@ class SessionUncertainty(PydanticActor[SessionState], SessionUncertaintyInterfac
         return self.state
 
     @actor_endpoint
-    async def apply_decision(self, resolved: dict[str, Any]) -> SessionState:
+    async def apply_decision(self, resolved: EscalationResolved) -> SessionState:
         """Continue (or end) the session as decided. A decision applied already changes nothing
         (a redelivery); one for an escalation this session never waited on is refused."""
-        event = EscalationResolved.model_validate(resolved)
+        event = resolved
         if any(c.escalation_id == event.escalation_id for c in self.state.continuations):
             return self.state
         if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:

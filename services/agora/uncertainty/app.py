@@ -9,7 +9,14 @@ from typing import Any
 import yaml
 from fastapi import FastAPI
 
-from agora.core.contracts import CheckpointAnswer, CheckpointRequest, SessionState, StepReport, StepVerdict
+from agora.core.contracts import (
+    CheckpointAnswer,
+    CheckpointRequest,
+    SessionState,
+    SessionSummary,
+    StepReport,
+    StepVerdict,
+)
 from agora.core.errors import AgoraError
 from agora.core.escalation import CheckpointTrigger
 from agora.core.messages import EscalationResolved, Topic
@@ -20,7 +27,7 @@ from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
 from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.uncertainty.actors import ACTOR_TYPE, SessionUncertainty
+from agora.uncertainty.actors import ACTOR_TYPE, SessionUncertainty, UncertaintyDeps
 
 APP_ID = "uncertainty"
 
@@ -58,13 +65,20 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
     settings = settings or UncertaintySettings()
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        SessionUncertainty.policy = UncertaintyPolicy(
+        actors = ActorClient(ctx.sidecar)
+        policy = UncertaintyPolicy(
             enable_p_true=settings.enable_p_true, enable_semantic_sampling=settings.enable_semantic_sampling
         )
-        SessionUncertainty.checkpoint_triggers = load_triggers(settings.checkpoints_file)
-        SessionUncertainty.model = confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar))
-        actors = SessionUncertainty.actors = ActorClient(ctx.sidecar)
-        SessionUncertainty.publisher = ctx.publisher
+        ctx.host_actor(
+            SessionUncertainty,
+            UncertaintyDeps(
+                actors,
+                ctx.publisher,
+                policy,
+                tuple(load_triggers(settings.checkpoints_file)),
+                confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar)),
+            ),
+        )
 
         async def call(session_id: str, method: str, payload: object = None) -> Any:
             try:
@@ -88,9 +102,9 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
         async def show(session_id: str) -> SessionState:
             return SessionState.model_validate(await call(session_id, "get_belief_state"))
 
-        @app.get("/v1/sessions/{session_id}/summary")
-        async def summary(session_id: str) -> dict[str, Any]:
-            return dict(await call(session_id, "summary_metadata"))
+        @app.get("/v1/sessions/{session_id}/summary", response_model=SessionSummary)
+        async def summary(session_id: str) -> SessionSummary:
+            return SessionSummary.model_validate(await call(session_id, "summary_metadata"))
 
         @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
         async def reset(session_id: str) -> SessionState:
@@ -103,7 +117,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
-    return ServiceModule("uncertainty", setup=setup, actors=(SessionUncertainty,))
+    return ServiceModule("uncertainty", setup=setup)
 
 
 def create_app(settings: UncertaintySettings | None = None) -> FastAPI:

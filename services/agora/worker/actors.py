@@ -16,7 +16,8 @@ escalates (an unclassifiable failure, or the same failure type again after its r
 limit); then the task is parked for a person exactly like an uncertain step.
 """
 
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from dapr.actor import ActorInterface, actormethod
 from opentelemetry import trace
@@ -80,27 +81,33 @@ class WorkerState(BaseModel):
 
 class WorkerAgentInterface(ActorInterface):
     @actormethod(name="execute")
-    async def execute(self, award: dict[str, Any]) -> dict[str, Any]: ...
+    async def execute(self, award: TaskAwarded) -> TaskOutcome | None: ...
 
     @actormethod(name="resume")
-    async def resume(self, resolved: dict[str, Any]) -> dict[str, Any]: ...
+    async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None: ...
 
 
-class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
+@dataclass(frozen=True)
+class WorkerDeps:
+    """What every `WorkerAgent` actor of a worker works with."""
+
+    profiles: dict[str, CapabilityProfile]
+    model: ModelClient
+    publisher: Publisher
+    sidecar: DaprSidecar
+    uncertainty_app_id: str | None = None
+    """The uncertainty monitor that checks every step; None: no per-step checks."""
+    triage_failures: bool = False
+    """Classify failed attempts and recover or escalate them."""
+    triage_repeat_limit: int = DEFAULT_REPEAT_LIMIT
+
+
+class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
     state_model = WorkerState
-    profiles: ClassVar[dict[str, CapabilityProfile]] = {}
-    model: ClassVar[ModelClient | None] = None
-    publisher: ClassVar[Publisher | None] = None
-    sidecar: ClassVar[DaprSidecar | None] = None
-    uncertainty_app_id: ClassVar[str | None] = None
-    """Set by the worker module at start-up; no uncertainty app id = no per-step checks."""
-    triage_failures: ClassVar[bool] = False
-    """Set by the worker module: classify failed attempts and recover or escalate them."""
-    triage_repeat_limit: ClassVar[int] = DEFAULT_REPEAT_LIMIT
 
     @actor_endpoint
-    async def execute(self, award: dict[str, Any]) -> TaskOutcome | None:
-        task = TaskAwarded.model_validate(award)
+    async def execute(self, award: TaskAwarded) -> TaskOutcome | None:
+        task = award
         if task.task_id in self.state.parked:
             return None  # waiting for a person
         done = self.state.executed.get(task.task_id)
@@ -111,8 +118,8 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         return done
 
     @actor_endpoint
-    async def resume(self, resolved: dict[str, Any]) -> TaskOutcome | None:
-        event = EscalationResolved.model_validate(resolved)
+    async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None:
+        event = resolved
         parked = self.state.parked.get(event.waiting_party.id)
         if parked is None or parked.escalation_id != event.escalation_id:
             return None  # not ours, or resumed already
@@ -136,7 +143,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         return done
 
     def _opening(self, task: TaskAwarded) -> list[ChatMessage]:
-        profile = WorkerAgent.profiles[task.agent_id]
+        profile = self.deps.profiles[task.agent_id]
         return [
             ChatMessage(
                 role="system",
@@ -152,7 +159,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
 
     def _step_budget(self, task: TaskAwarded) -> int:
         """Steps one attempt may take: twice the bid's estimate, within the agent's maximum."""
-        return min(WorkerAgent.profiles[task.agent_id].max_steps, max(1, task.bid.estimated_steps) * 2)
+        return min(self.deps.profiles[task.agent_id].max_steps, max(1, task.bid.estimated_steps) * 2)
 
     async def _attempt(
         self,
@@ -167,7 +174,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         while True:
             attempt = await self._run(task, transcript, steps, limit)
             done = attempt.outcome
-            if done is None or done.actual_success or not WorkerAgent.triage_failures:
+            if done is None or done.actual_success or not self.deps.triage_failures:
                 return done
             context = build_failure_context(
                 attempt.trajectory,
@@ -175,7 +182,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
                 raw_error=None if attempt.trajectory else "the attempt ended before its first step",
                 attempt_history=history,
             )
-            decision = triage(context, repeat_limit=WorkerAgent.triage_repeat_limit)
+            decision = triage(context, repeat_limit=self.deps.triage_repeat_limit)
             trace.get_current_span().add_event(
                 "triage",
                 {
@@ -204,7 +211,6 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
         history: list[tuple[FailureType, str]],
     ) -> None:
         """Hand a task automated recovery could not fix to a person (waiting party: the task)."""
-        assert WorkerAgent.sidecar is not None
         escalation_id = f"{task.task_id}.attempt-{decision.attempt_number + 1}"
         request = ParkRequest(
             waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=task.task_id),
@@ -221,7 +227,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
             who=f"worker:{task.agent_id}",
             why=decision.action.reason or f"{decision.failure_type.value}: automated recovery exhausted",
         )
-        await EscalationActors(ActorClient(WorkerAgent.sidecar)).park(escalation_id, request)
+        await EscalationActors(ActorClient(self.deps.sidecar)).park(escalation_id, request)
         self.state.parked[task.task_id] = ParkedTask(
             award=task,
             transcript=transcript,
@@ -233,7 +239,7 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
 
     async def _run(self, task: TaskAwarded, transcript: list[ChatMessage], steps: int, limit: int) -> Attempt:
         """Run steps until finish, the step limit, or a pause (no outcome: parked for a person)."""
-        model = WorkerAgent.model
+        model = self.deps.model
         assert model is not None
         succeeded, summary = False, ""
         trajectory: list[TriageStep] = []
@@ -277,20 +283,20 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
 
     async def _check(self, task: TaskAwarded, steps: int, step: ReactStep) -> str | None:
         """Report the step to the uncertainty monitor; the escalation id when it paused us."""
-        if WorkerAgent.uncertainty_app_id is None or WorkerAgent.sidecar is None:
+        if self.deps.uncertainty_app_id is None:
             return None
         report = StepReport(
             step_id=str(steps),
             text=f"{step.thought} {step.observation} Confidence: {step.confidence:.0%}",
             prompt=task.spec.description,
         )
-        monitor = UncertaintyClient(WorkerAgent.sidecar, WorkerAgent.uncertainty_app_id)
+        monitor = UncertaintyClient(self.deps.sidecar, self.deps.uncertainty_app_id)
         return (await monitor.llm_response(task.task_id, report)).parked
 
     def _outcome(
         self, task: TaskAwarded, steps: int, *, succeeded: bool, partial: bool, summary: str
     ) -> TaskOutcome:
-        profile = WorkerAgent.profiles[task.agent_id]
+        profile = self.deps.profiles[task.agent_id]
         return TaskOutcome(
             task_id=task.task_id,
             agent_id=task.agent_id,
@@ -308,8 +314,24 @@ class WorkerAgent(PydanticActor[WorkerState], WorkerAgentInterface):
                 list({**self.state.executed, task.task_id: done}.items())[-EXECUTED_KEPT:]
             )
             await self.commit()
-        assert WorkerAgent.publisher is not None
-        await WorkerAgent.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{task.task_id}")
+        await self.deps.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{task.task_id}")
 
 
 ACTOR_TYPE = WorkerAgent.__name__  # the Dapr actor type is the class name
+
+
+class WorkerAgents:
+    """`WorkerAgent` actors, one per agent this worker hosts."""
+
+    def __init__(self, actors: ActorClient) -> None:
+        self._actors = actors
+
+    async def execute(self, agent_id: str, award: TaskAwarded) -> TaskOutcome | None:
+        return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "execute", award))
+
+    async def resume(self, agent_id: str, resolved: EscalationResolved) -> TaskOutcome | None:
+        return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "resume", resolved))
+
+
+def _outcome(answer: object) -> TaskOutcome | None:
+    return None if answer is None else TaskOutcome.model_validate(answer)

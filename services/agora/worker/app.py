@@ -30,7 +30,7 @@ from agora.runtime.clients import EscalationActors, RegistryClient, TaskActors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.worker.actors import ACTOR_TYPE, WorkerAgent
+from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +68,21 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
     profiles = {p.agent_id: p for p in load_profiles(settings.agents_file)}
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        WorkerAgent.profiles = profiles
-        WorkerAgent.model = model_client_from_settings(ModelSettings(), ctx.sidecar)
-        WorkerAgent.publisher = ctx.publisher
-        WorkerAgent.sidecar = ctx.sidecar
-        WorkerAgent.uncertainty_app_id = settings.uncertainty_app_id if settings.uncertainty_checks else None
-        WorkerAgent.triage_failures = settings.triage_failures
-        WorkerAgent.triage_repeat_limit = settings.triage_repeat_limit
+        ctx.host_actor(
+            WorkerAgent,
+            WorkerDeps(
+                profiles=profiles,
+                model=model_client_from_settings(ModelSettings(), ctx.sidecar),
+                publisher=ctx.publisher,
+                sidecar=ctx.sidecar,
+                uncertainty_app_id=settings.uncertainty_app_id if settings.uncertainty_checks else None,
+                triage_failures=settings.triage_failures,
+                triage_repeat_limit=settings.triage_repeat_limit,
+            ),
+        )
         actors = ActorClient(ctx.sidecar)
         tasks = TaskActors(actors)
+        agents = WorkerAgents(actors)
 
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in profiles:
@@ -90,11 +96,11 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             held = board.allocation.winning_bid if board.allocation else None
             if board.spec != award.spec or held != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
-            ctx.spawn(
-                actors.call(ACTOR_TYPE, award.agent_id, "execute", award), name=f"execute {award.task_id}"
-            )
+            ctx.spawn(agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
 
-        ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award)
+        # The board admits one acknowledgment per award and an agent runs a task once (it keeps
+        # the outcome and re-announces it), so redeliveries are recognised there.
+        ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award, idempotent=True)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
@@ -109,7 +115,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             if holder not in profiles:
                 return
             await decisions.verified(EscalationActors(actors), event)
-            ctx.spawn(actors.call(ACTOR_TYPE, holder, "resume", event), name=f"resume {event.escalation_id}")
+            ctx.spawn(agents.resume(holder, event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
@@ -143,7 +149,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         )
         ctx.spawn_daemon(renew_leases(ctx), name="agent leases")
 
-    return ServiceModule("worker", setup=setup, warm_up=warm_up, actors=(WorkerAgent,))
+    return ServiceModule("worker", setup=setup, warm_up=warm_up)
 
 
 def create_app(settings: WorkerSettings | None = None) -> FastAPI:

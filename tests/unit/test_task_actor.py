@@ -1,0 +1,156 @@
+"""The `Task` and `Reputation` actors' logic on the SDK's mock actor runtime: each built with its
+own fakes through `ActorHosting`'s seam (the dependencies a hosting app gives every instance),
+called with the models their interfaces declare."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import cast
+
+from pydantic import BaseModel
+
+from agora.core.contracts import OutcomeReport
+from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.messages import AwardAcknowledgement, TaskAwarded, Topic
+from agora.core.task_lifecycle import TaskRecord
+from agora.reputation.actors import Reputation
+from agora.runtime.actor import InvalidActorArgument, ModelSerializer
+from agora.runtime.pubsub import Publisher
+from agora.taskboard.actors import AWARD_REMINDER, Task, TaskBoardDeps
+from tests.unit.helpers import answer_of, hosted, mock_state
+from tests.unit.test_awards import scored
+
+
+class RecordingPublisher:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, BaseModel, str | None]] = []
+
+    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
+        self.sent.append((topic, payload, message_id))
+        return message_id or ""
+
+
+def task_spec(**extra: object) -> TaskSpec:
+    return TaskSpec.model_validate({"task_id": "t1", "description": "d", "required_skills": ["s"], **extra})
+
+
+def result(*finals: tuple[str, float]) -> AllocationResult:
+    pairs = [scored(agent, final) for agent, final in finals]
+    bid, score = pairs[0]
+    return AllocationResult(
+        task_id="t1",
+        status=AllocationStatus.ALLOCATED,
+        winning_agent_id=bid.agent_id,
+        winning_bid=bid,
+        winning_score=score,
+        all_scores=[s for _, s in pairs],
+        all_bids=[b for b, _ in pairs],
+    )
+
+
+async def new_task(publisher: RecordingPublisher, ack_seconds: float = 30.0) -> Task:
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), ack_seconds=ack_seconds))
+    await actor._on_activate()
+    return actor
+
+
+def record_of(answer: object) -> TaskRecord:
+    record = answer_of(answer).result
+    assert isinstance(record, TaskRecord), answer
+    return record
+
+
+async def test_a_decision_is_committed_announced_and_armed_in_one_call() -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher, ack_seconds=12)
+    assert record_of(await actor.post_task(task_spec())).status is AllocationStatus.PENDING
+    decided = record_of(await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5))))
+
+    assert decided.status is AllocationStatus.ALLOCATED and decided.award_published
+    [(topic, award, message_id)] = publisher.sent
+    assert topic == Topic.TASK_AWARDED and message_id == "awarded:t1"
+    assert isinstance(award, TaskAwarded) and award.agent_id == "a1"
+    assert award.award_token == actor.state.award_token
+    reminder = actor._state_manager._mock_reminders[AWARD_REMINDER]  # type: ignore[attr-defined]
+    assert reminder.due_time == timedelta(seconds=12)
+    assert mock_state(actor)["state"]["record"]["status"] == "ALLOCATED"
+
+    # The same decision again (a caller's retry) announces nothing new.
+    assert record_of(await actor.record_allocation(result(("a1", 0.9)))) == decided
+    assert len(publisher.sent) == 1
+
+
+async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9)))
+    token = actor.state.award_token
+    assert token is not None
+
+    forged = answer_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token="guessed-award-token-0000")))
+    assert forged.error is not None and forged.error.code == "AWARD_NOT_HELD"
+    taken = record_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token)))
+    assert taken.current_award is not None and taken.current_award.acknowledged_at is not None
+    assert AWARD_REMINDER not in actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+
+    outcome = TaskOutcome(task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2)
+    refused = answer_of(await actor.mark_outcome(outcome))
+    assert refused.error is not None and refused.error.code == "AWARD_NOT_HELD"
+    done = record_of(await actor.mark_outcome(outcome.model_copy(update={"award_token": token})))
+    assert done.status is AllocationStatus.COMPLETED
+
+
+async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_window_closes() -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    first_token = actor.state.award_token
+
+    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+
+    assert actor.state.record is not None and actor.state.record.current_award is not None
+    assert actor.state.record.current_award.agent_id == "a2"
+    assert actor.state.award_token not in (None, first_token)
+    topics = [(topic, getattr(payload, "agent_id", None), mid) for topic, payload, mid in publisher.sent]
+    assert topics[-1] == (Topic.TASK_AWARDED, "a2", "awarded:t1.2")
+
+
+async def test_an_argument_that_fails_validation_is_answered_with_the_typed_error() -> None:
+    """The runtime's serializer reads an argument into the declared model; what does not fit
+    reaches the method as `InvalidActorArgument` and is answered INVALID_ARGUMENT, changing nothing."""
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    argument = ModelSerializer().deserialize(b'{"task_id": "t1"}', TaskSpec)
+    assert isinstance(argument, InvalidActorArgument)
+    refused = answer_of(await actor.post_task(argument))  # type: ignore[arg-type]
+    assert refused.error is not None and refused.error.code == "INVALID_ARGUMENT"
+    assert "description" in refused.error.message
+    assert actor.state.record is None and publisher.sent == []
+
+    parsed = ModelSerializer().deserialize(task_spec().model_dump_json().encode(), TaskSpec)
+    assert parsed == task_spec()
+
+
+async def test_a_reputation_applies_a_tasks_outcome_once_calibrated_by_the_winning_bid() -> None:
+    actor = hosted(Reputation, "a1", None)
+    await actor._on_activate()
+    bid, _ = scored("a1", 0.9)
+    outcome = TaskOutcome(task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.2, actual_steps=2)
+    report = OutcomeReport(outcome=outcome, counts_as_success=True, winning_bid=bid)
+
+    first = answer_of(await actor.apply_outcome(report)).result
+    again = answer_of(await actor.apply_outcome(report)).result
+    assert isinstance(first, ReputationRecord) and first == again
+    assert first.total_tasks == 1 and first.successful_tasks == 1
+    assert first.calibration_factor != 1.0  # the bid's self-report (0.8) was calibrated
+    assert first.cost_accuracy != ReputationRecord().cost_accuracy  # actual 0.2 vs estimated 0.1
+
+    fallback = Bid.model_validate({**bid.model_dump(), "task_id": "t2", "fallback": True, "fallback_reason": "timeout"})
+    other = OutcomeReport(
+        outcome=outcome.model_copy(update={"task_id": "t2"}), counts_as_success=True, winning_bid=fallback
+    )
+    second = answer_of(await actor.apply_outcome(other)).result
+    assert isinstance(second, ReputationRecord) and second.total_tasks == 2
+    assert second.calibration_factor == first.calibration_factor  # a fallback bid calibrates nothing
