@@ -54,6 +54,12 @@ async def new_task(publisher: RecordingPublisher, ack_seconds: float = 30.0) -> 
     return actor
 
 
+def done_by(agent_id: str, cost: float) -> TaskOutcome:
+    return TaskOutcome(
+        task_id="t1", agent_id=agent_id, actual_success=True, actual_cost_usd=cost, actual_steps=2
+    )
+
+
 def record_of(answer: object) -> TaskRecord:
     record = answer_of(answer).result
     assert isinstance(record, TaskRecord), answer
@@ -88,13 +94,19 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
     token = actor.state.award_token
     assert token is not None
 
-    forged = answer_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token="guessed-award-token-0000")))
+    forged = answer_of(
+        await actor.acknowledge_award(
+            AwardAcknowledgement(agent_id="a1", award_token="guessed-award-token-0000")
+        )
+    )
     assert forged.error is not None and forged.error.code == "AWARD_NOT_HELD"
     taken = record_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token)))
     assert taken.current_award is not None and taken.current_award.acknowledged_at is not None
     assert AWARD_REMINDER not in actor._state_manager._mock_reminders  # type: ignore[attr-defined]
 
-    outcome = TaskOutcome(task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2)
+    outcome = TaskOutcome(
+        task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2
+    )
     refused = answer_of(await actor.mark_outcome(outcome))
     assert refused.error is not None and refused.error.code == "AWARD_NOT_HELD"
     done = record_of(await actor.mark_outcome(outcome.model_copy(update={"award_token": token})))
@@ -137,7 +149,9 @@ async def test_a_reputation_applies_a_tasks_outcome_once_calibrated_by_the_winni
     actor = hosted(Reputation, "a1", None)
     await actor._on_activate()
     bid, _ = scored("a1", 0.9)
-    outcome = TaskOutcome(task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.2, actual_steps=2)
+    outcome = TaskOutcome(
+        task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.2, actual_steps=2
+    )
     report = OutcomeReport(outcome=outcome, counts_as_success=True, winning_bid=bid)
 
     first = answer_of(await actor.apply_outcome(report)).result
@@ -147,7 +161,9 @@ async def test_a_reputation_applies_a_tasks_outcome_once_calibrated_by_the_winni
     assert first.calibration_factor != 1.0  # the bid's self-report (0.8) was calibrated
     assert first.cost_accuracy != ReputationRecord().cost_accuracy  # actual 0.2 vs estimated 0.1
 
-    fallback = Bid.model_validate({**bid.model_dump(), "task_id": "t2", "fallback": True, "fallback_reason": "timeout"})
+    fallback = Bid.model_validate(
+        {**bid.model_dump(), "task_id": "t2", "fallback": True, "fallback_reason": "timeout"}
+    )
     other = OutcomeReport(
         outcome=outcome.model_copy(update={"task_id": "t2"}), counts_as_success=True, winning_bid=fallback
     )
