@@ -444,3 +444,23 @@ def test_only_people_s_tools_may_deregister_or_overwrite_agents(redis_cluster: L
     assert found.status_code == 200 and [a["agent_id"] for a in found.json()["agents"]] == [victim]
     removed = httpx.delete(console.invoke_url(f"v1/agents/{victim}", app_id="registry"), timeout=10)
     assert removed.status_code == 200 and removed.json() == {"deregistered": True}
+
+
+def test_an_actor_call_with_a_malformed_argument_gets_the_typed_error_and_changes_nothing(
+    default_cluster: LocalCluster,
+) -> None:
+    """Anyone who can reach a sidecar can call an actor method directly; the runtime reads the
+    argument into the method's declared model, and what does not fit is refused with the typed
+    error instead of an opaque 500, leaving the actor as it was."""
+    sidecar = host(default_cluster, "taskboard").dapr_http
+    task_id = f"malformed-{uuid.uuid4().hex[:8]}"
+    answer = httpx.put(
+        f"{sidecar}/v1.0/actors/Task/{task_id}/method/post_task",
+        json={"task_id": task_id, "required_skills": "not a list"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "INVALID_ARGUMENT"
+    assert "required_skills" in error["message"] and "description" in error["message"]
+    assert task_record(default_cluster, task_id) is None

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from agora.core.allocation import allocate
-from agora.core.contracts import OutcomeReport
+from agora.core.contracts import FilterAnswer, OutcomeReport
 from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile, CapabilityQuery
@@ -133,6 +133,29 @@ class ReputationReads:
         self._cached[record.agent_id] = (time.monotonic(), record)
 
 
+class SharedFilter:
+    """Registry filters for the allocator: concurrent identical queries (a burst of tasks that
+    ask for the same skills) share one call. Nothing is kept once the call returns, so a
+    registration is seen by the next query."""
+
+    def __init__(self, registry: RegistryClient) -> None:
+        self._registry = registry
+        self._asking: dict[str, asyncio.Task[FilterAnswer]] = {}
+
+    async def filter(self, query: CapabilityQuery) -> FilterAnswer:
+        key = query.model_dump_json()
+        asking = self._asking.get(key)
+        if asking is None:
+            asking = self._asking[key] = asyncio.create_task(self._ask(key, query))
+        return await asyncio.shield(asking)
+
+    async def _ask(self, key: str, query: CapabilityQuery) -> FilterAnswer:
+        try:
+            return await self._registry.filter(query)
+        finally:
+            self._asking.pop(key, None)
+
+
 class MarketAllocator:
     def __init__(
         self,
@@ -150,7 +173,7 @@ class MarketAllocator:
         self._tasks = TaskActors(actors)
         self._reputations = ReputationActors(actors)
         self._reputation_reads = ReputationReads(self._reputations, reputation_max_age_s)
-        self._registry_api = RegistryClient(ctx.sidecar, registry_app_id)
+        self._registry_api = SharedFilter(RegistryClient(ctx.sidecar, registry_app_id))
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
         self._bid_timeout_s = bid_timeout_s
