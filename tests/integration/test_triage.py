@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+import agora.worker
 from agora.harness import LocalCluster, ServiceReplica
 from tests.integration.helpers import eventually, replicas_of
 from tests.integration.test_market import publish_task, show, task
@@ -40,6 +43,19 @@ def escalations(cluster: LocalCluster, task_ids: set[str]) -> list[dict[str, Any
     return [
         e for e in listed if e["waiting_party"]["kind"] == "task" and e["waiting_party"]["id"] in task_ids
     ]
+
+
+SAMPLE_AGENT_IDS = [
+    str(profile["agent_id"])
+    for profile in yaml.safe_load((Path(agora.worker.__file__).parent / "sample_agents.yaml").read_text())
+]
+
+
+def learning(cluster: LocalCluster, agent_id: str) -> dict[str, Any]:
+    worker = replicas_of(cluster, "worker")[0]
+    response = httpx.get(worker.invoke_url(f"v1/agents/{agent_id}/learning"), timeout=30)
+    response.raise_for_status()
+    return dict(response.json())
 
 
 def decide(cluster: LocalCluster, escalation_id: str, action: str) -> dict[str, Any]:
@@ -77,6 +93,11 @@ def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
 
     waiting = [e for e in eventually(sorted_out, timeout=120, interval=1.0) if e]
     assert len(waiting) >= 2, "with the offline model about a third of the tasks fail twice"
+
+    # Every finished run is kept for the agent's learning, with the failures it went through.
+    learnt = [learning(redis_cluster, agent_id) for agent_id in SAMPLE_AGENT_IDS]
+    completed = TASKS - len(waiting)
+    assert sum(report["outcomes"] for report in learnt) >= completed
 
     for parked in waiting:
         record = show(redis_cluster, parked["waiting_party"]["id"])

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from agora.core.contracts import Decision
 from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
 from agora.escalation.actors import Escalation, EscalationDeps
+from agora.escalation.outcomes import outcome_of
 from agora.runtime.pubsub import Publisher
 from tests.unit.helpers import answer_of, hosted, mock_state
 
@@ -94,3 +95,24 @@ async def test_the_announcement_is_recorded_with_the_decision(publisher: FlakyPu
     assert actor.state.announced and len(publisher.sent) == 1
     stored = mock_state(actor)["state"]
     assert stored["announced"] is True and stored["record"]["status"] == "RESOLVED"
+
+
+async def test_an_escalations_learning_record_holds_only_what_the_escalation_knows(
+    publisher: FlakyPublisher,
+) -> None:
+    publisher.failures = 0
+    actor = escalation("e-3", publisher)
+    await actor._on_activate()
+    await actor.park(park_request())
+    answer = answer_of(await actor.resolve(decision("retry", "alice")))
+    assert isinstance(answer.result, EscalationRecord)
+
+    learnt = outcome_of(answer.result, succeeded=True)
+    assert learnt is not None
+    assert (learnt.job_id, learnt.sheet_id, learnt.retry_count) == ("job-1", "1", 0)
+    assert learnt.escalation_action == "retry" and learnt.escalation_confidence == 0.3
+    # No execution was timed and no validations ran: those stay unset rather than made up.
+    assert learnt.execution_duration is None
+    assert learnt.completion_mode_used is None
+    assert learnt.validation_pass_rate is None
+    assert learnt.success_without_retry  # it got on at the first try after the decision

@@ -27,6 +27,7 @@ from agora.core.escalation import (
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
+from agora.core.outcomes import PatternEffectiveness
 from agora.core.uncertainty import (
     SessionBelief,
     StepType,
@@ -137,6 +138,17 @@ class SessionState(BaseModel):
     """The escalation whose decision the next step will prove right or wrong."""
     continuations: list[Continuation] = Field(default_factory=list)
     abort_summary: AbortSummary | None = None
+
+
+class AgentLearning(BaseModel):
+    """`GET /v1/agents/{agent_id}/learning` (worker) and the `WorkerAgent` actor's `learning`:
+    what an agent learnt from its recent runs: the patterns they show (added to the prompts of
+    relevant tasks) and how runs fared with each pattern applied against without."""
+
+    agent_id: str
+    outcomes: int = Field(ge=0, description="Recent runs the agent learns from.")
+    patterns: list[str] = Field(default_factory=list)
+    effectiveness: list[PatternEffectiveness] = Field(default_factory=list)
 
 
 class SessionSummary(BaseModel):

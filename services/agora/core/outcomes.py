@@ -21,6 +21,9 @@ tests), and `OutcomeLearner` composes the two under the seed's method names.
 Choices where the seed is vague:
 
 * `validation_pass_rate` is a fraction in [0, 1], like every other rate in Agora.
+* `execution_duration`, `completion_mode_used` and `validation_pass_rate` may be None: an
+  outcome records what was measured, and an escalation's record or an agent's task run has no
+  timing, completion mode or validations to report, rather than made-up values.
 * `final_status` is an `OutcomeStatus`; an outcome *succeeded* when it is COMPLETED.
 * Additions, marked in the field descriptions: `outcome_id` (stable store key, makes re-recording
   idempotent), `failure_type` (the triage classification), and `escalation_action`,
@@ -91,11 +94,17 @@ class SheetOutcome(BaseModel):
     sheet_id: str = Field(min_length=1)
     job_id: str = Field(min_length=1)
     validation_results: list[dict[str, Any]] = Field(default_factory=list)
-    execution_duration: float = Field(ge=0.0, description="Seconds.")
+    execution_duration: float | None = Field(
+        default=None, ge=0.0, description="Seconds; None when nothing was timed (an escalation's record)."
+    )
     retry_count: int = Field(ge=0)
-    completion_mode_used: bool
+    completion_mode_used: bool | None = Field(
+        default=None, description="None when the run has no completion mode (an agent's task, an escalation)."
+    )
     final_status: OutcomeStatus
-    validation_pass_rate: float = Field(ge=0.0, le=1.0, description="Fraction of validations passed.")
+    validation_pass_rate: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Fraction of validations passed; None when none ran."
+    )
     success_without_retry: bool
     patterns_detected: list[str] = Field(default_factory=list)
     timestamp: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from agora.core.contracts import (
+    AgentLearning,
     AgentList,
     CheckpointAnswer,
     CheckpointRequest,
@@ -76,6 +77,7 @@ CONTRACTS: dict[str, Any] = {
     "checkpoint_answer": CheckpointAnswer,
     "session_state": SessionState,
     "session_summary": SessionSummary,
+    "agent_learning": AgentLearning,
 }
 
 

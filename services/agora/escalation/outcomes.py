@@ -51,16 +51,14 @@ def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None
         "abort": OutcomeStatus.ABORTED,
         "skip": OutcomeStatus.SKIPPED,
     }.get(action, OutcomeStatus.COMPLETED if succeeded else OutcomeStatus.FAILED)
+    # Only what the escalation knows: no timing, completion mode or validation figures.
     return SheetOutcome(
         outcome_id=f"escalation-{record.escalation_id}",
         sheet_id=str(context.sheet_num),
         job_id=context.job_id,
-        execution_duration=0.0,
         retry_count=context.retry_count,
-        completion_mode_used=False,
         final_status=status,
-        validation_pass_rate=1.0 if succeeded else 0.0,
-        success_without_retry=succeeded,
+        success_without_retry=succeeded and context.retry_count == 0,
         # Similarity compares error messages: what went wrong, and what the party produced.
         error_history=[{"message": m} for m in [*context.error_history, context.output_summary[:500]]],
         stdout_tail=context.output_summary[-500:],

@@ -60,7 +60,7 @@ class Publisher:
     async def publish(
         self,
         topic: str,
-        payload: BaseModel | dict[str, Any],
+        payload: BaseModel,
         *,
         pubsub: str | None = None,
         message_id: str | None = None,
@@ -69,7 +69,7 @@ class Publisher:
         """Publish `payload` as the data of a CloudEvent; returns the event id."""
         pubsub_name = pubsub or self._settings.pubsub
         event_id = message_id or str(uuid.uuid4())
-        data = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        data = payload.model_dump(mode="json")
         with self._tracer.start_as_current_span(
             f"publish {topic}",
             kind=SpanKind.PRODUCER,

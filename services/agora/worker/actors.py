@@ -13,21 +13,50 @@ With failure triage on, an attempt that ends without success is classified from 
 trajectory (`agora.core.triage`): the recovery the policy picks (retry, replan, a hint...) is
 tried automatically as a new attempt with the hint in the transcript, until the policy
 escalates (an unclassifiable failure, or the same failure type again after its repeat
-limit); then the task is parked for a person exactly like an uncertain step.
+limit); then the task is parked for a person exactly like an uncertain step. Between the two,
+failed attempts climb the escalation ladder (`agora.core.escalation.next_level`): the first
+attempts are retried automatically, the next one after the agent has analysed the failure,
+the next with a notice to the people watching, and from then on a person decides; after the
+ladder's last attempt the task is aborted. A low-confidence failure (after the first attempt)
+goes straight to a person.
+
+Every agent learns from its own recent runs (`agora.core.outcomes`): before a task, the
+patterns its recent outcomes show that are relevant to the task are added to its prompt; the
+outcome of each run is kept with the patterns that were applied, so their effectiveness (success
+with the pattern against without) can be read from `GET /v1/agents/{agent_id}/learning`.
 """
 
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, field
 from typing import Literal
 
 from dapr.actor import ActorInterface, actormethod
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
-from agora.core.contracts import StepReport
-from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.contracts import AgentLearning, StepReport
+from agora.core.escalation import (
+    DEFAULT_ESCALATION_CONFIG,
+    EscalationConfig,
+    EscalationContext,
+    EscalationLevel,
+    ParkRequest,
+    WaitingParty,
+    WaitingPartyKind,
+    next_level,
+)
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
+from agora.core.outcomes import (
+    OutcomeStatus,
+    SheetOutcome,
+    detect_patterns,
+    format_patterns_for_prompt,
+    get_relevant_patterns,
+    pattern_effectiveness,
+)
 from agora.core.triage import (
     DEFAULT_REPEAT_LIMIT,
     FailureType,
@@ -36,14 +65,20 @@ from agora.core.triage import (
     triage,
 )
 from agora.core.triage import Step as TriageStep
-from agora.llm import ChatMessage, ModelClient, complete_json
+from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.clients import EscalationActors, UncertaintyClient
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
+log = logging.getLogger(__name__)
+
 EXECUTED_KEPT = 500
+LEARNING_KEPT = 100
+"""Recent runs an agent learns from (its own; bounded, as they are saved with its state)."""
+PATTERNS_APPLIED = 3
+"""Most patterns added to one task's prompt."""
 
 
 class ReactStep(BaseModel):
@@ -65,6 +100,17 @@ class ParkedTask(BaseModel):
     """Where the interrupted attempt would have stopped (0: a new attempt on resume)."""
     attempt_history: list[tuple[FailureType, str]] = Field(default_factory=list)
     """Triage's record of the recoveries tried so far for this task."""
+    patterns_applied: list[str] = Field(default_factory=list)
+    """What the agent's learning added to the task's prompt."""
+    started_at: float = 0.0
+    """Wall-clock seconds when the task's first attempt started."""
+
+
+class FailureAnalysis(BaseModel):
+    """The agent's own analysis of a failed attempt (the ladder's agent-analysis rung)."""
+
+    cause: str = Field(max_length=500)
+    next_approach: str = Field(max_length=500)
 
 
 class Attempt(BaseModel):
@@ -77,6 +123,17 @@ class Attempt(BaseModel):
 class WorkerState(BaseModel):
     executed: dict[str, TaskOutcome] = Field(default_factory=dict)
     parked: dict[str, ParkedTask] = Field(default_factory=dict)
+    learning: list[SheetOutcome] = Field(default_factory=list)
+    """The agent's most recent runs (at most `LEARNING_KEPT`), oldest first."""
+
+
+@dataclass
+class Run:
+    """One task's run across its attempts: what the prompt was given and what went wrong."""
+
+    patterns_applied: list[str]
+    started_at: float
+    history: list[tuple[FailureType, str]] = field(default_factory=list)
 
 
 class WorkerAgentInterface(ActorInterface):
@@ -85,6 +142,9 @@ class WorkerAgentInterface(ActorInterface):
 
     @actormethod(name="resume")
     async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None: ...
+
+    @actormethod(name="learning")
+    async def learning(self) -> AgentLearning: ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +160,8 @@ class WorkerDeps:
     triage_failures: bool = False
     """Classify failed attempts and recover or escalate them."""
     triage_repeat_limit: int = DEFAULT_REPEAT_LIMIT
+    escalation: EscalationConfig = DEFAULT_ESCALATION_CONFIG
+    """The escalation ladder failed attempts climb (with triage on)."""
 
 
 class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
@@ -111,10 +173,16 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         if task.task_id in self.state.parked:
             return None  # waiting for a person
         done = self.state.executed.get(task.task_id)
-        if done is None:
-            done = await self._attempt(task, self._opening(task), 0, self._step_budget(task), [])
         if done is not None:
-            await self._finish(task, done)
+            await self._announce(task, done)
+            return done
+        patterns = get_relevant_patterns(
+            self.state.learning, {"text": task.spec.description}, PATTERNS_APPLIED
+        )
+        run = Run(patterns_applied=patterns, started_at=time.time())
+        done = await self._attempt(task, self._opening(task, patterns), 0, self._step_budget(task), run)
+        if done is not None:
+            await self._finish(task, done, run)
         return done
 
     @actor_endpoint
@@ -126,6 +194,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         del self.state.parked[event.waiting_party.id]
         await self.commit()
         task, action = parked.award, str(event.decision.action)
+        run = Run(parked.patterns_applied, parked.started_at or time.time(), list(parked.attempt_history))
         done: TaskOutcome | None
         if action in ("abort", "skip"):
             done = self._outcome(task, parked.steps, succeeded=False, partial=action == "skip",
@@ -137,13 +206,24 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             elif event.decision.guidance:
                 transcript.append(ChatMessage(role="user", content=event.decision.guidance))
             limit = parked.step_limit or parked.steps + self._step_budget(task)
-            done = await self._attempt(task, transcript, parked.steps, limit, parked.attempt_history)
+            done = await self._attempt(task, transcript, parked.steps, limit, run)
         if done is not None:
-            await self._finish(task, done)
+            await self._finish(task, done, run)
         return done
 
-    def _opening(self, task: TaskAwarded) -> list[ChatMessage]:
+    @actor_endpoint
+    async def learning(self) -> AgentLearning:
+        history = self.state.learning
+        return AgentLearning(
+            agent_id=self.id.id,
+            outcomes=len(history),
+            patterns=[p.description for p in detect_patterns(history)],
+            effectiveness=pattern_effectiveness(history),
+        )
+
+    def _opening(self, task: TaskAwarded, patterns: list[str]) -> list[ChatMessage]:
         profile = self.deps.profiles[task.agent_id]
+        lessons = format_patterns_for_prompt(patterns)
         return [
             ChatMessage(
                 role="system",
@@ -152,6 +232,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                     "Work on the task step by step. Each turn, think, then either keep working "
                     "(action 'work') or finish (action 'finish', saying whether you succeeded). "
                     "Report what you observed and how confident you are."
+                    + (f"\n\n{lessons}" if lessons else "")
                 ),
             ),
             ChatMessage(role="user", content=f"Task {task.task_id}: {task.spec.description}"),
@@ -162,17 +243,12 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         return min(self.deps.profiles[task.agent_id].max_steps, max(1, task.bid.estimated_steps) * 2)
 
     async def _attempt(
-        self,
-        task: TaskAwarded,
-        transcript: list[ChatMessage],
-        steps: int,
-        limit: int,
-        history: list[tuple[FailureType, str]],
+        self, task: TaskAwarded, transcript: list[ChatMessage], steps: int, limit: int, run: Run
     ) -> TaskOutcome | None:
-        """Run the task; with triage on, recover failed attempts until the policy escalates
-        (None: parked for a person)."""
+        """Run the task; with triage on, failed attempts climb the escalation ladder (None:
+        parked for a person)."""
         while True:
-            attempt = await self._run(task, transcript, steps, limit)
+            attempt = await self._run(task, transcript, steps, limit, run)
             done = attempt.outcome
             if done is None or done.actual_success or not self.deps.triage_failures:
                 return done
@@ -180,27 +256,56 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                 attempt.trajectory,
                 original_task=task.spec.description,
                 raw_error=None if attempt.trajectory else "the attempt ended before its first step",
-                attempt_history=history,
+                attempt_history=run.history,
             )
             decision = triage(context, repeat_limit=self.deps.triage_repeat_limit)
+            failed_attempt = decision.attempt_number + 1
+            confidence = _last_confidence(attempt.trajectory)
+            level = next_level(failed_attempt, confidence=confidence, config=self.deps.escalation)
+            if decision.escalated and level is not EscalationLevel.ABORT:
+                level = EscalationLevel.REQUIRE_DECISION  # automated recovery has nothing left to try
             trace.get_current_span().add_event(
                 "triage",
                 {
                     "agora.failure_type": decision.failure_type.value,
                     "agora.recovery": decision.action.kind.value,
                     "agora.attempt": decision.attempt_number,
+                    "agora.escalation_level": level.value,
                 },
             )
-            history = [*history, decision.history_entry]
-            if decision.escalated:
-                await self._park_failed(task, transcript, done, decision, history)
+            run.history = [*run.history, decision.history_entry]
+            note = f"Attempt {failed_attempt} failed ({decision.failure_type.value})."
+            if level is EscalationLevel.ABORT:
+                summary = f"aborted after {failed_attempt} failed attempts ({decision.failure_type.value})"
+                return self._outcome(task, done.actual_steps, succeeded=False, partial=False, summary=summary)
+            if level is EscalationLevel.REQUIRE_DECISION:
+                await self._park_failed(task, transcript, done, decision, run, confidence or 0.0)
                 return None
-            note = f"Attempt {decision.attempt_number + 1} failed ({decision.failure_type.value})."
-            transcript = [
-                *transcript,
-                ChatMessage(role="user", content=f"{note} {decision.action.hint or 'Try again.'}"),
-            ]
+            guidance = decision.action.hint or "Try again."
+            if level is EscalationLevel.AGENT_ANALYSIS:
+                guidance = await self._analyse(transcript, note) or guidance
+            elif level is EscalationLevel.NOTIFY:
+                log.warning(
+                    "task keeps failing; continuing without waiting for a person",
+                    extra={"task_id": task.task_id, "agent_id": task.agent_id, "attempt": failed_attempt,
+                           "failure_type": decision.failure_type.value, "escalation_level": level.value},
+                )  # fmt: skip
+            transcript = [*transcript, ChatMessage(role="user", content=f"{note} {guidance}")]
             steps, limit = done.actual_steps, done.actual_steps + self._step_budget(task)
+
+    async def _analyse(self, transcript: list[ChatMessage], note: str) -> str | None:
+        """The ladder's agent-analysis rung: the agent studies its failed attempt before the
+        next one; its analysis guides that attempt (None: no usable analysis, plain retry)."""
+        ask = ChatMessage(
+            role="user",
+            content=f"{note} Before trying again, analyse the failure: what caused it, and what "
+            "you will do differently.",
+        )
+        try:
+            analysis, _ = await complete_json(self.deps.model, [*transcript, ask], FailureAnalysis)
+        except ModelOutputInvalid:
+            return None
+        return f"Your analysis: {analysis.cause} Next approach: {analysis.next_approach}"
 
     async def _park_failed(
         self,
@@ -208,7 +313,8 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         transcript: list[ChatMessage],
         done: TaskOutcome,
         decision: TriageDecision,
-        history: list[tuple[FailureType, str]],
+        run: Run,
+        confidence: float,
     ) -> None:
         """Hand a task automated recovery could not fix to a person (waiting party: the task)."""
         escalation_id = f"{task.task_id}.attempt-{decision.attempt_number + 1}"
@@ -218,9 +324,9 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                 job_id=task.task_id,
                 sheet_num=decision.attempt_number + 1,
                 validation_results=[],
-                confidence=0.0,
+                confidence=confidence,
                 retry_count=decision.attempt_number,
-                error_history=[f"{kind.value} -> {action}" for kind, action in history],
+                error_history=[f"{kind.value} -> {action}" for kind, action in run.history],
                 prompt_used=task.spec.description,
                 output_summary=done.summary or f"failed after {done.actual_steps} steps",
             ),
@@ -233,11 +339,15 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             transcript=transcript,
             steps=done.actual_steps,
             escalation_id=escalation_id,
-            attempt_history=history,
+            attempt_history=run.history,
+            patterns_applied=run.patterns_applied,
+            started_at=run.started_at,
         )
         await self.commit()
 
-    async def _run(self, task: TaskAwarded, transcript: list[ChatMessage], steps: int, limit: int) -> Attempt:
+    async def _run(
+        self, task: TaskAwarded, transcript: list[ChatMessage], steps: int, limit: int, run: Run
+    ) -> Attempt:
         """Run steps until finish, the step limit, or a pause (no outcome: parked for a person)."""
         model = self.deps.model
         assert model is not None
@@ -270,6 +380,9 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                         steps=steps,
                         escalation_id=escalation_id,
                         step_limit=limit,
+                        attempt_history=run.history,
+                        patterns_applied=run.patterns_applied,
+                        started_at=run.started_at,
                     )
                     await self.commit()
                     return Attempt(outcome=None, trajectory=trajectory)
@@ -308,13 +421,55 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             award_token=task.award_token,
         )
 
-    async def _finish(self, task: TaskAwarded, done: TaskOutcome) -> None:
+    async def _finish(self, task: TaskAwarded, done: TaskOutcome, run: Run) -> None:
         if task.task_id not in self.state.executed:
             self.state.executed = dict(
                 list({**self.state.executed, task.task_id: done}.items())[-EXECUTED_KEPT:]
             )
+            self.state.learning = [*self.state.learning, _learnt(done, run)][-LEARNING_KEPT:]
             await self.commit()
+        await self._announce(task, done)
+
+    async def _announce(self, task: TaskAwarded, done: TaskOutcome) -> None:
         await self.deps.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{task.task_id}")
+
+
+def _last_confidence(trajectory: list[TriageStep]) -> float | None:
+    """The agent's own confidence in the last step of an attempt (None: no step was taken)."""
+    if not trajectory:
+        return None
+    confidence = trajectory[-1].metadata.get("confidence")
+    return float(confidence) if isinstance(confidence, int | float) else None
+
+
+def _learnt(done: TaskOutcome, run: Run) -> SheetOutcome:
+    """What one run teaches the agent: how it ended, after how many failed attempts and of
+    which kinds, and which patterns its prompt carried. A run has no validations, so the
+    validation fields stay unset."""
+    if done.actual_success:
+        status = OutcomeStatus.COMPLETED
+    elif done.partial:
+        status = OutcomeStatus.SKIPPED
+    elif done.summary.startswith(("abort", "aborted")):
+        status = OutcomeStatus.ABORTED
+    else:
+        status = OutcomeStatus.FAILED
+    return SheetOutcome(
+        outcome_id=f"task-{done.task_id}",
+        sheet_id="1",
+        job_id=done.task_id,
+        execution_duration=max(0.0, time.time() - run.started_at),
+        retry_count=len(run.history),
+        final_status=status,
+        success_without_retry=done.actual_success and not run.history,
+        patterns_applied=run.patterns_applied,
+        error_history=[
+            {"error_code": kind.value, "category": kind.value, "message": f"{kind.value}: {recovery}"}
+            for kind, recovery in run.history
+        ],
+        failure_type=run.history[-1][0] if run.history else None,
+        stdout_tail=done.summary[-500:],
+    )
 
 
 ACTOR_TYPE = WorkerAgent.__name__  # the Dapr actor type is the class name
@@ -331,6 +486,9 @@ class WorkerAgents:
 
     async def resume(self, agent_id: str, resolved: EscalationResolved) -> TaskOutcome | None:
         return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "resume", resolved))
+
+    async def learning(self, agent_id: str) -> AgentLearning:
+        return AgentLearning.model_validate(await self._actors.call(ACTOR_TYPE, agent_id, "learning"))
 
 
 def _outcome(answer: object) -> TaskOutcome | None:

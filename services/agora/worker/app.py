@@ -11,6 +11,7 @@ import yaml
 from fastapi import FastAPI
 from pydantic import Field
 
+from agora.core.contracts import AgentLearning
 from agora.core.errors import NoStateFound
 from agora.core.escalation import WaitingPartyKind
 from agora.core.messages import (
@@ -28,7 +29,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors, RegistryClient, TaskActors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
 
@@ -83,6 +84,13 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         actors = ActorClient(ctx.sidecar)
         tasks = TaskActors(actors)
         agents = WorkerAgents(actors)
+
+        @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
+        async def learning(agent_id: str) -> AgentLearning:
+            """What the agent learnt from its recent runs, and how its patterns fare."""
+            if agent_id not in profiles:
+                raise NotFound(f"no agent {agent_id!r} runs on this worker", agent_id=agent_id)
+            return await agents.learning(agent_id)
 
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in profiles:
