@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 _provider: TracerProvider | None = None
 
@@ -47,6 +48,10 @@ def _exporter_from_env() -> SpanExporter | None:
     return GrpcExporter(insecure=os.environ.get("OTEL_EXPORTER_OTLP_INSECURE", "true").lower() == "true")
 
 
+def _exporter_disabled() -> bool:
+    return os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
+
+
 def configure_tracing(
     service_name: str, exporter: SpanExporter | None = None, *, batch: bool = True, from_env: bool = True
 ) -> TracerProvider:
@@ -64,8 +69,11 @@ def configure_tracing(
             "service.instance.id": str(uuid.uuid4()),
         }
     )
-    provider = TracerProvider(resource=resource)
     chosen = exporter if exporter is not None else (_exporter_from_env() if from_env else None)
+    # Spans nobody exports are not recorded (OTEL_TRACES_EXPORTER=none): the trace context
+    # still flows through every hop, marked unsampled, at a fraction of the cost.
+    sampler = ALWAYS_OFF if chosen is None and from_env and _exporter_disabled() else None
+    provider = TracerProvider(resource=resource, sampler=sampler)
     if chosen is not None:
         provider.add_span_processor(BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen))
     trace.set_tracer_provider(provider)

@@ -1,7 +1,9 @@
 """The `WorkerAgent` actor: one per registered agent, executing the tasks awarded to it.
 
 Execution is a small ReAct loop through the model client, bounded by the agent's `max_steps`;
-the actor remembers which tasks it executed, so a redelivered award is not run twice.
+the actor remembers the tasks it executed last, so an award redelivered before its outcome
+reached the board is not run twice (the worker skips an award whose task the board already
+holds an outcome for).
 
 With uncertainty checks on, every step is reported to the uncertainty monitor (session = task
 id). When the monitor pauses the session, the task is parked here with its transcript and
@@ -74,7 +76,8 @@ from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
 
-EXECUTED_KEPT = 500
+EXECUTED_KEPT = 50
+"""Recent outcomes kept to recognise a redelivered award (later ones: the board has the outcome)."""
 LEARNING_KEPT = 100
 """Recent runs an agent learns from (its own; bounded, as they are saved with its state)."""
 PATTERNS_APPLIED = 3

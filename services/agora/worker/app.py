@@ -104,6 +104,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             held = board.allocation.winning_bid if board.allocation else None
             if board.spec != award.spec or held != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
+            if board.outcome is not None:
+                return  # a redelivery of an award whose task is done: the board has its outcome
             ctx.spawn(agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
 
         # The board admits one acknowledgment per award and an agent runs a task once (it keeps
