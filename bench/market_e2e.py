@@ -9,6 +9,9 @@ and none twice (two different decisions for one task).
 
 Idle: single tasks, one at a time, from publish to decision.
 
+Where the burst's time goes: the CPU seconds each process of the system (every app, every
+sidecar, placement, scheduler, Redis) used while the burst was decided, per task.
+
 Baseline, in the same run and the same way: a bare Dapr publish → subscribe through the same
 sidecar to the same subscriber, as a burst of 1,000 events from the same 16 threads and pooled
 client, and one event at a time. The market's rate is reported as a ratio to it.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -29,6 +33,7 @@ from typing import Any
 import httpx
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.processes import ManagedProcess
 from agora.harness.system import RECORDER, SERVICES
 
 TASKS = 1000
@@ -88,6 +93,20 @@ def _decisions(recorder: ServiceReplica, task_ids: set[str]) -> dict[str, set[tu
             if payload.get("task_id") in task_ids:
                 decided[payload["task_id"]].add((topic, str(payload.get("agent_id", ""))))
     return decided
+
+
+def _cpu_seconds(processes: list[ManagedProcess]) -> dict[str, float]:
+    """CPU seconds (user + system) each process has used so far, by process name."""
+    used = {}
+    for process in processes:
+        if process.pid is None:
+            continue
+        try:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used[process.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
 
 
 def _summary(sent: dict[str, float], arrived: dict[str, float]) -> dict[str, float]:
@@ -163,9 +182,15 @@ def main() -> None:
         echo_sent = _burst(allocator, ECHO_TOPIC, echoes, "echo_id")
         echo = _summary(echo_sent, _wait_for(recorder, (ECHO_TOPIC,), "echo_id", set(echo_sent)))
 
+        processes = list(cluster.processes())
+        cpu_before = _cpu_seconds(processes)
         burst = task_payloads(f"burst-{run}", TASKS)
         task_sent = _burst(allocator, "agora.tasks", burst, "task_id")
         market = _summary(task_sent, _wait_for(recorder, DECISION_TOPICS, "task_id", set(task_sent)))
+        cpu_after = _cpu_seconds(processes)
+        cpu_ms_per_task = {
+            name: round((cpu_after[name] - cpu_before.get(name, 0.0)) * 1000 / TASKS, 1) for name in cpu_after
+        }
         decided = _decisions(recorder, set(task_sent))
         decided_twice = sorted(task for task, decisions in decided.items() if len(decisions) > 1)
         lost = sorted(set(task_sent) - set(decided))
@@ -180,6 +205,8 @@ def main() -> None:
             "market_to_bare_rate": market_to_bare,
             "tasks_lost": len(lost),
             "tasks_decided_twice": len(decided_twice),
+            "cpu_ms_per_task": dict(sorted(cpu_ms_per_task.items(), key=lambda item: -item[1])),
+            "cpu_ms_per_task_total": round(sum(cpu_ms_per_task.values()), 1),
         },
         "one_at_a_time": {
             "samples": IDLE_SAMPLES,
@@ -200,6 +227,9 @@ def main() -> None:
         f"one at a time ({IDLE_SAMPLES}): publish → decision p50 {idle_p50} ms, "
         f"bare publish → subscribe p50 {idle_echo_p50} ms"
     )
+    ranked = sorted(cpu_ms_per_task.items(), key=lambda item: -item[1])
+    busiest = ", ".join(f"{name} {ms}" for name, ms in ranked[:6])
+    print(f"CPU per task during the burst: {sum(cpu_ms_per_task.values()):.1f} ms (busiest: {busiest})")
     print(f"written to {RESULTS}")
     if lost or decided_twice:
         raise SystemExit(f"tasks lost: {lost[:10]}; decided twice: {decided_twice[:10]}")

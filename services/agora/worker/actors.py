@@ -52,12 +52,13 @@ from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded, Topic
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes import (
+    DetectedPattern,
     OutcomeStatus,
     SheetOutcome,
     detect_patterns,
     format_patterns_for_prompt,
-    get_relevant_patterns,
     pattern_effectiveness,
+    select_relevant_patterns,
 )
 from agora.core.triage import (
     DEFAULT_REPEAT_LIMIT,
@@ -78,8 +79,10 @@ log = logging.getLogger(__name__)
 
 EXECUTED_KEPT = 50
 """Recent outcomes kept to recognise a redelivered award (later ones: the board has the outcome)."""
-LEARNING_KEPT = 100
+LEARNING_KEPT = 50
 """Recent runs an agent learns from (its own; bounded, as they are saved with its state)."""
+PATTERNS_REFRESHED_EVERY = 5
+"""Runs after which the agent looks for patterns in its history again (not on every task)."""
 PATTERNS_APPLIED = 3
 """Most patterns added to one task's prompt."""
 
@@ -179,9 +182,12 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         if done is not None:
             await self._announce(task, done)
             return done
-        patterns = get_relevant_patterns(
-            self.state.learning, {"text": task.spec.description}, PATTERNS_APPLIED
-        )
+        patterns = [
+            p.description
+            for p in select_relevant_patterns(
+                self._patterns(), {"text": task.spec.description}, PATTERNS_APPLIED
+            )
+        ]
         run = Run(patterns_applied=patterns, started_at=time.time())
         done = await self._attempt(task, self._opening(task, patterns), 0, self._step_budget(task), run)
         if done is not None:
@@ -223,6 +229,14 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             patterns=[p.description for p in detect_patterns(history)],
             effectiveness=pattern_effectiveness(history),
         )
+
+    def _patterns(self) -> list[DetectedPattern]:
+        """The patterns in the agent's recent runs, looked for again every few runs."""
+        found: list[DetectedPattern] | None = getattr(self, "_found_patterns", None)
+        if found is None or getattr(self, "_runs_since_patterns", 0) >= PATTERNS_REFRESHED_EVERY:
+            found = self._found_patterns = detect_patterns(self.state.learning)
+            self._runs_since_patterns = 0
+        return found
 
     def _opening(self, task: TaskAwarded, patterns: list[str]) -> list[ChatMessage]:
         profile = self.deps.profiles[task.agent_id]
@@ -430,6 +444,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                 list({**self.state.executed, task.task_id: done}.items())[-EXECUTED_KEPT:]
             )
             self.state.learning = [*self.state.learning, _learnt(done, run)][-LEARNING_KEPT:]
+            self._runs_since_patterns = getattr(self, "_runs_since_patterns", 0) + 1
             await self.commit()
         await self._announce(task, done)
 
