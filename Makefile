@@ -92,7 +92,7 @@ test-unit: venv
 test-integration: tools
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-bench: venv dapr redis
+bench: venv dapr jaeger redis
 	$(PY) -m bench
 
 lint: venv
