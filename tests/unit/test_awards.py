@@ -51,10 +51,11 @@ def scored(agent_id: str, final: float) -> tuple[Bid, BidScore]:
     return bid, score
 
 
-def allocated(*finals: tuple[str, float]) -> TaskRecord:
+def awarded(*finals: tuple[str, float]) -> AllocationResult:
+    """Task t1 awarded to the first of `finals` (agent, final score), every bid kept."""
     pairs = [scored(agent, final) for agent, final in finals]
     winner_bid, winner_score = pairs[0]
-    result = AllocationResult(
+    return AllocationResult(
         task_id="t1",
         status=AllocationStatus.ALLOCATED,
         winning_agent_id=winner_bid.agent_id,
@@ -63,8 +64,11 @@ def allocated(*finals: tuple[str, float]) -> TaskRecord:
         all_scores=[s for _, s in pairs],
         all_bids=[b for b, _ in pairs],
     )
+
+
+def allocated(*finals: tuple[str, float]) -> TaskRecord:
     bidding = move(TaskRecord(spec=spec()), AllocationStatus.BIDDING)
-    return allocate(bidding, result, NOW).model_copy(update={"award_published": True})
+    return allocate(bidding, awarded(*finals), NOW).model_copy(update={"award_published": True})
 
 
 def test_the_window_is_the_default_or_a_shorter_task_deadline() -> None:

@@ -10,7 +10,7 @@ from typing import cast
 from pydantic import BaseModel
 
 from agora.core.contracts import OutcomeReport
-from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, TaskAwarded, Topic
 from agora.core.task_lifecycle import TaskRecord
 from agora.reputation.actors import Reputation
@@ -18,6 +18,7 @@ from agora.runtime.actor import InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
 from agora.taskboard.actors import AWARD_REMINDER, Task, TaskBoardDeps
 from tests.unit.helpers import answer_of, hosted, mock_state
+from tests.unit.test_awards import awarded as result
 from tests.unit.test_awards import scored
 
 
@@ -32,20 +33,6 @@ class RecordingPublisher:
 
 def task_spec(**extra: object) -> TaskSpec:
     return TaskSpec.model_validate({"task_id": "t1", "description": "d", "required_skills": ["s"], **extra})
-
-
-def result(*finals: tuple[str, float]) -> AllocationResult:
-    pairs = [scored(agent, final) for agent, final in finals]
-    bid, score = pairs[0]
-    return AllocationResult(
-        task_id="t1",
-        status=AllocationStatus.ALLOCATED,
-        winning_agent_id=bid.agent_id,
-        winning_bid=bid,
-        winning_score=score,
-        all_scores=[s for _, s in pairs],
-        all_bids=[b for b, _ in pairs],
-    )
 
 
 async def new_task(publisher: RecordingPublisher, ack_seconds: float = 30.0) -> Task:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -32,6 +34,9 @@ from agora.runtime.service import ServiceContext
 from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
 DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
@@ -99,6 +104,22 @@ class _Ports:
         )
 
 
+class SharedCalls(Generic[K, V]):
+    """Concurrent calls for one key share one call: the first starts it, the others wait for
+    its answer (or its error). Nothing is kept once it returns."""
+
+    def __init__(self) -> None:
+        self._running: dict[K, asyncio.Task[V]] = {}
+
+    async def call(self, key: K, start: Callable[[], Awaitable[V]]) -> V:
+        running = self._running.get(key)
+        if running is None:
+            running = self._running[key] = asyncio.ensure_future(start())
+            running.add_done_callback(lambda _: self._running.pop(key, None))
+        # A caller that gives up does not cancel the call the others wait for.
+        return await asyncio.shield(running)
+
+
 class ReputationReads:
     """Agents' reputation records for scoring, each read at most once per `max_age_s`: in a
     burst of tasks for the same agents, one read serves them all. Concurrent reads of one agent
@@ -109,25 +130,19 @@ class ReputationReads:
         self._reputations = reputations
         self._max_age_s = max_age_s
         self._cached: dict[str, tuple[float, ReputationRecord]] = {}
-        self._reading: dict[str, asyncio.Task[ReputationRecord]] = {}
+        self._reads: SharedCalls[str, ReputationRecord] = SharedCalls()
 
     async def get(self, agent_id: str) -> ReputationRecord:
         now = time.monotonic()
         cached = self._cached.get(agent_id)
         if cached is not None and now - cached[0] < self._max_age_s:
             return cached[1]
-        reading = self._reading.get(agent_id)
-        if reading is None:
-            reading = self._reading[agent_id] = asyncio.create_task(self._read(agent_id, now))
-        return await asyncio.shield(reading)
+        return await self._reads.call(agent_id, lambda: self._read(agent_id, now))
 
     async def _read(self, agent_id: str, started: float) -> ReputationRecord:
-        try:
-            record = await self._reputations.get_record(agent_id)
-            self._cached[agent_id] = (started, record)
-            return record
-        finally:
-            self._reading.pop(agent_id, None)
+        record = await self._reputations.get_record(agent_id)
+        self._cached[agent_id] = (started, record)
+        return record
 
     def updated(self, record: ReputationRecord) -> None:
         self._cached[record.agent_id] = (time.monotonic(), record)
@@ -140,20 +155,10 @@ class SharedFilter:
 
     def __init__(self, registry: RegistryClient) -> None:
         self._registry = registry
-        self._asking: dict[str, asyncio.Task[FilterAnswer]] = {}
+        self._asking: SharedCalls[str, FilterAnswer] = SharedCalls()
 
     async def filter(self, query: CapabilityQuery) -> FilterAnswer:
-        key = query.model_dump_json()
-        asking = self._asking.get(key)
-        if asking is None:
-            asking = self._asking[key] = asyncio.create_task(self._ask(key, query))
-        return await asyncio.shield(asking)
-
-    async def _ask(self, key: str, query: CapabilityQuery) -> FilterAnswer:
-        try:
-            return await self._registry.filter(query)
-        finally:
-            self._asking.pop(key, None)
+        return await self._asking.call(query.model_dump_json(), lambda: self._registry.filter(query))
 
 
 class MarketAllocator:
