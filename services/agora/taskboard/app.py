@@ -10,10 +10,11 @@ from agora.core.errors import NoStateFound
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import TaskActors
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
-from agora.taskboard.actors import ACTOR_TYPE, STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
+from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 
 APP_ID = "taskboard"
 
@@ -31,7 +32,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
         ctx.host_actor(Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds))
-        actors = ActorClient(ctx.sidecar)
+        tasks = TaskActors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
@@ -40,7 +41,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: str) -> TaskRecord:
             try:
-                return TaskRecord.model_validate(await actors.call(ACTOR_TYPE, task_id, "get_task"))
+                return await tasks.get(task_id)
             except NoStateFound as exc:
                 raise NotFound(exc.message, task_id=task_id) from exc
 

@@ -253,3 +253,40 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
 
 
 ACTOR_TYPE = SessionUncertainty.__name__  # the Dapr actor type is the class name
+
+
+class SessionActors:
+    """`SessionUncertainty` actors, one per agent session: one typed method per actor method."""
+
+    def __init__(self, actors: ActorClient) -> None:
+        self._actors = actors
+
+    async def observe_llm_response(self, session_id: str, report: StepReport) -> StepVerdict:
+        answer = await self._actors.call(ACTOR_TYPE, session_id, "observe_llm_response", report)
+        return StepVerdict.model_validate(answer)
+
+    async def observe_tool_call(self, session_id: str, report: StepReport) -> StepVerdict:
+        return StepVerdict.model_validate(
+            await self._actors.call(ACTOR_TYPE, session_id, "observe_tool_call", report)
+        )
+
+    async def checkpoint(self, session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
+        answer = await self._actors.call(ACTOR_TYPE, session_id, "checkpoint", request)
+        return CheckpointAnswer.model_validate(answer)
+
+    async def get_belief_state(self, session_id: str) -> SessionState:
+        return SessionState.model_validate(
+            await self._actors.call(ACTOR_TYPE, session_id, "get_belief_state")
+        )
+
+    async def summary_metadata(self, session_id: str) -> SessionSummary:
+        return SessionSummary.model_validate(
+            await self._actors.call(ACTOR_TYPE, session_id, "summary_metadata")
+        )
+
+    async def reset(self, session_id: str) -> SessionState:
+        return SessionState.model_validate(await self._actors.call(ACTOR_TYPE, session_id, "reset"))
+
+    async def apply_decision(self, session_id: str, resolved: EscalationResolved) -> SessionState:
+        answer = await self._actors.call(ACTOR_TYPE, session_id, "apply_decision", resolved)
+        return SessionState.model_validate(answer)

@@ -3,8 +3,9 @@ continues sessions when their escalation is decided."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from fastapi import FastAPI
@@ -27,7 +28,9 @@ from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
 from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.uncertainty.actors import ACTOR_TYPE, SessionUncertainty, UncertaintyDeps
+from agora.uncertainty.actors import SessionActors, SessionUncertainty, UncertaintyDeps
+
+M = TypeVar("M")
 
 APP_ID = "uncertainty"
 
@@ -80,40 +83,43 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
             ),
         )
 
-        async def call(session_id: str, method: str, payload: object = None) -> Any:
+        sessions = SessionActors(actors)
+
+        async def answered(call: Awaitable[M], session_id: str) -> M:
+            """The actor's answer; its refusal is the API's SESSION_REFUSED, naming the cause."""
             try:
-                return await actors.call(ACTOR_TYPE, session_id, method, payload)
+                return await call
             except AgoraError as exc:
                 raise SessionRefused(exc.message, session_id=session_id, error_code=exc.code) from exc
 
         @app.post("/v1/sessions/{session_id}/llm-responses", response_model=StepVerdict)
         async def llm_response(session_id: str, report: StepReport) -> StepVerdict:
-            return StepVerdict.model_validate(await call(session_id, "observe_llm_response", report))
+            return await answered(sessions.observe_llm_response(session_id, report), session_id)
 
         @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
         async def tool_call(session_id: str, report: StepReport) -> StepVerdict:
-            return StepVerdict.model_validate(await call(session_id, "observe_tool_call", report))
+            return await answered(sessions.observe_tool_call(session_id, report), session_id)
 
         @app.post("/v1/sessions/{session_id}/checkpoints", response_model=CheckpointAnswer)
         async def checkpoint(session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
-            return CheckpointAnswer.model_validate(await call(session_id, "checkpoint", request))
+            return await answered(sessions.checkpoint(session_id, request), session_id)
 
         @app.get("/v1/sessions/{session_id}", response_model=SessionState)
         async def show(session_id: str) -> SessionState:
-            return SessionState.model_validate(await call(session_id, "get_belief_state"))
+            return await answered(sessions.get_belief_state(session_id), session_id)
 
         @app.get("/v1/sessions/{session_id}/summary", response_model=SessionSummary)
         async def summary(session_id: str) -> SessionSummary:
-            return SessionSummary.model_validate(await call(session_id, "summary_metadata"))
+            return await answered(sessions.summary_metadata(session_id), session_id)
 
         @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
         async def reset(session_id: str) -> SessionState:
-            return SessionState.model_validate(await call(session_id, "reset"))
+            return await answered(sessions.reset(session_id), session_id)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind == "session":
                 await decisions.verified(EscalationActors(actors), event)
-                await actors.call(ACTOR_TYPE, event.waiting_party.id, "apply_decision", event)
+                await sessions.apply_decision(event.waiting_party.id, event)
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
