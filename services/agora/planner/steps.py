@@ -1,0 +1,318 @@
+"""The planner's model calls: estimate a task's complexity, make a plan, verify a subgoal's
+result, replan after a failure, synthesize the final answer.
+
+Every call asks the model for a structured answer (`complete_json`) and checks it: a plan the
+model drafts is validated as a DAG (`agora.core.planning.validate_plan`), and one that does not
+parse or does not validate is sent back with every problem named, up to `attempts` times,
+before the planner gives up with `PlanNotMade`.
+
+`offline_answers` makes the deterministic offline model a planner too: it recognises these
+prompts and answers with valid plans, verifications that follow the reported outcome, and
+syntheses, so the embedded default and the tests plan without a network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from agora.core.errors import AgoraError
+from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
+from agora.core.planning import (
+    MAX_PLAN_SUBGOALS,
+    InvalidPlan,
+    Plan,
+    PlanningConfig,
+    SubGoal,
+    SubGoalId,
+    VerificationResult,
+    merge_replan,
+    validate_plan,
+)
+from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
+
+PLAN_ATTEMPTS = 3
+"""Drafts asked for before the planner gives up on a plan (the first and two corrections)."""
+
+ESTIMATE_PROMPT = "You estimate how many tool calls an AI agent needs for a task."
+PLAN_PROMPT = "You plan long tasks for a market of AI agents as a DAG of subgoals."
+REPLAN_PROMPT = "You repair a plan for a market of AI agents after a subgoal failed."
+VERIFY_PROMPT = "You verify whether a subgoal's result meets its success criterion."
+SYNTHESIZE_PROMPT = "You write the final answer to a task from the results of its subgoals."
+
+
+class ComplexityEstimate(BaseModel):
+    estimated_steps: int = Field(ge=1, le=1000)
+    rationale: str = Field(default="", max_length=500)
+
+
+class SubGoalDraft(BaseModel):
+    """A subgoal as the model proposes it (status and progress are the planner's)."""
+
+    id: SubGoalId
+    description: Text = Field(min_length=1)
+    success_criterion: Text = Field(min_length=1)
+    dependencies: list[SubGoalId] = Field(default_factory=list, max_length=MAX_PLAN_SUBGOALS)
+    tool_hints: list[Annotated[str, Field(max_length=MAX_SKILL_TAG_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_ITEMS
+    )
+    fallback_strategy: Text = ""
+
+
+class PlanDraft(BaseModel):
+    subgoals: list[SubGoalDraft] = Field(min_length=1, max_length=MAX_PLAN_SUBGOALS)
+    total_estimated_steps: int = Field(ge=0, le=10_000)
+
+
+class VerificationAnswer(BaseModel):
+    result: VerificationResult
+    reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
+
+
+class SynthesisAnswer(BaseModel):
+    final_output: Text
+
+
+class PlanNotMade(AgoraError):
+    """The model did not produce a valid plan within the attempts allowed."""
+
+    code = "PLAN_NOT_MADE"
+    http_status = 502
+
+
+async def estimate_complexity(model: ModelClient, task: str) -> int:
+    """The model's estimate of the tool calls `task` needs."""
+    messages = [
+        ChatMessage(role="system", content=f"{ESTIMATE_PROMPT} Count the tool calls, not the words."),
+        ChatMessage(role="user", content=f"Task: {task}"),
+    ]
+    estimate, _ = await complete_json(model, messages, ComplexityEstimate)
+    return estimate.estimated_steps
+
+
+def _rules(config: PlanningConfig) -> str:
+    return (
+        f"Break the task into at most {config.max_subgoals} subgoals. Each has an id (a snake_case slug "
+        "of at most 20 characters: a lower-case letter, then lower-case letters, digits or underscores), "
+        "a description, a verifiable success criterion, the ids of the subgoals it depends on (no "
+        "cycles), tool hints, and a fallback strategy. Subgoals that do not depend on each other run "
+        "at the same time on different agents."
+    )
+
+
+async def create_plan(
+    model: ModelClient,
+    task: str,
+    config: PlanningConfig,
+    *,
+    skills: Sequence[str] = (),
+    attempts: int = PLAN_ATTEMPTS,
+) -> Plan:
+    """A valid plan for `task`, drafted by the model and corrected until it validates."""
+    messages = [
+        ChatMessage(role="system", content=f"{PLAN_PROMPT} {_rules(config)}"),
+        ChatMessage(role="user", content=f"Task: {task}\nSkills available: {', '.join(skills) or 'any'}"),
+    ]
+    return await _drafted(model, messages, config, attempts, lambda draft: _plan_of(task, draft))
+
+
+async def replan(
+    model: ModelClient,
+    plan: Plan,
+    failed: SubGoal,
+    config: PlanningConfig,
+    *,
+    attempts: int = PLAN_ATTEMPTS,
+) -> Plan:
+    """The next version of `plan` after `failed` could not be completed: the model proposes the
+    remaining subgoals; completed ones are kept as they are (`merge_replan`)."""
+    current = json.dumps(
+        [
+            s.model_dump(mode="json", include={"id", "description", "dependencies", "status"})
+            for s in plan.subgoals
+        ]
+    )
+    messages = [
+        ChatMessage(role="system", content=f"{REPLAN_PROMPT} {_rules(config)} Keep completed subgoals."),
+        ChatMessage(
+            role="user",
+            content=(
+                f"Task: {plan.task}\nCurrent plan (version {plan.version}): {current}\n"
+                f"Failed subgoal: {failed.id}: {failed.failure_reason or 'no reason given'}\n"
+                f"Its fallback strategy: {failed.fallback_strategy or 'none'}"
+            ),
+        ),
+    ]
+    return await _drafted(
+        model,
+        messages,
+        config,
+        attempts,
+        lambda draft: merge_replan(plan, _plan_of(plan.task, draft), config),
+    )
+
+
+async def _drafted(
+    model: ModelClient,
+    messages: list[ChatMessage],
+    config: PlanningConfig,
+    attempts: int,
+    build: Callable[[PlanDraft], Plan],
+) -> Plan:
+    problems: list[str] = []
+    for _ in range(attempts):
+        try:
+            draft, completion = await complete_json(model, messages, PlanDraft)
+        except ModelOutputInvalid as exc:
+            problems = [f"the answer is not a valid plan draft: {str(exc.error or exc)[:500]}"]
+            answer = exc.text
+        else:
+            try:
+                plan = build(draft)
+                validate_plan(plan, config)
+                return plan
+            except InvalidPlan as exc:
+                problems = exc.problems
+                answer = completion.text
+        messages = [
+            *messages,
+            ChatMessage(role="assistant", content=answer[:MAX_NOTE_CHARS]),
+            ChatMessage(
+                role="user", content="Fix these problems and answer again:\n- " + "\n- ".join(problems)
+            ),
+        ]
+    raise PlanNotMade(f"no valid plan after {attempts} drafts: " + "; ".join(problems))
+
+
+def _plan_of(task: str, draft: PlanDraft) -> Plan:
+    return Plan(
+        task=task,
+        subgoals=[SubGoal(**d.model_dump()) for d in draft.subgoals],
+        total_estimated_steps=draft.total_estimated_steps,
+    )
+
+
+async def verify(model: ModelClient, subgoal: SubGoal, outcome: str, output: str) -> VerificationAnswer:
+    """Whether a subgoal's result meets its success criterion: PASS, PARTIAL (retry) or FAIL. An
+    answer that is not a verdict counts as FAIL with the reason; a model that cannot be reached
+    raises (the caller retries)."""
+    messages = [
+        ChatMessage(role="system", content=f"{VERIFY_PROMPT} Answer PASS, PARTIAL or FAIL with a reason."),
+        ChatMessage(
+            role="user",
+            content=(
+                f"Subgoal: {subgoal.description}\nSuccess criterion: {subgoal.success_criterion}\n"
+                f"Outcome: {outcome}\nResult: {output}"
+            ),
+        ),
+    ]
+    try:
+        answer, _ = await complete_json(model, messages, VerificationAnswer)
+    except ModelOutputInvalid as exc:
+        return VerificationAnswer(
+            result=VerificationResult.FAIL, reason=f"the verifier could not answer: {exc}"
+        )
+    return answer
+
+
+async def synthesize(model: ModelClient, plan: Plan) -> str:
+    """The final answer, in one model call, from the completed subgoals' summaries."""
+    results = "\n".join(f"- {s.id}: {s.output_summary}" for s in plan.subgoals if s.output_summary)
+    messages = [
+        ChatMessage(role="system", content=SYNTHESIZE_PROMPT),
+        ChatMessage(role="user", content=f"Task: {plan.task}\nResults:\n{results or '(none)'}"),
+    ]
+    answer, _ = await complete_json(model, messages, SynthesisAnswer)
+    return answer.final_output
+
+
+# -- the offline model as a planner ----------------------------------------------------------------
+
+_OFFLINE_SHAPE = (
+    ("research_sources", "Find the sources needed for", (), "the sources are listed"),
+    ("collect_data", "Collect the data needed for", (), "the data is collected"),
+    (
+        "analyse",
+        "Analyse the sources and data for",
+        ("research_sources", "collect_data"),
+        "findings are stated",
+    ),
+    ("outline", "Outline the answer to", ("research_sources",), "an outline exists"),
+    ("write_draft", "Write the answer to", ("analyse", "outline"), "a complete draft exists"),
+    ("check_facts", "Check the findings behind", ("analyse",), "every finding is checked"),
+)
+"""The offline planner's plan: six subgoals in three waves."""
+
+
+def offline_answers(messages: Sequence[ChatMessage]) -> str | None:
+    """The offline model's answers to the planner's prompts (None: not a planner prompt)."""
+    if not messages:
+        return None
+    system, user = messages[0].content, messages[-1].content
+    task = _field(messages[1].content if len(messages) > 1 else "", "Task") or "the task"
+    if system.startswith(ESTIMATE_PROMPT):
+        steps = 2 + len(task.split()) // 2  # "Say hello": 3 steps, no plan; a sentence-long task: a plan
+        return json.dumps({"estimated_steps": steps, "rationale": "offline estimate from the task's length"})
+    if system.startswith(PLAN_PROMPT):
+        skills = [s.strip() for s in (_field(user, "Skills available") or "").split(",") if s.strip()]
+        return json.dumps(_offline_plan(task, [] if skills == ["any"] else skills))
+    if system.startswith(REPLAN_PROMPT):
+        return json.dumps(_offline_replan(messages[1].content))
+    if system.startswith(VERIFY_PROMPT):
+        outcome = (_field(user, "Outcome") or "").lower()
+        result = {"succeeded": "PASS", "partial": "PARTIAL"}.get(outcome, "FAIL")
+        return json.dumps({"result": result, "reason": f"the agent reported: {outcome or 'nothing'}"})
+    if system.startswith(SYNTHESIZE_PROMPT):
+        lines = [line[2:] for line in user.splitlines() if line.startswith("- ")]
+        return json.dumps({"final_output": f"{task}: " + " ".join(lines) if lines else f"{task}: no results"})
+    return None
+
+
+def _field(text: str, name: str) -> str | None:
+    match = re.search(rf"^{re.escape(name)}: (.*)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def _offline_plan(task: str, skills: list[str]) -> dict[str, object]:
+    digest = hashlib.sha256(task.encode()).digest()
+    subgoals = []
+    for index, (subgoal_id, verb, dependencies, criterion) in enumerate(_OFFLINE_SHAPE):
+        hints = [skills[(digest[index] + index) % len(skills)]] if skills else []
+        subgoals.append(
+            {
+                "id": subgoal_id,
+                "description": f"{verb}: {task}"[:500],
+                "success_criterion": criterion,
+                "dependencies": list(dependencies),
+                "tool_hints": hints,
+                "fallback_strategy": f"try another way to {verb.lower()}",
+            }
+        )
+    return {"subgoals": subgoals, "total_estimated_steps": 2 * len(subgoals)}
+
+
+def _offline_replan(request: str) -> dict[str, object]:
+    """The current plan again, the failed subgoal described by its fallback strategy."""
+    current = json.loads(_field(request, f"Current plan (version {_version(request)})") or "[]")
+    failed_id = (_field(request, "Failed subgoal") or "").split(":", 1)[0]
+    fallback = _field(request, "Its fallback strategy") or "try another way"
+    subgoals = [
+        {
+            "id": s["id"],
+            "description": fallback if s["id"] == failed_id else s["description"],
+            "success_criterion": f"{s['id']} is done",
+            "dependencies": s["dependencies"],
+        }
+        for s in current
+    ]
+    return {"subgoals": subgoals, "total_estimated_steps": 2 * len(subgoals)}
+
+
+def _version(request: str) -> str:
+    match = re.search(r"Current plan \(version (\d+)\)", request)
+    return match.group(1) if match else "1"
