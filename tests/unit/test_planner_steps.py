@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agora.core.planning import PlanningConfig, SubGoalStatus, VerificationResult, execution_waves
-from agora.llm import ChatMessage, Completion, OfflineModelClient
+from agora.llm import ChatMessage, OfflineModelClient
 from agora.planner.steps import (
     PlanNotMade,
     create_plan,
@@ -19,6 +19,7 @@ from agora.planner.steps import (
     synthesize,
     verify,
 )
+from tests.unit.helpers import FakeModel
 
 CONFIG = PlanningConfig()
 TASK = "Write the quarterly report on agent market efficiency"
@@ -28,28 +29,15 @@ def planner_model() -> OfflineModelClient:
     return OfflineModelClient(overrides=offline_answers)
 
 
-class ScriptedModel:
-    """Answers with the scripted texts in turn; remembers what it was asked."""
-
-    backend = "scripted"
+class ScriptedModel(FakeModel):
+    """Answers with the scripted texts in turn."""
 
     def __init__(self, answers: Sequence[str]) -> None:
+        super().__init__()
         self._answers = list(answers)
-        self.asked: list[list[ChatMessage]] = []
 
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        self.asked.append(list(messages))
-        return Completion(text=self._answers.pop(0), model="scripted", backend="scripted")
-
-    async def aclose(self) -> None:
-        return None
+    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
+        return self._answers.pop(0)
 
 
 def draft(*subgoals: tuple[str, list[str]]) -> str:

@@ -15,52 +15,35 @@ from agora.core.market import Bid, TaskOutcome, TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes import PROMPT_HEADING, OutcomeStatus
-from agora.llm import ChatMessage, Completion
+from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
 from agora.worker.actors import WorkerAgent, WorkerDeps
-from tests.unit.helpers import answer_of, hosted
+from tests.unit.helpers import FakeModel, answer_of, hosted
 
 
-class ScriptedModel:
+class ScriptedModel(FakeModel):
     """Answers each step as scripted: `finish` with the next success flag; analyses on request."""
 
-    backend = "scripted"
-
     def __init__(self, successes: Sequence[bool]) -> None:
+        super().__init__()
         self._successes = list(successes)
-        self.prompts: list[list[ChatMessage]] = []
         self.analyses = 0
 
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        self.prompts.append(list(messages))
-        title = (json_schema or {}).get("title")
-        if title == "FailureAnalysis":
+    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
+        if (json_schema or {}).get("title") == "FailureAnalysis":
             self.analyses += 1
-            answer: dict[str, Any] = {
-                "cause": "the search hit a paywall",
-                "next_approach": "use the preprint",
-            }
-        else:
-            succeeded = self._successes.pop(0) if self._successes else True
-            answer = {
+            return json.dumps({"cause": "the search hit a paywall", "next_approach": "use the preprint"})
+        succeeded = self._successes.pop(0) if self._successes else True
+        return json.dumps(
+            {
                 "thought": "searching the archive",
                 "action": "finish",
                 "observation": "found it" if succeeded else "the search returned nothing",
                 "succeeded": succeeded,
                 "confidence": 0.9,
             }
-        return Completion(text=json.dumps(answer), model="scripted", backend="scripted")
-
-    async def aclose(self) -> None:
-        return None
+        )
 
 
 class RecordingPublisher:
@@ -126,7 +109,7 @@ async def test_failed_attempts_climb_the_ladder_retry_analysis_notice_then_abort
     assert not done.actual_success
     assert done.summary.startswith("aborted after 4 failed attempts")
     assert model.analyses == 1  # attempt 2 was analysed before attempt 3
-    last_prompt = " ".join(m.content for m in model.prompts[-1])
+    last_prompt = " ".join(m.content for m in model.asked[-1])
     assert "Your analysis: the search hit a paywall Next approach: use the preprint" in last_prompt
     [learnt] = worker.state.learning
     assert learnt.final_status is OutcomeStatus.ABORTED and learnt.retry_count == 4
@@ -151,10 +134,10 @@ async def test_an_agent_learns_from_its_runs_and_tracks_what_the_lessons_did() -
     await worker._on_activate()
     for i in range(6):
         await worker.execute(award(f"t{i}"))
-    assert all(PROMPT_HEADING not in m.content for p in model.prompts[:10] for m in p)
+    assert all(PROMPT_HEADING not in m.content for p in model.asked[:10] for m in p)
 
     outcome_of(await worker.execute(award("t6")))
-    system = model.prompts[-1][0].content
+    system = model.asked[-1][0].content
     assert PROMPT_HEADING in system  # the lesson went into the new task's prompt
     applied = worker.state.learning[-1].patterns_applied
     assert applied and all(p in system for p in applied)
@@ -176,9 +159,9 @@ async def test_a_redelivered_award_is_not_run_again_but_its_outcome_is_announced
     worker = agent(model, EscalationConfig())
     await worker._on_activate()
     first = outcome_of(await worker.execute(award("t1")))
-    calls = len(model.prompts)
+    calls = len(model.asked)
     again = outcome_of(await worker.execute(award("t1")))
-    assert again == first and len(model.prompts) == calls
+    assert again == first and len(model.asked) == calls
     assert len(worker.state.learning) == 1
     publisher = cast(RecordingPublisher, worker.deps.publisher)
     assert publisher.sent == [first, first]
