@@ -85,9 +85,8 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
 
     @actor_endpoint
     async def park(self, request: ParkRequest) -> EscalationRecord:
-        ask = request
         now = datetime.now(UTC)
-        context = ask.context
+        context = request.context
         existing = self.state.record
         learner = self.deps.learner
         if isinstance(context, EscalationContext) and not context.historical_suggestions:
@@ -101,13 +100,13 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
                 context = context.model_copy(update={"historical_suggestions": similar})
         record = rules.park(
             self.id.id,
-            ask.waiting_party,
+            request.waiting_party,
             context,
             now=now,
-            who=ask.who,
-            why=ask.why,
-            deadline=ask.deadline,
-            default_decision=ask.default_decision,
+            who=request.who,
+            why=request.why,
+            deadline=request.deadline,
+            default_decision=request.default_decision,
             existing=existing,
         )
         if record != existing:
@@ -129,10 +128,14 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
 
     @actor_endpoint
     async def resolve(self, decision: Decision) -> EscalationRecord:
-        given = decision
         await self._redeliver()
         resolved = rules.resolve(
-            self._record(), given.response, given.who, given.why, datetime.now(UTC), progress=given.progress
+            self._record(),
+            decision.response,
+            decision.who,
+            decision.why,
+            datetime.now(UTC),
+            progress=decision.progress,
         )
         return await self._conclude(resolved)
 

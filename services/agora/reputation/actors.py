@@ -43,19 +43,18 @@ class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface)
 
     @actor_endpoint
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
-        parsed = report
-        task_id = parsed.outcome.task_id
+        task_id = report.outcome.task_id
         if task_id in self.state.recent_outcomes:
             return self.state.record
         # A fallback bid's numbers come from the agent's profile, not from the agent: they say
         # nothing about how well it estimates itself.
-        bid = parsed.winning_bid if parsed.winning_bid and not parsed.winning_bid.fallback else None
+        bid = report.winning_bid if report.winning_bid and not report.winning_bid.fallback else None
         self.state.record = apply_outcome(
             self.state.record,
-            parsed.outcome,
+            report.outcome,
             estimated_cost_usd=bid.estimated_cost_usd if bid else None,
             self_reported=bid.self_reported_success_prob if bid else None,
-            counts_as_success=parsed.counts_as_success,
+            counts_as_success=report.counts_as_success,
         )
         self.state.recent_outcomes = [*self.state.recent_outcomes, task_id][-RECENT_OUTCOMES_KEPT:]
         await self.commit()

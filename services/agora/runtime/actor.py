@@ -218,58 +218,47 @@ class SidecarActorClient(DaprActorClientBase):  # type: ignore[misc]
         self._sidecar = sidecar
         self._tracer = tracer("agora.actors")
 
-    def _traced(self, operation: str, actor_type: str) -> Any:
-        return self._tracer.start_as_current_span(
+    async def _call(
+        self,
+        operation: str,
+        method: str,
+        actor_type: str,
+        actor_id: str,
+        rest: str,
+        data: bytes | None = None,
+    ) -> bytes:
+        """One runtime call under a CLIENT span `actor <operation> <type>`."""
+        with self._tracer.start_as_current_span(
             f"actor {operation} {actor_type}",
             kind=SpanKind.CLIENT,
             attributes={"dapr.actor.type": actor_type},
-        )
-
-    @staticmethod
-    def _path(actor_type: str, actor_id: str, rest: str) -> str:
-        return f"/v1.0/actors/{actor_type}/{actor_id}/{rest}"
+        ):
+            headers = {"content-type": "application/json"} if data is not None else None
+            path = f"/v1.0/actors/{actor_type}/{actor_id}/{rest}"
+            response = await self._sidecar.request(method, path, content=data, headers=headers)
+        return response.content
 
     async def invoke_method(
         self, actor_type: str, actor_id: str, method: str, data: bytes | None = None
     ) -> bytes:
-        path = self._path(actor_type, actor_id, f"method/{method}")
+        path = f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}"
         response = await self._sidecar.request("PUT", path, content=data, idempotent=False)
         return response.content
 
     async def save_state_transactionally(self, actor_type: str, actor_id: str, data: bytes) -> None:
-        with self._traced("save_state", actor_type):
-            await self._sidecar.request(
-                "PUT",
-                self._path(actor_type, actor_id, "state"),
-                content=data,
-                headers={"content-type": "application/json"},
-            )
+        await self._call("save_state", "PUT", actor_type, actor_id, "state", data)
 
     async def get_state(self, actor_type: str, actor_id: str, name: str) -> bytes:
-        with self._traced("get_state", actor_type):
-            response = await self._sidecar.request("GET", self._path(actor_type, actor_id, f"state/{name}"))
-        return response.content
+        return await self._call("get_state", "GET", actor_type, actor_id, f"state/{name}")
 
     async def register_reminder(self, actor_type: str, actor_id: str, name: str, data: bytes) -> None:
-        with self._traced("register_reminder", actor_type):
-            await self._sidecar.request(
-                "PUT",
-                self._path(actor_type, actor_id, f"reminders/{name}"),
-                content=data,
-                headers={"content-type": "application/json"},
-            )
+        await self._call("register_reminder", "PUT", actor_type, actor_id, f"reminders/{name}", data)
 
     async def unregister_reminder(self, actor_type: str, actor_id: str, name: str) -> None:
-        with self._traced("unregister_reminder", actor_type):
-            await self._sidecar.request("DELETE", self._path(actor_type, actor_id, f"reminders/{name}"))
+        await self._call("unregister_reminder", "DELETE", actor_type, actor_id, f"reminders/{name}")
 
     async def register_timer(self, actor_type: str, actor_id: str, name: str, data: bytes) -> None:
-        await self._sidecar.request(
-            "PUT",
-            self._path(actor_type, actor_id, f"timers/{name}"),
-            content=data,
-            headers={"content-type": "application/json"},
-        )
+        await self._call("register_timer", "PUT", actor_type, actor_id, f"timers/{name}", data)
 
     async def unregister_timer(self, actor_type: str, actor_id: str, name: str) -> None:
-        await self._sidecar.request("DELETE", self._path(actor_type, actor_id, f"timers/{name}"))
+        await self._call("unregister_timer", "DELETE", actor_type, actor_id, f"timers/{name}")

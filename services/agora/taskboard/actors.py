@@ -136,10 +136,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
     async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord:
         """The winner's runtime took the award; the answer is the board's record of the task,
         the truth the award event must agree with."""
-        ack = acknowledgement
-        self._check_token(ack.agent_id, ack.award_token)
+        self._check_token(acknowledgement.agent_id, acknowledgement.award_token)
         record = self._record()
-        acknowledged = await self._save(lifecycle.acknowledge(record, ack.agent_id, _now()))
+        acknowledged = await self._save(lifecycle.acknowledge(record, acknowledgement.agent_id, _now()))
         if acknowledged is not record:
             with contextlib.suppress(Exception):  # a reminder left over only announces nothing
                 await self.unregister_reminder(AWARD_REMINDER)
@@ -147,11 +146,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
 
     @actor_endpoint
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
-        reported = outcome
         record = self._record()
-        if record.outcome is None or record.outcome != reported:
-            self._check_token(reported.agent_id, reported.award_token)
-        return await self._save(lifecycle.record_outcome(record, reported))
+        if record.outcome is None or record.outcome != outcome:
+            self._check_token(outcome.agent_id, outcome.award_token)
+        return await self._save(lifecycle.record_outcome(record, outcome))
 
     def _check_token(self, agent_id: str, token: str | None) -> None:
         expected = self.state.award_token

@@ -109,21 +109,19 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
     @actor_endpoint
     async def observe_llm_response(self, report: StepReport) -> StepVerdict:
         self._require_running()
-        step_report = report
         estimator = self._estimator()
-        prompt = [ModelMessage(role="user", content=step_report.prompt)] if step_report.prompt else None
+        prompt = [ModelMessage(role="user", content=report.prompt)] if report.prompt else None
         step, action = await estimator.observe_llm_response(
-            step_report.text, step_report.step_id, prompt_messages=prompt, step_type=step_report.step_type
+            report.text, report.step_id, prompt_messages=prompt, step_type=report.step_type
         )
-        return await self._after(estimator, step, action, step_report)
+        return await self._after(estimator, step, action, report)
 
     @actor_endpoint
     async def observe_tool_call(self, report: StepReport) -> StepVerdict:
         self._require_running()
-        step_report = report
         estimator = self._estimator()
-        step, action = await estimator.observe_tool_call(step_report.tool_name or "", step_report.step_id)
-        return await self._after(estimator, step, action, step_report)
+        step, action = await estimator.observe_tool_call(report.tool_name or "", report.step_id)
+        return await self._after(estimator, step, action, report)
 
     async def _after(
         self,
@@ -158,14 +156,13 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         exactly like a low-confidence step (same escalation service, same decisions); a
         warn-only trigger answers with its message and lets the step run."""
         self._require_running()
-        ask = request
         context = CheckpointContext(
-            job_id=self.id.id, sheet_num=ask.step, prompt=ask.prompt, retry_count=ask.retry_count
+            job_id=self.id.id, sheet_num=request.step, prompt=request.prompt, retry_count=request.retry_count
         )
-        verdict = evaluate_checkpoint([*self.deps.checkpoint_triggers, *ask.triggers], context)
+        verdict = evaluate_checkpoint([*self.deps.checkpoint_triggers, *request.triggers], context)
         if verdict.gate is CheckpointGate.CONFIRM:
             parked = context.model_copy(update={"trigger": verdict.trigger})
-            await self._send_to_person(f"{self.id.id}.checkpoint-{ask.step}", parked, verdict.message)
+            await self._send_to_person(f"{self.id.id}.checkpoint-{request.step}", parked, verdict.message)
             await self.commit()
         return CheckpointAnswer(
             verdict=verdict, status=self.state.status, escalation_id=self.state.escalation_id
@@ -221,33 +218,32 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
     async def apply_decision(self, resolved: EscalationResolved) -> SessionState:
         """Continue (or end) the session as decided. A decision applied already changes nothing
         (a redelivery); one for an escalation this session never waited on is refused."""
-        event = resolved
-        if any(c.escalation_id == event.escalation_id for c in self.state.continuations):
+        if any(c.escalation_id == resolved.escalation_id for c in self.state.continuations):
             return self.state
-        if self.state.status != "WAITING_FOR_HUMAN" or event.escalation_id != self.state.escalation_id:
+        if self.state.status != "WAITING_FOR_HUMAN" or resolved.escalation_id != self.state.escalation_id:
             raise UnverifiedDecision(
-                f"session {self.id.id} is not waiting for escalation {event.escalation_id} "
+                f"session {self.id.id} is not waiting for escalation {resolved.escalation_id} "
                 f"(it is {self.state.status}, waiting for {self.state.escalation_id or 'nothing'})"
             )
-        decision = event.decision
+        decision = resolved.decision
         action = decision.action
         self.state.continuations.append(
             Continuation(
-                escalation_id=event.escalation_id,
+                escalation_id=resolved.escalation_id,
                 action=action,
                 next_prompt=decision.modified_prompt,
                 guidance=decision.guidance,
-                decided_by=event.decided_by,
+                decided_by=resolved.decided_by,
                 at=datetime.now(UTC),
             )
         )
         self.state.escalation_id = None
         if action in (EscalationAction.ABORT, CheckpointAction.ABORT):
             self.state.status = "ABORTED"
-            self.state.abort_summary = event.abort_summary
+            self.state.abort_summary = resolved.abort_summary
         else:
             self.state.status = "RUNNING"
-            self.state.awaiting_outcome = event.escalation_id
+            self.state.awaiting_outcome = resolved.escalation_id
         await self.commit()
         return self.state
 

@@ -140,6 +140,8 @@ class Run:
     patterns_applied: list[str]
     started_at: float
     history: list[tuple[FailureType, str]] = field(default_factory=list)
+    aborted: bool = False
+    """Ended by an abort (a person's decision, or the ladder's last rung)."""
 
 
 class WorkerAgentInterface(ActorInterface):
@@ -172,48 +174,50 @@ class WorkerDeps:
 
 class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
     state_model = WorkerState
+    _found_patterns: list[DetectedPattern] | None = None
+    """The patterns in the agent's recent runs, as last looked for (per activation, not saved)."""
+    _runs_since_patterns: int = 0
 
     @actor_endpoint
     async def execute(self, award: TaskAwarded) -> TaskOutcome | None:
-        task = award
-        if task.task_id in self.state.parked:
+        if award.task_id in self.state.parked:
             return None  # waiting for a person
-        done = self.state.executed.get(task.task_id)
+        done = self.state.executed.get(award.task_id)
         if done is not None:
-            await self._announce(task, done)
+            await self._announce(award, done)
             return done
         patterns = [
             p.description
             for p in select_relevant_patterns(
-                self._patterns(), {"text": task.spec.description}, PATTERNS_APPLIED
+                self._patterns(), {"text": award.spec.description}, PATTERNS_APPLIED
             )
         ]
         run = Run(patterns_applied=patterns, started_at=time.time())
-        done = await self._attempt(task, self._opening(task, patterns), 0, self._step_budget(task), run)
+        done = await self._attempt(award, self._opening(award, patterns), 0, self._step_budget(award), run)
         if done is not None:
-            await self._finish(task, done, run)
+            await self._finish(award, done, run)
         return done
 
     @actor_endpoint
     async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None:
-        event = resolved
-        parked = self.state.parked.get(event.waiting_party.id)
-        if parked is None or parked.escalation_id != event.escalation_id:
+        parked = self.state.parked.get(resolved.waiting_party.id)
+        if parked is None or parked.escalation_id != resolved.escalation_id:
             return None  # not ours, or resumed already
-        del self.state.parked[event.waiting_party.id]
+        del self.state.parked[resolved.waiting_party.id]
         await self.commit()
-        task, action = parked.award, str(event.decision.action)
+        task, action = parked.award, str(resolved.decision.action)
         run = Run(parked.patterns_applied, parked.started_at or time.time(), list(parked.attempt_history))
         done: TaskOutcome | None
         if action in ("abort", "skip"):
+            run.aborted = action == "abort"
             done = self._outcome(task, parked.steps, succeeded=False, partial=action == "skip",
-                                 summary=f"{action} by {event.decided_by}")  # fmt: skip
+                                 summary=f"{action} by {resolved.decided_by}")  # fmt: skip
         else:
             transcript = list(parked.transcript)
-            if event.decision.modified_prompt:
-                transcript.append(ChatMessage(role="user", content=event.decision.modified_prompt))
-            elif event.decision.guidance:
-                transcript.append(ChatMessage(role="user", content=event.decision.guidance))
+            if resolved.decision.modified_prompt:
+                transcript.append(ChatMessage(role="user", content=resolved.decision.modified_prompt))
+            elif resolved.decision.guidance:
+                transcript.append(ChatMessage(role="user", content=resolved.decision.guidance))
             limit = parked.step_limit or parked.steps + self._step_budget(task)
             done = await self._attempt(task, transcript, parked.steps, limit, run)
         if done is not None:
@@ -232,11 +236,10 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
 
     def _patterns(self) -> list[DetectedPattern]:
         """The patterns in the agent's recent runs, looked for again every few runs."""
-        found: list[DetectedPattern] | None = getattr(self, "_found_patterns", None)
-        if found is None or getattr(self, "_runs_since_patterns", 0) >= PATTERNS_REFRESHED_EVERY:
-            found = self._found_patterns = detect_patterns(self.state.learning)
+        if self._found_patterns is None or self._runs_since_patterns >= PATTERNS_REFRESHED_EVERY:
+            self._found_patterns = detect_patterns(self.state.learning)
             self._runs_since_patterns = 0
-        return found
+        return self._found_patterns
 
     def _opening(self, task: TaskAwarded, patterns: list[str]) -> list[ChatMessage]:
         profile = self.deps.profiles[task.agent_id]
@@ -293,6 +296,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             run.history = [*run.history, decision.history_entry]
             note = f"Attempt {failed_attempt} failed ({decision.failure_type.value})."
             if level is EscalationLevel.ABORT:
+                run.aborted = True
                 summary = f"aborted after {failed_attempt} failed attempts ({decision.failure_type.value})"
                 return self._outcome(task, done.actual_steps, succeeded=False, partial=False, summary=summary)
             if level is EscalationLevel.REQUIRE_DECISION:
@@ -444,7 +448,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                 list({**self.state.executed, task.task_id: done}.items())[-EXECUTED_KEPT:]
             )
             self.state.learning = [*self.state.learning, _learnt(done, run)][-LEARNING_KEPT:]
-            self._runs_since_patterns = getattr(self, "_runs_since_patterns", 0) + 1
+            self._runs_since_patterns += 1
             await self.commit()
         await self._announce(task, done)
 
@@ -468,7 +472,7 @@ def _learnt(done: TaskOutcome, run: Run) -> SheetOutcome:
         status = OutcomeStatus.COMPLETED
     elif done.partial:
         status = OutcomeStatus.SKIPPED
-    elif done.summary.startswith(("abort", "aborted")):
+    elif run.aborted:
         status = OutcomeStatus.ABORTED
     else:
         status = OutcomeStatus.FAILED
