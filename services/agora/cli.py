@@ -32,11 +32,13 @@ from agora.core.contracts import EscalationList
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityProfile
+from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest, PlanState
 from agora.demo import invoker, run_demo, session_continuation
 from agora.harness.cluster import LocalCluster
 from agora.harness.processes import ProcessFailed
 from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
 from agora.harness.toolchain import MissingTool, cache_root
+from agora.planner.view import plan_lines
 
 RUN_ROOT = Path(".run")
 REQUEST_TIMEOUT_S = 30.0
@@ -514,6 +516,53 @@ def cmd_task_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan_submit(args: argparse.Namespace) -> int:
+    requests = _load_models(args.file, PlanRequest, "plan_id")
+    for request in requests:
+        body = request.model_dump(mode="json", exclude={"plan_id"})
+        accepted = PlanAccepted.model_validate(
+            _invoke(args, "PUT", f"v1/plans/{request.plan_id}", body, service="planner")
+        )
+        state = "submitted" if accepted.created else f"already exists ({accepted.state})"
+        print(f"{request.plan_id}: {state}")
+    return 0
+
+
+def cmd_plan_show(args: argparse.Namespace) -> int:
+    shown: list[str] = []
+    while True:
+        record = PlanRecord.model_validate(
+            _invoke(args, "GET", f"v1/plans/{args.plan_id}", service="planner")
+        )
+        if args.json:
+            print(record.model_dump_json(indent=2))
+            return 0
+        lines = plan_lines(record)
+        if lines != shown:
+            print("\n".join(lines), flush=True)
+            shown = lines
+        if not args.watch or record.state in FINAL_STATES:
+            return 0
+        time.sleep(1.0)
+
+
+def cmd_plan_list(args: argparse.Namespace) -> int:
+    listing = PlanList.model_validate(
+        _invoke(
+            args,
+            "GET",
+            f"v1/plans?state={args.state}&limit={args.limit}&offset={args.offset}",
+            service="planner",
+        )
+    )
+    for record in listing.plans:
+        version = f"v{record.plan.version}" if record.plan else "--"
+        print(f"{record.plan_id:<32} {record.state:<18} {version:<4} {_shorten(record.request.task, 60)}")
+    if listing.total > args.offset + len(listing.plans):
+        print(f"({listing.total} in all; --offset to see more)")
+    return 0
+
+
 def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
     party, context = record["waiting_party"], record["context"]
     deadline = f"  deadline {record['deadline']}" if record.get("deadline") else ""
@@ -639,6 +688,25 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--who", default=os.environ.get("USER", "operator"))
     resume.add_argument("--why", default="")
     resume.set_defaults(func=cmd_escalations_resume)
+
+    plan = commands.add_parser("plan", help="long tasks planned as subgoal DAGs").add_subparsers(
+        dest="action", required=True
+    )
+    submit = plan.add_parser(
+        "submit", help="submit plan requests from a YAML/JSON file (one or a list); validated first"
+    )
+    submit.add_argument("file")
+    submit.set_defaults(func=cmd_plan_submit)
+    show_plan = plan.add_parser("show", help="a plan's waves and subgoals as a tree")
+    show_plan.add_argument("plan_id")
+    show_plan.add_argument("--watch", action="store_true", help="print again on each change until it ends")
+    show_plan.add_argument("--json", action="store_true")
+    show_plan.set_defaults(func=cmd_plan_show)
+    plans = plan.add_parser("list", help="plans in a state (default: RUNNING)")
+    plans.add_argument("--state", default="RUNNING", choices=[s.value for s in PlanState])
+    plans.add_argument("--limit", type=int, default=50)
+    plans.add_argument("--offset", type=int, default=0)
+    plans.set_defaults(func=cmd_plan_list)
     return parser
 
 

@@ -1,6 +1,7 @@
 """The `make run` demo: the worker's sample agents are registered; the demo asks the registry
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
-the intake topic and prints each allocation (winner and scores) and outcome."""
+the intake topic and prints each allocation (winner and scores) and outcome, submits a plan
+and prints its waves as they run, and parks an uncertain session for a person."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+
+from agora.core.messages import Topic
+from agora.core.plans import FINAL_STATES, PlanRecord, PlanRequest, PlanState
+from agora.planner.view import plan_lines
 
 SAMPLE_TASKS: list[dict[str, Any]] = [
     {"task_id": "demo-papers", "description": "Summarise this week's papers on agent coordination",
@@ -53,7 +58,38 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
             url = invoke("taskboard", f"v1/tasks/{spec['task_id']}")
             _print_task(_wait(functools.partial(_settled_at, http, url)))
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
+        _run_a_plan(http, invoke, publish)
         _pause_a_session(http, invoke)
+
+
+DEMO_PLAN = PlanRequest(
+    plan_id="demo-plan",
+    task="Write a market report on home solar batteries in Spain with sources, data and checked findings",
+    skills=["web_search", "summarize", "write", "sql", "python"],
+    min_success_threshold=0.2,
+)
+
+
+def _run_a_plan(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """A plan request on agora.plans: the planner drafts subgoals in waves, each goes to the
+    market, is verified, and the results are synthesized; printed as it progresses."""
+    http.post(f"{publish}/{Topic.PLANS}", json=DEMO_PLAN.model_dump(mode="json")).raise_for_status()
+    print(f"\nPlanner: published plan {DEMO_PLAN.plan_id} to {Topic.PLANS}")
+    url = invoke("planner", f"v1/plans/{DEMO_PLAN.plan_id}")
+    shown: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = http.get(url)
+        if response.status_code == 200:
+            record = PlanRecord.model_validate(response.json())
+            lines = plan_lines(record)
+            if lines != shown:
+                print("\n".join("  " + line for line in lines), flush=True)
+                shown = lines
+            if record.state in FINAL_STATES or record.state is PlanState.WAITING_FOR_HUMAN:
+                break
+        time.sleep(0.5)
+    print(f"  Watch it again with: .venv/bin/agora plan show {DEMO_PLAN.plan_id}")
 
 
 DEMO_SESSION = "demo-session"

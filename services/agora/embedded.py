@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from agora.allocator.app import AllocatorSettings, allocator_module
 from agora.escalation.app import EscalationSettings, escalation_module
+from agora.planner.app import PlannerSettings, planner_module
 from agora.registry.app import RegistrySettings, registry_module
 from agora.reputation.app import reputation_module
 from agora.runtime.service import create_service_app, serve
@@ -48,6 +49,7 @@ def create_app() -> FastAPI:
             ),
             escalation_module(EscalationSettings(app_id=settings.app_id)),
             uncertainty_module(),
+            planner_module(PlannerSettings(app_id=settings.app_id)),
         ],
     )
 

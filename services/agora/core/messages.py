@@ -40,6 +40,10 @@ class Topic(StrEnum):
     """A parked escalation got its decision (`EscalationResolved`); the waiting party continues."""
     ESCALATION_OUTCOME = "agora.escalation.outcome"
     """How the waiting party fared after the decision (`EscalationOutcome`); learnt from."""
+    PLANS = "agora.plans"
+    """Plan intake: a `PlanRequest` to plan and carry out (any publisher)."""
+    PLAN_COMPLETED = "agora.plan.completed"
+    """A plan ended (`PlanCompleted`): COMPLETED, FAILED or ABORTED, with its result."""
 
 
 class ActorType(StrEnum):

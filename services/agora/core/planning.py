@@ -28,7 +28,7 @@ Choices where the reference is vague:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
@@ -282,27 +282,31 @@ def execution_waves(plan: Plan) -> list[list[str]]:
     return waves
 
 
-def next_wave(plan: Plan) -> list[str]:
-    """The subgoals to start now: the runnable ones (PENDING, every dependency completed) of the
-    first wave that has any, so a wave's subgoals start together and a later wave's only once
-    no earlier wave has one left to start. Empty when nothing can start (the plan is done,
-    waits for running subgoals, or is blocked)."""
+def next_wave(plan: Plan, waived: Collection[str] = ()) -> list[str]:
+    """The subgoals to start now: the runnable ones (PENDING, every dependency completed or
+    `waived`) of the first wave that has any, so a wave's subgoals start together and a later
+    wave's only once no earlier wave has one left to start. Empty when nothing can start (the
+    plan is done, waits for running subgoals, or is blocked)."""
     by_id = {s.id: s for s in plan.subgoals}
     for wave in execution_waves(plan):
         runnable = [
             subgoal_id
             for subgoal_id in wave
             if by_id[subgoal_id].status is SubGoalStatus.PENDING
-            and all(by_id[d].status is SubGoalStatus.COMPLETED for d in by_id[subgoal_id].dependencies)
+            and all(
+                by_id[d].status is SubGoalStatus.COMPLETED or d in waived
+                for d in by_id[subgoal_id].dependencies
+            )
         ]
         if runnable:
             return runnable
     return []
 
 
-def skip_blocked(plan: Plan) -> Plan:
+def skip_blocked(plan: Plan, waived: Collection[str] = ()) -> Plan:
     """SKIP every PENDING subgoal that can no longer run because a dependency FAILED or was
-    SKIPPED (transitively), naming the dependency in its failure reason."""
+    SKIPPED (transitively), naming the dependency in its failure reason. A `waived` subgoal (one
+    a person decided to skip: the plan goes on without it) blocks nothing."""
     by_id = {s.id: s for s in plan.subgoals}
     changed = False
     for wave in execution_waves(plan):
@@ -313,7 +317,7 @@ def skip_blocked(plan: Plan) -> Plan:
             blocked = [
                 d
                 for d in subgoal.dependencies
-                if by_id[d].status in (SubGoalStatus.FAILED, SubGoalStatus.SKIPPED)
+                if by_id[d].status in (SubGoalStatus.FAILED, SubGoalStatus.SKIPPED) and d not in waived
             ]
             if blocked:
                 word = "failed" if by_id[blocked[0]].status is SubGoalStatus.FAILED else "was skipped"

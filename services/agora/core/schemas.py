@@ -43,6 +43,7 @@ from agora.core.messages import (
     TaskRejected,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
+from agora.core.plans import PlanAccepted, PlanCompleted, PlanList, PlanRecord, PlanRequest, PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[3] / "proto" / "jsonschema"
@@ -78,6 +79,12 @@ CONTRACTS: dict[str, Any] = {
     "session_state": SessionState,
     "session_summary": SessionSummary,
     "agent_learning": AgentLearning,
+    "plan_request": PlanRequest,
+    "plan_submission": PlanSubmission,
+    "plan_accepted": PlanAccepted,
+    "plan_record": PlanRecord,
+    "plan_list": PlanList,
+    "plan_completed": PlanCompleted,
 }
 
 

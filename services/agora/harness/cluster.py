@@ -77,12 +77,7 @@ class ServiceReplica:
 
     def start(self, timeout: float = 60.0) -> ServiceReplica:
         self.app = self._start_app() if self.spec.module else None
-        self.daprd = ManagedProcess(
-            f"{self.name}-daprd",
-            self._daprd_argv(),
-            self.cluster.logs / f"{self.name}.daprd.log",
-            env=self.cluster.child_env(self.cluster.sidecar_env()),
-        ).start()
+        self.daprd = self._start_daprd()
         try:
             self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
             if self.app is not None:
@@ -96,6 +91,25 @@ class ServiceReplica:
         """SIGKILL the app process only; its sidecar keeps running (a crash test)."""
         if self.app is not None:
             self.app.kill()
+
+    def kill_sidecar(self) -> None:
+        """SIGKILL the sidecar only; the app keeps running (a crash test)."""
+        if self.daprd is not None:
+            self.daprd.kill()
+
+    def start_sidecar(self, timeout: float = 60.0) -> ServiceReplica:
+        """Start a fresh sidecar beside the running app, on the same ports."""
+        self.daprd = self._start_daprd()
+        self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
+        return self
+
+    def _start_daprd(self) -> ManagedProcess:
+        return ManagedProcess(
+            f"{self.name}-daprd",
+            self._daprd_argv(),
+            self.cluster.logs / f"{self.name}.daprd.log",
+            env=self.cluster.child_env(self.cluster.sidecar_env()),
+        ).start()
 
     def start_app(self, timeout: float = 60.0) -> ServiceReplica:
         """Start a fresh app process beside the running sidecar, on the same port."""

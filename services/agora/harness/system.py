@@ -13,6 +13,7 @@ ALLOCATOR = ServiceSpec("allocator", "agora.allocator")
 WORKER = ServiceSpec("worker", "agora.worker")
 ESCALATION = ServiceSpec("escalation", "agora.escalation")
 UNCERTAINTY = ServiceSpec("uncertainty", "agora.uncertainty")
+PLANNER = ServiceSpec("planner", "agora.planner")
 EMBEDDED = ServiceSpec("agora", "agora.embedded")
 CONSOLE = ServiceSpec("console", None)
 """A sidecar without an app: the identity people's tools (the `agora` CLI) call through, and
@@ -23,7 +24,7 @@ RECORDER = ServiceSpec(
     env={
         "AGORA_RECORD_TOPICS": (
             "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded,"
-            "agora-pubsub/agora.escalation.resolved"
+            "agora-pubsub/agora.escalation.resolved,agora-pubsub/agora.plan.completed"
         )
     },
 )
@@ -36,6 +37,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
     WORKER,
     ESCALATION,
     UNCERTAINTY,
+    PLANNER,
 )
 """Every Agora service as its own app, in start order (the redis profile, Kubernetes)."""
 

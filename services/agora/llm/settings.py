@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agora.llm.client import ModelClient
 from agora.llm.dapr_conversation import DaprConversationClient
-from agora.llm.offline import OfflineModelClient
+from agora.llm.offline import OfflineModelClient, Override
 from agora.llm.openai_compatible import OpenAICompatibleClient
 from agora.runtime.sidecar import DaprSidecar
 
@@ -37,10 +37,14 @@ class ModelSettings(BaseSettings):
     timeout_s: float = 30
 
 
-def model_client_from_settings(settings: ModelSettings, sidecar: DaprSidecar | None) -> ModelClient:
-    """Build the configured client; a ValueError names the setting that is missing."""
+def model_client_from_settings(
+    settings: ModelSettings, sidecar: DaprSidecar | None, *, offline_answers: Override | None = None
+) -> ModelClient:
+    """Build the configured client; a ValueError names the setting that is missing.
+    `offline_answers` teaches the offline model a service's own prompts (it answers the rest
+    from their JSON Schemas)."""
     if settings.backend == "offline":
-        return OfflineModelClient(model=settings.model)
+        return OfflineModelClient(model=settings.model, overrides=offline_answers)
     if settings.backend == "dapr":
         if sidecar is None:
             raise ValueError("AGORA_MODEL_BACKEND=dapr needs a DaprSidecar (the service's sidecar client)")

@@ -133,7 +133,7 @@ async def replan(
     remaining subgoals; completed ones are kept as they are (`merge_replan`)."""
     current = json.dumps(
         [
-            s.model_dump(mode="json", include={"id", "description", "dependencies", "status"})
+            s.model_dump(mode="json", include={"id", "description", "dependencies", "tool_hints", "status"})
             for s in plan.subgoals
         ]
     )
@@ -206,7 +206,8 @@ async def verify(model: ModelClient, subgoal: SubGoal, outcome: str, output: str
         ChatMessage(
             role="user",
             content=(
-                f"Subgoal: {subgoal.description}\nSuccess criterion: {subgoal.success_criterion}\n"
+                f"Subgoal: {subgoal.id}: {subgoal.description}\n"
+                f"Success criterion: {subgoal.success_criterion}\n"
                 f"Outcome: {outcome}\nResult: {output}"
             ),
         ),
@@ -290,7 +291,7 @@ def _offline_plan(task: str, skills: list[str]) -> dict[str, object]:
                 "success_criterion": criterion,
                 "dependencies": list(dependencies),
                 "tool_hints": hints,
-                "fallback_strategy": f"try another way to {verb.lower()}",
+                "fallback_strategy": f"Try another way to {verb.lower()}: {task}"[:500],
             }
         )
     return {"subgoals": subgoals, "total_estimated_steps": 2 * len(subgoals)}
@@ -307,6 +308,7 @@ def _offline_replan(request: str) -> dict[str, object]:
             "description": fallback if s["id"] == failed_id else s["description"],
             "success_criterion": f"{s['id']} is done",
             "dependencies": s["dependencies"],
+            "tool_hints": s.get("tool_hints", []),
         }
         for s in current
     ]

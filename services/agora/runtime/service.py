@@ -38,6 +38,7 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import configure_tracing, shutdown_tracing
+from agora.runtime.workflows import WorkflowHost
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,14 @@ class ServiceContext:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     daemons: set[asyncio.Task[Any]] = field(default_factory=set)
     hosted_actors: list[ActorHosting[Any]] = field(default_factory=list)
+    workflow_host: WorkflowHost | None = None
+
+    def workflows(self) -> WorkflowHost:
+        """The app's one workflow runtime (created on first use; modules register their
+        workflows and activities on it during setup; it starts once the sidecar is up)."""
+        if self.workflow_host is None:
+            self.workflow_host = WorkflowHost(self.settings.dapr_host, self.settings.dapr_grpc_port)
+        return self.workflow_host
 
     def host_actor(self, actor_type: type[PydanticActor[Any, D]], deps: D) -> None:
         """Host `actor_type` in this app; every instance is built with `deps`."""
@@ -219,6 +228,10 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
             warming.cancel()
             for daemon in list(ctx.daemons):
                 daemon.cancel()
+            if ctx.workflow_host is not None:
+                # Workflows stop taking work first; the engine hands unfinished steps to the
+                # next runtime that connects (this app restarted, or another replica).
+                await ctx.workflow_host.stop()
             await _drain(ctx, settings.shutdown_grace_seconds)
             await sidecar.aclose()
             log.info("service stopped")
@@ -293,6 +306,8 @@ async def _warm(ctx: ServiceContext, modules: Sequence[ServiceModule]) -> None:
     while True:
         try:
             await ctx.sidecar.wait_until_ready()
+            if ctx.workflow_host is not None:
+                await ctx.workflow_host.start()
             while pending:
                 warm_up = pending[0].warm_up
                 assert warm_up is not None

@@ -14,6 +14,8 @@ class ServiceSettings(BaseSettings):
     app_port: int = Field(default=8000, validation_alias=AliasChoices("AGORA_APP_PORT", "APP_PORT"))
     dapr_host: str = "127.0.0.1"
     dapr_http_port: int = Field(default=3500, validation_alias=AliasChoices("DAPR_HTTP_PORT"))
+    dapr_grpc_port: int = Field(default=50001, validation_alias=AliasChoices("DAPR_GRPC_PORT"))
+    """The sidecar's gRPC API, which Dapr Workflow's runtime and client use."""
     dapr_api_token: str | None = Field(default=None, validation_alias=AliasChoices("DAPR_API_TOKEN"))
     app_api_token: str | None = Field(default=None, validation_alias=AliasChoices("APP_API_TOKEN"))
 

@@ -7,9 +7,13 @@ picks grpc (default) or http/protobuf. Tests pass their own (in-memory) exporter
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 import uuid
 from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar
+from datetime import datetime
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.resources import Resource
@@ -20,6 +24,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 _provider: TracerProvider | None = None
@@ -73,7 +78,7 @@ def configure_tracing(
     # Spans nobody exports are not recorded (OTEL_TRACES_EXPORTER=none): the trace context
     # still flows through every hop, marked unsampled, at a fraction of the cost.
     sampler = ALWAYS_OFF if chosen is None and from_env and _exporter_disabled() else None
-    provider = TracerProvider(resource=resource, sampler=sampler)
+    provider = TracerProvider(resource=resource, sampler=sampler, id_generator=_PresetIds())
     if chosen is not None:
         provider.add_span_processor(BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen))
     trace.set_tracer_provider(provider)
@@ -105,3 +110,64 @@ def current_traceparent() -> str | None:
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return carrier.get("traceparent")
+
+
+# -- spans of long steps ----------------------------------------------------------------------
+#
+# A step of a durable workflow (a whole plan, one wave) lasts across processes and crashes, so
+# no process can hold its span open. Its ids are chosen when it starts (`span_traceparent`),
+# its children carry them, and the span itself is recorded once the step ends
+# (`record_finished_span`), with the start time it had.
+
+_preset_ids: ContextVar[tuple[int | None, int] | None] = ContextVar("agora_preset_span_ids", default=None)
+
+
+class _PresetIds(RandomIdGenerator):
+    """Random ids, except for a span being recorded with ids chosen in advance."""
+
+    def generate_span_id(self) -> int:
+        preset = _preset_ids.get()
+        return preset[1] if preset is not None else super().generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        preset = _preset_ids.get()
+        return preset[0] if preset is not None and preset[0] is not None else super().generate_trace_id()
+
+
+def stable_span_id(*key: str) -> int:
+    """A span id derived from `key`: the same step gets the same id however often it is replayed."""
+    return int.from_bytes(hashlib.sha256("\x1f".join(key).encode()).digest()[:8], "big") or 1
+
+
+def span_traceparent(parent: str | None, span_id: int) -> str:
+    """The traceparent of the span `span_id` under `parent` (a new sampled trace without one)."""
+    if parent:
+        _, trace_id, _, flags = parent.split("-")
+        return f"00-{trace_id}-{span_id:016x}-{flags}"
+    return f"00-{secrets.token_hex(16)}-{span_id:016x}-01"
+
+
+def record_finished_span(
+    name: str,
+    traceparent: str,
+    parent: str | None,
+    start: datetime,
+    end: datetime,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
+) -> None:
+    """Record the span `traceparent` (ids chosen by `span_traceparent`) that ran from `start`
+    to `end`, as a child of `parent` (or a root)."""
+    _, trace_hex, span_hex, _ = traceparent.split("-")
+    parent_context = extract_context({"traceparent": parent}) if parent else context.Context()
+    token = _preset_ids.set((None if parent else int(trace_hex, 16), int(span_hex, 16)))
+    try:
+        span = tracer("agora.workflow").start_span(
+            name, context=parent_context, start_time=_ns(start), attributes=dict(attributes or {})
+        )
+    finally:
+        _preset_ids.reset(token)
+    span.end(end_time=_ns(end))
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000_000)

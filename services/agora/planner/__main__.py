@@ -1,0 +1,3 @@
+from agora.planner.app import main
+
+main()

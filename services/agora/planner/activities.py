@@ -1,0 +1,281 @@
+"""What a plan's workflow does to the world: model calls, the market, the state store, the
+escalation service. Each activity is idempotent (an activity cut short by a crash runs again):
+records are written whole, market tasks and announcements carry fixed ids, parking reuses
+the escalation id."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agora.core.errors import NoStateFound
+from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.messages import Topic
+from agora.core.planning import InvalidPlan, SubGoalStatus, VerificationResult
+from agora.core.plans import (
+    AttemptEnd,
+    PlanCompleted,
+    PlanRecord,
+    PlanStop,
+    StopReason,
+    TaskEnded,
+    TaskLink,
+)
+from agora.llm import ModelClient
+from agora.planner import steps
+from agora.planner.workflow import (
+    Activity,
+    Announce,
+    Check,
+    Dispatch,
+    Draft,
+    Drafted,
+    Estimate,
+    Estimated,
+    SaveRecord,
+    Stop,
+    Synthesize,
+    Synthesized,
+    Verified,
+    Verify,
+)
+from agora.runtime.clients import EscalationActors, TaskActors
+from agora.runtime.pubsub import Publisher
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import StatusIndex
+from agora.runtime.tracing import record_finished_span
+from agora.runtime.workflows import WorkflowHost, step_span
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlannerActivities:
+    model: ModelClient
+    publisher: Publisher
+    plans: StateRepository[PlanRecord]
+    index: StatusIndex
+    links: StateRepository[TaskLink]
+    tasks: TaskActors
+    escalations: EscalationActors
+
+    def register(self, host: WorkflowHost) -> None:
+        host.activity(Activity.SAVE, SaveRecord, self.save)
+        host.activity(Activity.ESTIMATE, Estimate, self.estimate)
+        host.activity(Activity.DRAFT, Draft, self.draft)
+        host.activity(Activity.REPLAN, Draft, self.replan)
+        host.activity(Activity.STOP, Stop, self.stop)
+        host.activity(Activity.SYNTHESIZE, Synthesize, self.synthesize)
+        host.activity(Activity.ANNOUNCE, Announce, self.announce)
+        host.activity(Activity.DISPATCH, Dispatch, self.dispatch)
+        host.activity(Activity.CHECK, Check, self.check)
+        host.activity(Activity.VERIFY, Verify, self.verify)
+
+    async def save(self, step: SaveRecord) -> None:
+        record = step.record
+        await self.plans.save(record.plan_id, record)
+        if step.previous_state is not record.state:
+            await self.index.move(record.plan_id, step.previous_state, record.state)
+        if step.finished is not None:
+            span = step.finished
+            record_finished_span(
+                span.name, span.traceparent, span.parent, span.start, span.end, span.attributes
+            )
+
+    async def estimate(self, step: Estimate) -> Estimated:
+        with step_span("planning.estimate", step.traceparent) as span:
+            estimated = await steps.estimate_complexity(self.model, step.task)
+            span.set_attribute("agora.estimated_steps", estimated)
+            return Estimated(steps=estimated)
+
+    async def draft(self, step: Draft) -> Drafted:
+        record = step.record
+        with step_span("planning.create_plan", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
+            try:
+                plan = await steps.create_plan(
+                    self.model, record.request.task, record.request.config, skills=record.request.skills
+                )
+            except steps.PlanNotMade as exc:
+                span.set_attribute("agora.problem", exc.message)
+                return Drafted(problem=exc.message)
+            span.set_attribute("agora.subgoals", len(plan.subgoals))
+            return Drafted(plan=plan)
+
+    async def replan(self, step: Draft) -> Drafted:
+        record, plan = step.record, step.record.plan
+        assert plan is not None and step.failed_subgoal is not None
+        attributes = {"agora.plan_id": record.plan_id, "agora.failed_subgoal": step.failed_subgoal}
+        with step_span("planning.replan", record.traceparent, attributes) as span:
+            try:
+                replanned = await steps.replan(
+                    self.model, plan, plan.subgoal(step.failed_subgoal), record.request.config
+                )
+            except (steps.PlanNotMade, InvalidPlan) as exc:
+                span.set_attribute("agora.problem", exc.message)
+                return Drafted(problem=f"replan failed: {exc.message}")
+            span.set_attribute("agora.plan_version", replanned.version)
+            return Drafted(plan=replanned)
+
+    async def stop(self, step: Stop) -> PlanStop:
+        """Park the plan for a person; the escalation id is fixed by the plan and its number
+        of stops so far, so parking again after a crash finds the same escalation."""
+        record, plan = step.record, step.record.plan
+        assert plan is not None
+        escalation_id = f"plan.{record.plan_id}.stop{len(record.decisions) + 1}"
+        if step.reason is StopReason.SUBGOAL_FAILED and step.subgoal_id is not None:
+            subgoal = plan.subgoal(step.subgoal_id)
+            errors = [
+                f"{a.task_id}: {a.ended} {a.verdict}: {a.reason}"
+                for a in record.attempts
+                if a.subgoal_id == subgoal.id
+            ][-20:]
+            detail = (
+                f"subgoal {subgoal.id} failed after {subgoal.attempts} attempt(s) "
+                f"and {record.replans} replan(s)"
+            )
+            prompt, retries = subgoal.description, max(0, subgoal.attempts - 1)
+            sheet = [s.id for s in plan.subgoals].index(subgoal.id)
+        else:
+            budget = record.request.config.cost_budget_usd
+            detail = f"the plan spent ${record.cost_usd:.4f} of its ${budget or 0:.4f} budget"
+            errors, prompt, retries, sheet = [detail], record.request.task, 0, 0
+        context = EscalationContext(
+            job_id=record.plan_id,
+            sheet_num=sheet,
+            validation_results=[
+                {"subgoal": s.id, "status": str(s.status), "attempts": s.attempts, "reason": s.failure_reason}
+                for s in plan.subgoals
+            ],
+            confidence=0.0,
+            retry_count=retries,
+            error_history=[e[:2048] for e in errors] or [detail],
+            prompt_used=prompt,
+            output_summary=_progress(record)[:16_000],
+        )
+        request = ParkRequest(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id=record.plan_id),
+            context=context,
+            who="planner",
+            why=detail[:2048],
+        )
+        attributes = {"agora.plan_id": record.plan_id, "agora.escalation_id": escalation_id}
+        with step_span("planning.escalate", record.traceparent, attributes):
+            await self.escalations.park(escalation_id, request)
+        return PlanStop(
+            reason=step.reason, subgoal_id=step.subgoal_id, escalation_id=escalation_id, detail=detail
+        )
+
+    async def synthesize(self, step: Synthesize) -> Synthesized:
+        record, plan = step.record, step.record.plan
+        assert plan is not None
+        with step_span("planning.synthesize", record.traceparent, {"agora.plan_id": record.plan_id}):
+            return Synthesized(final_output=await steps.synthesize(self.model, plan))
+
+    async def announce(self, step: Announce) -> None:
+        record = step.record
+        assert record.result is not None
+        who = record.decisions[-1].split(":", 1)[0] if record.decisions else None
+        completed = PlanCompleted(
+            plan_id=record.plan_id,
+            state=record.state,
+            result=record.result,
+            reason=record.reason,
+            decided_by=who,
+        )
+        with step_span("planning.completed", record.traceparent, {"agora.plan_state": str(record.state)}):
+            await self.publisher.publish(
+                Topic.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"
+            )
+
+    async def dispatch(self, step: Dispatch) -> None:
+        """Post one attempt of a subgoal to the market (`agora.tasks`, the task id as message id,
+        so a repeat is one task), after noting which workflow waits for it."""
+        job = step.job
+        await self.links.save(
+            step.task_id, TaskLink(task_id=step.task_id, instance_id=step.instance_id, event=step.event)
+        )
+        spec = TaskSpec(
+            task_id=step.task_id,
+            description=f"{step.description}\nSuccess criterion: {job.subgoal.success_criterion}"[:16_000],
+            required_skills=job.required_skills,
+            budget_usd=job.budget_usd,
+            min_success_threshold=job.min_success_threshold,
+            allow_partial=True,
+        )
+        attributes = {
+            "agora.plan_id": job.plan_id,
+            "agora.subgoal": job.subgoal.id,
+            "agora.wave": job.wave,
+            "agora.attempt": step.attempt,
+            "task_id": step.task_id,
+        }
+        with step_span("planning.subgoal", job.traceparent, attributes):
+            await self.publisher.publish(Topic.TASKS, spec, message_id=step.task_id)
+
+    async def check(self, step: Check) -> TaskEnded | None:
+        """The task's end as the board recorded it, if it has one."""
+        try:
+            record = await self.tasks.get(step.task_id)
+        except NoStateFound:
+            return None
+        if record.outcome is not None:
+            return TaskEnded(task_id=step.task_id, outcome=record.outcome)
+        if record.status is AllocationStatus.REJECTED:
+            reason = (record.allocation.reject_reason if record.allocation else None) or "rejected"
+            return TaskEnded(task_id=step.task_id, rejected_reason=str(reason)[:2048])
+        if record.status is AllocationStatus.FAILED:
+            return TaskEnded(task_id=step.task_id, rejected_reason=record.failure_reason or "the task failed")
+        return None
+
+    async def verify(self, step: Verify) -> Verified:
+        job, ended = step.job, step.ended
+        attributes = {"agora.plan_id": job.plan_id, "agora.subgoal": job.subgoal.id}
+        with step_span("planning.verify", job.traceparent, attributes) as span:
+            verified = await self._verified(step)
+            span.set_attribute("agora.verdict", str(verified.verdict))
+            span.set_attribute("agora.attempt_end", str(verified.ended))
+            if ended is not None and ended.outcome is not None:
+                span.set_attribute("task_id", ended.task_id)
+            return verified
+
+    async def _verified(self, step: Verify) -> Verified:
+        ended = step.ended
+        fail = VerificationResult.FAIL
+        if ended is None:
+            reason = f"no outcome within {step.job.attempt_timeout_seconds} s"
+            return Verified(ended=AttemptEnd.TIMED_OUT, verdict=fail, reason=reason)
+        outcome = ended.outcome
+        if outcome is None:
+            reason = f"the market could not run it: {ended.rejected_reason or 'rejected'}"
+            return Verified(ended=AttemptEnd.REJECTED, verdict=fail, reason=reason)
+        how = (
+            AttemptEnd.SUCCEEDED
+            if outcome.actual_success
+            else AttemptEnd.PARTIAL
+            if outcome.partial
+            else AttemptEnd.FAILED
+        )
+        answer = await steps.verify(self.model, step.subgoal, str(how), outcome.summary)
+        return Verified(
+            ended=how,
+            verdict=answer.result,
+            reason=answer.reason,
+            output=outcome.summary,
+            agent_id=outcome.agent_id,
+            cost_usd=outcome.actual_cost_usd,
+        )
+
+
+def _progress(record: PlanRecord) -> str:
+    plan = record.plan
+    assert plan is not None
+    lines = [f"Plan {record.plan_id} (version {plan.version}) for: {plan.task}"]
+    for subgoal in plan.subgoals:
+        line = f"- {subgoal.id} [{subgoal.status}]"
+        if subgoal.status is SubGoalStatus.COMPLETED and subgoal.output_summary:
+            line += f": {subgoal.output_summary}"
+        elif subgoal.failure_reason:
+            line += f": {subgoal.failure_reason}"
+        lines.append(line)
+    return "\n".join(lines)

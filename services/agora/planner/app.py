@@ -1,0 +1,194 @@
+"""The planner app: takes plan requests (`agora.plans`, `PUT /v1/plans/{id}`), runs each plan as
+a Dapr workflow (`agora.planner.workflow`), and shows plans (`GET /v1/plans...`).
+
+It also hears how the plans' market tasks end (`agora.task.outcome`, `agora.task.rejected`)
+and how their escalations are decided (`agora.escalation.resolved`), and passes each on to
+the workflow that waits for it as an external event: only after the source of truth agrees
+(the `Task` actor records the outcome, or holds the rejection; the `Escalation` actor holds
+the decision), and only for tasks a plan posted (`planner:task:<task id>` names its workflow).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Query
+
+from agora.core.errors import AgoraError, NoStateFound
+from agora.core.escalation import EscalationResponse, WaitingPartyKind
+from agora.core.limits import MAX_PAGE_SIZE
+from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.messages import EscalationResolved, TaskRejected, Topic
+from agora.core.plans import (
+    PlanAccepted,
+    PlanDecision,
+    PlanId,
+    PlanList,
+    PlanRecord,
+    PlanRequest,
+    PlanState,
+    PlanSubmission,
+    TaskEnded,
+    TaskLink,
+)
+from agora.llm import ModelSettings, model_client_from_settings
+from agora.planner import steps
+from agora.planner.activities import PlannerActivities
+from agora.planner.workflow import (
+    PLAN_WORKFLOW,
+    SUBGOAL_WORKFLOW,
+    PlanStart,
+    decision_event,
+    plan_run,
+    subgoal_run,
+)
+from agora.runtime import decisions
+from agora.runtime.actor import ActorClient
+from agora.runtime.clients import EscalationActors, TaskActors
+from agora.runtime.pubsub import RejectMessage
+from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.status_index import IdSet, StatusIndex
+from agora.runtime.tracing import current_traceparent, span_traceparent, stable_span_id
+
+log = logging.getLogger(__name__)
+
+APP_ID = "planner"
+PLAN_NAMESPACE = "planner:plan"
+STATUS_INDEX_NAMESPACE = "planner:status"
+TASK_LINK_NAMESPACE = "planner:task"
+
+
+class PlannerSettings(ServiceSettings):
+    app_id: str = APP_ID
+
+
+def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
+    settings = settings or PlannerSettings()
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        actors = ActorClient(ctx.sidecar)
+        tasks, escalations = TaskActors(actors), EscalationActors(actors)
+        plans = ctx.repository(PLAN_NAMESPACE, PlanRecord)
+        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        links = ctx.repository(TASK_LINK_NAMESPACE, TaskLink)
+        model = model_client_from_settings(
+            ModelSettings(), ctx.sidecar, offline_answers=steps.offline_answers
+        )
+        host = ctx.workflows()
+        host.workflow(PLAN_WORKFLOW, plan_run)
+        host.workflow(SUBGOAL_WORKFLOW, subgoal_run)
+        PlannerActivities(model, ctx.publisher, plans, index, links, tasks, escalations).register(host)
+
+        async def start(request: PlanRequest) -> PlanAccepted:
+            """Start the plan's workflow unless a plan with this id exists (idempotent)."""
+            existing = await plans.get(request.plan_id)
+            if existing is not None:
+                return PlanAccepted(plan_id=request.plan_id, state=existing.value.state, created=False)
+            if await host.client.get_workflow_state(request.plan_id, fetch_payloads=False) is not None:
+                return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=False)
+            # The run's span is recorded when the plan ends; its id is fixed now, for its steps.
+            parent = current_traceparent()
+            run_span = span_traceparent(parent, stable_span_id(request.plan_id, "run"))
+            start = PlanStart(request=request, traceparent=run_span, parent_traceparent=parent)
+            await host.client.schedule_new_workflow(
+                PLAN_WORKFLOW, input=start.model_dump(mode="json"), instance_id=request.plan_id
+            )
+            log.info("plan started", extra={"plan_id": request.plan_id})
+            return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=True)
+
+        @app.put("/v1/plans/{plan_id}", response_model=PlanAccepted)
+        async def submit(plan_id: PlanId, submission: PlanSubmission) -> PlanAccepted:
+            return await start(PlanRequest(plan_id=plan_id, **submission.model_dump()))
+
+        @app.get("/v1/plans/{plan_id}", response_model=PlanRecord)
+        async def show(plan_id: str) -> PlanRecord:
+            found = await plans.get(plan_id)
+            if found is None:
+                raise NotFound(f"no plan {plan_id}", plan_id=plan_id)
+            return found.value
+
+        @app.get("/v1/plans", response_model=PlanList)
+        async def list_plans(
+            state: PlanState = PlanState.RUNNING,
+            limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
+            offset: int = Query(default=0, ge=0),
+        ) -> PlanList:
+            ids = sorted(await index.list(str(state)))
+            found = await plans.get_many(ids[offset : offset + limit])
+            page = [found[i].value for i in ids[offset : offset + limit] if i in found]
+            return PlanList(state=state, total=len(ids), plans=[p for p in page if p.state is state])
+
+        async def on_plan(request: PlanRequest) -> None:
+            await start(request)
+
+        async def ended(task_id: str, event: TaskEnded) -> None:
+            link = await links.get(task_id)
+            if link is None:
+                return
+            await host.client.raise_workflow_event(
+                link.value.instance_id, link.value.event, data=event.model_dump(mode="json")
+            )
+
+        async def on_outcome(outcome: TaskOutcome) -> None:
+            if await links.get(outcome.task_id) is None:
+                return  # not a plan's task
+            try:  # the board checks the award token; recording the same outcome again is a no-op
+                record = await tasks.mark_outcome(outcome)
+            except AgoraError as exc:
+                if not exc.permanent:
+                    raise
+                raise RejectMessage(f"{exc.code}: {exc.message}") from exc
+            await ended(outcome.task_id, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
+
+        async def on_rejected(rejected: TaskRejected) -> None:
+            if await links.get(rejected.task_id) is None:
+                return
+            try:
+                record = await tasks.get(rejected.task_id)
+            except NoStateFound as exc:
+                raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
+            if record.status is not AllocationStatus.REJECTED:
+                raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
+            reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
+            await ended(rejected.task_id, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
+
+        async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind is not WaitingPartyKind.PLAN_STEP:
+                return
+            await decisions.verified(escalations, event)
+            if not isinstance(event.decision, EscalationResponse):
+                raise RejectMessage(
+                    "a plan's stop is decided with an escalation answer, not a checkpoint answer"
+                )
+            decision = PlanDecision(
+                escalation_id=event.escalation_id, response=event.decision, decided_by=event.decided_by
+            )
+            await host.client.raise_workflow_event(
+                event.waiting_party.id,
+                decision_event(event.escalation_id),
+                data=decision.model_dump(mode="json"),
+            )
+
+        ctx.subscriptions.subscribe(Topic.PLANS, PlanRequest, on_plan)
+        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, on_outcome, idempotent=True)
+        ctx.subscriptions.subscribe(Topic.TASK_REJECTED, TaskRejected, on_rejected, idempotent=True)
+        ctx.subscriptions.subscribe(
+            Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved, idempotent=True
+        )
+
+    return ServiceModule("planner", setup=setup)
+
+
+def create_app(settings: PlannerSettings | None = None) -> FastAPI:
+    settings = settings or PlannerSettings()
+    return create_service_app(settings, [planner_module(settings)])
+
+
+def main() -> None:
+    settings = PlannerSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

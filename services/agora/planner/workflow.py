@@ -1,0 +1,362 @@
+"""A plan's run as Dapr workflows: `plan_run` for the plan, `subgoal_run` for each subgoal.
+
+`plan_run` estimates the task, drafts the plan, then runs it wave by wave: each wave's
+subgoals start together as child workflows (fan-out) and the wave ends when all have
+(fan-in). A subgoal that failed leads to a replan (bounded by `max_replans`), then to a stop
+for a person (an `Escalation` whose decision arrives as an external event). At the end the
+completed subgoals' results are synthesized in one model call and the plan is announced on
+`agora.plan.completed`. The run's record is saved after every step for `GET /v1/plans/{id}`.
+
+`subgoal_run` runs one subgoal through the market: it posts the subgoal as a task on
+`agora.tasks`, waits for the task's end (an external event raised by the planner's
+subscription to outcomes and rejections, or a durable timer), verifies the result against
+the success criterion, and retries (PARTIAL) or tries the fallback strategy (FAIL) as the
+rules of `agora.core.planning` say.
+
+The workflow functions only decide (pure functions of their recorded history); everything
+that touches the world is an activity (`PlannerActivities`). Their names are part of the
+recorded history: renaming one breaks the plans in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import datetime, timedelta
+from typing import Any
+
+from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
+from pydantic import BaseModel, Field
+
+from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult, needs_plan
+from agora.core.plans import (
+    AttemptEnd,
+    NextStep,
+    PlanDecision,
+    PlanRecord,
+    PlanRequest,
+    PlanState,
+    PlanStop,
+    StopReason,
+    SubGoalAttempt,
+    SubGoalJob,
+    SubGoalReport,
+    TaskEnded,
+    after_attempt,
+    apply_decision,
+    begin_wave,
+    direct_plan,
+    end_wave,
+    failed_early,
+    finish,
+    new_record,
+    next_step,
+    replanned,
+    stopped,
+    with_plan,
+)
+from agora.runtime.tracing import span_traceparent, stable_span_id
+from agora.runtime.workflows import ACTIVITY_RETRY, result_of, workflow_now
+
+PLAN_WORKFLOW = "plan_run"
+SUBGOAL_WORKFLOW = "subgoal_run"
+
+
+class Activity:
+    """The activity names (recorded in each run's history)."""
+
+    SAVE = "plan.save"
+    ESTIMATE = "plan.estimate"
+    DRAFT = "plan.draft"
+    REPLAN = "plan.replan"
+    STOP = "plan.stop"
+    SYNTHESIZE = "plan.synthesize"
+    ANNOUNCE = "plan.announce"
+    DISPATCH = "subgoal.dispatch"
+    CHECK = "subgoal.check"
+    VERIFY = "subgoal.verify"
+
+
+# -- activity inputs and results -----------------------------------------------------------------
+
+
+class PlanStart(BaseModel):
+    """`plan_run`'s input: the request, the `planning.run` span's traceparent (chosen at
+    intake; every step of the run is its descendant) and the intake's own (its parent)."""
+
+    request: PlanRequest
+    traceparent: str
+    parent_traceparent: str | None = None
+
+
+class FinishedSpan(BaseModel):
+    """A span of a step that outlived any one process (the run, a wave), recorded when it ended."""
+
+    name: str
+    traceparent: str
+    parent: str | None
+    start: datetime
+    end: datetime
+    attributes: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class SaveRecord(BaseModel):
+    record: PlanRecord
+    previous_state: PlanState | None = None
+    finished: FinishedSpan | None = None
+
+
+class Estimate(BaseModel):
+    task: str
+    traceparent: str | None = None
+
+
+class Estimated(BaseModel):
+    steps: int
+
+
+class Draft(BaseModel):
+    record: PlanRecord
+    failed_subgoal: str | None = None
+    """Set for a replan: the subgoal that could not be completed."""
+
+
+class Drafted(BaseModel):
+    plan: Plan | None = None
+    problem: str = ""
+
+
+class Stop(BaseModel):
+    record: PlanRecord
+    reason: StopReason
+    subgoal_id: str | None = None
+
+
+class Synthesize(BaseModel):
+    record: PlanRecord
+
+
+class Synthesized(BaseModel):
+    final_output: str
+
+
+class Announce(BaseModel):
+    record: PlanRecord
+
+
+class Dispatch(BaseModel):
+    job: SubGoalJob
+    attempt: int
+    task_id: str
+    description: str
+    instance_id: str
+    event: str
+
+
+class Check(BaseModel):
+    task_id: str
+
+
+class Verify(BaseModel):
+    job: SubGoalJob
+    subgoal: SubGoal
+    ended: TaskEnded | None
+    """None: no end within the attempt's time."""
+
+
+class Verified(BaseModel):
+    ended: AttemptEnd
+    verdict: VerificationResult
+    reason: str = ""
+    output: str = ""
+    agent_id: str | None = None
+    cost_usd: float = 0.0
+
+
+# -- the workflows -------------------------------------------------------------------------------
+
+Steps = Generator[Any, Any, Any]
+
+
+def _activity(ctx: DaprWorkflowContext, name: str, argument: BaseModel) -> Any:
+    """Schedule activity `name` (retried with backoff on transient failures)."""
+    return ctx.call_activity(name, input=argument, retry_policy=ACTIVITY_RETRY)
+
+
+def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
+    start = result_of(PlanStart, raw)
+    request, trace = start.request, start.traceparent
+    record = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
+    saved: PlanState | None = None
+
+    def save(updated: PlanRecord, finished: FinishedSpan | None = None) -> Any:
+        nonlocal record, saved
+        previous, saved = saved, updated.state
+        record = updated.model_copy(update={"revision": updated.revision + 1})
+        step = SaveRecord(record=record, previous_state=previous, finished=finished)
+        return _activity(ctx, Activity.SAVE, step)
+
+    yield save(record)
+    estimated = result_of(
+        Estimated,
+        (yield _activity(ctx, Activity.ESTIMATE, Estimate(task=request.task, traceparent=trace))),
+    )
+    if not needs_plan(estimated.steps, request.config):
+        yield save(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
+    else:
+        drafted = result_of(
+            Drafted,
+            (yield _activity(ctx, Activity.DRAFT, Draft(record=record))),
+        )
+        if drafted.plan is None:
+            yield save(failed_early(record, drafted.problem, workflow_now(ctx)))
+            yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
+            return record.result.model_dump(mode="json") if record.result else None
+        yield save(with_plan(record, drafted.plan, workflow_now(ctx)))
+
+    waves_run = 0
+    while record.state is PlanState.RUNNING:
+        step, subgoal_ids = next_step(record, workflow_now(ctx))
+        if step is NextStep.RUN_WAVE:
+            waves_run += 1
+            wave_started = workflow_now(ctx)
+            wave_trace = span_traceparent(trace, stable_span_id(request.plan_id, "wave", str(waves_run)))
+            running, jobs = begin_wave(record, subgoal_ids, wave_started)
+            jobs = [job.model_copy(update={"traceparent": wave_trace}) for job in jobs]
+            yield save(running)
+            children: list[Any] = [
+                ctx.call_child_workflow(SUBGOAL_WORKFLOW, input=job, instance_id=subgoal_instance_id(job))
+                for job in jobs
+            ]
+            reports = yield when_all(children)
+            ended = end_wave(record, [result_of(SubGoalReport, r) for r in reports], workflow_now(ctx))
+            wave_span = FinishedSpan(
+                name="planning.wave",
+                traceparent=wave_trace,
+                parent=trace,
+                start=wave_started,
+                end=ended.updated_at,
+                attributes={"agora.plan_id": request.plan_id, "agora.wave": jobs[0].wave,
+                            "agora.subgoals": ",".join(subgoal_ids)},
+            )  # fmt: skip
+            yield save(ended, wave_span)
+        elif step is NextStep.REPLAN:
+            drafted = result_of(
+                Drafted,
+                (yield _activity(ctx, Activity.REPLAN, Draft(record=record, failed_subgoal=subgoal_ids[0]))),
+            )
+            if drafted.plan is not None:
+                yield save(replanned(record, drafted.plan, workflow_now(ctx)))
+            else:  # the replan itself failed: it counts, and the failure stands
+                yield save(
+                    record.model_copy(update={"replans": record.replans + 1, "reason": drafted.problem})
+                )
+        elif step is NextStep.STOP_FOR_PERSON:
+            reason = StopReason.SUBGOAL_FAILED if subgoal_ids else StopReason.BUDGET_SPENT
+            failed = subgoal_ids[0] if subgoal_ids else None
+            stopping = Stop(record=record, reason=reason, subgoal_id=failed)
+            stop = result_of(PlanStop, (yield _activity(ctx, Activity.STOP, stopping)))
+            yield save(stopped(record, stop, workflow_now(ctx)))
+            decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
+            decision = result_of(PlanDecision, decided)
+            decided = apply_decision(record, decision, workflow_now(ctx))
+            if decided.state is PlanState.RUNNING:
+                yield save(decided)
+            else:  # the decision ends the plan: saved once, with its result, below
+                record = decided
+        else:
+            break
+
+    final_output = ""
+    plan = record.plan
+    if plan is not None and any(s.status is SubGoalStatus.COMPLETED for s in plan.subgoals):
+        synthesized = result_of(
+            Synthesized,
+            (yield _activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record))),
+        )
+        final_output = synthesized.final_output
+    finished = finish(record, final_output, workflow_now(ctx))
+    run_span = FinishedSpan(
+        name="planning.run",
+        traceparent=trace,
+        parent=start.parent_traceparent,
+        start=record.created_at,
+        end=finished.updated_at,
+        attributes={"agora.plan_id": request.plan_id, "agora.plan_state": str(finished.state),
+                    "agora.replans": finished.replans},
+    )  # fmt: skip
+    yield save(finished, run_span)
+    yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
+    return record.result.model_dump(mode="json") if record.result else None
+
+
+def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
+    job = result_of(SubGoalJob, raw)
+    subgoal = job.subgoal
+    attempts: list[SubGoalAttempt] = []
+    fallback_used = False
+    while True:
+        number = len(attempts) + 1
+        task_id = subgoal_task_id(job, number)
+        event = f"ended.{number}"
+        started = workflow_now(ctx)
+        yield _activity(
+            ctx,
+            Activity.DISPATCH,
+            Dispatch(
+                job=job,
+                attempt=number,
+                task_id=task_id,
+                description=subgoal.description,
+                instance_id=ctx.instance_id,
+                event=event,
+            ),
+        )
+        waiting = ctx.wait_for_external_event(event)
+        timeout = ctx.create_timer(timedelta(seconds=job.attempt_timeout_seconds))
+        first = yield when_any([waiting, timeout])
+        if first is waiting:
+            ended: TaskEnded | None = result_of(TaskEnded, waiting.get_result())
+        else:  # no event in time: the board may still know the end (a lost delivery)
+            checked = yield _activity(ctx, Activity.CHECK, Check(task_id=task_id))
+            ended = result_of(TaskEnded, checked) if checked else None
+        verified = result_of(
+            Verified,
+            (yield _activity(ctx, Activity.VERIFY, Verify(job=job, subgoal=subgoal, ended=ended))),
+        )
+        attempts.append(
+            SubGoalAttempt(
+                subgoal_id=subgoal.id,
+                attempt=number,
+                task_id=task_id,
+                description=subgoal.description,
+                started_at=started,
+                finished_at=workflow_now(ctx),
+                agent_id=verified.agent_id,
+                ended=verified.ended,
+                verdict=verified.verdict,
+                reason=verified.reason[:2048],
+                cost_usd=verified.cost_usd,
+            )
+        )
+        subgoal, fallback_used = after_attempt(
+            subgoal,
+            verified.verdict,
+            output=verified.output,
+            reason=verified.reason,
+            fallback_used=fallback_used,
+        )
+        if subgoal.status is not SubGoalStatus.PENDING:
+            return SubGoalReport(subgoal=subgoal, attempts=attempts).model_dump(mode="json")
+
+
+def subgoal_instance_id(job: SubGoalJob) -> str:
+    return f"{job.plan_id}.{job.subgoal.id}.{job.round}"
+
+
+def subgoal_task_id(job: SubGoalJob, attempt: int) -> str:
+    """The market task of one attempt: unique per plan, subgoal, round and attempt."""
+    return f"{subgoal_instance_id(job)}.{attempt}"
+
+
+def decision_event(escalation_id: str) -> str:
+    return f"decision.{escalation_id}"

@@ -1,0 +1,151 @@
+"""Dapr Workflow for the services whose work takes many steps and must survive crashes (plans,
+debates): the app registers workflows and activities, the sidecar's workflow engine keeps
+their history in the actor state store and drives them through the scheduler.
+
+Why Dapr Workflow and not a home-made loop: a workflow's code is replayed from its recorded
+history after a crash of the app or its sidecar, so each step's result (an activity, a
+child workflow, an external event, a timer) is recorded once and never redone; waiting for a
+market outcome or a person's decision is an external event, a deadline a durable timer.
+
+`WorkflowHost` is the part every such service shares: one `WorkflowRuntime` on the app's own
+sidecar (gRPC), started once the app is warm and stopped on shutdown. The runtime executes
+activities on its own thread and event loop; `WorkflowHost.activity` runs each on the app's
+loop instead, where the app's pooled sidecar client, state repositories and tracing live.
+Activities take and return pydantic models (one type on both sides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from dapr.ext.workflow import DaprWorkflowContext, RetryPolicy, WorkflowActivityContext, WorkflowRuntime
+from dapr.ext.workflow.aio import DaprWorkflowClient
+from dapr.ext.workflow.logger import LoggerOptions
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Span
+from pydantic import BaseModel
+
+from agora.runtime.tracing import extract_context, tracer
+
+log = logging.getLogger(__name__)
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel | None)
+M = TypeVar("M", bound=BaseModel)
+
+ACTIVITY_RETRY = RetryPolicy(
+    first_retry_interval=timedelta(seconds=1),
+    max_number_of_attempts=6,
+    backoff_coefficient=2.0,
+    max_retry_interval=timedelta(seconds=30),
+)
+"""Activities raise only for transient failures (a sidecar or model that cannot be reached);
+expected refusals come back as results. Six attempts over about a minute, then the failure
+reaches the workflow."""
+
+
+class WorkflowHost:
+    """The app's workflow runtime: register workflows and activities, then `start`."""
+
+    def __init__(self, dapr_host: str, dapr_grpc_port: int) -> None:
+        self._address = (dapr_host, str(dapr_grpc_port))
+        self._runtime = WorkflowRuntime(
+            host=dapr_host, port=str(dapr_grpc_port), logger_options=_engine_log_options()
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+        self.client = DaprWorkflowClient(
+            host=dapr_host, port=str(dapr_grpc_port), logger_options=_engine_log_options()
+        )
+        _quiet_engine_logs()
+
+    def workflow(self, name: str, fn: Callable[[DaprWorkflowContext, Any], Any]) -> None:
+        """Register the generator function `fn` as workflow `name` (its input arrives as JSON)."""
+
+        def run(ctx: DaprWorkflowContext, raw: Any) -> Any:
+            return fn(ctx, raw)
+
+        run.__name__ = name
+        self._runtime.register_workflow(run, name=name)
+
+    def activity(self, name: str, input_type: type[In], work: Callable[[In], Awaitable[Out]]) -> None:
+        """Register `work` as activity `name`: its input is validated into `input_type`, and it
+        runs on the app's event loop."""
+
+        async def run(_: WorkflowActivityContext, raw: Any) -> Any:
+            loop = self._loop
+            if loop is None:
+                raise RuntimeError("the workflow host has not started")
+            argument = input_type.model_validate(raw)
+            result = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_call(work, argument), loop))
+            return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+
+        run.__name__ = name
+        self._runtime.register_activity(run, name=name)
+
+    async def start(self) -> None:
+        """Connect to the sidecar and take work (from the app's loop, once it is warm)."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._runtime.start)
+        _quiet_engine_logs()
+        ready = await asyncio.to_thread(self._runtime.wait_for_worker_ready, 30.0)
+        if not ready:
+            raise RuntimeError("the workflow worker did not connect to the sidecar within 30 s")
+        self._started = True
+        log.info("workflow runtime started", extra={"sidecar_grpc": ":".join(self._address)})
+
+    async def stop(self) -> None:
+        if self._started:
+            self._started = False
+            await asyncio.to_thread(self._runtime.shutdown)
+
+
+ENGINE_LOGGERS = ("durabletask-worker", "durabletask-client", "WorkflowRuntime", "DaprWorkflowClient")
+
+
+def _engine_log_options() -> LoggerOptions:
+    """The workflow SDK logs every replay step at INFO on handlers of its own; its warnings go
+    through the app's JSON log like every other line."""
+    return LoggerOptions(log_level="WARNING", log_handler=logging.NullHandler())
+
+
+def _quiet_engine_logs() -> None:
+    for name in ENGINE_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = True
+
+
+async def _call(work: Callable[[In], Awaitable[Out]], argument: In) -> Out:
+    return await work(argument)
+
+
+def workflow_now(ctx: DaprWorkflowContext) -> datetime:
+    """The workflow's deterministic clock, as an aware UTC time."""
+    now = ctx.current_utc_datetime
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+def result_of(model: type[M], raw: Any) -> M:
+    """An activity's or child workflow's recorded result as its model."""
+    return raw if isinstance(raw, model) else model.model_validate(raw)
+
+
+@contextlib.contextmanager
+def step_span(name: str, traceparent: str | None, attributes: dict[str, Any] | None = None) -> Iterator[Span]:
+    """A span for one workflow step, a child of the run's span (`traceparent`), so a whole run
+    is one trace however often its workflow was replayed or moved to another process."""
+    parent = extract_context({"traceparent": traceparent}) if traceparent else otel_context.get_current()
+    token = otel_context.attach(parent)
+    try:
+        with tracer("agora.workflow").start_as_current_span(name, attributes=attributes or {}) as span:
+            yield span
+    finally:
+        otel_context.detach(token)

@@ -1,0 +1,326 @@
+"""The planner against real sidecars (redis profile, every service its own app): plans run in
+waves through the market, verification retries and replans, a person decides stopped plans,
+and a plan survives its app or sidecar being killed mid-wave.
+
+The planner's model is a scripted OpenAI-compatible endpoint on loopback: plans are the
+offline planner's six subgoals in three waves (research_sources, collect_data | analyse,
+outline | write_draft, check_facts) and each test scripts the verdicts of its subgoals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica
+from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
+from tests.integration.helpers import eventually, replicas_of
+from tests.integration.scripted_model import ScriptedModel, serve_scripted_model
+
+pytestmark = pytest.mark.integration
+
+SKILLS = ["web_search", "summarize", "write", "sql", "python"]
+FINAL = {"COMPLETED", "FAILED", "ABORTED"}
+SETTLED = {*FINAL, "WAITING_FOR_HUMAN"}
+"""A plan in one of these states will not move on its own."""
+
+
+class Planner:
+    def __init__(self, cluster: LocalCluster, model: ScriptedModel) -> None:
+        self.cluster = cluster
+        self.model = model
+        self.console = replicas_of(cluster, "console")[0]
+        self.app = replicas_of(cluster, "planner")[0]
+
+    def submit(self, marker: str, **fields: Any) -> str:
+        plan_id = f"{marker}-{uuid.uuid4().hex[:6]}"
+        body = {
+            "task": f"Plan {marker}: write a short report on solar panel prices in Spain this year",
+            "skills": SKILLS,
+            "min_success_threshold": 0.0,
+            **fields,
+        }
+        response = httpx.put(self.console.invoke_url(f"v1/plans/{plan_id}", "planner"), json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["created"] is True
+        return plan_id
+
+    def show(self, plan_id: str) -> dict[str, Any] | None:
+        response = httpx.get(self.console.invoke_url(f"v1/plans/{plan_id}", "planner"), timeout=30)
+        if response.status_code == 404:
+            return None
+        assert response.status_code == 200, response.text
+        record: dict[str, Any] = response.json()
+        return record
+
+    def wait_for(self, plan_id: str, timeout: float = 90) -> dict[str, Any]:
+        """The plan once it settles: ended, or waiting for a person."""
+
+        def reached() -> dict[str, Any] | None:
+            record = self.show(plan_id)
+            return record if record is not None and record["state"] in SETTLED else None
+
+        return eventually(reached, timeout=timeout, interval=0.3)
+
+    def decide(self, escalation_id: str, decision: dict[str, Any]) -> None:
+        response = httpx.post(
+            self.console.invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation"),
+            json={"decision": decision, "who": "pat@example.com", "why": "test decision"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def planner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planner]:
+    with serve_scripted_model() as (model, base_url):
+        scripted = type(PLANNER)(
+            PLANNER.app_id,
+            PLANNER.module,
+            env={
+                "AGORA_MODEL_BACKEND": "openai",
+                "AGORA_MODEL_MODEL": "scripted",
+                "AGORA_MODEL_OPENAI_BASE_URL": base_url,
+                "AGORA_MODEL_OPENAI_API_KEY": "none",
+            },
+        )
+        services = [scripted if spec is PLANNER else spec for spec in SERVICES]
+        with LocalCluster(
+            "redis",
+            run_dir=tmp_path_factory.mktemp("planner-cluster"),
+            jaeger=True,
+            extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},
+        ) as cluster:
+            for spec in [*services, RECORDER, CONSOLE]:
+                cluster.add_service(spec)
+            yield Planner(cluster, model)
+
+
+def subgoals(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["id"]: s for s in record["plan"]["subgoals"]}
+
+
+def attempts_of(record: dict[str, Any], subgoal_id: str) -> list[dict[str, Any]]:
+    return [a for a in record["attempts"] if a["subgoal_id"] == subgoal_id]
+
+
+def at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def test_a_plan_runs_in_waves_through_the_market(planner: Planner) -> None:
+    plan_id = planner.submit("waves")
+    record = planner.wait_for(plan_id)
+
+    assert record["state"] == "COMPLETED", record["reason"]
+    assert record["direct"] is False
+    waves = record["waves"]
+    assert len(record["plan"]["subgoals"]) >= 6 and len(waves) >= 3
+    assert all(s["status"] == "COMPLETED" for s in record["plan"]["subgoals"])
+    result = record["result"]
+    assert result["success"] is True and result["failed_subgoals"] == []
+    assert sorted(result["completed_subgoals"]) == sorted(s for wave in waves for s in wave)
+    assert result["final_output"]
+
+    # Every subgoal went through the market: a task per attempt, awarded to an agent.
+    agents = {a["agent_id"] for a in record["attempts"]}
+    assert None not in agents and len(agents) >= 2, record["attempts"]
+    # A wave's subgoals ran at the same time: each started before the other finished.
+    first, second = (attempts_of(record, s)[0] for s in waves[0][:2])
+    assert at(first["started_at"]) < at(second["finished_at"])
+    assert at(second["started_at"]) < at(first["finished_at"])
+    # Waves in order: nothing of a wave started before every subgoal of the previous one ended.
+    for earlier, later in itertools.pairwise(waves):
+        ended = max(at(attempts_of(record, s)[-1]["finished_at"]) for s in earlier)
+        assert all(at(attempts_of(record, s)[0]["started_at"]) >= ended for s in later)
+
+    completed = eventually(lambda: _completed_event(planner, plan_id), timeout=30)
+    assert completed["state"] == "COMPLETED" and completed["result"]["success"] is True
+
+
+def _completed_event(planner: Planner, plan_id: str) -> dict[str, Any] | None:
+    recorder = replicas_of(planner.cluster, "recorder")[0]
+    messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.plan.completed", timeout=10).json()[
+        "messages"
+    ]
+    return next((m for m in messages if m["plan_id"] == plan_id), None)
+
+
+def test_a_partial_result_is_retried_then_passes(planner: Planner) -> None:
+    planner.model.script("partial", "analyse", "PARTIAL", "PASS")
+    plan_id = planner.submit("partial")
+    record = planner.wait_for(plan_id)
+
+    assert record["state"] == "COMPLETED", record["reason"]
+    tries = attempts_of(record, "analyse")
+    assert [a["verdict"] for a in tries] == ["PARTIAL", "PASS"]
+    assert tries[0]["task_id"] != tries[1]["task_id"]  # each attempt is its own market task
+    assert subgoals(record)["analyse"]["attempts"] == 2
+    assert record["replans"] == 0
+
+
+def test_a_failed_subgoal_is_replanned_and_the_plan_completes(planner: Planner) -> None:
+    planner.model.script("replan", "collect_data", "FAIL", "FAIL")  # the attempt, then its fallback
+    plan_id = planner.submit("replan")
+    record = planner.wait_for(plan_id)
+
+    assert record["state"] == "COMPLETED", record["reason"]
+    assert record["replans"] == 1 and record["plan"]["version"] == 2
+    tries = attempts_of(record, "collect_data")
+    assert [a["verdict"] for a in tries] == ["FAIL", "FAIL", "PASS"]
+    assert tries[1]["description"].startswith("Try another way")  # the fallback strategy
+    # Completed subgoals were kept by the replan, not run again.
+    assert len(attempts_of(record, "research_sources")) == 1
+    assert record["result"]["replans_triggered"] == 1
+
+
+def test_a_failed_dependency_skips_its_dependents(planner: Planner) -> None:
+    planner.model.script("skiprule", "collect_data", "FAIL", "FAIL")
+    plan_id = planner.submit("skiprule", escalate=False, config={"max_replans": 0})
+    record = planner.wait_for(plan_id)
+
+    assert record["state"] == "FAILED"
+    status = {sid: s["status"] for sid, s in subgoals(record).items()}
+    assert status["collect_data"] == "FAILED"
+    assert status["analyse"] == "SKIPPED"  # depends on collect_data
+    assert status["write_draft"] == "SKIPPED" and status["check_facts"] == "SKIPPED"  # on analyse
+    assert status["research_sources"] == "COMPLETED" and status["outline"] == "COMPLETED"
+    assert "collect_data" in record["reason"]
+    assert record["result"]["success"] is False
+    assert attempts_of(record, "analyse") == []
+
+
+@pytest.mark.parametrize("action", ["retry", "modify_prompt", "skip", "abort"])
+def test_a_stopped_plan_goes_on_as_the_person_decides(planner: Planner, action: str) -> None:
+    marker = f"stop-{action}"
+    planner.model.script(marker, "outline", "FAIL", "FAIL")
+    plan_id = planner.submit(marker, config={"max_replans": 0})
+    waiting = planner.wait_for(plan_id)
+    assert waiting["state"] == "WAITING_FOR_HUMAN", waiting["reason"]
+    stop = waiting["stop"]
+    assert stop["reason"] == "subgoal_failed" and stop["subgoal_id"] == "outline"
+
+    escalation = httpx.get(
+        planner.console.invoke_url(f"v1/escalations/{stop['escalation_id']}", "escalation"), timeout=30
+    ).json()
+    assert escalation["waiting_party"] == {"kind": "plan_step", "id": plan_id}
+    assert escalation["context"]["job_id"] == plan_id
+    assert len(escalation["context"]["error_history"]) == 2  # both attempts, with their verdicts
+
+    decision: dict[str, Any] = {"kind": "escalation", "action": action}
+    if action == "modify_prompt":
+        decision["modified_prompt"] = "Outline the report in five bullet points"
+    planner.decide(stop["escalation_id"], decision)
+    record = planner.wait_for(plan_id)
+    outline = subgoals(record)["outline"]
+
+    if action == "abort":
+        assert record["state"] == "ABORTED"
+        assert "pat@example.com" in record["reason"]
+        assert "research_sources" in record["result"]["completed_subgoals"]  # partial results kept
+        assert outline["status"] == "FAILED"
+        return
+    assert record["state"] == "COMPLETED", record["reason"]
+    assert record["decisions"][0].startswith(f"pat@example.com: {action}")
+    if action == "skip":
+        assert outline["status"] == "SKIPPED" and record["waived"] == ["outline"]
+        assert subgoals(record)["write_draft"]["status"] == "COMPLETED"  # ran without it
+    else:
+        assert outline["status"] == "COMPLETED"
+        assert attempts_of(record, "outline")[-1]["verdict"] == "PASS"
+    if action == "modify_prompt":
+        assert outline["description"] == "Outline the report in five bullet points"
+    completed = eventually(lambda: _completed_event(planner, plan_id), timeout=30)
+    assert completed["decided_by"] == "pat@example.com"
+
+
+def _crash(planner: Planner, kill: str) -> None:
+    """Kill the planner's app or sidecar while a wave runs (a verification answer is held
+    back, so the wave is in flight), then start it again."""
+    replica: ServiceReplica = planner.app
+    if kill == "app":
+        replica.kill_app()
+        time.sleep(1)
+        replica.start_app()
+    else:
+        replica.kill_sidecar()
+        time.sleep(1)
+        replica.start_sidecar()
+
+
+@pytest.mark.parametrize("kill", ["app", "sidecar"])
+def test_a_plan_resumes_where_it_was_after_its_planner_is_killed_mid_wave(
+    planner: Planner, kill: str
+) -> None:
+    marker = f"crash-{kill}"
+    planner.model.hold(marker, "analyse")
+    plan_id = planner.submit(marker)
+
+    def mid_wave() -> dict[str, Any] | None:
+        record = planner.show(plan_id)
+        return record if record and record["current_wave"] == 1 and planner.model.holding(marker) else None
+
+    before = eventually(mid_wave, timeout=60)
+    done_before = {sid for sid, s in subgoals(before).items() if s["status"] == "COMPLETED"}
+    assert done_before == {"research_sources", "collect_data"}
+    _crash(planner, kill)
+    planner.model.release(marker)
+
+    record = planner.wait_for(plan_id, timeout=120)
+    assert record["state"] == "COMPLETED", record["reason"]
+    for subgoal_id in subgoals(record):  # nothing ran twice, nothing was lost
+        assert len(attempts_of(record, subgoal_id)) == 1, attempts_of(record, subgoal_id)
+    tasks = [a["task_id"] for a in record["attempts"]]
+    assert len(tasks) == len(set(tasks)) == 6
+
+
+def test_a_plan_is_one_trace_from_request_to_synthesis(planner: Planner) -> None:
+    planner.model.script("traced", "outline", "FAIL", "FAIL")  # a replan, in the same trace
+    plan_id = planner.submit("traced")
+    record = planner.wait_for(plan_id)
+    assert record["state"] == "COMPLETED", record["reason"]
+    trace_id = record["traceparent"].split("-")[1]
+
+    def whole_trace() -> bool:
+        response = httpx.get(f"{planner.cluster.jaeger_query_url}/api/traces/{trace_id}", timeout=10)
+        assert response.status_code == 200 and response.json().get("data"), "trace not in Jaeger yet"
+        spans = response.json()["data"][0]["spans"]
+        by_id = {s["spanID"]: s for s in spans}
+        named: dict[str, list[dict[str, Any]]] = {}
+        for span in spans:
+            named.setdefault(span["operationName"], []).append(span)
+        expected = ["planning.run", "planning.wave", "planning.subgoal", "planning.verify"]
+        expected += ["planning.replan", "planning.synthesize", "market.allocate", "worker.execute"]
+        for name in expected:
+            assert name in named, f"{name} not in the trace yet"
+        [run] = named["planning.run"]
+
+        def under(span: dict[str, Any], ancestor: dict[str, Any]) -> bool:
+            while True:
+                parents = [r["spanID"] for r in span.get("references", []) if r["refType"] == "CHILD_OF"]
+                if not parents or parents[0] not in by_id:
+                    return False
+                span = by_id[parents[0]]
+                if span is ancestor:
+                    return True
+
+        assert len(named["planning.wave"]) == 4  # three waves, and the replanned subgoal's
+        assert all(under(w, run) for w in named["planning.wave"])
+        subgoal_spans = named["planning.subgoal"]
+        assert len(subgoal_spans) == len(record["attempts"])
+        assert all(any(under(s, w) for w in named["planning.wave"]) for s in subgoal_spans)
+        allocations = named["market.allocate"]
+        assert len(allocations) == len(record["attempts"])
+        assert all(any(under(a, s) for s in subgoal_spans) for a in allocations)
+        for name in ("planning.replan", "planning.synthesize", "planning.create_plan", "worker.execute"):
+            assert all(under(s, run) for s in named[name]), name
+        return True
+
+    eventually(whole_trace, timeout=60, interval=1.0)
