@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from agora.harness import LocalCluster, ServiceReplica
+from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
 from tests.integration.helpers import eventually, replicas_of
-from tests.integration.scripted_model import ScriptedModel, serve_scripted_model
 
 pytestmark = pytest.mark.integration
 
@@ -60,12 +60,12 @@ class Planner:
         record: dict[str, Any] = response.json()
         return record
 
-    def wait_for(self, plan_id: str, timeout: float = 90) -> dict[str, Any]:
-        """The plan once it settles: ended, or waiting for a person."""
+    def wait_for(self, plan_id: str, timeout: float = 90, states: set[str] = SETTLED) -> dict[str, Any]:
+        """The plan once it is in one of `states` (by default: ended, or waiting for a person)."""
 
         def reached() -> dict[str, Any] | None:
             record = self.show(plan_id)
-            return record if record is not None and record["state"] in SETTLED else None
+            return record if record is not None and record["state"] in states else None
 
         return eventually(reached, timeout=timeout, interval=0.3)
 
@@ -84,12 +84,7 @@ def planner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planner]:
         scripted = type(PLANNER)(
             PLANNER.app_id,
             PLANNER.module,
-            env={
-                "AGORA_MODEL_BACKEND": "openai",
-                "AGORA_MODEL_MODEL": "scripted",
-                "AGORA_MODEL_OPENAI_BASE_URL": base_url,
-                "AGORA_MODEL_OPENAI_API_KEY": "none",
-            },
+            env=model_env(base_url),
         )
         services = [scripted if spec is PLANNER else spec for spec in SERVICES]
         with LocalCluster(
@@ -218,7 +213,7 @@ def test_a_stopped_plan_goes_on_as_the_person_decides(planner: Planner, action: 
     if action == "modify_prompt":
         decision["modified_prompt"] = "Outline the report in five bullet points"
     planner.decide(stop["escalation_id"], decision)
-    record = planner.wait_for(plan_id)
+    record = planner.wait_for(plan_id, states=FINAL)
     outline = subgoals(record)["outline"]
 
     if action == "abort":

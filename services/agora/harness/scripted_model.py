@@ -1,7 +1,8 @@
-"""An OpenAI-compatible model endpoint on loopback whose verification verdicts a test scripts.
+"""An OpenAI-compatible model endpoint on loopback whose verification verdicts a test or a
+benchmark scripts (a development tool, like the topic recorder).
 
-A service pointed at it (`AGORA_MODEL_BACKEND=openai`) reaches it over real HTTP like any
-vendor endpoint. It answers the planner's verification prompts from `verdicts` (a queue per
+A service pointed at it (`AGORA_MODEL_BACKEND=openai`, `model_env`) reaches it over real HTTP
+like any vendor endpoint. It answers the planner's verification prompts from `verdicts` (a queue per
 marker and subgoal id; PASS once a queue is empty), and everything else as the offline model
 would, planner prompts included, so plans are the offline planner's.
 """
@@ -88,6 +89,16 @@ class ScriptedModel:
                 "completion_tokens": completion.usage.completion_tokens,
             },
         }
+
+
+def model_env(base_url: str) -> dict[str, str]:
+    """The environment that points a service's model client at the endpoint."""
+    return {
+        "AGORA_MODEL_BACKEND": "openai",
+        "AGORA_MODEL_MODEL": "scripted",
+        "AGORA_MODEL_OPENAI_BASE_URL": base_url,
+        "AGORA_MODEL_OPENAI_API_KEY": "none",
+    }
 
 
 @contextmanager
