@@ -1,6 +1,6 @@
 """Run every benchmark; each writes its results under bench/results/."""
 
-from bench import escalations, market_e2e, market_hops, market_simulation, registry_filter
+from bench import escalations, market_e2e, market_hops, market_simulation, planner_plan, registry_filter
 
 if __name__ == "__main__":
     registry_filter.main()
@@ -8,3 +8,4 @@ if __name__ == "__main__":
     market_e2e.main()
     market_hops.main()
     escalations.main()
+    planner_plan.main()

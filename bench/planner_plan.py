@@ -138,7 +138,7 @@ def main() -> None:
                     baselines.append(run_baseline(http, console, f"base-{run}-{i}"))
 
     def median(key: str) -> float:
-        return round(statistics.median(p[key] for p in plans), 1)
+        return round(float(statistics.median(p[key] for p in plans)), 1)
 
     wall, summed, baseline = (
         median("wall_ms"),

@@ -10,14 +10,18 @@ outline | write_draft, check_facts) and each test scripts the verdicts of its su
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
@@ -135,6 +139,13 @@ def test_a_plan_runs_in_waves_through_the_market(planner: Planner) -> None:
     for earlier, later in itertools.pairwise(waves):
         ended = max(at(attempts_of(record, s)[-1]["finished_at"]) for s in earlier)
         assert all(at(attempts_of(record, s)[0]["started_at"]) >= ended for s in later)
+
+    # The lookahead chose a path for every attempt, and the agent was given it.
+    assert all(a["approach"] for a in record["attempts"])
+    task = httpx.get(
+        planner.console.invoke_url(f"v1/tasks/{record['attempts'][0]['task_id']}", "taskboard"), timeout=30
+    ).json()
+    assert f"Approach: {record['attempts'][0]['approach']}" in task["spec"]["description"]
 
     completed = eventually(lambda: _completed_event(planner, plan_id), timeout=30)
     assert completed["state"] == "COMPLETED" and completed["result"]["success"] is True
@@ -319,3 +330,53 @@ def test_a_plan_is_one_trace_from_request_to_synthesis(planner: Planner) -> None
         return True
 
     eventually(whole_trace, timeout=60, interval=1.0)
+
+
+def test_a_plan_given_by_the_user_runs_as_given_and_an_invalid_one_is_refused(planner: Planner) -> None:
+    given = [
+        {"id": "fetch", "description": "Fetch the price list", "success_criterion": "prices fetched",
+         "tool_hints": ["web_search"]},
+        {"id": "report", "description": "Write the report", "success_criterion": "report written",
+         "dependencies": ["fetch"], "tool_hints": ["write"]},
+    ]  # fmt: skip
+    plan_id = planner.submit("given", subgoals=given, config={"enable_lookahead": False})
+    record = planner.wait_for(plan_id)
+    assert record["state"] == "COMPLETED", record["reason"]
+    assert record["waves"] == [["fetch"], ["report"]]
+    assert [a["approach"] for a in record["attempts"]] == ["", ""]  # lookahead off
+
+    cyclic = [{**given[0], "dependencies": ["report"]}, given[1], {**given[1]}]
+    response = httpx.put(
+        planner.console.invoke_url("v1/plans/cyclic", "planner"),
+        json={"task": "t", "subgoals": cyclic},
+        timeout=30,
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"] == "INVALID_PLAN"
+    assert "used twice" in body["message"] and "cycle" in body["message"]
+    assert planner.show("cyclic") is None
+
+
+def test_the_cli_submits_shows_and_lists_plans(planner: Planner, tmp_path: Path) -> None:
+    plan_id = f"cli-{uuid.uuid4().hex[:6]}"
+    request = {"plan_id": plan_id, "task": "Plan cli: write a short report on solar panel prices in Spain",
+               "skills": SKILLS, "min_success_threshold": 0.0}  # fmt: skip
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(request))
+    port = ["--dapr-http-port", str(planner.console.endpoints.dapr_http_port)]
+
+    def agora(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "agora.cli", *port, *argv], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert agora("plan", "submit", str(tmp_path / "plan.yaml")).strip() == f"{plan_id}: submitted"
+    assert "already exists" in agora("plan", "submit", str(tmp_path / "plan.yaml"))
+    shown = agora("plan", "show", plan_id, "--watch")
+    assert f"{plan_id} v1: COMPLETED" in shown
+    for wave in ("wave 1", "wave 2", "wave 3"):
+        assert wave in shown
+    assert "✓ write_draft" in shown and "result:" in shown
+    assert plan_id in agora("plan", "list", "--state", "COMPLETED", "--limit", "500")

@@ -16,6 +16,7 @@ import yaml
 from agora import cli
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
+from agora.core.plans import PlanRequest, given_plan
 from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -185,6 +186,17 @@ def test_the_example_agents_are_valid_and_new() -> None:
     assert 1 <= len(profiles) <= 2
     sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
     assert not {p.agent_id for p in profiles} & {agent["agent_id"] for agent in sample}
+
+
+def test_the_example_plans_are_valid_and_match_the_sample_agents() -> None:
+    requests = cli._load_models(str(EXAMPLES / "plan.yaml"), PlanRequest, "plan_id")
+    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    skills = {tag for agent in sample for tag in agent["skill_tags"]}
+    assert len(requests) == 2
+    drafted, given = requests
+    assert given_plan(drafted) is None and set(drafted.skills) <= skills
+    plan = given_plan(given)
+    assert plan is not None and all(set(s.tool_hints) <= skills for s in plan.subgoals)
 
 
 def test_publishing_the_examples_sends_each_task(

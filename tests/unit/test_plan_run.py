@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from agora.core.escalation import EscalationAction, EscalationResponse
-from agora.core.planning import Plan, PlanningConfig, SubGoal, SubGoalStatus, VerificationResult
+from agora.core.planning import InvalidPlan, Plan, PlanningConfig, SubGoal, SubGoalStatus, VerificationResult
 from agora.core.plans import (
     DIRECT_SUBGOAL_ID,
     NextStep,
@@ -24,6 +26,7 @@ from agora.core.plans import (
     direct_plan,
     end_wave,
     finish,
+    given_plan,
     new_record,
     next_step,
     required_skills,
@@ -229,3 +232,14 @@ def test_the_request_keeps_its_defaults_and_the_config_its_exact_values() -> Non
     assert request.config == PlanningConfig()
     assert request.escalate is True and request.min_success_threshold == 0.5
     assert request.attempt_timeout_seconds == 900 and request.deadline is None
+
+
+def test_a_given_plan_starts_fresh_and_must_validate() -> None:
+    done = goal("a").model_copy(update={"status": S.COMPLETED, "attempts": 3})
+    request = PlanRequest(plan_id="p1", task="t", subgoals=[done, goal("b", "a")])
+    plan = given_plan(request)
+    assert plan is not None and [s.status for s in plan.subgoals] == [S.PENDING, S.PENDING]
+    assert plan.subgoals[0].attempts == 0
+    assert given_plan(PlanRequest(plan_id="p1", task="t")) is None
+    with pytest.raises(InvalidPlan, match="cycle"):
+        given_plan(PlanRequest(plan_id="p1", task="t", subgoals=[goal("a", "b"), goal("b", "a")]))

@@ -14,6 +14,7 @@ from agora.planner.steps import (
     PlanNotMade,
     create_plan,
     estimate_complexity,
+    lookahead,
     offline_answers,
     replan,
     synthesize,
@@ -127,3 +128,21 @@ async def test_the_synthesis_draws_on_the_completed_subgoals() -> None:
     )
     final = await synthesize(planner_model(), summarised)
     assert final.startswith(TASK) and "write_draft: write_draft result" in final
+
+
+async def test_the_lookahead_gives_the_most_confident_of_the_paths_asked_for() -> None:
+    plan = await create_plan(planner_model(), TASK, CONFIG)
+    subgoal = plan.subgoals[0]
+    path = await lookahead(planner_model(), TASK, subgoal, paths=2)
+    assert path is not None and path.confidence == 0.9 and "Work step by step" in path.approach
+    paths = json.dumps({"paths": [
+        {"approach": "slow", "confidence": 0.2}, {"approach": "sure", "confidence": 0.8},
+        {"approach": "beyond the paths asked for", "confidence": 1.0},
+    ]})  # fmt: skip
+    chosen = await lookahead(ScriptedModel([paths]), TASK, subgoal, paths=2, previous_failure="timed out")
+    assert chosen is not None and chosen.approach == "sure"
+
+
+async def test_a_lookahead_answer_without_a_path_gives_none() -> None:
+    plan = await create_plan(planner_model(), TASK, CONFIG)
+    assert await lookahead(ScriptedModel(['{"paths": []}']), TASK, plan.subgoals[0], paths=2) is None

@@ -46,6 +46,7 @@ from agora.core.limits import (
 )
 from agora.core.market import Probability, TaskOutcome
 from agora.core.planning import (
+    MAX_PLAN_SUBGOALS,
     Plan,
     PlanningConfig,
     PlanResult,
@@ -58,6 +59,7 @@ from agora.core.planning import (
     next_wave,
     plan_result,
     skip_blocked,
+    validate_plan,
 )
 
 MAX_PLAN_ID_CHARS = 200
@@ -102,6 +104,12 @@ class PlanSubmission(BaseModel):
         "market task requires its tool hints, else these.",
     )
     config: PlanningConfig = Field(default_factory=PlanningConfig)
+    subgoals: list[SubGoal] | None = Field(
+        default=None,
+        max_length=MAX_PLAN_SUBGOALS,
+        description="A plan to run as given instead of one the planner drafts (no estimate, no "
+        "draft); it must validate like a drafted one. Statuses and attempts in it are ignored.",
+    )
     escalate: bool = Field(
         default=True,
         description="Stop for a person when a subgoal still fails after the last replan or the "
@@ -159,6 +167,7 @@ class SubGoalAttempt(BaseModel):
     verdict: VerificationResult | None = None
     reason: Note = ""
     cost_usd: float = Field(default=0.0, ge=0.0)
+    approach: Note = Field(default="", description="The path the lookahead chose for the agent, if any.")
 
 
 class TaskLink(BaseModel):
@@ -190,6 +199,7 @@ class SubGoalJob(BaseModel):
     budget_usd: float | None = Field(default=None, gt=0.0)
     min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
     attempt_timeout_seconds: int
+    lookahead_paths: int = Field(default=0, ge=0, description="Paths simulated before each attempt; 0: none.")
     traceparent: str | None = None
 
 
@@ -313,6 +323,21 @@ def after_attempt(
     return subgoal, fallback_used
 
 
+def given_plan(request: PlanSubmission) -> Plan | None:
+    """The plan the request brings, every subgoal fresh (PENDING, no attempts), validated
+    (`InvalidPlan` names every problem); None when the planner is to draft one."""
+    if request.subgoals is None:
+        return None
+    fresh = {"status": SubGoalStatus.PENDING, "attempts": 0, "output_summary": "", "failure_reason": ""}
+    plan = Plan(
+        task=request.task,
+        subgoals=[s.model_copy(update=fresh) for s in request.subgoals],
+        total_estimated_steps=len(request.subgoals),
+    )
+    validate_plan(plan, request.config)
+    return plan
+
+
 def direct_plan(task: str) -> Plan:
     """The one-subgoal plan of a task below the complexity threshold: the task as it is."""
     return Plan(
@@ -393,6 +418,7 @@ def begin_wave(record: PlanRecord, wave: list[str], now: datetime) -> tuple[Plan
     """Mark `wave` RUNNING and make one job per subgoal (each a fresh round)."""
     plan = record.plan
     assert plan is not None
+    config = record.request.config
     left = budget_left(record)
     share = left / len(wave) if left else None
     wave_index = next(i for i, ids in enumerate(execution_waves(plan)) if wave[0] in ids)
@@ -413,6 +439,7 @@ def begin_wave(record: PlanRecord, wave: list[str], now: datetime) -> tuple[Plan
                     required_skills=required_skills(subgoal, record.request.skills),
                     budget_usd=share,
                     min_success_threshold=record.request.min_success_threshold,
+                    lookahead_paths=config.lookahead_paths if config.enable_lookahead else 0,
                     attempt_timeout_seconds=record.request.attempt_timeout_seconds,
                 )
             )

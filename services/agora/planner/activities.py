@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from agora.core.errors import NoStateFound
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.core.planning import InvalidPlan, SubGoalStatus, VerificationResult
@@ -22,17 +23,19 @@ from agora.core.plans import (
     TaskEnded,
     TaskLink,
 )
-from agora.llm import ModelClient
+from agora.llm import ModelClient, ModelError
 from agora.planner import steps
 from agora.planner.workflow import (
     Activity,
     Announce,
+    Approach,
     Check,
     Dispatch,
     Draft,
     Drafted,
     Estimate,
     Estimated,
+    LookAhead,
     SaveRecord,
     Stop,
     Synthesize,
@@ -68,6 +71,7 @@ class PlannerActivities:
         host.activity(Activity.STOP, Stop, self.stop)
         host.activity(Activity.SYNTHESIZE, Synthesize, self.synthesize)
         host.activity(Activity.ANNOUNCE, Announce, self.announce)
+        host.activity(Activity.LOOKAHEAD, LookAhead, self.lookahead)
         host.activity(Activity.DISPATCH, Dispatch, self.dispatch)
         host.activity(Activity.CHECK, Check, self.check)
         host.activity(Activity.VERIFY, Verify, self.verify)
@@ -85,7 +89,12 @@ class PlannerActivities:
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:
-            estimated = await steps.estimate_complexity(self.model, step.task)
+            try:
+                estimated = await steps.estimate_complexity(self.model, step.task)
+            except ModelError as exc:
+                span.set_attribute("agora.problem", str(exc)[:500])
+                log.warning("no complexity estimate; the task is planned", extra={"reason": str(exc)[:500]})
+                return Estimated(steps=None)
             span.set_attribute("agora.estimated_steps", estimated)
             return Estimated(steps=estimated)
 
@@ -99,6 +108,9 @@ class PlannerActivities:
             except steps.PlanNotMade as exc:
                 span.set_attribute("agora.problem", exc.message)
                 return Drafted(problem=exc.message)
+            except ModelError as exc:
+                span.set_attribute("agora.problem", str(exc)[:500])
+                return Drafted(problem=f"PLAN_NOT_MADE: the planner model could not answer: {exc}"[:2048])
             span.set_attribute("agora.subgoals", len(plan.subgoals))
             return Drafted(plan=plan)
 
@@ -113,7 +125,10 @@ class PlannerActivities:
                 )
             except (steps.PlanNotMade, InvalidPlan) as exc:
                 span.set_attribute("agora.problem", exc.message)
-                return Drafted(problem=f"replan failed: {exc.message}")
+                return Drafted(problem=f"replan failed: {exc.message}"[:2048])
+            except ModelError as exc:
+                span.set_attribute("agora.problem", str(exc)[:500])
+                return Drafted(problem=f"replan failed: the planner model could not answer: {exc}"[:2048])
             span.set_attribute("agora.plan_version", replanned.version)
             return Drafted(plan=replanned)
 
@@ -169,8 +184,34 @@ class PlannerActivities:
     async def synthesize(self, step: Synthesize) -> Synthesized:
         record, plan = step.record, step.record.plan
         assert plan is not None
-        with step_span("planning.synthesize", record.traceparent, {"agora.plan_id": record.plan_id}):
-            return Synthesized(final_output=await steps.synthesize(self.model, plan))
+        with step_span("planning.synthesize", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
+            try:
+                return Synthesized(final_output=await steps.synthesize(self.model, plan))
+            except ModelError as exc:
+                span.set_attribute("agora.problem", str(exc)[:500])
+                return Synthesized(
+                    final_output="", problem=f"no synthesis: the model could not answer: {exc}"[:2048]
+                )
+
+    async def lookahead(self, step: LookAhead) -> Approach:
+        job = step.job
+        attributes = {
+            "agora.plan_id": job.plan_id,
+            "agora.subgoal": job.subgoal.id,
+            "agora.paths": job.lookahead_paths,
+        }
+        with step_span("planning.lookahead", job.traceparent, attributes) as span:
+            try:
+                path = await steps.lookahead(
+                    self.model, job.task, step.subgoal, job.lookahead_paths, step.previous_failure
+                )
+            except ModelError as exc:  # lookahead only helps: the subgoal goes out without it
+                span.set_attribute("agora.problem", str(exc)[:500])
+                return Approach()
+            if path is None:
+                return Approach()
+            span.set_attribute("agora.confidence", path.confidence)
+            return Approach(approach=path.approach)
 
     async def announce(self, step: Announce) -> None:
         record = step.record
@@ -197,7 +238,7 @@ class PlannerActivities:
         )
         spec = TaskSpec(
             task_id=step.task_id,
-            description=f"{step.description}\nSuccess criterion: {job.subgoal.success_criterion}"[:16_000],
+            description=_task_description(step.description, job.subgoal.success_criterion, step.approach),
             required_skills=job.required_skills,
             budget_usd=job.budget_usd,
             min_success_threshold=job.min_success_threshold,
@@ -256,7 +297,12 @@ class PlannerActivities:
             if outcome.partial
             else AttemptEnd.FAILED
         )
-        answer = await steps.verify(self.model, step.subgoal, str(how), outcome.summary)
+        try:
+            answer = await steps.verify(self.model, step.subgoal, str(how), outcome.summary)
+        except ModelError as exc:
+            reason = f"the verifier could not answer: {exc}"[:2048]
+            return Verified(ended=how, verdict=fail, reason=reason, agent_id=outcome.agent_id,
+                            cost_usd=outcome.actual_cost_usd, output=outcome.summary)  # fmt: skip
         return Verified(
             ended=how,
             verdict=answer.result,
@@ -265,6 +311,14 @@ class PlannerActivities:
             agent_id=outcome.agent_id,
             cost_usd=outcome.actual_cost_usd,
         )
+
+
+def _task_description(description: str, criterion: str, approach: str) -> str:
+    """What the agent is asked: the subgoal, how it is judged, and the path the lookahead chose."""
+    parts = [description, f"Success criterion: {criterion}"]
+    if approach:
+        parts.append(f"Approach: {approach}")
+    return "\n".join(parts)[:MAX_TEXT_CHARS]
 
 
 def _progress(record: PlanRecord) -> str:

@@ -30,6 +30,7 @@ from agora.core.plans import (
     PlanSubmission,
     TaskEnded,
     TaskLink,
+    given_plan,
 )
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.planner import steps
@@ -81,7 +82,9 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         PlannerActivities(model, ctx.publisher, plans, index, links, tasks, escalations).register(host)
 
         async def start(request: PlanRequest) -> PlanAccepted:
-            """Start the plan's workflow unless a plan with this id exists (idempotent)."""
+            """Start the plan's workflow unless a plan with this id exists (idempotent). A plan
+            the request brings must validate (`InvalidPlan` names every problem)."""
+            given_plan(request)
             existing = await plans.get(request.plan_id)
             if existing is not None:
                 return PlanAccepted(plan_id=request.plan_id, state=existing.value.state, created=False)

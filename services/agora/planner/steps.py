@@ -44,6 +44,7 @@ PLAN_PROMPT = "You plan long tasks for a market of AI agents as a DAG of subgoal
 REPLAN_PROMPT = "You repair a plan for a market of AI agents after a subgoal failed."
 VERIFY_PROMPT = "You verify whether a subgoal's result meets its success criterion."
 SYNTHESIZE_PROMPT = "You write the final answer to a task from the results of its subgoals."
+LOOKAHEAD_PROMPT = "You look ahead: before an agent starts a subgoal, you simulate ways to do it."
 
 
 class ComplexityEstimate(BaseModel):
@@ -76,6 +77,17 @@ class VerificationAnswer(BaseModel):
 
 class SynthesisAnswer(BaseModel):
     final_output: Text
+
+
+class CandidatePath(BaseModel):
+    approach: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+    expected_outcome: str = Field(default="", max_length=MAX_NOTE_CHARS)
+    confidence: float = Field(ge=0.0, le=1.0)
+    """How likely the path meets the success criterion, as the model simulates it."""
+
+
+class LookaheadAnswer(BaseModel):
+    paths: list[CandidatePath] = Field(min_length=1, max_length=8)
 
 
 class PlanNotMade(AgoraError):
@@ -221,6 +233,35 @@ async def verify(model: ModelClient, subgoal: SubGoal, outcome: str, output: str
     return answer
 
 
+async def lookahead(
+    model: ModelClient, task: str, subgoal: SubGoal, paths: int, previous_failure: str = ""
+) -> CandidatePath | None:
+    """FLARE-style lookahead: the model simulates `paths` ways to carry out `subgoal` and how
+    each would end; the most promising one (highest confidence, first on ties) is the approach
+    the agent is given. None when the answer holds no usable path (the subgoal then goes out
+    without an approach); a model that cannot be reached raises."""
+    failure = f"\nThe last attempt failed: {previous_failure}" if previous_failure else ""
+    messages = [
+        ChatMessage(
+            role="system",
+            content=f"{LOOKAHEAD_PROMPT} Propose {paths} distinct paths, each with its expected "
+            "outcome and your confidence (0-1) that it meets the success criterion.",
+        ),
+        ChatMessage(
+            role="user",
+            content=(
+                f"Task: {task}\nSubgoal: {subgoal.id}: {subgoal.description}\n"
+                f"Success criterion: {subgoal.success_criterion}{failure}"
+            ),
+        ),
+    ]
+    try:
+        answer, _ = await complete_json(model, messages, LookaheadAnswer)
+    except ModelOutputInvalid:
+        return None
+    return max(answer.paths[:paths], key=lambda path: path.confidence)
+
+
 async def synthesize(model: ModelClient, plan: Plan) -> str:
     """The final answer, in one model call, from the completed subgoals' summaries."""
     results = "\n".join(f"- {s.id}: {s.output_summary}" for s in plan.subgoals if s.output_summary)
@@ -268,6 +309,20 @@ def offline_answers(messages: Sequence[ChatMessage]) -> str | None:
         outcome = (_field(user, "Outcome") or "").lower()
         result = {"succeeded": "PASS", "partial": "PARTIAL"}.get(outcome, "FAIL")
         return json.dumps({"result": result, "reason": f"the agent reported: {outcome or 'nothing'}"})
+    if system.startswith(LOOKAHEAD_PROMPT):
+        subgoal = _field(user, "Subgoal") or "the subgoal"
+        count = int(match.group(1)) if (match := re.search(r"Propose (\d+)", system)) else 2
+        paths = [
+            {
+                "approach": f"{style} {subgoal.split(': ', 1)[-1]}"[:500],
+                "expected_outcome": "the success criterion is met",
+                "confidence": round(0.9 - 0.1 * index, 2),
+            }
+            for index, style in enumerate(
+                ("Work step by step:", "Start from the sources:", "Draft, then check:")
+            )
+        ][: max(1, count)]
+        return json.dumps({"paths": paths})
     if system.startswith(SYNTHESIZE_PROMPT):
         lines = [line[2:] for line in user.splitlines() if line.startswith("- ")]
         return json.dumps({"final_output": f"{task}: " + " ".join(lines) if lines else f"{task}: no results"})

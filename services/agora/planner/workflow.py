@@ -48,6 +48,7 @@ from agora.core.plans import (
     end_wave,
     failed_early,
     finish,
+    given_plan,
     new_record,
     next_step,
     replanned,
@@ -71,6 +72,7 @@ class Activity:
     STOP = "plan.stop"
     SYNTHESIZE = "plan.synthesize"
     ANNOUNCE = "plan.announce"
+    LOOKAHEAD = "subgoal.lookahead"
     DISPATCH = "subgoal.dispatch"
     CHECK = "subgoal.check"
     VERIFY = "subgoal.verify"
@@ -111,7 +113,8 @@ class Estimate(BaseModel):
 
 
 class Estimated(BaseModel):
-    steps: int
+    steps: int | None
+    """None: the model could not estimate (the task is then planned)."""
 
 
 class Draft(BaseModel):
@@ -137,10 +140,22 @@ class Synthesize(BaseModel):
 
 class Synthesized(BaseModel):
     final_output: str
+    problem: str = ""
 
 
 class Announce(BaseModel):
     record: PlanRecord
+
+
+class LookAhead(BaseModel):
+    job: SubGoalJob
+    subgoal: SubGoal
+    previous_failure: str = ""
+
+
+class Approach(BaseModel):
+    approach: str = ""
+    """Empty: no usable path (the subgoal goes out as it is)."""
 
 
 class Dispatch(BaseModel):
@@ -148,6 +163,7 @@ class Dispatch(BaseModel):
     attempt: int
     task_id: str
     description: str
+    approach: str = ""
     instance_id: str
     event: str
 
@@ -196,11 +212,14 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         return _activity(ctx, Activity.SAVE, step)
 
     yield save(record)
-    estimated = result_of(
-        Estimated,
-        (yield _activity(ctx, Activity.ESTIMATE, Estimate(task=request.task, traceparent=trace))),
-    )
-    if not needs_plan(estimated.steps, request.config):
+    given = given_plan(request)  # validated at intake
+    estimated = Estimated(steps=None)
+    if given is None:
+        estimate = Estimate(task=request.task, traceparent=trace)
+        estimated = result_of(Estimated, (yield _activity(ctx, Activity.ESTIMATE, estimate)))
+    if given is not None:
+        yield save(with_plan(record, given, workflow_now(ctx)))
+    elif estimated.steps is not None and not needs_plan(estimated.steps, request.config):
         yield save(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
     else:
         drafted = result_of(
@@ -274,6 +293,8 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             (yield _activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record))),
         )
         final_output = synthesized.final_output
+        if synthesized.problem:
+            record = record.model_copy(update={"reason": synthesized.problem})
     finished = finish(record, final_output, workflow_now(ctx))
     run_span = FinishedSpan(
         name="planning.run",
@@ -299,18 +320,21 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         task_id = subgoal_task_id(job, number)
         event = f"ended.{number}"
         started = workflow_now(ctx)
-        yield _activity(
-            ctx,
-            Activity.DISPATCH,
-            Dispatch(
-                job=job,
-                attempt=number,
-                task_id=task_id,
-                description=subgoal.description,
-                instance_id=ctx.instance_id,
-                event=event,
-            ),
+        approach = ""
+        if job.lookahead_paths:
+            last_failure = attempts[-1].reason if attempts else ""
+            looking = LookAhead(job=job, subgoal=subgoal, previous_failure=last_failure)
+            approach = result_of(Approach, (yield _activity(ctx, Activity.LOOKAHEAD, looking))).approach
+        dispatch = Dispatch(
+            job=job,
+            attempt=number,
+            task_id=task_id,
+            description=subgoal.description,
+            approach=approach,
+            instance_id=ctx.instance_id,
+            event=event,
         )
+        yield _activity(ctx, Activity.DISPATCH, dispatch)
         waiting = ctx.wait_for_external_event(event)
         timeout = ctx.create_timer(timedelta(seconds=job.attempt_timeout_seconds))
         first = yield when_any([waiting, timeout])
@@ -336,6 +360,7 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 verdict=verified.verdict,
                 reason=verified.reason[:2048],
                 cost_usd=verified.cost_usd,
+                approach=approach,
             )
         )
         subgoal, fallback_used = after_attempt(

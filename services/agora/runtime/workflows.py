@@ -40,13 +40,14 @@ M = TypeVar("M", bound=BaseModel)
 
 ACTIVITY_RETRY = RetryPolicy(
     first_retry_interval=timedelta(seconds=1),
-    max_number_of_attempts=6,
+    max_number_of_attempts=10,
     backoff_coefficient=2.0,
-    max_retry_interval=timedelta(seconds=30),
+    max_retry_interval=timedelta(seconds=60),
 )
-"""Activities raise only for transient failures (a sidecar or model that cannot be reached);
-expected refusals come back as results. Six attempts over about a minute, then the failure
-reaches the workflow."""
+"""Activities raise only when the world is out of reach (a sidecar, the state store, the
+broker); expected refusals and a model that cannot answer come back as results. Ten attempts
+over about six minutes, then the failure reaches the workflow, which fails (Dapr shows it
+FAILED with the error)."""
 
 
 class WorkflowHost:
