@@ -1,0 +1,58 @@
+"""The planner's activities when the model cannot answer or a task never ends: typed results,
+never an exception that would fail the plan's workflow."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from agora.core.market import TaskOutcome
+from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult
+from agora.core.plans import AttemptEnd, PlanRequest, SubGoalJob, TaskEnded, new_record, with_plan
+from agora.llm import OfflineModelClient
+from agora.planner.activities import PlannerActivities
+from agora.planner.workflow import Draft, Estimate, LookAhead, Synthesize, Verify
+
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
+GOAL = SubGoal(id="collect", description="Collect the data", success_criterion="the data is collected")
+
+
+def activities() -> PlannerActivities:
+    """Activities on a model that fails every call; nothing else is reached in these steps."""
+    unused = cast(Any, None)
+    return PlannerActivities(OfflineModelClient(fail_every=1), unused, unused, unused, unused, unused, unused)
+
+
+def job() -> SubGoalJob:
+    return SubGoalJob(
+        plan_id="p1", task="t", subgoal=GOAL, round=1, wave=0, required_skills=["sql"],
+        attempt_timeout_seconds=60, lookahead_paths=2,
+    )  # fmt: skip
+
+
+async def test_without_a_model_each_step_answers_a_typed_result() -> None:
+    steps = activities()
+    record = new_record(PlanRequest(plan_id="p1", task="t"), NOW)
+    assert (await steps.estimate(Estimate(task="t"))).steps is None  # planned, not guessed
+    drafted = await steps.draft(Draft(record=record))
+    assert drafted.plan is None and drafted.problem.startswith("PLAN_NOT_MADE")
+    assert (await steps.lookahead(LookAhead(job=job(), subgoal=GOAL))).approach == ""
+    done = GOAL.model_copy(update={"status": SubGoalStatus.COMPLETED, "output_summary": "rows"})
+    running = with_plan(record, Plan(task="t", subgoals=[done], total_estimated_steps=1), NOW)
+    synthesized = await steps.synthesize(Synthesize(record=running))
+    assert synthesized.final_output == "" and "could not answer" in synthesized.problem
+
+
+async def test_an_attempt_without_an_end_or_a_verifier_fails_with_the_reason() -> None:
+    steps = activities()
+    timed_out = await steps.verify(Verify(job=job(), subgoal=GOAL, ended=None))
+    assert timed_out.ended is AttemptEnd.TIMED_OUT and timed_out.verdict is VerificationResult.FAIL
+    assert timed_out.reason == "no outcome within 60 s"
+    outcome = TaskOutcome(task_id="p1.collect.1.1", agent_id="analyst", actual_success=True,
+                          actual_cost_usd=0.01, actual_steps=2, summary="rows")  # fmt: skip
+    unverified = await steps.verify(
+        Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=outcome))
+    )
+    assert unverified.ended is AttemptEnd.SUCCEEDED and unverified.verdict is VerificationResult.FAIL
+    assert "could not answer" in unverified.reason and unverified.cost_usd == 0.01
+    assert unverified.agent_id == "analyst"
