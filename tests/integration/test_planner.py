@@ -127,6 +127,7 @@ def test_a_plan_runs_in_waves_through_the_market(planner: Planner) -> None:
     assert result["success"] is True and result["failed_subgoals"] == []
     assert sorted(result["completed_subgoals"]) == sorted(s for wave in waves for s in wave)
     assert result["final_output"]
+    assert result["total_token_usage"]["prompt_tokens"] > 0  # the planner's own model calls
 
     # Every subgoal went through the market: a task per attempt, awarded to an agent.
     agents = {a["agent_id"] for a in record["attempts"]}

@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agora.core.escalation import EscalationAction, EscalationResponse
-from agora.core.planning import InvalidPlan, Plan, PlanningConfig, SubGoal, SubGoalStatus, VerificationResult
+from agora.core.planning import (
+    InvalidPlan,
+    Plan,
+    PlanningConfig,
+    SubGoal,
+    SubGoalStatus,
+    TokenUsage,
+    VerificationResult,
+)
 from agora.core.plans import (
     DIRECT_SUBGOAL_ID,
     NextStep,
@@ -32,6 +40,7 @@ from agora.core.plans import (
     required_skills,
     stopped,
     with_plan,
+    with_usage,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -99,9 +108,11 @@ def test_waves_run_in_order_and_a_plan_of_completed_subgoals_completes() -> None
     assert next_step(record, NOW) == (NextStep.RUN_WAVE, ["c"])
     record = run_wave(run_wave(record, {}), {})
     assert next_step(record, NOW) == (NextStep.FINISH, [])
+    record = with_usage(record, TokenUsage(prompt_tokens=10, completion_tokens=5))
     ended = finish(record, "all done", NOW + timedelta(seconds=3))
     assert ended.state is PlanState.COMPLETED
     assert ended.result is not None and ended.result.success and ended.result.duration_seconds == 3
+    assert ended.result.total_token_usage == TokenUsage(prompt_tokens=10, completion_tokens=5)
 
 
 def test_each_job_is_a_fresh_round_with_its_skills_and_budget_share() -> None:

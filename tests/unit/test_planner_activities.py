@@ -11,6 +11,7 @@ from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult
 from agora.core.plans import AttemptEnd, PlanRequest, SubGoalJob, TaskEnded, new_record, with_plan
 from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
+from agora.planner.steps import offline_answers
 from agora.planner.workflow import Draft, Estimate, LookAhead, Synthesize, Verify
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
@@ -56,3 +57,19 @@ async def test_an_attempt_without_an_end_or_a_verifier_fails_with_the_reason() -
     assert unverified.ended is AttemptEnd.SUCCEEDED and unverified.verdict is VerificationResult.FAIL
     assert "could not answer" in unverified.reason and unverified.cost_usd == 0.01
     assert unverified.agent_id == "analyst"
+
+
+async def test_each_model_step_reports_the_tokens_it_used() -> None:
+    unused = cast(Any, None)
+    steps = PlannerActivities(
+        OfflineModelClient(overrides=offline_answers), unused, unused, unused, unused, unused, unused
+    )
+    estimated = await steps.estimate(Estimate(task="Write the report on solar prices in Spain"))
+    assert estimated.steps is not None and estimated.usage.prompt_tokens > 0
+    assert estimated.usage.completion_tokens > 0
+    outcome = TaskOutcome(task_id="p1.collect.1.1", agent_id="analyst", actual_success=True,
+                          actual_cost_usd=0.01, actual_steps=2, summary="rows")  # fmt: skip
+    verified = await steps.verify(
+        Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=outcome))
+    )
+    assert verified.verdict is VerificationResult.PASS and verified.usage.total_tokens > 0

@@ -53,6 +53,7 @@ from agora.core.planning import (
     SubGoal,
     SubGoalId,
     SubGoalStatus,
+    TokenUsage,
     VerificationResult,
     apply_verification,
     execution_waves,
@@ -168,6 +169,9 @@ class SubGoalAttempt(BaseModel):
     reason: Note = ""
     cost_usd: float = Field(default=0.0, ge=0.0)
     approach: Note = Field(default="", description="The path the lookahead chose for the agent, if any.")
+    token_usage: TokenUsage = Field(
+        default_factory=TokenUsage, description="The planner's model calls for it."
+    )
 
 
 class TaskLink(BaseModel):
@@ -240,6 +244,10 @@ class PlanRecord(BaseModel):
     replans: int = 0
     rounds: int = Field(default=0, description="Subgoal starts so far (numbers market task ids).")
     cost_usd: float = 0.0
+    token_usage: TokenUsage = Field(
+        default_factory=TokenUsage,
+        description="The planner's own model calls (the agents' are in their cost).",
+    )
     budget_lifted: bool = False
     waived: list[SubGoalId] = Field(default_factory=list, description="Subgoals a person skipped.")
     attempts: list[SubGoalAttempt] = Field(default_factory=list, max_length=MAX_RECORDED_ATTEMPTS)
@@ -470,10 +478,15 @@ def end_wave(record: PlanRecord, reports: list[SubGoalReport], now: datetime) ->
             "plan": plan,
             "attempts": [*record.attempts, *attempts][-MAX_RECORDED_ATTEMPTS:],
             "cost_usd": record.cost_usd + sum(a.cost_usd for a in attempts),
+            "token_usage": sum((a.token_usage for a in attempts), record.token_usage),
             "current_wave": None,
             "updated_at": now,
         }
     )
+
+
+def with_usage(record: PlanRecord, usage: TokenUsage) -> PlanRecord:
+    return record.model_copy(update={"token_usage": record.token_usage + usage})
 
 
 def replanned(record: PlanRecord, plan: Plan, now: datetime) -> PlanRecord:
@@ -583,7 +596,11 @@ def finish(record: PlanRecord, final_output: str, now: datetime) -> PlanRecord:
     )
     duration = max(0.0, (now - record.created_at).total_seconds())
     result = plan_result(
-        plan, final_output=final_output, replans_triggered=record.replans, duration_seconds=duration
+        plan,
+        final_output=final_output,
+        replans_triggered=record.replans,
+        duration_seconds=duration,
+        usage=[record.token_usage],
     )
     reason = record.reason
     if not reason and state is PlanState.FAILED:

@@ -5,6 +5,7 @@ tests and the embedded default."""
 from agora.llm.client import (
     ChatMessage,
     Completion,
+    MeteredModel,
     ModelClient,
     ModelError,
     ModelOutputInvalid,
@@ -23,6 +24,7 @@ __all__ = [
     "ChatMessage",
     "Completion",
     "DaprConversationClient",
+    "MeteredModel",
     "ModelClient",
     "ModelError",
     "ModelOutputInvalid",

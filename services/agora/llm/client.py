@@ -75,6 +75,35 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
+class MeteredModel:
+    """A model client that adds up the tokens of the calls made through it (one step's usage);
+    the wrapped client stays its creator's to close."""
+
+    def __init__(self, model: ModelClient) -> None:
+        self._model = model
+        self.backend = model.backend
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        completion = await self._model.complete(
+            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+        )
+        self.prompt_tokens += completion.usage.prompt_tokens
+        self.completion_tokens += completion.usage.completion_tokens
+        return completion
+
+    async def aclose(self) -> None:
+        return None
+
+
 class TracedModelClient(ABC):
     """Base class of the backends: wraps `_complete` in a CLIENT span that follows the
     OpenTelemetry GenAI semantic conventions (`chat {model}`, gen_ai.* attributes)."""

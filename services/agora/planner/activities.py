@@ -13,7 +13,7 @@ from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, 
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
-from agora.core.planning import InvalidPlan, SubGoalStatus, VerificationResult
+from agora.core.planning import InvalidPlan, SubGoalStatus, TokenUsage, VerificationResult
 from agora.core.plans import (
     AttemptEnd,
     PlanCompleted,
@@ -23,7 +23,7 @@ from agora.core.plans import (
     TaskEnded,
     TaskLink,
 )
-from agora.llm import ModelClient, ModelError
+from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
 from agora.planner.workflow import (
     Activity,
@@ -89,48 +89,57 @@ class PlannerActivities:
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:
+            model = MeteredModel(self.model)
             try:
-                estimated = await steps.estimate_complexity(self.model, step.task)
+                estimated = await steps.estimate_complexity(model, step.task)
             except ModelError as exc:
                 span.set_attribute("agora.problem", str(exc)[:500])
                 log.warning("no complexity estimate; the task is planned", extra={"reason": str(exc)[:500]})
-                return Estimated(steps=None)
+                return Estimated(steps=None, usage=_usage(model))
             span.set_attribute("agora.estimated_steps", estimated)
-            return Estimated(steps=estimated)
+            return Estimated(steps=estimated, usage=_usage(model))
 
     async def draft(self, step: Draft) -> Drafted:
+        model = MeteredModel(self.model)
         record = step.record
         with step_span("planning.create_plan", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
             try:
                 plan = await steps.create_plan(
-                    self.model, record.request.task, record.request.config, skills=record.request.skills
+                    model, record.request.task, record.request.config, skills=record.request.skills
                 )
             except steps.PlanNotMade as exc:
                 span.set_attribute("agora.problem", exc.message)
-                return Drafted(problem=exc.message)
+                return Drafted(usage=_usage(model), problem=exc.message)
             except ModelError as exc:
                 span.set_attribute("agora.problem", str(exc)[:500])
-                return Drafted(problem=f"PLAN_NOT_MADE: the planner model could not answer: {exc}"[:2048])
+                return Drafted(
+                    usage=_usage(model),
+                    problem=f"PLAN_NOT_MADE: the planner model could not answer: {exc}"[:2048],
+                )
             span.set_attribute("agora.subgoals", len(plan.subgoals))
-            return Drafted(plan=plan)
+            return Drafted(usage=_usage(model), plan=plan)
 
     async def replan(self, step: Draft) -> Drafted:
+        model = MeteredModel(self.model)
         record, plan = step.record, step.record.plan
         assert plan is not None and step.failed_subgoal is not None
         attributes = {"agora.plan_id": record.plan_id, "agora.failed_subgoal": step.failed_subgoal}
         with step_span("planning.replan", record.traceparent, attributes) as span:
             try:
                 replanned = await steps.replan(
-                    self.model, plan, plan.subgoal(step.failed_subgoal), record.request.config
+                    model, plan, plan.subgoal(step.failed_subgoal), record.request.config
                 )
             except (steps.PlanNotMade, InvalidPlan) as exc:
                 span.set_attribute("agora.problem", exc.message)
-                return Drafted(problem=f"replan failed: {exc.message}"[:2048])
+                return Drafted(usage=_usage(model), problem=f"replan failed: {exc.message}"[:2048])
             except ModelError as exc:
                 span.set_attribute("agora.problem", str(exc)[:500])
-                return Drafted(problem=f"replan failed: the planner model could not answer: {exc}"[:2048])
+                return Drafted(
+                    usage=_usage(model),
+                    problem=f"replan failed: the planner model could not answer: {exc}"[:2048],
+                )
             span.set_attribute("agora.plan_version", replanned.version)
-            return Drafted(plan=replanned)
+            return Drafted(usage=_usage(model), plan=replanned)
 
     async def stop(self, step: Stop) -> PlanStop:
         """Park the plan for a person; the escalation id is fixed by the plan and its number
@@ -182,18 +191,23 @@ class PlannerActivities:
         )
 
     async def synthesize(self, step: Synthesize) -> Synthesized:
+        model = MeteredModel(self.model)
         record, plan = step.record, step.record.plan
         assert plan is not None
         with step_span("planning.synthesize", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
             try:
-                return Synthesized(final_output=await steps.synthesize(self.model, plan))
+                final_output = await steps.synthesize(model, plan)
+                return Synthesized(usage=_usage(model), final_output=final_output)
             except ModelError as exc:
                 span.set_attribute("agora.problem", str(exc)[:500])
                 return Synthesized(
-                    final_output="", problem=f"no synthesis: the model could not answer: {exc}"[:2048]
+                    usage=_usage(model),
+                    final_output="",
+                    problem=f"no synthesis: the model could not answer: {exc}"[:2048],
                 )
 
     async def lookahead(self, step: LookAhead) -> Approach:
+        model = MeteredModel(self.model)
         job = step.job
         attributes = {
             "agora.plan_id": job.plan_id,
@@ -203,15 +217,15 @@ class PlannerActivities:
         with step_span("planning.lookahead", job.traceparent, attributes) as span:
             try:
                 path = await steps.lookahead(
-                    self.model, job.task, step.subgoal, job.lookahead_paths, step.previous_failure
+                    model, job.task, step.subgoal, job.lookahead_paths, step.previous_failure
                 )
             except ModelError as exc:  # lookahead only helps: the subgoal goes out without it
                 span.set_attribute("agora.problem", str(exc)[:500])
-                return Approach()
+                return Approach(usage=_usage(model))
             if path is None:
-                return Approach()
+                return Approach(usage=_usage(model))
             span.set_attribute("agora.confidence", path.confidence)
-            return Approach(approach=path.approach)
+            return Approach(usage=_usage(model), approach=path.approach)
 
     async def announce(self, step: Announce) -> None:
         record = step.record
@@ -281,15 +295,16 @@ class PlannerActivities:
             return verified
 
     async def _verified(self, step: Verify) -> Verified:
+        model = MeteredModel(self.model)
         ended = step.ended
         fail = VerificationResult.FAIL
         if ended is None:
             reason = f"no outcome within {step.job.attempt_timeout_seconds} s"
-            return Verified(ended=AttemptEnd.TIMED_OUT, verdict=fail, reason=reason)
+            return Verified(usage=_usage(model), ended=AttemptEnd.TIMED_OUT, verdict=fail, reason=reason)
         outcome = ended.outcome
         if outcome is None:
             reason = f"the market could not run it: {ended.rejected_reason or 'rejected'}"
-            return Verified(ended=AttemptEnd.REJECTED, verdict=fail, reason=reason)
+            return Verified(usage=_usage(model), ended=AttemptEnd.REJECTED, verdict=fail, reason=reason)
         how = (
             AttemptEnd.SUCCEEDED
             if outcome.actual_success
@@ -298,12 +313,20 @@ class PlannerActivities:
             else AttemptEnd.FAILED
         )
         try:
-            answer = await steps.verify(self.model, step.subgoal, str(how), outcome.summary)
+            answer = await steps.verify(model, step.subgoal, str(how), outcome.summary)
         except ModelError as exc:
             reason = f"the verifier could not answer: {exc}"[:2048]
-            return Verified(ended=how, verdict=fail, reason=reason, agent_id=outcome.agent_id,
-                            cost_usd=outcome.actual_cost_usd, output=outcome.summary)  # fmt: skip
+            return Verified(
+                usage=_usage(model),
+                ended=how,
+                verdict=fail,
+                reason=reason,
+                agent_id=outcome.agent_id,
+                cost_usd=outcome.actual_cost_usd,
+                output=outcome.summary,
+            )
         return Verified(
+            usage=_usage(model),
             ended=how,
             verdict=answer.result,
             reason=answer.reason,
@@ -311,6 +334,10 @@ class PlannerActivities:
             agent_id=outcome.agent_id,
             cost_usd=outcome.actual_cost_usd,
         )
+
+
+def _usage(model: MeteredModel) -> TokenUsage:
+    return TokenUsage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens)
 
 
 def _task_description(description: str, criterion: str, approach: str) -> str:

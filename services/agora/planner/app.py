@@ -125,16 +125,14 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         async def on_plan(request: PlanRequest) -> None:
             await start(request)
 
-        async def ended(task_id: str, event: TaskEnded) -> None:
-            link = await links.get(task_id)
-            if link is None:
-                return
+        async def ended(link: TaskLink, event: TaskEnded) -> None:
             await host.client.raise_workflow_event(
-                link.value.instance_id, link.value.event, data=event.model_dump(mode="json")
+                link.instance_id, link.event, data=event.model_dump(mode="json")
             )
 
         async def on_outcome(outcome: TaskOutcome) -> None:
-            if await links.get(outcome.task_id) is None:
+            link = await links.get(outcome.task_id)
+            if link is None:
                 return  # not a plan's task
             try:  # the board checks the award token; recording the same outcome again is a no-op
                 record = await tasks.mark_outcome(outcome)
@@ -142,10 +140,11 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
                 if not exc.permanent:
                     raise
                 raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-            await ended(outcome.task_id, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
+            await ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
 
         async def on_rejected(rejected: TaskRejected) -> None:
-            if await links.get(rejected.task_id) is None:
+            link = await links.get(rejected.task_id)
+            if link is None:
                 return
             try:
                 record = await tasks.get(rejected.task_id)
@@ -154,7 +153,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             if record.status is not AllocationStatus.REJECTED:
                 raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
             reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
-            await ended(rejected.task_id, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
+            await ended(link.value, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind is not WaitingPartyKind.PLAN_STEP:

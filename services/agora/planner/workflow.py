@@ -27,7 +27,7 @@ from typing import Any
 from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
 from pydantic import BaseModel, Field
 
-from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult, needs_plan
+from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult, needs_plan
 from agora.core.plans import (
     AttemptEnd,
     NextStep,
@@ -54,6 +54,7 @@ from agora.core.plans import (
     replanned,
     stopped,
     with_plan,
+    with_usage,
 )
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import ACTIVITY_RETRY, result_of, workflow_now
@@ -115,6 +116,7 @@ class Estimate(BaseModel):
 class Estimated(BaseModel):
     steps: int | None
     """None: the model could not estimate (the task is then planned)."""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class Draft(BaseModel):
@@ -126,6 +128,7 @@ class Draft(BaseModel):
 class Drafted(BaseModel):
     plan: Plan | None = None
     problem: str = ""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class Stop(BaseModel):
@@ -141,6 +144,7 @@ class Synthesize(BaseModel):
 class Synthesized(BaseModel):
     final_output: str
     problem: str = ""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class Announce(BaseModel):
@@ -156,6 +160,7 @@ class LookAhead(BaseModel):
 class Approach(BaseModel):
     approach: str = ""
     """Empty: no usable path (the subgoal goes out as it is)."""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class Dispatch(BaseModel):
@@ -186,6 +191,7 @@ class Verified(BaseModel):
     output: str = ""
     agent_id: str | None = None
     cost_usd: float = 0.0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 # -- the workflows -------------------------------------------------------------------------------
@@ -217,15 +223,14 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     if given is None:
         estimate = Estimate(task=request.task, traceparent=trace)
         estimated = result_of(Estimated, (yield _activity(ctx, Activity.ESTIMATE, estimate)))
+        record = with_usage(record, estimated.usage)
     if given is not None:
         yield save(with_plan(record, given, workflow_now(ctx)))
     elif estimated.steps is not None and not needs_plan(estimated.steps, request.config):
         yield save(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
     else:
-        drafted = result_of(
-            Drafted,
-            (yield _activity(ctx, Activity.DRAFT, Draft(record=record))),
-        )
+        drafted = result_of(Drafted, (yield _activity(ctx, Activity.DRAFT, Draft(record=record))))
+        record = with_usage(record, drafted.usage)
         if drafted.plan is None:
             yield save(failed_early(record, drafted.problem, workflow_now(ctx)))
             yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
@@ -263,6 +268,7 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 Drafted,
                 (yield _activity(ctx, Activity.REPLAN, Draft(record=record, failed_subgoal=subgoal_ids[0]))),
             )
+            record = with_usage(record, drafted.usage)
             if drafted.plan is not None:
                 yield save(replanned(record, drafted.plan, workflow_now(ctx)))
             else:  # the replan itself failed: it counts, and the failure stands
@@ -293,6 +299,7 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             (yield _activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record))),
         )
         final_output = synthesized.final_output
+        record = with_usage(record, synthesized.usage)
         if synthesized.problem:
             record = record.model_copy(update={"reason": synthesized.problem})
     finished = finish(record, final_output, workflow_now(ctx))
@@ -320,11 +327,12 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         task_id = subgoal_task_id(job, number)
         event = f"ended.{number}"
         started = workflow_now(ctx)
-        approach = ""
+        chosen = Approach()
         if job.lookahead_paths:
             last_failure = attempts[-1].reason if attempts else ""
             looking = LookAhead(job=job, subgoal=subgoal, previous_failure=last_failure)
-            approach = result_of(Approach, (yield _activity(ctx, Activity.LOOKAHEAD, looking))).approach
+            chosen = result_of(Approach, (yield _activity(ctx, Activity.LOOKAHEAD, looking)))
+        approach = chosen.approach
         dispatch = Dispatch(
             job=job,
             attempt=number,
@@ -361,6 +369,7 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 reason=verified.reason[:2048],
                 cost_usd=verified.cost_usd,
                 approach=approach,
+                token_usage=chosen.usage + verified.usage,
             )
         )
         subgoal, fallback_used = after_attempt(
