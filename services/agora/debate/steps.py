@@ -1,0 +1,169 @@
+"""The debate's model calls: the routing model's first answer, each debater's answer in a round,
+and the judge's synthesis. Each asks for a structured answer; one that does not parse is
+asked once more, then counts as an abstention (an empty answer at confidence 0), so one bad
+debater never stops a debate.
+
+`offline_answers` makes the deterministic offline model a debater: it answers with one of the
+options the question lists after "Options:" (separated by "|"), the i-th debater the i-th
+option, and in later rounds moves to an answer a strict majority of its peers gave, so the
+embedded default and the tests debate without a network. Its confidence is higher the fewer
+options there are; a question with one option gets a confident routing answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from agora.core.debate import DebaterConfig, DebateRound, Position, transcript
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.planning import TokenUsage
+from agora.llm import ChatMessage, MeteredModel, ModelClient, ModelOutputInvalid, complete_json
+
+DEBATER_PROMPT = "You are debater"
+ROUTING_PROMPT = "You answer questions and say how sure you are."
+JUDGE_PROMPT = "You judge a debate."
+ANSWER_ATTEMPTS = 2
+
+
+class DebaterAnswer(BaseModel):
+    answer: str = Field(max_length=MAX_TEXT_CHARS)
+    reasoning: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+def debater_messages(
+    debater: DebaterConfig, question: str, previous: DebateRound | None
+) -> list[ChatMessage]:
+    persona = f" {debater.role_hint}" if debater.role_hint else ""
+    system = (
+        f"{DEBATER_PROMPT} {debater.debater_id}.{persona} Answer the question briefly, with your "
+        "reasoning and your confidence (0-1) that the answer is right."
+    )
+    user = f"Question: {question}"
+    if previous is not None:
+        user += (
+            f"\nRound {previous.round_number + 1}. Your peers answered in round {previous.round_number}:\n"
+            f"{transcript(previous)}\nConsider their answers and answer again."
+        )
+    return [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
+
+
+async def answer(
+    model: ModelClient, debater: DebaterConfig, question: str, previous: DebateRound | None
+) -> Position:
+    """The debater's position this round (an abstention when it gives no valid answer)."""
+    metered = MeteredModel(model)
+    messages = debater_messages(debater, question, previous)
+    for _ in range(ANSWER_ATTEMPTS):
+        try:
+            given, _ = await complete_json(metered, messages, DebaterAnswer)
+        except ModelOutputInvalid:
+            continue
+        return Position(
+            debater_id=debater.debater_id,
+            answer=given.answer,
+            reasoning=given.reasoning,
+            confidence=given.confidence,
+            token_usage=_usage(metered),
+        )
+    return Position(
+        debater_id=debater.debater_id,
+        answer="",
+        reasoning="no valid answer",
+        confidence=0.0,
+        token_usage=_usage(metered),
+    )
+
+
+async def route(model: ModelClient, router: DebaterConfig, question: str) -> Position:
+    """The routing model's answer and confidence (adaptive routing)."""
+    metered = MeteredModel(model)
+    messages = [
+        ChatMessage(role="system", content=f"{ROUTING_PROMPT} Give your confidence (0-1) honestly."),
+        ChatMessage(role="user", content=f"Question: {question}"),
+    ]
+    try:
+        given, _ = await complete_json(metered, messages, DebaterAnswer)
+    except ModelOutputInvalid:  # no usable answer: debate it
+        return Position(debater_id=router.debater_id, answer="", confidence=0.0, token_usage=_usage(metered))
+    return Position(
+        debater_id=router.debater_id,
+        answer=given.answer,
+        reasoning=given.reasoning,
+        confidence=given.confidence,
+        token_usage=_usage(metered),
+    )
+
+
+async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[DebaterAnswer, TokenUsage]:
+    """The judge's synthesis of the final round's positions (JUDGE aggregation)."""
+    metered = MeteredModel(model)
+    messages = [
+        ChatMessage(
+            role="system",
+            content=f"{JUDGE_PROMPT} Weigh the positions and write the best answer, "
+            "with reasoning and your confidence (0-1).",
+        ),
+        ChatMessage(role="user", content=f"Question: {question}\nPositions:\n{transcript(final)}"),
+    ]
+    given, _ = await complete_json(metered, messages, DebaterAnswer)
+    return given, _usage(metered)
+
+
+def _usage(model: MeteredModel) -> TokenUsage:
+    return TokenUsage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens)
+
+
+# -- the offline model as a debater ----------------------------------------------------------------
+
+
+def offline_answers(messages: Sequence[ChatMessage]) -> str | None:
+    """The offline model's answers to the debate's prompts (None: not a debate prompt)."""
+    if len(messages) < 2:
+        return None
+    system, user = messages[0].content, messages[-1].content
+    question = _question(user)
+    options = _options(question)
+    if system.startswith(ROUTING_PROMPT):
+        confidence = 0.95 if len(options) == 1 else round(0.9 - 0.15 * len(options), 2)
+        return _answer(options[0] if options else "I cannot tell", max(confidence, 0.1), "routing")
+    if system.startswith(DEBATER_PROMPT):
+        match = re.match(rf"{DEBATER_PROMPT} (\S+)\.", system)
+        debater = match.group(1) if match else ""
+        number = int(digits.group()) if (digits := re.search(r"\d+$", debater)) else 0
+        choice = options[number % len(options)] if options else "I cannot tell"
+        peers = re.findall(r"^- (\S+) \(confidence [0-9.]+\): (.*?)(?: Because: .*)?$", user, re.MULTILINE)
+        others = [text for name, text in peers if name != debater]
+        if others:
+            best, count = Counter(others).most_common(1)[0]
+            if count * 2 > len(others):
+                choice = best
+        confidence = round(max(0.3, 0.9 - 0.1 * max(0, len(options) - 1)), 2)
+        return _answer(choice, confidence, f"debater {debater}")
+    if system.startswith(JUDGE_PROMPT):
+        positions = re.findall(r"^- \S+ \(confidence [0-9.]+\): (.*?)(?: Because: .*)?$", user, re.MULTILINE)
+        best = Counter(positions).most_common(1)[0][0] if positions else "I cannot tell"
+        return _answer(best, 0.7, "the judge")
+    return None
+
+
+def _question(user: str) -> str:
+    first = user.split("\n", 1)[0]
+    return first.removeprefix("Question: ")
+
+
+def _options(question: str) -> list[str]:
+    found = re.search(r"Options:\s*(.+?)\s*$", question)
+    if not found:
+        return []
+    return [option.strip() for option in found.group(1).split("|") if option.strip()]
+
+
+def _answer(text: str, confidence: float, who: str) -> str:
+    reasoning = f"{who} weighed the options offline"[:MAX_NOTE_CHARS]
+    return json.dumps({"answer": text, "reasoning": reasoning, "confidence": confidence})
