@@ -19,6 +19,7 @@ import re
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +30,22 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from agora.core.contracts import EscalationList
+from agora.core.debate import (
+    FINAL_DEBATE_STATES,
+    AggregationStrategy,
+    DebateAccepted,
+    DebateConfig,
+    DebateList,
+    DebaterConfig,
+    DebateRecord,
+    DebateState,
+    DebateSubmission,
+)
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityProfile
 from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest, PlanState
+from agora.debate.view import debate_lines
 from agora.demo import invoker, run_demo, session_continuation
 from agora.harness.cluster import LocalCluster
 from agora.harness.processes import ProcessFailed
@@ -563,6 +576,72 @@ def cmd_plan_list(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_DEBATERS = [
+    DebaterConfig(debater_id="d0", role_hint="You answer carefully."),
+    DebaterConfig(debater_id="d1", role_hint="You are a skeptical devil's advocate."),
+    DebaterConfig(debater_id="d2", role_hint="You look for what the others missed."),
+]
+
+
+def cmd_debate_ask(args: argparse.Namespace) -> int:
+    debaters = _load_models(args.debaters, DebaterConfig, "debater_id") if args.debaters else DEFAULT_DEBATERS
+    try:
+        submission = DebateSubmission(
+            question=args.question,
+            config=DebateConfig(
+                debaters=debaters,
+                max_rounds=args.max_rounds,
+                aggregation=AggregationStrategy(args.aggregation),
+                adaptive_routing=not args.no_routing,
+            ),
+        )
+    except ValidationError as exc:
+        raise CliError("\n".join(_capped(_validation_lines("the debate", exc), indent="  "))) from None
+    debate_id = args.id or f"debate-{uuid.uuid4().hex[:8]}"
+    body = submission.model_dump(mode="json")
+    accepted = DebateAccepted.model_validate(
+        _invoke(args, "PUT", f"v1/debates/{debate_id}", body, service="debate")
+    )
+    print(f"{debate_id}: {'started' if accepted.created else f'already exists ({accepted.state})'}")
+    if args.wait:
+        args.debate_id, args.watch, args.json = debate_id, True, False
+        return cmd_debate_show(args)
+    return 0
+
+
+def cmd_debate_show(args: argparse.Namespace) -> int:
+    shown: list[str] = []
+    while True:
+        record = DebateRecord.model_validate(
+            _invoke(args, "GET", f"v1/debates/{args.debate_id}", service="debate")
+        )
+        if args.json:
+            print(record.model_dump_json(indent=2))
+            return 0
+        lines = debate_lines(record)
+        if lines != shown:
+            print("\n".join(lines), flush=True)
+            shown = lines
+        if (
+            not args.watch
+            or record.state in FINAL_DEBATE_STATES
+            or record.state is DebateState.WAITING_FOR_HUMAN
+        ):
+            return 0
+        time.sleep(0.5)
+
+
+def cmd_debate_list(args: argparse.Namespace) -> int:
+    query = f"v1/debates?state={args.state}&limit={args.limit}&offset={args.offset}"
+    listing = DebateList.model_validate(_invoke(args, "GET", query, service="debate"))
+    for record in listing.debates:
+        answer = _shorten(record.final_answer or "", 40)
+        print(f"{record.debate_id:<32} {record.state:<18} {answer:<40} {_shorten(record.question, 50)}")
+    if listing.total > args.offset + len(listing.debates):
+        print(f"({listing.total} in all; --offset to see more)")
+    return 0
+
+
 def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
     party, context = record["waiting_party"], record["context"]
     deadline = f"  deadline {record['deadline']}" if record.get("deadline") else ""
@@ -707,6 +786,31 @@ def build_parser() -> argparse.ArgumentParser:
     plans.add_argument("--limit", type=int, default=50)
     plans.add_argument("--offset", type=int, default=0)
     plans.set_defaults(func=cmd_plan_list)
+
+    debate = commands.add_parser("debate", help="multi-agent debates").add_subparsers(
+        dest="action", required=True
+    )
+    ask = debate.add_parser("ask", help="start a debate on a question (three offline debaters by default)")
+    ask.add_argument("question")
+    ask.add_argument("--debaters", help="a YAML/JSON file of DebaterConfigs (at least two)")
+    ask.add_argument("--id", help="the debate id (default: a new one)")
+    ask.add_argument("--max-rounds", type=int, default=3)
+    ask.add_argument("--aggregation", default="WEIGHTED_VOTE", choices=["MAJORITY_VOTE", "WEIGHTED_VOTE"])
+    ask.add_argument(
+        "--no-routing", action="store_true", help="debate even when the first model is confident"
+    )
+    ask.add_argument("--wait", action="store_true", help="print it round by round until it ends or waits")
+    ask.set_defaults(func=cmd_debate_ask)
+    show_debate = debate.add_parser("show", help="a debate round by round")
+    show_debate.add_argument("debate_id")
+    show_debate.add_argument("--watch", action="store_true", help="print again on each change until it ends")
+    show_debate.add_argument("--json", action="store_true")
+    show_debate.set_defaults(func=cmd_debate_show)
+    debates = debate.add_parser("list", help="debates in a state (default: COMPLETED)")
+    debates.add_argument("--state", default="COMPLETED", choices=[s.value for s in DebateState])
+    debates.add_argument("--limit", type=int, default=50)
+    debates.add_argument("--offset", type=int, default=0)
+    debates.set_defaults(func=cmd_debate_list)
     return parser
 
 

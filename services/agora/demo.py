@@ -1,7 +1,8 @@
 """The `make run` demo: the worker's sample agents are registered; the demo asks the registry
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
 the intake topic and prints each allocation (winner and scores) and outcome, submits a plan
-and prints its waves as they run, and parks an uncertain session for a person."""
+and prints its waves as they run, runs two debates (one converges, one waits for a person),
+and parks an uncertain session for a person."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 
 import httpx
 
+from agora.core.debate import DebateConfig, DebaterConfig, DebateRecord, DebateRequest
 from agora.core.messages import Topic
 from agora.core.plans import FINAL_STATES, PlanRecord, PlanRequest, PlanState
+from agora.debate.view import debate_lines
 from agora.planner.view import plan_lines
 
 SAMPLE_TASKS: list[dict[str, Any]] = [
@@ -59,6 +62,7 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
             _print_task(_wait(functools.partial(_settled_at, http, url)))
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
         _run_a_plan(http, invoke, publish)
+        _debate(http, invoke, publish)
         _pause_a_session(http, invoke)
 
 
@@ -90,6 +94,50 @@ def _run_a_plan(http: httpx.Client, invoke: Callable[[str, str], str], publish: 
                 break
         time.sleep(0.5)
     print(f"  Watch it again with: .venv/bin/agora plan show {DEMO_PLAN.plan_id}")
+
+
+DEMO_DEBATERS = [
+    DebaterConfig(debater_id="d0", role_hint="You answer carefully."),
+    DebaterConfig(debater_id="d1", role_hint="You are a skeptical devil's advocate."),
+    DebaterConfig(debater_id="d2", role_hint="You look for what the others missed."),
+]
+DEMO_DEBATES = [
+    DebateRequest(
+        debate_id="demo-backup",
+        question="Should the migration keep a backup of the orders table? "
+        "Options: keep a backup | drop it now",
+        config=DebateConfig(debaters=DEMO_DEBATERS),
+    ),
+    DebateRequest(
+        debate_id="demo-region",
+        question="Which region should host the new cluster? Options: eu-west | us-east | ap-south",
+        config=DebateConfig(debaters=DEMO_DEBATERS),
+    ),
+]
+
+
+def _debate(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """Two debates on agora.debates: one converges in its second round, one stays split and
+    waits for a person."""
+    for request in DEMO_DEBATES:
+        http.post(f"{publish}/{Topic.DEBATES}", json=request.model_dump(mode="json")).raise_for_status()
+    print(f"\nDebate: published {len(DEMO_DEBATES)} debates to {Topic.DEBATES}")
+    for request in DEMO_DEBATES:
+        url = invoke("debate", f"v1/debates/{request.debate_id}")
+        record = DebateRecord.model_validate(_wait(functools.partial(_debate_settled, http, url)))
+        print("\n".join("  " + line for line in debate_lines(record)))
+        if record.escalation_id:
+            command = f".venv/bin/agora escalations resume {record.escalation_id} --action modify_prompt"
+            print(f"  Decide it: {command} \\")
+            print('      --prompt "eu-west" --why "data residency"')
+
+
+def _debate_settled(http: httpx.Client, url: str) -> dict[str, Any] | None:
+    response = http.get(url)
+    if response.status_code != 200:
+        return None
+    record: dict[str, Any] = response.json()
+    return record if record["state"] in ("COMPLETED", "ABORTED", "WAITING_FOR_HUMAN") else None
 
 
 DEMO_SESSION = "demo-session"

@@ -14,6 +14,7 @@ import os
 from fastapi import FastAPI
 
 from agora.allocator.app import AllocatorSettings, allocator_module
+from agora.debate.app import DebateSettings, debate_module
 from agora.escalation.app import EscalationSettings, escalation_module
 from agora.planner.app import PlannerSettings, planner_module
 from agora.registry.app import RegistrySettings, registry_module
@@ -50,6 +51,7 @@ def create_app() -> FastAPI:
             escalation_module(EscalationSettings(app_id=settings.app_id)),
             uncertainty_module(),
             planner_module(PlannerSettings(app_id=settings.app_id)),
+            debate_module(DebateSettings(app_id=settings.app_id)),
         ],
     )
 

@@ -3,27 +3,39 @@ the escalate rule and the result."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agora.core.debate import (
+    MAX_RETRIES_BY_PERSON,
     SIMILARITY_THRESHOLD,
     AggregationStrategy,
+    AnswerSource,
     DebateConfig,
+    DebateDecision,
     DebaterConfig,
+    DebateRecord,
+    DebateRequest,
+    DebateState,
     Position,
     aggregate,
+    apply_debate_decision,
     cluster_positions,
     converged,
     debate_result,
     debate_round,
     escalate_to_human,
     jaccard,
+    new_debate_record,
     single_agent_result,
+    waiting,
     words,
 )
+from agora.core.escalation import EscalationResponse
 from agora.core.planning import TokenUsage
 
 
@@ -174,3 +186,33 @@ def test_clusters_partition_the_positions_and_convergence_is_the_largest_share(a
     assert sorted(i for c in clusters for i in c) == list(range(len(positions)))
     assert [len(c) for c in clusters] == sorted((len(c) for c in clusters), reverse=True)
     assert debate_round(1, positions).convergence_score == len(clusters[0]) / len(positions)
+
+
+def test_a_persons_decision_on_a_split_debate() -> None:
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    cfg = config()
+    split = debate_round(1, [position("d0", "red"), position("d1", "green"), position("d2", "blue")])
+    result = debate_result([split], aggregate(split, cfg), cfg, duration_seconds=1.0)
+    assert result.escalate_to_human
+    record = waiting(
+        new_debate_record(DebateRequest(debate_id="q", question="which?", config=cfg), now), result, "e1", now
+    )
+
+    def decide(action: str, **fields: object) -> DebateRecord:
+        response = EscalationResponse.model_validate({"action": action, **fields})
+        return apply_debate_decision(
+            record, DebateDecision(escalation_id="e1", response=response, decided_by="pat"), now
+        )
+
+    given = decide("modify_prompt", modified_prompt="green")
+    assert given.state is DebateState.COMPLETED and given.final_answer == "green"
+    assert given.answer_source is AnswerSource.PERSON and given.decided_by == "pat"
+    kept = decide("skip")
+    assert kept.final_answer == result.final_answer and kept.answer_source is AnswerSource.DEBATE
+    again = decide("retry", guidance="think of latency")
+    assert again.state is DebateState.RUNNING and again.rounds == [] and again.earlier == [result]
+    assert again.question == "which?\nGuidance from pat: think of latency"
+    aborted = decide("abort")
+    assert aborted.state is DebateState.ABORTED and aborted.final_answer is None
+    record = record.model_copy(update={"earlier": [result] * MAX_RETRIES_BY_PERSON})
+    assert decide("retry").state is DebateState.ABORTED

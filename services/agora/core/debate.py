@@ -461,6 +461,7 @@ def waiting(record: DebateRecord, result: DebateResult, escalation_id: str, now:
     return record.model_copy(
         update={
             "result": result,
+            "routing_decision": result.routing_decision,
             "escalation_id": escalation_id,
             "state": DebateState.WAITING_FOR_HUMAN,
             "updated_at": now,

@@ -44,6 +44,10 @@ class Topic(StrEnum):
     """Plan intake: a `PlanRequest` to plan and carry out (any publisher)."""
     PLAN_COMPLETED = "agora.plan.completed"
     """A plan ended (`PlanCompleted`): COMPLETED, FAILED or ABORTED, with its result."""
+    DEBATES = "agora.debates"
+    """Debate intake: a `DebateRequest` (any publisher)."""
+    DEBATE_COMPLETED = "agora.debate.completed"
+    """A debate ended (`DebateCompleted`): its answer, whether a person gave it, the result."""
 
 
 class ActorType(StrEnum):

@@ -30,6 +30,14 @@ from agora.core.contracts import (
     StepVerdict,
     TaskList,
 )
+from agora.core.debate import (
+    DebateAccepted,
+    DebateCompleted,
+    DebateList,
+    DebateRecord,
+    DebateRequest,
+    DebateSubmission,
+)
 from agora.core.escalation import EscalationRecord, ParkRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -85,6 +93,12 @@ CONTRACTS: dict[str, Any] = {
     "plan_record": PlanRecord,
     "plan_list": PlanList,
     "plan_completed": PlanCompleted,
+    "debate_request": DebateRequest,
+    "debate_submission": DebateSubmission,
+    "debate_accepted": DebateAccepted,
+    "debate_record": DebateRecord,
+    "debate_list": DebateList,
+    "debate_completed": DebateCompleted,
 }
 
 

@@ -4,7 +4,7 @@ asked once more, then counts as an abstention (an empty answer at confidence 0),
 debater never stops a debate.
 
 `offline_answers` makes the deterministic offline model a debater: it answers with one of the
-options the question lists after "Options:" (separated by "|"), the i-th debater the i-th
+options the question lists after its last "Options:" (separated by "|"), the i-th debater the i-th
 option, and in later rounds moves to an answer a strict majority of its peers gave, so the
 embedded default and the tests debate without a network. Its confidence is higher the fewer
 options there are; a question with one option gets a confident routing answer.
@@ -153,15 +153,16 @@ def offline_answers(messages: Sequence[ChatMessage]) -> str | None:
 
 
 def _question(user: str) -> str:
-    first = user.split("\n", 1)[0]
-    return first.removeprefix("Question: ")
+    """The question of a prompt (a person's guidance included), without the peers' answers."""
+    return re.split(r"\nRound \d+\.|\nPositions:", user.removeprefix("Question: "), maxsplit=1)[0]
 
 
 def _options(question: str) -> list[str]:
-    found = re.search(r"Options:\s*(.+?)\s*$", question)
+    """The options the question lists last (a person's guidance may narrow them)."""
+    found = re.findall(r"Options:[ \t]*([^\n]+)", question)
     if not found:
         return []
-    return [option.strip() for option in found.group(1).split("|") if option.strip()]
+    return [option.strip() for option in found[-1].split("|") if option.strip()]
 
 
 def _answer(text: str, confidence: float, who: str) -> str:

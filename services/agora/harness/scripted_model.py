@@ -1,10 +1,12 @@
 """An OpenAI-compatible model endpoint on loopback whose verification verdicts a test or a
-benchmark scripts (a development tool, like the topic recorder).
+benchmark scripts, and whose answers it can hold back (a development tool, like the topic
+recorder).
 
 A service pointed at it (`AGORA_MODEL_BACKEND=openai`, `model_env`) reaches it over real HTTP
 like any vendor endpoint. It answers the planner's verification prompts from `verdicts` (a queue per
 marker and subgoal id; PASS once a queue is empty), and everything else as the offline model
-would, planner prompts included, so plans are the offline planner's.
+would, planner and debate prompts included, so plans are the offline planner's and debaters
+the offline debaters.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agora.debate import steps as debate_steps
 from agora.llm import ChatMessage
 from agora.llm.offline import OfflineModelClient
-from agora.planner.steps import VERIFY_PROMPT, offline_answers
+from agora.planner import steps as planner_steps
+from agora.planner.steps import VERIFY_PROMPT
 
 
 class ScriptedModel:
@@ -30,14 +34,18 @@ class ScriptedModel:
         self.verified: list[tuple[str, str]] = []
         """(subgoal id, verdict) for every verification answered."""
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], threading.Event] = {}
+        self._held: dict[tuple[str, tuple[str, ...]], tuple[str, threading.Event]] = {}
+        self.asked: list[tuple[str, str]] = []
+        """(first line of the system prompt, the user prompt) of every call."""
         self._waiting: set[str] = set()
         self._offline = OfflineModelClient(overrides=self._answer)
 
-    def hold(self, marker: str, subgoal_id: str) -> None:
-        """Hold back verification answers for this subgoal until `release`."""
+    def hold(self, marker: str, *keys: str, prompt: str = VERIFY_PROMPT) -> None:
+        """Hold back answers to `prompt` (the start of a system prompt) whose messages hold
+        `marker` and every one of `keys` (a subgoal id, a debater's name, a round) until
+        `release`."""
         with self._lock:
-            self._held[(marker, subgoal_id)] = threading.Event()
+            self._held[(marker, keys)] = (prompt, threading.Event())
 
     def holding(self, marker: str) -> bool:
         """Whether a verification request of `marker` is being held back now."""
@@ -46,7 +54,7 @@ class ScriptedModel:
 
     def release(self, marker: str) -> None:
         with self._lock:
-            for (held_marker, _), event in self._held.items():
+            for (held_marker, _), (_, event) in self._held.items():
                 if held_marker == marker:
                     event.set()
 
@@ -56,18 +64,25 @@ class ScriptedModel:
 
     def _answer(self, messages: list[ChatMessage] | Any) -> str | None:
         system, user = messages[0].content, messages[-1].content
-        if not system.startswith(VERIFY_PROMPT):
-            return offline_answers(messages)
-        found = re.search(r"^Subgoal: (\w+):", user, re.MULTILINE)
-        subgoal_id = found.group(1) if found else ""
         with self._lock:
-            held = [(m, e) for (m, sid), e in self._held.items() if sid == subgoal_id and m in user]
+            self.asked.append((system.split("\n", 1)[0], user))
+            held = [
+                (marker, event)
+                for (marker, keys), (prompt, event) in self._held.items()
+                if system.startswith(prompt)
+                and marker in user
+                and all(k in f"{system}\n{user}" for k in keys)
+            ]
             for marker, _ in held:
                 self._waiting.add(marker)
         for marker, event in held:
             event.wait(timeout=120)
             with self._lock:
                 self._waiting.discard(marker)
+        if not system.startswith(VERIFY_PROMPT):
+            return planner_steps.offline_answers(messages) or debate_steps.offline_answers(messages)
+        found = re.search(r"^Subgoal: (\w+):", user, re.MULTILINE)
+        subgoal_id = found.group(1) if found else ""
         verdict = "PASS"
         with self._lock:
             for (marker, scripted_id), queue in self.verdicts.items():

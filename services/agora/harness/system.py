@@ -14,6 +14,7 @@ WORKER = ServiceSpec("worker", "agora.worker")
 ESCALATION = ServiceSpec("escalation", "agora.escalation")
 UNCERTAINTY = ServiceSpec("uncertainty", "agora.uncertainty")
 PLANNER = ServiceSpec("planner", "agora.planner")
+DEBATE = ServiceSpec("debate", "agora.debate")
 EMBEDDED = ServiceSpec("agora", "agora.embedded")
 CONSOLE = ServiceSpec("console", None)
 """A sidecar without an app: the identity people's tools (the `agora` CLI) call through, and
@@ -24,7 +25,8 @@ RECORDER = ServiceSpec(
     env={
         "AGORA_RECORD_TOPICS": (
             "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded,"
-            "agora-pubsub/agora.escalation.resolved,agora-pubsub/agora.plan.completed"
+            "agora-pubsub/agora.escalation.resolved,agora-pubsub/agora.plan.completed,"
+            "agora-pubsub/agora.debate.completed"
         )
     },
 )
@@ -38,6 +40,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
     ESCALATION,
     UNCERTAINTY,
     PLANNER,
+    DEBATE,
 )
 """Every Agora service as its own app, in start order (the redis profile, Kubernetes)."""
 

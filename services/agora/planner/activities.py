@@ -47,7 +47,6 @@ from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import StatusIndex
-from agora.runtime.tracing import record_finished_span
 from agora.runtime.workflows import WorkflowHost, step_span
 
 log = logging.getLogger(__name__)
@@ -82,10 +81,7 @@ class PlannerActivities:
         if step.previous_state is not record.state:
             await self.index.move(record.plan_id, step.previous_state, record.state)
         if step.finished is not None:
-            span = step.finished
-            record_finished_span(
-                span.name, span.traceparent, span.parent, span.start, span.end, span.attributes
-            )
+            step.finished.record()
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:

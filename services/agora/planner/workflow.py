@@ -21,7 +21,7 @@ recorded history: renaming one breaks the plans in flight.
 from __future__ import annotations
 
 from collections.abc import Generator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
@@ -57,7 +57,7 @@ from agora.core.plans import (
     with_usage,
 )
 from agora.runtime.tracing import span_traceparent, stable_span_id
-from agora.runtime.workflows import ACTIVITY_RETRY, result_of, workflow_now
+from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, result_of, workflow_now
 
 PLAN_WORKFLOW = "plan_run"
 SUBGOAL_WORKFLOW = "subgoal_run"
@@ -89,17 +89,6 @@ class PlanStart(BaseModel):
     request: PlanRequest
     traceparent: str
     parent_traceparent: str | None = None
-
-
-class FinishedSpan(BaseModel):
-    """A span of a step that outlived any one process (the run, a wave), recorded when it ended."""
-
-    name: str
-    traceparent: str
-    parent: str | None
-    start: datetime
-    end: datetime
-    attributes: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
 class SaveRecord(BaseModel):

@@ -28,9 +28,9 @@ from dapr.ext.workflow.aio import DaprWorkflowClient
 from dapr.ext.workflow.logger import LoggerOptions
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Span
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from agora.runtime.tracing import extract_context, tracer
+from agora.runtime.tracing import extract_context, record_finished_span, tracer
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,21 @@ def _quiet_engine_logs() -> None:
 
 async def _call(work: Callable[[In], Awaitable[Out]], argument: In) -> Out:
     return await work(argument)
+
+
+class FinishedSpan(BaseModel):
+    """A span of a step that outlived any one process (a whole run, a wave, a round): its ids
+    were chosen when it started (`span_traceparent`), it is recorded when it ended."""
+
+    name: str
+    traceparent: str
+    parent: str | None
+    start: datetime
+    end: datetime
+    attributes: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    def record(self) -> None:
+        record_finished_span(self.name, self.traceparent, self.parent, self.start, self.end, self.attributes)
 
 
 def workflow_now(ctx: DaprWorkflowContext) -> datetime:

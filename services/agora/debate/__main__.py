@@ -1,0 +1,3 @@
+from agora.debate.app import main
+
+main()

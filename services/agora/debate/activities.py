@@ -1,0 +1,154 @@
+"""What a debate's workflow does to the world: ask the models, park for a person, save and
+announce. Each activity is idempotent (a cut-short activity runs again): records are written
+whole, the escalation id is fixed by the debate and its count of retries, the announcement
+carries a fixed event id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agora.core.debate import (
+    Aggregate,
+    AggregationStrategy,
+    DebateCompleted,
+    DebaterConfig,
+    DebateRecord,
+    Position,
+    aggregate,
+    position_cost,
+    transcript,
+)
+from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.limits import MAX_TEXT_CHARS
+from agora.core.messages import Topic
+from agora.debate import steps
+from agora.debate.workflow import Activity, Announce, Answer, Judge, Judged, Route, SaveDebate, Stop, Stopped
+from agora.llm import ModelClient, ModelError
+from agora.runtime.clients import EscalationActors
+from agora.runtime.pubsub import Publisher
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import StatusIndex
+from agora.runtime.workflows import WorkflowHost, step_span
+
+ModelFor = Callable[[DebaterConfig], ModelClient]
+
+
+@dataclass
+class DebateActivities:
+    model_for: ModelFor
+    """The model client of a debater's backend and model id (built once per pair)."""
+    publisher: Publisher
+    debates: StateRepository[DebateRecord]
+    index: StatusIndex
+    escalations: EscalationActors
+
+    def register(self, host: WorkflowHost) -> None:
+        host.activity(Activity.SAVE, SaveDebate, self.save)
+        host.activity(Activity.ROUTE, Route, self.route)
+        host.activity(Activity.ANSWER, Answer, self.answer)
+        host.activity(Activity.JUDGE, Judge, self.judge)
+        host.activity(Activity.STOP, Stop, self.stop)
+        host.activity(Activity.ANNOUNCE, Announce, self.announce)
+
+    async def save(self, step: SaveDebate) -> None:
+        record = step.record
+        await self.debates.save(record.debate_id, record)
+        if step.previous_state is not record.state:
+            await self.index.move(record.debate_id, step.previous_state, record.state)
+        for span in step.finished:
+            span.record()
+
+    async def route(self, step: Route) -> Position:
+        with step_span("debate.route", step.traceparent, {"agora.debater": step.router.debater_id}) as span:
+            try:
+                routed = await steps.route(self.model_for(step.router), step.router, step.question)
+            except ModelError as exc:  # the router cannot answer: debate it
+                span.set_attribute("agora.problem", str(exc)[:500])
+                return Position(debater_id=step.router.debater_id, answer="", confidence=0.0)
+            span.set_attribute("agora.confidence", routed.confidence)
+            return routed.model_copy(update={"cost_usd": position_cost(step.router, routed.token_usage)})
+
+    async def answer(self, step: Answer) -> Position:
+        debater = step.debater
+        attributes = {"agora.debate_id": step.debate_id, "agora.debater": debater.debater_id,
+                      "agora.round": step.round_number}  # fmt: skip
+        with step_span("debate.answer", step.traceparent, attributes) as span:
+            try:
+                given = await steps.answer(self.model_for(debater), debater, step.question, step.previous)
+            except ModelError as exc:  # an unreachable debater abstains this round
+                span.set_attribute("agora.problem", str(exc)[:500])
+                why = f"no answer: {exc}"[:2048]
+                return Position(debater_id=debater.debater_id, answer="", reasoning=why, confidence=0.0)
+            span.set_attribute("agora.confidence", given.confidence)
+            return given.model_copy(update={"cost_usd": position_cost(debater, given.token_usage)})
+
+    async def judge(self, step: Judge) -> Judged:
+        judge = step.config.judge_config
+        assert judge is not None
+        with step_span("debate.aggregate", step.traceparent, {"agora.aggregation": "JUDGE"}) as span:
+            try:
+                verdict, usage = await steps.judge(self.model_for(judge), step.question, step.final)
+            except ModelError as exc:  # no judge: the weighted vote decides
+                span.set_attribute("agora.problem", str(exc)[:500])
+                weighted = step.config.model_copy(update={"aggregation": AggregationStrategy.WEIGHTED_VOTE})
+                return Judged(chosen=aggregate(step.final, weighted))
+            chosen = Aggregate(
+                answer=verdict.answer, reasoning=verdict.reasoning, confidence=verdict.confidence
+            )
+            return Judged(chosen=chosen, usage=usage, cost_usd=position_cost(judge, usage))
+
+    async def stop(self, step: Stop) -> Stopped:
+        """Park the debate for a person with the positions as context."""
+        record, result = step.record, step.record.result
+        assert result is not None
+        escalation_id = f"debate.{record.debate_id}.{len(record.earlier) + 1}"
+        final = result.rounds[-1] if result.rounds else None
+        context = EscalationContext(
+            job_id=record.debate_id,
+            sheet_num=result.total_rounds_run,
+            validation_results=[
+                {"round": r.round_number, "convergence": r.convergence_score, "clusters": r.clusters}
+                for r in result.rounds
+            ],
+            confidence=result.confidence,
+            retry_count=len(record.earlier),
+            error_history=[
+                f"the debaters did not agree: convergence {result.final_convergence_score:.2f} below "
+                f"{record.request.config.escalate_threshold:.2f} after {result.total_rounds_run} round(s)"
+            ],
+            prompt_used=record.question,
+            output_summary=(
+                f"Positions in round {final.round_number}:\n{transcript(final)}\n"
+                f"The debate's own answer: {result.final_answer}"
+                if final
+                else "no positions"
+            )[:MAX_TEXT_CHARS],
+        )
+        request = ParkRequest(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.DEBATE, id=record.debate_id),
+            context=context,
+            who="debate",
+            why="the debaters did not agree",
+        )
+        with step_span("debate.escalate", record.traceparent, {"agora.escalation_id": escalation_id}):
+            await self.escalations.park(escalation_id, request)
+        return Stopped(escalation_id=escalation_id)
+
+    async def announce(self, step: Announce) -> None:
+        record = step.record
+        completed = DebateCompleted(
+            debate_id=record.debate_id,
+            state=record.state,
+            final_answer=record.final_answer,
+            answer_source=record.answer_source,
+            result=record.result,
+            decided_by=record.decided_by,
+            reason=record.reason,
+        )
+        with step_span("debate.completed", record.traceparent, {"agora.debate_state": str(record.state)}):
+            await self.publisher.publish(
+                Topic.DEBATE_COMPLETED,
+                completed,
+                message_id=f"{record.debate_id}.completed.{record.revision}",
+            )

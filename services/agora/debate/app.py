@@ -1,0 +1,169 @@
+"""The debate app: takes debates (`agora.debates`, `PUT /v1/debates/{id}`), runs each as a Dapr
+workflow (`agora.debate.workflow`), shows them round by round (`GET /v1/debates...`), and hands
+a person's decision on a split debate (`agora.escalation.resolved`, checked against the
+`Escalation` actor) to the debate that waits for it."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Query
+
+from agora.core.debate import (
+    DebateAccepted,
+    DebateDecision,
+    DebateId,
+    DebateList,
+    DebaterConfig,
+    DebateRecord,
+    DebateRequest,
+    DebateState,
+    DebateSubmission,
+)
+from agora.core.errors import AgoraError
+from agora.core.escalation import EscalationResponse, WaitingPartyKind
+from agora.core.limits import MAX_PAGE_SIZE
+from agora.core.messages import EscalationResolved, Topic
+from agora.debate import steps
+from agora.debate.activities import DebateActivities
+from agora.debate.workflow import DEBATE_WORKFLOW, DebateStart, debate_run, decision_event
+from agora.llm import ModelClient, ModelSettings, model_client_from_settings
+from agora.runtime import decisions
+from agora.runtime.actor import ActorClient
+from agora.runtime.clients import EscalationActors
+from agora.runtime.pubsub import RejectMessage
+from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.status_index import IdSet, StatusIndex
+from agora.runtime.tracing import current_traceparent, span_traceparent, stable_span_id
+
+log = logging.getLogger(__name__)
+
+APP_ID = "debate"
+DEBATE_NAMESPACE = "debate:record"
+STATUS_INDEX_NAMESPACE = "debate:status"
+
+
+class DebateSettings(ServiceSettings):
+    app_id: str = APP_ID
+
+
+class UnusableModel(AgoraError):
+    """A debater's model cannot be used here (e.g. the openai backend without a model id)."""
+
+    code = "UNUSABLE_MODEL"
+    http_status = 422
+
+
+def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
+    settings = settings or DebateSettings()
+
+    def setup(ctx: ServiceContext, app: FastAPI) -> None:
+        escalations = EscalationActors(ActorClient(ctx.sidecar))
+        debates = ctx.repository(DEBATE_NAMESPACE, DebateRecord)
+        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        clients: dict[tuple[str, str], ModelClient] = {}
+
+        def model_for(debater: DebaterConfig) -> ModelClient:
+            """One client per backend and model id; the rest of the settings from the environment."""
+            key = (debater.backend, debater.model_id)
+            if key not in clients:
+                chosen = ModelSettings().model_copy(update={"backend": debater.backend})
+                if debater.model_id:
+                    chosen = chosen.model_copy(update={"model": debater.model_id})
+                clients[key] = model_client_from_settings(
+                    chosen, ctx.sidecar, offline_answers=steps.offline_answers
+                )
+            return clients[key]
+
+        host = ctx.workflows()
+        host.workflow(DEBATE_WORKFLOW, debate_run)
+        DebateActivities(model_for, ctx.publisher, debates, index, escalations).register(host)
+
+        async def start(request: DebateRequest) -> DebateAccepted:
+            """Start the debate's workflow unless a debate with this id exists (idempotent).
+            Every model it names must be usable here (`UNUSABLE_MODEL` otherwise)."""
+            config = request.config
+            for debater in [
+                *config.debaters,
+                config.router,
+                *([config.judge_config] if config.judge_config else []),
+            ]:
+                try:
+                    model_for(debater)
+                except ValueError as exc:
+                    raise UnusableModel(f"debater {debater.debater_id}: {exc}") from exc
+            existing = await debates.get(request.debate_id)
+            if existing is not None:
+                return DebateAccepted(debate_id=request.debate_id, state=existing.value.state, created=False)
+            if await host.client.get_workflow_state(request.debate_id, fetch_payloads=False) is not None:
+                return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=False)
+            parent = current_traceparent()
+            run_span = span_traceparent(parent, stable_span_id(request.debate_id, "debate"))
+            begin = DebateStart(request=request, traceparent=run_span, parent_traceparent=parent)
+            await host.client.schedule_new_workflow(
+                DEBATE_WORKFLOW, input=begin.model_dump(mode="json"), instance_id=request.debate_id
+            )
+            log.info("debate started", extra={"debate_id": request.debate_id})
+            return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=True)
+
+        @app.put("/v1/debates/{debate_id}", response_model=DebateAccepted)
+        async def submit(debate_id: DebateId, submission: DebateSubmission) -> DebateAccepted:
+            return await start(DebateRequest(debate_id=debate_id, **submission.model_dump()))
+
+        @app.get("/v1/debates/{debate_id}", response_model=DebateRecord)
+        async def show(debate_id: str) -> DebateRecord:
+            found = await debates.get(debate_id)
+            if found is None:
+                raise NotFound(f"no debate {debate_id}", debate_id=debate_id)
+            return found.value
+
+        @app.get("/v1/debates", response_model=DebateList)
+        async def list_debates(
+            state: DebateState = DebateState.COMPLETED,
+            limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
+            offset: int = Query(default=0, ge=0),
+        ) -> DebateList:
+            ids = sorted(await index.list(str(state)))
+            found = await debates.get_many(ids[offset : offset + limit])
+            page = [found[i].value for i in ids[offset : offset + limit] if i in found]
+            return DebateList(state=state, total=len(ids), debates=[d for d in page if d.state is state])
+
+        async def on_debate(request: DebateRequest) -> None:
+            await start(request)
+
+        async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind is not WaitingPartyKind.DEBATE:
+                return
+            await decisions.verified(escalations, event)
+            if not isinstance(event.decision, EscalationResponse):
+                raise RejectMessage("a debate is decided with an escalation answer, not a checkpoint answer")
+            decision = DebateDecision(
+                escalation_id=event.escalation_id, response=event.decision, decided_by=event.decided_by
+            )
+            await host.client.raise_workflow_event(
+                event.waiting_party.id,
+                decision_event(event.escalation_id),
+                data=decision.model_dump(mode="json"),
+            )
+
+        ctx.subscriptions.subscribe(Topic.DEBATES, DebateRequest, on_debate)
+        ctx.subscriptions.subscribe(
+            Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved, idempotent=True
+        )
+
+    return ServiceModule("debate", setup=setup)
+
+
+def create_app(settings: DebateSettings | None = None) -> FastAPI:
+    settings = settings or DebateSettings()
+    return create_service_app(settings, [debate_module(settings)])
+
+
+def main() -> None:
+    settings = DebateSettings()
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

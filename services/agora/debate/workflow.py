@@ -1,0 +1,230 @@
+"""A debate's run as a Dapr workflow (`debate_run`, instance id = debate id).
+
+Adaptive routing first (the routing model's confident answer ends it: "single_agent"); then
+rounds: every debater's answer is its own activity, all of a round's at once (fan-out /
+fan-in), so a debater whose answer was recorded is never asked again after a crash. A round
+that converges ends the debate early; a spent budget stops further rounds. The final round is
+aggregated (the judge model is asked for JUDGE). A debate below `escalate_threshold` waits for
+a person (an `Escalation`, its decision an external event): the person's answer, the debate's
+answer as it is, another debate with the person's guidance, or abort. The end is announced on
+`agora.debate.completed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from dapr.ext.workflow import DaprWorkflowContext, when_all
+from pydantic import BaseModel, Field
+
+from agora.core.debate import (
+    Aggregate,
+    AggregationStrategy,
+    DebateConfig,
+    DebateDecision,
+    DebaterConfig,
+    DebateRecord,
+    DebateRequest,
+    DebateRound,
+    DebateState,
+    Position,
+    aggregate,
+    answered,
+    apply_debate_decision,
+    budget_spent,
+    converged,
+    debate_result,
+    debate_round,
+    new_debate_record,
+    single_agent_result,
+    waiting,
+)
+from agora.core.planning import TokenUsage
+from agora.runtime.tracing import span_traceparent, stable_span_id
+from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, result_of, workflow_now
+
+DEBATE_WORKFLOW = "debate_run"
+
+
+class Activity:
+    """The activity names (recorded in each run's history)."""
+
+    SAVE = "debate.save"
+    ROUTE = "debate.route"
+    ANSWER = "debate.answer"
+    JUDGE = "debate.judge"
+    STOP = "debate.stop"
+    ANNOUNCE = "debate.announce"
+
+
+class DebateStart(BaseModel):
+    request: DebateRequest
+    traceparent: str
+    parent_traceparent: str | None = None
+
+
+class SaveDebate(BaseModel):
+    record: DebateRecord
+    previous_state: DebateState | None = None
+    finished: list[FinishedSpan] = Field(default_factory=list)
+
+
+class Route(BaseModel):
+    router: DebaterConfig
+    question: str
+    traceparent: str
+
+
+class Answer(BaseModel):
+    debater: DebaterConfig
+    question: str
+    round_number: int
+    previous: DebateRound | None
+    traceparent: str
+    debate_id: str
+
+
+class Judge(BaseModel):
+    config: DebateConfig
+    question: str
+    final: DebateRound
+    traceparent: str
+
+
+class Judged(BaseModel):
+    chosen: Aggregate
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+
+
+class Stop(BaseModel):
+    record: DebateRecord
+
+
+class Stopped(BaseModel):
+    escalation_id: str
+
+
+class Announce(BaseModel):
+    record: DebateRecord
+
+
+Steps = Generator[Any, Any, Any]
+
+
+def _activity(ctx: DaprWorkflowContext, name: str, argument: BaseModel) -> Any:
+    return ctx.call_activity(name, input=argument, retry_policy=ACTIVITY_RETRY)
+
+
+def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
+    start = result_of(DebateStart, raw)
+    request, trace = start.request, start.traceparent
+    config = request.config
+    record = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
+    saved: DebateState | None = None
+
+    def save(updated: DebateRecord, *finished: FinishedSpan) -> Any:
+        nonlocal record, saved
+        previous, saved = saved, updated.state
+        record = updated.model_copy(update={"revision": updated.revision + 1})
+        return _activity(
+            ctx, Activity.SAVE, SaveDebate(record=record, previous_state=previous, finished=list(finished))
+        )
+
+    yield save(record)
+    routed: Position | None = None
+    if config.adaptive_routing:
+        routing = Route(router=config.router, question=request.question, traceparent=trace)
+        routed = result_of(Position, (yield _activity(ctx, Activity.ROUTE, routing)))
+    if routed is not None and routed.confidence >= config.routing_confidence_threshold:
+        elapsed = (workflow_now(ctx) - record.created_at).total_seconds()
+        yield save(answered(record, single_agent_result(routed, duration_seconds=elapsed), workflow_now(ctx)))
+    while record.state is DebateState.RUNNING:
+        started = workflow_now(ctx)
+        rounds: list[DebateRound] = []
+        budget_stop = False
+        for number in range(1, config.max_rounds + 1):
+            if budget_spent(record):
+                budget_stop = True
+                break
+            round_started = workflow_now(ctx)
+            key = (request.debate_id, "round", str(len(record.earlier)), str(number))
+            round_trace = span_traceparent(trace, stable_span_id(*key))
+            previous = rounds[-1] if rounds else None
+            asks = [
+                _activity(
+                    ctx,
+                    Activity.ANSWER,
+                    Answer(
+                        debater=d,
+                        question=record.question,
+                        round_number=number,
+                        previous=previous,
+                        traceparent=round_trace,
+                        debate_id=request.debate_id,
+                    ),
+                )
+                for d in config.debaters
+            ]
+            positions = [result_of(Position, p) for p in (yield when_all(asks))]
+            debate = debate_round(number, positions)
+            rounds.append(debate)
+            span = FinishedSpan(
+                name="debate.round",
+                traceparent=round_trace,
+                parent=trace,
+                start=round_started,
+                end=workflow_now(ctx),
+                attributes={
+                    "agora.debate_id": request.debate_id,
+                    "agora.round": number,
+                    "agora.convergence": debate.convergence_score,
+                },
+            )
+            yield save(record.model_copy(update={"rounds": rounds, "updated_at": workflow_now(ctx)}), span)
+            if converged(debate, config):
+                break
+        extra_usage: list[TokenUsage] = (
+            [routed.token_usage] if routed is not None and not record.earlier else []
+        )
+        extra_cost = routed.cost_usd if routed is not None and not record.earlier else 0.0
+        if not rounds:  # the budget was spent before any round: nothing to aggregate
+            chosen = Aggregate(answer="", reasoning="the budget was spent before the debate", confidence=0.0)
+        elif config.aggregation is AggregationStrategy.JUDGE and config.judge_config is not None:
+            judging = Judge(config=config, question=record.question, final=rounds[-1], traceparent=trace)
+            judged = result_of(Judged, (yield _activity(ctx, Activity.JUDGE, judging)))
+            chosen = judged.chosen
+            extra_usage.append(judged.usage)
+            extra_cost += judged.cost_usd
+        else:
+            chosen = aggregate(rounds[-1], config)
+        elapsed = (workflow_now(ctx) - started).total_seconds()
+        result = debate_result(rounds, chosen, config, duration_seconds=elapsed, budget_exhausted=budget_stop,
+                               extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
+        if not result.escalate_to_human:
+            yield save(answered(record, result, workflow_now(ctx)))
+            break
+        stopping = Stop(record=record.model_copy(update={"result": result}))
+        stop = result_of(Stopped, (yield _activity(ctx, Activity.STOP, stopping)))
+        yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)))
+        decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
+        record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
+        if record.state is DebateState.RUNNING:
+            yield save(record)
+
+    run_span = FinishedSpan(
+        name="debate.run",
+        traceparent=trace,
+        parent=start.parent_traceparent,
+        start=record.created_at,
+        end=workflow_now(ctx),
+        attributes={"agora.debate_id": request.debate_id, "agora.debate_state": str(record.state)},
+    )
+    yield save(record.model_copy(update={"updated_at": workflow_now(ctx)}), run_span)
+    yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
+    return record.final_answer
+
+
+def decision_event(escalation_id: str) -> str:
+    return f"decision.{escalation_id}"

@@ -1,0 +1,207 @@
+"""The debate service against real sidecars (redis profile, every service its own app): early
+convergence, escalation decided by a person through the CLI, adaptive routing, a restart
+mid-round that re-asks no recorded debater, and one trace per debate.
+
+The debaters' model is a scripted OpenAI-compatible endpoint on loopback that answers as the
+offline debaters do (the i-th debater takes the i-th option of the question, and moves to a
+strict majority of its peers) and can hold answers back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.debate.steps import DEBATER_PROMPT
+from agora.harness import LocalCluster, ServiceSpec
+from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
+from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
+from tests.integration.helpers import eventually, replicas_of
+
+pytestmark = pytest.mark.integration
+
+SETTLED = {"COMPLETED", "ABORTED", "WAITING_FOR_HUMAN"}
+DEBATERS = [
+    {"debater_id": f"d{i}", "backend": "openai", "model_id": "scripted", "role_hint": hint}
+    for i, hint in enumerate(["You answer carefully.", "You are a skeptic.", "You look for gaps."])
+]
+
+
+class Debates:
+    def __init__(self, cluster: LocalCluster, model: ScriptedModel) -> None:
+        self.cluster = cluster
+        self.model = model
+        self.console = replicas_of(cluster, "console")[0]
+        self.app = replicas_of(cluster, "debate")[0]
+
+    def ask(self, marker: str, options: str, **config: Any) -> str:
+        debate_id = f"{marker}-{uuid.uuid4().hex[:6]}"
+        body = {
+            "question": f"Debate {marker}: which one? Options: {options}",
+            "config": {"debaters": DEBATERS, **config},
+        }
+        response = httpx.put(
+            self.console.invoke_url(f"v1/debates/{debate_id}", "debate"), json=body, timeout=30
+        )
+        assert response.status_code == 200, response.text
+        return debate_id
+
+    def show(self, debate_id: str) -> dict[str, Any] | None:
+        response = httpx.get(self.console.invoke_url(f"v1/debates/{debate_id}", "debate"), timeout=30)
+        if response.status_code == 404:
+            return None
+        assert response.status_code == 200, response.text
+        record: dict[str, Any] = response.json()
+        return record
+
+    def wait_for(self, debate_id: str, states: set[str] = SETTLED, timeout: float = 60) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            record = self.show(debate_id)
+            return record if record is not None and record["state"] in states else None
+
+        return eventually(reached, timeout=timeout, interval=0.3)
+
+    def completed_event(self, debate_id: str) -> dict[str, Any] | None:
+        recorder = replicas_of(self.cluster, "recorder")[0]
+        answer = httpx.get(f"{recorder.app_url}/v1/messages/agora.debate.completed", timeout=10).json()
+        return next((m for m in answer["messages"] if m["debate_id"] == debate_id), None)
+
+
+@pytest.fixture(scope="module")
+def debates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debates]:
+    with serve_scripted_model() as (model, base_url):
+        scripted = ServiceSpec(DEBATE.app_id, DEBATE.module, env=model_env(base_url))
+        with LocalCluster(
+            "redis",
+            run_dir=tmp_path_factory.mktemp("debate-cluster"),
+            jaeger=True,
+            extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},
+        ) as cluster:
+            for spec in [*SERVICES, RECORDER, CONSOLE]:
+                cluster.add_service(scripted if spec is DEBATE else spec)
+            yield Debates(cluster, model)
+
+
+def test_a_debate_that_converges_stops_early(debates: Debates) -> None:
+    debate_id = debates.ask("converge", "A | B")
+    record = debates.wait_for(debate_id)
+    assert record["state"] == "COMPLETED" and record["routing_decision"] == "debate"
+    result = record["result"]
+    assert result["converged"] is True and result["total_rounds_run"] == 2  # of max_rounds 3
+    assert [r["convergence_score"] for r in result["rounds"]] == [pytest.approx(2 / 3), 1.0]
+    assert [p["answer"] for p in result["rounds"][0]["positions"]] == ["A", "B", "A"]
+    assert record["final_answer"] == "A" and record["answer_source"] == "debate"
+    assert result["escalate_to_human"] is False and result["total_token_usage"]["prompt_tokens"] > 0
+    event = eventually(lambda: debates.completed_event(debate_id), timeout=30)
+    assert event["final_answer"] == "A" and event["decided_by"] is None
+
+
+def test_a_confident_router_skips_the_debate(debates: Debates) -> None:
+    debate_id = debates.ask("routing", "42")
+    record = debates.wait_for(debate_id)
+    assert record["state"] == "COMPLETED" and record["routing_decision"] == "single_agent"
+    assert record["result"]["rounds"] == [] and record["final_answer"] == "42"
+    assert record["answer_source"] == "single_agent"
+
+
+def test_a_split_debate_is_decided_by_a_person_through_the_cli(debates: Debates) -> None:
+    debate_id = debates.ask("split", "red | green | blue")
+    waiting = debates.wait_for(debate_id)
+    assert waiting["state"] == "WAITING_FOR_HUMAN"
+    result = waiting["result"]
+    assert result["escalate_to_human"] is True and result["total_rounds_run"] == 3
+    assert result["final_convergence_score"] == pytest.approx(1 / 3)
+    escalation_id = waiting["escalation_id"]
+    escalation = httpx.get(
+        debates.console.invoke_url(f"v1/escalations/{escalation_id}", "escalation"), timeout=30
+    ).json()
+    assert escalation["waiting_party"] == {"kind": "debate", "id": debate_id}
+    assert (
+        "red" in escalation["context"]["output_summary"] and "blue" in escalation["context"]["output_summary"]
+    )
+
+    port = ["--dapr-http-port", str(debates.console.endpoints.dapr_http_port)]
+    decided = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "escalations", "resume", escalation_id,
+         "--action", "modify_prompt", "--prompt", "green, after the latency tests", "--who", "pat"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr
+    record = debates.wait_for(debate_id, {"COMPLETED", "ABORTED"})
+    assert record["state"] == "COMPLETED"
+    assert record["final_answer"] == "green, after the latency tests"
+    assert record["answer_source"] == "person" and record["decided_by"] == "pat"
+    event = eventually(lambda: debates.completed_event(debate_id), timeout=30)
+    assert event["decided_by"] == "pat" and event["answer_source"] == "person"
+    shown = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "debate", "show", debate_id],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "round 3: convergence 0.33" in shown.stdout and "(given by pat)" in shown.stdout
+
+
+def test_a_retry_debates_again_with_the_persons_guidance(debates: Debates) -> None:
+    debate_id = debates.ask("retry", "red | green | blue", max_rounds=1)
+    waiting = debates.wait_for(debate_id)
+    decision = {"kind": "escalation", "action": "retry", "guidance": "Options: green"}
+    response = httpx.post(
+        debates.console.invoke_url(f"v1/escalations/{waiting['escalation_id']}/resume", "escalation"),
+        json={"decision": decision, "who": "pat", "why": "only green is available"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    record = debates.wait_for(debate_id, {"COMPLETED", "ABORTED"})
+    assert record["question"].endswith("Guidance from pat: Options: green")
+    assert len(record["earlier"]) == 1 and record["final_answer"] == "green"
+
+
+def test_a_debate_resumes_after_a_restart_mid_round_without_asking_again(debates: Debates) -> None:
+    debates.model.hold("crash", "debater d2.", "Round 2.", prompt=DEBATER_PROMPT)
+    debate_id = debates.ask("crash", "A | B")
+    eventually(lambda: debates.model.holding("crash"), timeout=30)
+    time.sleep(0.5)  # the other debaters' round-2 answers are recorded
+    debates.app.kill_app()
+    time.sleep(1)
+    debates.app.start_app()
+    debates.model.release("crash")
+    record = debates.wait_for(debate_id)
+    assert record["state"] == "COMPLETED" and record["final_answer"] == "A"
+
+    asked = Counter(
+        (system.split()[3].rstrip("."), "\nRound 2." in user)
+        for system, user in debates.model.asked
+        if system.startswith(DEBATER_PROMPT) and f"Debate {debate_id.split('-')[0]}" in user
+    )
+    assert asked[("d0", False)] == asked[("d1", False)] == asked[("d2", False)] == 1  # round 1, once each
+    assert asked[("d0", True)] == asked[("d1", True)] == 1  # recorded in round 2: not asked again
+
+
+def test_a_debate_is_one_trace(debates: Debates) -> None:
+    debate_id = debates.ask("traced", "A | B")
+    record = debates.wait_for(debate_id)
+    trace_id = record["traceparent"].split("-")[1]
+
+    def whole() -> bool:
+        response = httpx.get(f"{debates.cluster.jaeger_query_url}/api/traces/{trace_id}", timeout=10)
+        assert response.status_code == 200 and response.json().get("data"), "not in Jaeger yet"
+        spans = response.json()["data"][0]["spans"]
+        named = Counter(s["operationName"] for s in spans)
+        assert named["debate.run"] == 1 and named["debate.route"] == 1
+        assert named["debate.round"] == 2 and named["debate.answer"] == 6
+        by_id = {s["spanID"]: s for s in spans}
+        rounds = {s["spanID"] for s in spans if s["operationName"] == "debate.round"}
+        for span in spans:
+            if span["operationName"] == "debate.answer":
+                parent = next(r["spanID"] for r in span["references"] if r["refType"] == "CHILD_OF")
+                assert parent in rounds and by_id[parent]["operationName"] == "debate.round"
+        return True
+
+    eventually(whole, timeout=60, interval=1.0)

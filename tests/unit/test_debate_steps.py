@@ -1,0 +1,71 @@
+"""The debate's model calls on the offline model (as debaters, router and judge) and on
+scripted answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agora.core.debate import DebaterConfig, DebateRound, Position, debate_round
+from agora.debate.steps import answer, judge, offline_answers, route
+from agora.llm import ChatMessage, OfflineModelClient
+from tests.unit.helpers import FakeModel
+
+QUESTION = "Which region? Options: eu-west | us-east"
+
+
+def offline() -> OfflineModelClient:
+    return OfflineModelClient(overrides=offline_answers)
+
+
+class Answers(FakeModel):
+    def __init__(self, answers: Sequence[str]) -> None:
+        super().__init__()
+        self._answers = list(answers)
+
+    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
+        return self._answers.pop(0)
+
+
+async def round_of(question: str, previous: DebateRound | None, n: int = 3) -> DebateRound:
+    positions = [
+        await answer(offline(), DebaterConfig(debater_id=f"d{i}"), question, previous) for i in range(n)
+    ]
+    return debate_round(1 if previous is None else previous.round_number + 1, positions)
+
+
+async def test_offline_debaters_take_their_option_then_follow_a_majority_of_peers() -> None:
+    first = await round_of(QUESTION, None)
+    assert [p.answer for p in first.positions] == ["eu-west", "us-east", "eu-west"]
+    assert all(p.token_usage.total_tokens > 0 for p in first.positions)
+    second = await round_of(QUESTION, first)
+    assert [p.answer for p in second.positions] == ["eu-west"] * 3
+    split = await round_of("Which? Options: a | b | c", None)
+    again = await round_of("Which? Options: a | b | c", split)
+    assert [p.answer for p in again.positions] == ["a", "b", "c"]  # no majority to follow
+
+
+async def test_the_last_options_count_so_a_persons_guidance_narrows_them() -> None:
+    guided = await round_of("Which? Options: a | b | c\nGuidance from pat: Options: b", None)
+    assert {p.answer for p in guided.positions} == {"b"}
+
+
+async def test_the_router_is_confident_only_about_a_single_option() -> None:
+    router = DebaterConfig(debater_id="d0")
+    assert (await route(offline(), router, "What is 6 x 7? Options: 42")).confidence >= 0.85
+    assert (await route(offline(), router, QUESTION)).confidence < 0.85
+
+
+async def test_a_debater_without_a_valid_answer_abstains() -> None:
+    given = await answer(Answers(["no json", "still none"]), DebaterConfig(debater_id="d0"), QUESTION, None)
+    assert given == Position(debater_id="d0", answer="", reasoning="no valid answer", confidence=0.0)
+    valid = json.dumps({"answer": "eu-west", "reasoning": "latency", "confidence": 0.7})
+    retried = await answer(Answers(["nope", valid]), DebaterConfig(debater_id="d0"), QUESTION, None)
+    assert retried.answer == "eu-west" and retried.confidence == 0.7
+
+
+async def test_the_offline_judge_picks_the_most_held_position() -> None:
+    final = await round_of("Which? Options: a | b", None)
+    verdict, usage = await judge(offline(), "Which? Options: a | b", final)
+    assert verdict.answer == "a" and usage.total_tokens > 0
