@@ -1,6 +1,15 @@
 """Run every benchmark; each writes its results under bench/results/."""
 
-from bench import escalations, market_e2e, market_hops, market_simulation, planner_plan, registry_filter
+from bench import (
+    debate_gate,
+    debate_run,
+    escalations,
+    market_e2e,
+    market_hops,
+    market_simulation,
+    planner_plan,
+    registry_filter,
+)
 
 if __name__ == "__main__":
     registry_filter.main()
@@ -9,3 +18,5 @@ if __name__ == "__main__":
     market_hops.main()
     escalations.main()
     planner_plan.main()
+    debate_run.main()
+    debate_gate.main()
