@@ -205,3 +205,32 @@ def test_a_debate_is_one_trace(debates: Debates) -> None:
         return True
 
     eventually(whole, timeout=60, interval=1.0)
+
+
+def test_the_conformal_gate_escalates_until_calibrated_then_acts(debates: Debates) -> None:
+    cold = debates.wait_for(debates.ask("gatecold", "A | B", gate="conformal"))
+    assert cold["state"] == "WAITING_FOR_HUMAN"  # converged, but the gate has nothing to go on
+    assert cold["result"]["converged"] is True
+    assert "needs at least 20" in cold["result"]["gate_decision"]["reason"]
+
+    labelled = [debates.ask("gatecal", "A | B") for _ in range(20)]
+    for debate_id in labelled:
+        debates.wait_for(debate_id)
+        response = httpx.post(
+            debates.console.invoke_url(f"v1/debates/{debate_id}/outcome", "debate"),
+            json={"right_answer": "A"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+    running = httpx.post(
+        debates.console.invoke_url(f"v1/debates/{cold['debate_id']}/outcome", "debate"),
+        json={"right_answer": "A"},
+        timeout=30,
+    )
+    assert running.status_code == 409 and running.json()["error"] == "NOT_DECIDABLE"
+
+    warm = debates.wait_for(debates.ask("gatewarm", "A | B", gate="conformal"))
+    decision = warm["result"]["gate_decision"]
+    assert warm["state"] == "COMPLETED" and warm["final_answer"] == "A", decision
+    assert decision["act"] is True and decision["prediction_set"] == ["A"]
+    assert decision["calibration_size"] >= 20

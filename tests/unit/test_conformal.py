@@ -16,7 +16,18 @@ from agora.core.conformal import (
     conformal_quantile,
     nonconformity,
 )
-from agora.core.debate import Position, debate_round
+from agora.core.debate import (
+    MAX_CALIBRATION,
+    Calibration,
+    ConformalDecision,
+    DebateConfig,
+    DebaterConfig,
+    Position,
+    aggregate,
+    debate_result,
+    debate_round,
+    gated,
+)
 
 
 def final(*answers: tuple[str, float]) -> list[Position]:
@@ -83,3 +94,20 @@ def test_on_exchangeable_debates_the_gate_acts_wrongly_at_most_alpha_of_the_time
             )
             wrong += decision.act and decision.answer != right
         assert wrong / trials <= alpha + 0.02, (alpha, wrong / trials)
+
+
+def test_a_gated_result_acts_on_the_set_or_escalates() -> None:
+    cfg = DebateConfig(debaters=[DebaterConfig(debater_id=f"d{i}") for i in range(3)], gate="conformal")
+    split = debate_round(1, final(("red", 0.9), ("red", 0.9), ("blue", 0.4)))
+    result = debate_result([split], aggregate(split, cfg), cfg, duration_seconds=1.0)
+    acting = ConformalDecision(act=True, answer="red", prediction_set=["red"], quantile=0.3,
+                               calibration_size=50, reason="one answer")  # fmt: skip
+    assert not gated(result, acting).escalate_to_human and gated(result, acting).gate_decision == acting
+    unsure = acting.model_copy(update={"act": False, "answer": None, "prediction_set": ["red", "blue"]})
+    assert gated(result, unsure).escalate_to_human and gated(result, unsure).final_answer == "red"
+    calibration = Calibration()
+    for i in range(MAX_CALIBRATION + 5):
+        calibration = calibration.with_score(f"q{i}", 0.1)
+    calibration = calibration.with_score("q10", 0.9)  # a new label replaces the old one
+    assert len(calibration.scores) == MAX_CALIBRATION and calibration.scores["q10"] == 0.9
+    assert "q0" not in calibration.scores and list(calibration.scores)[-1] == "q10"

@@ -29,28 +29,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, Field
-
-from agora.core.debate import SIMILARITY_THRESHOLD, DebateRound, cluster_positions, jaccard, words
+from agora.core.debate import (
+    SIMILARITY_THRESHOLD,
+    CandidateAnswer,
+    ConformalDecision,
+    DebateRound,
+    cluster_positions,
+    jaccard,
+    words,
+)
 
 MIN_CALIBRATION = 20
 """Fewer recorded debates than this and the gate cannot be trusted: it escalates."""
-
-
-class CandidateAnswer(BaseModel):
-    answer: str
-    probability: float = Field(ge=0.0, le=1.0)
-
-
-class ConformalDecision(BaseModel):
-    act: bool
-    answer: str | None = Field(default=None, description="The one answer in the set, when it acts.")
-    prediction_set: list[str]
-    quantile: float | None = Field(
-        description="The calibrated score bound; None: unbounded (too few debates)."
-    )
-    calibration_size: int
-    reason: str
 
 
 OTHER = "(an answer no debater gave)"

@@ -99,6 +99,14 @@ class DebateConfig(BaseModel):
     judge_config: DebaterConfig | None = Field(default=None, description="The judge model, for JUDGE.")
     cost_budget_usd: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     escalate_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    gate: Literal["threshold", "conformal"] = Field(
+        default="threshold",
+        description="Addition: how to choose between acting and escalating: the convergence threshold "
+        "(`escalate_threshold`), or the conformal gate calibrated on recorded debate outcomes.",
+    )
+    conformal_alpha: float = Field(
+        default=0.1, gt=0.0, lt=1.0, description="Addition: the conformal gate's error rate."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> DebateConfig:
@@ -136,6 +144,24 @@ class DebateRound(BaseModel):
     convergence_score: float = Field(ge=0.0, le=1.0)
 
 
+class CandidateAnswer(BaseModel):
+    answer: str
+    probability: float = Field(ge=0.0, le=1.0)
+
+
+class ConformalDecision(BaseModel):
+    """The conformal gate's verdict on a debate (`agora.core.conformal`)."""
+
+    act: bool
+    answer: str | None = Field(default=None, description="The one answer in the set, when it acts.")
+    prediction_set: list[str]
+    quantile: float | None = Field(
+        description="The calibrated score bound; None: unbounded (too few debates)."
+    )
+    calibration_size: int
+    reason: str
+
+
 class DebateResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -155,6 +181,9 @@ class DebateResult(BaseModel):
     duration_seconds: float = Field(ge=0.0, description="Wall-clock time.")
     budget_exhausted: bool = Field(
         default=False, description="Addition: rounds stopped because the budget was spent."
+    )
+    gate_decision: ConformalDecision | None = Field(
+        default=None, description="Addition: the conformal gate's verdict, when the debate used it."
     )
 
 
@@ -508,3 +537,37 @@ def apply_debate_decision(record: DebateRecord, decision: DebateDecision, now: d
         )
         update |= {"state": DebateState.ABORTED, "reason": f"{why} by {who}"[:MAX_NOTE_CHARS]}
     return record.model_copy(update=update)
+
+
+MAX_CALIBRATION = 1000
+"""Recorded debate outcomes the conformal gate keeps (the newest)."""
+
+
+class Calibration(BaseModel):
+    """Nonconformity scores of debates whose right answer became known, by debate id
+    (state `debate:calibration:scores`); a debate is counted once, its latest label wins."""
+
+    scores: dict[str, float] = Field(default_factory=dict)
+
+    def with_score(self, debate_id: str, score: float) -> Calibration:
+        scores = {k: v for k, v in self.scores.items() if k != debate_id}
+        scores[debate_id] = score
+        return Calibration(scores=dict(list(scores.items())[-MAX_CALIBRATION:]))
+
+
+class DebateOutcome(BaseModel):
+    """`POST /v1/debates/{id}/outcome`: the right answer, once it is known (a verified result);
+    it calibrates the conformal gate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    right_answer: Text = Field(min_length=1)
+
+
+def gated(result: DebateResult, decision: ConformalDecision) -> DebateResult:
+    """The result as the conformal gate decides it: act on the one answer in the set, else
+    escalate (the aggregated answer stays for the person to see)."""
+    answer = decision.answer if decision.act and decision.answer is not None else result.final_answer
+    return result.model_copy(
+        update={"escalate_to_human": not decision.act, "gate_decision": decision, "final_answer": answer}
+    )

@@ -34,6 +34,7 @@ from agora.core.debate import (
     DebateAccepted,
     DebateCompleted,
     DebateList,
+    DebateOutcome,
     DebateRecord,
     DebateRequest,
     DebateSubmission,
@@ -99,6 +100,7 @@ CONTRACTS: dict[str, Any] = {
     "debate_record": DebateRecord,
     "debate_list": DebateList,
     "debate_completed": DebateCompleted,
+    "debate_outcome": DebateOutcome,
 }
 
 

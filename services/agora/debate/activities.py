@@ -8,10 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity
 from agora.core.debate import (
     Aggregate,
     AggregationStrategy,
+    Calibration,
+    ConformalDecision,
     DebateCompleted,
+    DebateConfig,
     DebaterConfig,
     DebateRecord,
     Position,
@@ -23,7 +27,19 @@ from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, 
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.messages import Topic
 from agora.debate import steps
-from agora.debate.workflow import Activity, Announce, Answer, Judge, Judged, Route, SaveDebate, Stop, Stopped
+from agora.debate.workflow import (
+    Activity,
+    Announce,
+    Answer,
+    Calibrate,
+    GateCheck,
+    Judge,
+    Judged,
+    Route,
+    SaveDebate,
+    Stop,
+    Stopped,
+)
 from agora.llm import ModelClient, ModelError
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
@@ -32,6 +48,11 @@ from agora.runtime.status_index import StatusIndex
 from agora.runtime.workflows import WorkflowHost, step_span
 
 ModelFor = Callable[[DebaterConfig], ModelClient]
+CALIBRATION_KEY = "scores"
+
+
+def _weights(config: DebateConfig) -> dict[str, float]:
+    return {d.debater_id: d.weight for d in config.debaters}
 
 
 @dataclass
@@ -42,12 +63,15 @@ class DebateActivities:
     debates: StateRepository[DebateRecord]
     index: StatusIndex
     escalations: EscalationActors
+    calibration: StateRepository[Calibration]
 
     def register(self, host: WorkflowHost) -> None:
         host.activity(Activity.SAVE, SaveDebate, self.save)
         host.activity(Activity.ROUTE, Route, self.route)
         host.activity(Activity.ANSWER, Answer, self.answer)
         host.activity(Activity.JUDGE, Judge, self.judge)
+        host.activity(Activity.GATE, GateCheck, self.gate)
+        host.activity(Activity.CALIBRATE, Calibrate, self.calibrate)
         host.activity(Activity.STOP, Stop, self.stop)
         host.activity(Activity.ANNOUNCE, Announce, self.announce)
 
@@ -97,6 +121,25 @@ class DebateActivities:
                 answer=verdict.answer, reasoning=verdict.reasoning, confidence=verdict.confidence
             )
             return Judged(chosen=chosen, usage=usage, cost_usd=position_cost(judge, usage))
+
+    async def gate(self, step: GateCheck) -> ConformalDecision:
+        """The conformal gate's verdict on the final round, on the outcomes recorded so far."""
+        with step_span("debate.gate", step.traceparent, {"agora.alpha": step.config.conformal_alpha}) as span:
+            found = await self.calibration.get(CALIBRATION_KEY)
+            scores = list(found.value.scores.values()) if found else []
+            candidates = candidate_probabilities(step.final, _weights(step.config))
+            decision = conformal_decision(candidates, scores, step.config.conformal_alpha)
+            span.set_attribute("agora.act", decision.act)
+            span.set_attribute("agora.calibration_size", decision.calibration_size)
+            return decision
+
+    async def calibrate(self, step: Calibrate) -> None:
+        """Record the debate's nonconformity score now that its right answer is known."""
+        candidates = candidate_probabilities(step.final, _weights(step.config))
+        score = nonconformity(candidates, step.right_answer)
+        await self.calibration.update(
+            CALIBRATION_KEY, lambda found: (found or Calibration()).with_score(step.debate_id, score)
+        )
 
     async def stop(self, step: Stop) -> Stopped:
         """Park the debate for a person with the positions as context."""

@@ -10,10 +10,13 @@ import logging
 from fastapi import FastAPI, Query
 
 from agora.core.debate import (
+    FINAL_DEBATE_STATES,
+    Calibration,
     DebateAccepted,
     DebateDecision,
     DebateId,
     DebateList,
+    DebateOutcome,
     DebaterConfig,
     DebateRecord,
     DebateRequest,
@@ -26,7 +29,7 @@ from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved, Topic
 from agora.debate import steps
 from agora.debate.activities import DebateActivities
-from agora.debate.workflow import DEBATE_WORKFLOW, DebateStart, debate_run, decision_event
+from agora.debate.workflow import DEBATE_WORKFLOW, Calibrate, DebateStart, debate_run, decision_event
 from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
@@ -41,11 +44,17 @@ log = logging.getLogger(__name__)
 
 APP_ID = "debate"
 DEBATE_NAMESPACE = "debate:record"
+CALIBRATION_NAMESPACE = "debate:calibration"
 STATUS_INDEX_NAMESPACE = "debate:status"
 
 
 class DebateSettings(ServiceSettings):
     app_id: str = APP_ID
+
+
+class NotDecidable(AgoraError):
+    code = "NOT_DECIDABLE"
+    http_status = 409
 
 
 class UnusableModel(AgoraError):
@@ -78,7 +87,9 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
 
         host = ctx.workflows()
         host.workflow(DEBATE_WORKFLOW, debate_run)
-        DebateActivities(model_for, ctx.publisher, debates, index, escalations).register(host)
+        calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
+        activities = DebateActivities(model_for, ctx.publisher, debates, index, escalations, calibration)
+        activities.register(host)
 
         async def start(request: DebateRequest) -> DebateAccepted:
             """Start the debate's workflow unless a debate with this id exists (idempotent).
@@ -128,6 +139,22 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             found = await debates.get_many(ids[offset : offset + limit])
             page = [found[i].value for i in ids[offset : offset + limit] if i in found]
             return DebateList(state=state, total=len(ids), debates=[d for d in page if d.state is state])
+
+        @app.post("/v1/debates/{debate_id}/outcome", response_model=DebateRecord)
+        async def outcome(debate_id: str, known: DebateOutcome) -> DebateRecord:
+            """The right answer of an ended debate, once it is known: it calibrates the gate."""
+            record = await show(debate_id)
+            result = record.result
+            if record.state not in FINAL_DEBATE_STATES or result is None or not result.rounds:
+                raise NotDecidable(f"debate {debate_id} is {record.state} with no final round to learn from")
+            label = Calibrate(
+                debate_id=debate_id,
+                config=record.request.config,
+                final=result.rounds[-1],
+                right_answer=known.right_answer,
+            )
+            await activities.calibrate(label)
+            return record
 
         async def on_debate(request: DebateRequest) -> None:
             await start(request)

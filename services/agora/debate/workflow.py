@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from agora.core.debate import (
     Aggregate,
     AggregationStrategy,
+    ConformalDecision,
     DebateConfig,
     DebateDecision,
     DebaterConfig,
@@ -36,6 +37,7 @@ from agora.core.debate import (
     converged,
     debate_result,
     debate_round,
+    gated,
     new_debate_record,
     single_agent_result,
     waiting,
@@ -54,6 +56,8 @@ class Activity:
     ROUTE = "debate.route"
     ANSWER = "debate.answer"
     JUDGE = "debate.judge"
+    GATE = "debate.gate"
+    CALIBRATE = "debate.calibrate"
     STOP = "debate.stop"
     ANNOUNCE = "debate.announce"
 
@@ -96,6 +100,21 @@ class Judged(BaseModel):
     chosen: Aggregate
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float = 0.0
+
+
+class GateCheck(BaseModel):
+    config: DebateConfig
+    final: DebateRound
+    traceparent: str
+
+
+class Calibrate(BaseModel):
+    """A debate whose right answer is now known: its final round calibrates the gate."""
+
+    debate_id: str
+    config: DebateConfig
+    final: DebateRound
+    right_answer: str
 
 
 class Stop(BaseModel):
@@ -202,6 +221,9 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         elapsed = (workflow_now(ctx) - started).total_seconds()
         result = debate_result(rounds, chosen, config, duration_seconds=elapsed, budget_exhausted=budget_stop,
                                extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
+        if config.gate == "conformal" and rounds:
+            check = GateCheck(config=config, final=rounds[-1], traceparent=trace)
+            result = gated(result, result_of(ConformalDecision, (yield _activity(ctx, Activity.GATE, check))))
         if not result.escalate_to_human:
             yield save(answered(record, result, workflow_now(ctx)))
             break
@@ -210,6 +232,10 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)))
         decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
         record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
+        if record.state is DebateState.COMPLETED and record.final_answer and rounds:
+            label = Calibrate(debate_id=request.debate_id, config=config, final=rounds[-1],
+                              right_answer=record.final_answer)  # fmt: skip
+            yield _activity(ctx, Activity.CALIBRATE, label)
         if record.state is DebateState.RUNNING:
             yield save(record)
 
