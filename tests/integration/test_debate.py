@@ -163,22 +163,29 @@ def test_a_retry_debates_again_with_the_persons_guidance(debates: Debates) -> No
     assert len(record["earlier"]) == 1 and record["final_answer"] == "green"
 
 
-def test_a_debate_resumes_after_a_restart_mid_round_without_asking_again(debates: Debates) -> None:
-    debates.model.hold("crash", "debater d2.", "Round 2.", prompt=DEBATER_PROMPT)
-    debate_id = debates.ask("crash", "A | B")
-    eventually(lambda: debates.model.holding("crash"), timeout=30)
+@pytest.mark.parametrize("kill", ["app", "sidecar"])
+def test_a_debate_resumes_after_a_restart_mid_round_without_asking_again(debates: Debates, kill: str) -> None:
+    marker = f"crash{kill}"
+    debates.model.hold(marker, "debater d2.", "Round 2.", prompt=DEBATER_PROMPT)
+    debate_id = debates.ask(marker, "A | B")
+    eventually(lambda: debates.model.holding(marker), timeout=30)
     time.sleep(0.5)  # the other debaters' round-2 answers are recorded
-    debates.app.kill_app()
-    time.sleep(1)
-    debates.app.start_app()
-    debates.model.release("crash")
-    record = debates.wait_for(debate_id)
+    if kill == "app":
+        debates.app.kill_app()
+        time.sleep(1)
+        debates.app.start_app()
+    else:
+        debates.app.kill_sidecar()
+        time.sleep(1)
+        debates.app.start_sidecar()
+    debates.model.release(marker)
+    record = debates.wait_for(debate_id, timeout=120)
     assert record["state"] == "COMPLETED" and record["final_answer"] == "A"
 
     asked = Counter(
         (system.split()[3].rstrip("."), "\nRound 2." in user)
         for system, user in debates.model.asked
-        if system.startswith(DEBATER_PROMPT) and f"Debate {debate_id.split('-')[0]}" in user
+        if system.startswith(DEBATER_PROMPT) and f"Debate {marker}:" in user
     )
     assert asked[("d0", False)] == asked[("d1", False)] == asked[("d2", False)] == 1  # round 1, once each
     assert asked[("d0", True)] == asked[("d1", True)] == 1  # recorded in round 2: not asked again

@@ -42,6 +42,7 @@ class FakeModel:
 
     def __init__(self) -> None:
         self.asked: list[list[ChatMessage]] = []
+        self.temperatures: list[float] = []
 
     def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
         raise NotImplementedError
@@ -55,6 +56,7 @@ class FakeModel:
         max_tokens: int | None = None,
     ) -> Completion:
         self.asked.append(list(messages))
+        self.temperatures.append(temperature)
         return Completion(text=self.answer(messages, json_schema), model=self.backend, backend=self.backend)
 
     async def aclose(self) -> None:

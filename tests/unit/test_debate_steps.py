@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agora.core.debate import DebaterConfig, DebateRound, Position, debate_round
-from agora.debate.steps import answer, judge, offline_answers, route
+from agora.debate.steps import answer, debater_messages, judge, offline_answers, route
 from agora.llm import ChatMessage, OfflineModelClient
 from tests.unit.helpers import FakeModel
 
@@ -61,8 +61,16 @@ async def test_a_debater_without_a_valid_answer_abstains() -> None:
     given = await answer(Answers(["no json", "still none"]), DebaterConfig(debater_id="d0"), QUESTION, None)
     assert given == Position(debater_id="d0", answer="", reasoning="no valid answer", confidence=0.0)
     valid = json.dumps({"answer": "eu-west", "reasoning": "latency", "confidence": 0.7})
-    retried = await answer(Answers(["nope", valid]), DebaterConfig(debater_id="d0"), QUESTION, None)
+    model = Answers(["nope", valid])
+    retried = await answer(model, DebaterConfig(debater_id="d0", temperature=1.1), QUESTION, None)
     assert retried.answer == "eu-west" and retried.confidence == 0.7
+    assert model.temperatures == [1.1, 1.1]  # the debater's own temperature
+    assert (
+        "skeptic"
+        in debater_messages(DebaterConfig(debater_id="d1", role_hint="You are a skeptic."), QUESTION, None)[
+            0
+        ].content
+    )
 
 
 async def test_the_offline_judge_picks_the_most_held_position() -> None:

@@ -61,7 +61,7 @@ async def answer(
     messages = debater_messages(debater, question, previous)
     for _ in range(ANSWER_ATTEMPTS):
         try:
-            given, _ = await complete_json(metered, messages, DebaterAnswer)
+            given, _ = await complete_json(metered, messages, DebaterAnswer, temperature=debater.temperature)
         except ModelOutputInvalid:
             continue
         return Position(
@@ -88,7 +88,7 @@ async def route(model: ModelClient, router: DebaterConfig, question: str) -> Pos
         ChatMessage(role="user", content=f"Question: {question}"),
     ]
     try:
-        given, _ = await complete_json(metered, messages, DebaterAnswer)
+        given, _ = await complete_json(metered, messages, DebaterAnswer, temperature=router.temperature)
     except ModelOutputInvalid:  # no usable answer: debate it
         return Position(debater_id=router.debater_id, answer="", confidence=0.0, token_usage=_usage(metered))
     return Position(

@@ -201,11 +201,11 @@ def _schema_of(output_type: type[BaseModel]) -> dict[str, Any]:
 
 
 async def complete_json(
-    client: ModelClient, messages: Sequence[ChatMessage], output_type: type[T]
+    client: ModelClient, messages: Sequence[ChatMessage], output_type: type[T], *, temperature: float = 0.0
 ) -> tuple[T, Completion]:
     """Ask for an `output_type` and validate the answer; `ModelOutputInvalid` if the model did
     not produce one (the caller decides whether to re-ask or fall back)."""
-    completion = await client.complete(messages, json_schema=_schema_of(output_type))
+    completion = await client.complete(messages, json_schema=_schema_of(output_type), temperature=temperature)
     try:
         raw = extract_json_object(completion.text)
     except ValueError as exc:
