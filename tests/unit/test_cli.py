@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from agora import cli
+from agora.core.debate import DebateConfig, DebaterConfig
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.plans import PlanRequest, given_plan
@@ -197,6 +198,11 @@ def test_the_example_plans_are_valid_and_match_the_sample_agents() -> None:
     assert given_plan(drafted) is None and set(drafted.skills) <= skills
     plan = given_plan(given)
     assert plan is not None and all(set(s.tool_hints) <= skills for s in plan.subgoals)
+
+
+def test_the_example_debaters_make_a_debate() -> None:
+    debaters = cli._load_models(str(EXAMPLES / "debaters.yaml"), DebaterConfig, "debater_id")
+    assert DebateConfig(debaters=debaters).router.debater_id == "careful"
 
 
 def test_publishing_the_examples_sends_each_task(

@@ -21,7 +21,7 @@ GOAL = SubGoal(id="collect", description="Collect the data", success_criterion="
 def activities() -> PlannerActivities:
     """Activities on a model that fails every call; nothing else is reached in these steps."""
     unused = cast(Any, None)
-    return PlannerActivities(OfflineModelClient(fail_every=1), unused, unused, unused, unused, unused, unused)
+    return PlannerActivities(OfflineModelClient(fail_every=1), unused, unused, unused, unused, unused)
 
 
 def job() -> SubGoalJob:
@@ -62,7 +62,7 @@ async def test_an_attempt_without_an_end_or_a_verifier_fails_with_the_reason() -
 async def test_each_model_step_reports_the_tokens_it_used() -> None:
     unused = cast(Any, None)
     steps = PlannerActivities(
-        OfflineModelClient(overrides=offline_answers), unused, unused, unused, unused, unused, unused
+        OfflineModelClient(overrides=offline_answers), unused, unused, unused, unused, unused
     )
     estimated = await steps.estimate(Estimate(task="Write the report on solar prices in Spain"))
     assert estimated.steps is not None and estimated.usage.prompt_tokens > 0

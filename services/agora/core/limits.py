@@ -60,3 +60,11 @@ def clean_skill_tags(tags: list[str]) -> list[str]:
             raise ValueError(f"a skill tag has at most {MAX_SKILL_TAG_CHARS} characters")
         cleaned[stripped] = None
     return list(cleaned)
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (each run of whitespace one space), cut to at most `limit` characters
+    with an ellipsis (for listings and trees people read in a terminal)."""
+    flat = " ".join(text.split())
+    limit = max(limit, 20)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -44,8 +44,7 @@ from agora.llm import ModelClient, ModelError
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.status_index import StatusIndex
-from agora.runtime.workflows import WorkflowHost, step_span
+from agora.runtime.workflows import RunRecords, WorkflowHost, step_span
 
 ModelFor = Callable[[DebaterConfig], ModelClient]
 CALIBRATION_KEY = "scores"
@@ -60,8 +59,7 @@ class DebateActivities:
     model_for: ModelFor
     """The model client of a debater's backend and model id (built once per pair)."""
     publisher: Publisher
-    debates: StateRepository[DebateRecord]
-    index: StatusIndex
+    records: RunRecords[DebateRecord]
     escalations: EscalationActors
     calibration: StateRepository[Calibration]
 
@@ -76,12 +74,7 @@ class DebateActivities:
         host.activity(Activity.ANNOUNCE, Announce, self.announce)
 
     async def save(self, step: SaveDebate) -> None:
-        record = step.record
-        await self.debates.save(record.debate_id, record)
-        if step.previous_state is not record.state:
-            await self.index.move(record.debate_id, step.previous_state, record.state)
-        for span in step.finished:
-            span.record()
+        await self.records.save(step.record.debate_id, step.record, step.previous_state, step.finished)
 
     async def route(self, step: Route) -> Position:
         with step_span("debate.route", step.traceparent, {"agora.debater": step.router.debater_id}) as span:

@@ -38,7 +38,7 @@ from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
-from agora.runtime.tracing import current_traceparent, span_traceparent, stable_span_id
+from agora.runtime.workflows import RunRecords, run_trace
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,11 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         escalations = EscalationActors(ActorClient(ctx.sidecar))
-        debates = ctx.repository(DEBATE_NAMESPACE, DebateRecord)
-        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        debates = RunRecords(
+            ctx.repository(DEBATE_NAMESPACE, DebateRecord),
+            StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),
+            lambda record: str(record.state),
+        )
         clients: dict[tuple[str, str], ModelClient] = {}
 
         def model_for(debater: DebaterConfig) -> ModelClient:
@@ -88,7 +91,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
         host = ctx.workflows()
         host.workflow(DEBATE_WORKFLOW, debate_run)
         calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
-        activities = DebateActivities(model_for, ctx.publisher, debates, index, escalations, calibration)
+        activities = DebateActivities(model_for, ctx.publisher, debates, escalations, calibration)
         activities.register(host)
 
         async def start(request: DebateRequest) -> DebateAccepted:
@@ -106,15 +109,11 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
                     raise UnusableModel(f"debater {debater.debater_id}: {exc}") from exc
             existing = await debates.get(request.debate_id)
             if existing is not None:
-                return DebateAccepted(debate_id=request.debate_id, state=existing.value.state, created=False)
-            if await host.client.get_workflow_state(request.debate_id, fetch_payloads=False) is not None:
+                return DebateAccepted(debate_id=request.debate_id, state=existing.state, created=False)
+            traceparent, parent = run_trace(request.debate_id, "debate")
+            begin = DebateStart(request=request, traceparent=traceparent, parent_traceparent=parent)
+            if not await host.start_once(DEBATE_WORKFLOW, request.debate_id, begin):
                 return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=False)
-            parent = current_traceparent()
-            run_span = span_traceparent(parent, stable_span_id(request.debate_id, "debate"))
-            begin = DebateStart(request=request, traceparent=run_span, parent_traceparent=parent)
-            await host.client.schedule_new_workflow(
-                DEBATE_WORKFLOW, input=begin.model_dump(mode="json"), instance_id=request.debate_id
-            )
             log.info("debate started", extra={"debate_id": request.debate_id})
             return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=True)
 
@@ -127,7 +126,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             found = await debates.get(debate_id)
             if found is None:
                 raise NotFound(f"no debate {debate_id}", debate_id=debate_id)
-            return found.value
+            return found
 
         @app.get("/v1/debates", response_model=DebateList)
         async def list_debates(
@@ -135,10 +134,8 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> DebateList:
-            ids = sorted(await index.list(str(state)))
-            found = await debates.get_many(ids[offset : offset + limit])
-            page = [found[i].value for i in ids[offset : offset + limit] if i in found]
-            return DebateList(state=state, total=len(ids), debates=[d for d in page if d.state is state])
+            total, page = await debates.page(str(state), limit, offset)
+            return DebateList(state=state, total=total, debates=page)
 
         @app.post("/v1/debates/{debate_id}/outcome", response_model=DebateRecord)
         async def outcome(debate_id: str, known: DebateOutcome) -> DebateRecord:

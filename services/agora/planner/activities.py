@@ -46,8 +46,7 @@ from agora.planner.workflow import (
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.status_index import StatusIndex
-from agora.runtime.workflows import WorkflowHost, step_span
+from agora.runtime.workflows import RunRecords, WorkflowHost, step_span
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,7 @@ log = logging.getLogger(__name__)
 class PlannerActivities:
     model: ModelClient
     publisher: Publisher
-    plans: StateRepository[PlanRecord]
-    index: StatusIndex
+    records: RunRecords[PlanRecord]
     links: StateRepository[TaskLink]
     tasks: TaskActors
     escalations: EscalationActors
@@ -76,12 +74,8 @@ class PlannerActivities:
         host.activity(Activity.VERIFY, Verify, self.verify)
 
     async def save(self, step: SaveRecord) -> None:
-        record = step.record
-        await self.plans.save(record.plan_id, record)
-        if step.previous_state is not record.state:
-            await self.index.move(record.plan_id, step.previous_state, record.state)
-        if step.finished is not None:
-            step.finished.record()
+        finished = [step.finished] if step.finished is not None else []
+        await self.records.save(step.record.plan_id, step.record, step.previous_state, finished)
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:

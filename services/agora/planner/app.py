@@ -50,7 +50,7 @@ from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
-from agora.runtime.tracing import current_traceparent, span_traceparent, stable_span_id
+from agora.runtime.workflows import RunRecords, run_trace
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,11 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         actors = ActorClient(ctx.sidecar)
         tasks, escalations = TaskActors(actors), EscalationActors(actors)
-        plans = ctx.repository(PLAN_NAMESPACE, PlanRecord)
-        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        plans = RunRecords(
+            ctx.repository(PLAN_NAMESPACE, PlanRecord),
+            StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),
+            lambda record: str(record.state),
+        )
         links = ctx.repository(TASK_LINK_NAMESPACE, TaskLink)
         model = model_client_from_settings(
             ModelSettings(), ctx.sidecar, offline_answers=steps.offline_answers
@@ -79,7 +82,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         host = ctx.workflows()
         host.workflow(PLAN_WORKFLOW, plan_run)
         host.workflow(SUBGOAL_WORKFLOW, subgoal_run)
-        PlannerActivities(model, ctx.publisher, plans, index, links, tasks, escalations).register(host)
+        PlannerActivities(model, ctx.publisher, plans, links, tasks, escalations).register(host)
 
         async def start(request: PlanRequest) -> PlanAccepted:
             """Start the plan's workflow unless a plan with this id exists (idempotent). A plan
@@ -87,16 +90,11 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             given_plan(request)
             existing = await plans.get(request.plan_id)
             if existing is not None:
-                return PlanAccepted(plan_id=request.plan_id, state=existing.value.state, created=False)
-            if await host.client.get_workflow_state(request.plan_id, fetch_payloads=False) is not None:
+                return PlanAccepted(plan_id=request.plan_id, state=existing.state, created=False)
+            traceparent, parent = run_trace(request.plan_id, "run")
+            start = PlanStart(request=request, traceparent=traceparent, parent_traceparent=parent)
+            if not await host.start_once(PLAN_WORKFLOW, request.plan_id, start):
                 return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=False)
-            # The run's span is recorded when the plan ends; its id is fixed now, for its steps.
-            parent = current_traceparent()
-            run_span = span_traceparent(parent, stable_span_id(request.plan_id, "run"))
-            start = PlanStart(request=request, traceparent=run_span, parent_traceparent=parent)
-            await host.client.schedule_new_workflow(
-                PLAN_WORKFLOW, input=start.model_dump(mode="json"), instance_id=request.plan_id
-            )
             log.info("plan started", extra={"plan_id": request.plan_id})
             return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=True)
 
@@ -109,7 +107,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             found = await plans.get(plan_id)
             if found is None:
                 raise NotFound(f"no plan {plan_id}", plan_id=plan_id)
-            return found.value
+            return found
 
         @app.get("/v1/plans", response_model=PlanList)
         async def list_plans(
@@ -117,10 +115,8 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> PlanList:
-            ids = sorted(await index.list(str(state)))
-            found = await plans.get_many(ids[offset : offset + limit])
-            page = [found[i].value for i in ids[offset : offset + limit] if i in found]
-            return PlanList(state=state, total=len(ids), plans=[p for p in page if p.state is state])
+            total, page = await plans.page(str(state), limit, offset)
+            return PlanList(state=state, total=total, plans=page)
 
         async def on_plan(request: PlanRequest) -> None:
             await start(request)

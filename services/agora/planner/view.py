@@ -3,6 +3,7 @@ who ran it (`agora plan show`, the `make run` demo)."""
 
 from __future__ import annotations
 
+from agora.core.limits import one_line
 from agora.core.planning import SubGoalStatus
 from agora.core.plans import PlanRecord
 
@@ -22,7 +23,7 @@ def plan_lines(record: PlanRecord, *, width: int = 100) -> list[str]:
     budget = record.request.config.cost_budget_usd
     spent = f"{cost} of ${budget:.4f}" if budget is not None and not record.budget_lifted else cost
     head = f"{record.plan_id}{version}: {record.state}  replans {record.replans}  cost {spent}"
-    lines = [head, f"  task: {_cut(record.request.task, width - 8)}"]
+    lines = [head, f"  task: {one_line(record.request.task, width - 8)}"]
     if plan is None:
         return [*lines, f"  {record.reason}" if record.reason else "  (planning)"]
     by_id = {s.id: s for s in plan.subgoals}
@@ -44,18 +45,12 @@ def plan_lines(record: PlanRecord, *, width: int = 100) -> list[str]:
                 else subgoal.failure_reason
             )
             text = f"  {branch} {MARKS[subgoal.status]} {subgoal_id:<20} {subgoal.status}{waived}{who}{tries}"
-            lines.append(text + (f": {_cut(detail, width - len(text) - 2)}" if detail else ""))
+            lines.append(text + (f": {one_line(detail, width - len(text) - 2)}" if detail else ""))
     if record.stop is not None:
         lines.append(f"  waiting for a person: escalation {record.stop.escalation_id} ({record.stop.detail})")
     if record.result is not None:
         if record.result.final_output:
-            lines.append(f"  result: {_cut(record.result.final_output, width - 10)}")
+            lines.append(f"  result: {one_line(record.result.final_output, width - 10)}")
         if record.reason:
             lines.append(f"  reason: {record.reason}")
     return lines
-
-
-def _cut(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    limit = max(limit, 20)
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

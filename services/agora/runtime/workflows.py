@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dapr.ext.workflow import DaprWorkflowContext, RetryPolicy, WorkflowActivityContext, WorkflowRuntime
 from dapr.ext.workflow.aio import DaprWorkflowClient
@@ -30,7 +30,16 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Span
 from pydantic import BaseModel, Field
 
-from agora.runtime.tracing import extract_context, record_finished_span, tracer
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import StatusIndex
+from agora.runtime.tracing import (
+    current_traceparent,
+    extract_context,
+    record_finished_span,
+    span_traceparent,
+    stable_span_id,
+    tracer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,16 @@ class WorkflowHost:
         run.__name__ = name
         self._runtime.register_activity(run, name=name)
 
+    async def start_once(self, workflow: str, instance_id: str, argument: BaseModel) -> bool:
+        """Schedule `workflow` as `instance_id` unless an instance of that id exists (a repeated
+        request, a redelivery); whether it was scheduled now."""
+        if await self.client.get_workflow_state(instance_id, fetch_payloads=False) is not None:
+            return False
+        await self.client.schedule_new_workflow(
+            workflow, input=argument.model_dump(mode="json"), instance_id=instance_id
+        )
+        return True
+
     async def start(self) -> None:
         """Connect to the sidecar and take work (from the app's loop, once it is warm)."""
         if self._started:
@@ -141,6 +160,51 @@ class FinishedSpan(BaseModel):
 
     def record(self) -> None:
         record_finished_span(self.name, self.traceparent, self.parent, self.start, self.end, self.attributes)
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class RunRecords(Generic[R]):
+    """The records of a service's workflow runs, as people see them: each saved whole after
+    every step of its run (`save`, an activity), its id indexed by its state (`page`)."""
+
+    def __init__(
+        self, repository: StateRepository[R], index: StatusIndex, state_of: Callable[[R], str]
+    ) -> None:
+        self._repository = repository
+        self._index = index
+        self._state_of = state_of
+
+    async def get(self, run_id: str) -> R | None:
+        found = await self._repository.get(run_id)
+        return found.value if found is not None else None
+
+    async def save(
+        self, run_id: str, record: R, previous_state: str | None, finished: Sequence[FinishedSpan] = ()
+    ) -> None:
+        """Write the record, move its id to its state's listing, record the spans that ended."""
+        await self._repository.save(run_id, record)
+        state = self._state_of(record)
+        if previous_state != state:
+            await self._index.move(run_id, previous_state, state)
+        for span in finished:
+            span.record()
+
+    async def page(self, state: str, limit: int, offset: int) -> tuple[int, list[R]]:
+        """How many runs are in `state`, and one page of their records (by id)."""
+        ids = sorted(await self._index.list(state))
+        chosen = ids[offset : offset + limit]
+        found = await self._repository.get_many(chosen)
+        page = [found[i].value for i in chosen if i in found]
+        return len(ids), [r for r in page if self._state_of(r) == state]
+
+
+def run_trace(run_id: str, kind: str) -> tuple[str, str | None]:
+    """The traceparent of a run's span (its ids fixed now, recorded when the run ends) and the
+    current one (its parent): every step of the run is a descendant."""
+    parent = current_traceparent()
+    return span_traceparent(parent, stable_span_id(run_id, kind)), parent
 
 
 def workflow_now(ctx: DaprWorkflowContext) -> datetime:
