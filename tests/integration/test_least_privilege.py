@@ -1,0 +1,59 @@
+"""Least privilege between the apps (redis profile, mTLS): every service's API refuses an app
+the architecture does not name as its caller, and lets the callers it names through."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster
+from tests.integration.helpers import replicas_of
+
+pytestmark = pytest.mark.integration
+
+API = [
+    ("registry", "DELETE", "v1/agents/nobody"),
+    ("taskboard", "GET", "v1/tasks?status=PENDING"),
+    ("reputation", "GET", "v1/reputation/researcher"),
+    ("worker", "GET", "v1/agents/researcher/learning"),
+    ("uncertainty", "POST", "v1/sessions/someone/reset"),
+    ("escalation", "GET", "v1/escalations"),
+    ("planner", "GET", "v1/plans"),
+    ("debate", "GET", "v1/debates"),
+    ("allocator", "GET", "v1/anything"),
+]
+
+
+def call(cluster: LocalCluster, caller: str, app_id: str, method: str, path: str) -> httpx.Response:
+    sidecar = replicas_of(cluster, caller)[0]
+    return httpx.request(method, sidecar.invoke_url(path, app_id), timeout=30)
+
+
+@pytest.mark.parametrize(("app_id", "method", "path"), API)
+def test_an_app_no_policy_names_is_refused_and_the_console_gets_through(
+    redis_cluster: LocalCluster, app_id: str, method: str, path: str
+) -> None:
+    refused = call(redis_cluster, "recorder", app_id, method, path)
+    assert refused.status_code == 403, (app_id, refused.status_code, refused.text)
+    allowed = call(redis_cluster, "console", app_id, method, path)
+    assert allowed.status_code != 403, (app_id, allowed.text)
+    assert allowed.status_code < 500, (app_id, allowed.text)
+
+
+def test_services_may_make_only_the_calls_they_need(redis_cluster: LocalCluster) -> None:
+    # The allocator lists the board's tasks to resume them; it may not read the uncertainty
+    # monitor or reset sessions.
+    assert call(redis_cluster, "allocator", "taskboard", "GET", "v1/tasks?status=PENDING").status_code == 200
+    assert call(redis_cluster, "allocator", "uncertainty", "POST", "v1/sessions/x/reset").status_code == 403
+    # A worker reports its agents' steps; it may not reset a session or read the board.
+    assert call(redis_cluster, "worker", "uncertainty", "POST", "v1/sessions/x/reset").status_code == 403
+    assert call(redis_cluster, "worker", "taskboard", "GET", "v1/tasks?status=PENDING").status_code == 403
+    step = {"step_id": "1", "text": "Found it. Confidence: 90%"}
+    reported = httpx.post(
+        replicas_of(redis_cluster, "worker")[0].invoke_url(
+            "v1/sessions/least-privilege/llm-responses", "uncertainty"
+        ),
+        json=step,
+        timeout=30,
+    )
+    assert reported.status_code == 200, reported.text
