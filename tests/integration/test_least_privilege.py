@@ -57,3 +57,21 @@ def test_services_may_make_only_the_calls_they_need(redis_cluster: LocalCluster)
         timeout=30,
     )
     assert reported.status_code == 200, reported.text
+
+
+def test_credentials_come_from_the_secret_store_and_no_app_can_read_them(redis_cluster: LocalCluster) -> None:
+    for app_id in ("registry", "worker", "console"):
+        sidecar = replicas_of(redis_cluster, app_id)[0]
+        secret = httpx.get(f"{sidecar.dapr_http}/v1.0/secrets/agora-secrets/redis-password", timeout=10)
+        assert secret.status_code == 403, (app_id, secret.text)
+    # The components got their password from the store: the services work.
+    board = replicas_of(redis_cluster, "console")[0].invoke_url("v1/tasks?status=PENDING", "taskboard")
+    assert httpx.get(board, timeout=30).status_code == 200
+
+
+def test_components_load_only_in_the_apps_that_use_them(redis_cluster: LocalCluster) -> None:
+    console = replicas_of(redis_cluster, "console")[0]
+    state = httpx.get(f"{console.dapr_http}/v1.0/state/agora-state/anything", timeout=10)
+    assert state.status_code == 500 and state.json()["errorCode"] == "ERR_STATE_STORE_NOT_CONFIGURED"
+    registry = replicas_of(redis_cluster, "registry")[0]
+    assert httpx.get(f"{registry.dapr_http}/v1.0/state/agora-state/anything", timeout=10).status_code == 204

@@ -557,6 +557,14 @@ class LocalCluster:
         self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def _point_at_local_redis(self, doc: dict[str, Any]) -> None:
+        if doc.get("kind") == "Component" and doc["spec"].get("type") == "secretstores.local.file":
+            # The run's own secrets: the local Redis runs without a password.
+            secrets = self.run_dir / "secrets.json"
+            secrets.write_text(json.dumps({"redis-password": ""}))
+            for item in doc["spec"].get("metadata", []):
+                if item.get("name") == "secretsFile":
+                    item["value"] = str(secrets)
+            return
         if self.redis_port is None or doc.get("kind") != "Component":
             return
         for item in doc["spec"].get("metadata", []):
