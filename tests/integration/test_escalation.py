@@ -190,6 +190,16 @@ def test_resume_needs_the_api_token_when_one_is_set(redis_cluster: LocalCluster)
             timeout=30,
         )
         assert allowed.status_code == 200
+        forged = httpx.post(
+            url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
+            json={"decision": {"kind": "escalation", "action": "retry"}, "who": "mallory"},
+            headers={"x-agora-token": "guess-4711"},
+            timeout=30,
+        )
+        assert forged.status_code == 401
+        for log in (f"{escalation.name}.app.log", f"{escalation.name}.daprd.log"):
+            text = (redis_cluster.logs / log).read_text()
+            assert "s3cret" not in text and "guess-4711" not in text, log  # tokens are never logged
     finally:
         escalation.stop()
         escalation.spec.env.pop("AGORA_API_TOKEN")
