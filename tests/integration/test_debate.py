@@ -202,7 +202,7 @@ def test_a_debate_is_one_trace(debates: Debates) -> None:
         spans = response.json()["data"][0]["spans"]
         named = Counter(s["operationName"] for s in spans)
         assert named["debate.run"] == 1 and named["debate.route"] == 1
-        assert named["debate.round"] == 2 and named["debate.answer"] == 6
+        assert named["debate.round"] == 2 and named["debate.answer"] == 6 and named["debate.aggregate"] == 1
         by_id = {s["spanID"]: s for s in spans}
         rounds = {s["spanID"] for s in spans if s["operationName"] == "debate.round"}
         for span in spans:

@@ -103,7 +103,7 @@ class DebateActivities:
     async def judge(self, step: Judge) -> Judged:
         judge = step.config.judge_config
         assert judge is not None
-        with step_span("debate.aggregate", step.traceparent, {"agora.aggregation": "JUDGE"}) as span:
+        with step_span("debate.judge", step.traceparent, {"agora.aggregation": "JUDGE"}) as span:
             try:
                 verdict, usage = await steps.judge(self.model_for(judge), step.question, step.final)
             except ModelError as exc:  # no judge: the weighted vote decides

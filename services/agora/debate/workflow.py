@@ -218,6 +218,16 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             extra_cost += judged.cost_usd
         else:
             chosen = aggregate(rounds[-1], config)
+        aggregated = FinishedSpan(
+            name="debate.aggregate",
+            traceparent=span_traceparent(
+                trace, stable_span_id(request.debate_id, "aggregate", str(len(record.earlier)))
+            ),
+            parent=trace,
+            start=workflow_now(ctx),
+            end=workflow_now(ctx),
+            attributes={"agora.aggregation": str(config.aggregation), "agora.confidence": chosen.confidence},
+        )
         elapsed = (workflow_now(ctx) - started).total_seconds()
         result = debate_result(rounds, chosen, config, duration_seconds=elapsed, budget_exhausted=budget_stop,
                                extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
@@ -225,11 +235,11 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             check = GateCheck(config=config, final=rounds[-1], traceparent=trace)
             result = gated(result, result_of(ConformalDecision, (yield _activity(ctx, Activity.GATE, check))))
         if not result.escalate_to_human:
-            yield save(answered(record, result, workflow_now(ctx)))
+            yield save(answered(record, result, workflow_now(ctx)), aggregated)
             break
         stopping = Stop(record=record.model_copy(update={"result": result}))
         stop = result_of(Stopped, (yield _activity(ctx, Activity.STOP, stopping)))
-        yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)))
+        yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)), aggregated)
         decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
         record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
         if record.state is DebateState.COMPLETED and record.final_answer and rounds:
