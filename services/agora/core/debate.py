@@ -39,7 +39,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.escalation import EscalationAction, EscalationResponse
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
+from agora.core.limits import ID_PATTERN, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
 from agora.core.planning import TokenUsage
 
 SIMILARITY_THRESHOLD = 0.5
@@ -349,7 +349,7 @@ MAX_DEBATE_ID_CHARS = 200
 MAX_RETRIES_BY_PERSON = 5
 """Debates a person may ask for again (retry) before the next retry is refused."""
 
-DebateId = Annotated[str, Field(min_length=1, max_length=MAX_DEBATE_ID_CHARS, pattern=r"^[^\s|]+$")]
+DebateId = Annotated[str, Field(min_length=1, max_length=MAX_DEBATE_ID_CHARS, pattern=ID_PATTERN)]
 
 
 class DebateState(StrEnum):

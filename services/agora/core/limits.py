@@ -37,7 +37,7 @@ MAX_NOTE_CHARS = 2_048
 MAX_ITEMS = 100
 MAX_PAGE_SIZE = 500
 
-ID_PATTERN = r"^[^\s|]+$"
+ID_PATTERN = r"^[^\s|\x00-\x1f\x7f]+$"
 """Ids are used in state keys and URLs: no whitespace and no `|` (Dapr's key separator)."""
 
 Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]

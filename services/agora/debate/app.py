@@ -35,7 +35,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.workflows import RunRecords, run_trace
@@ -122,7 +122,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             return await start(DebateRequest(debate_id=debate_id, **submission.model_dump()))
 
         @app.get("/v1/debates/{debate_id}", response_model=DebateRecord)
-        async def show(debate_id: str) -> DebateRecord:
+        async def show(debate_id: PathId) -> DebateRecord:
             found = await debates.get(debate_id)
             if found is None:
                 raise NotFound(f"no debate {debate_id}", debate_id=debate_id)
@@ -138,7 +138,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             return DebateList(state=state, total=total, debates=page)
 
         @app.post("/v1/debates/{debate_id}/outcome", response_model=DebateRecord)
-        async def outcome(debate_id: str, known: DebateOutcome) -> DebateRecord:
+        async def outcome(debate_id: PathId, known: DebateOutcome) -> DebateRecord:
             """The right answer of an ended debate, once it is known: it calibrates the gate."""
             record = await show(debate_id)
             result = record.result

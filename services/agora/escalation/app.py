@@ -25,6 +25,7 @@ from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
 from agora.runtime.service import (
     NotFound,
+    PathId,
     ServiceContext,
     ServiceError,
     ServiceModule,
@@ -86,16 +87,16 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             )
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
-        async def show(escalation_id: str) -> EscalationRecord:
+        async def show(escalation_id: PathId) -> EscalationRecord:
             return await answered(escalations.get(escalation_id), escalation_id)
 
         @app.put("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
-        async def park(escalation_id: str, request: ParkRequest) -> EscalationRecord:
+        async def park(escalation_id: PathId, request: ParkRequest) -> EscalationRecord:
             return await answered(escalations.park(escalation_id, request), escalation_id)
 
         @app.post("/v1/escalations/{escalation_id}/resume", response_model=EscalationRecord)
         async def resume(
-            escalation_id: str, request: ResumeRequest, x_agora_token: str | None = Header(default=None)
+            escalation_id: PathId, request: ResumeRequest, x_agora_token: str | None = Header(default=None)
         ) -> EscalationRecord:
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")

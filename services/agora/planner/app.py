@@ -47,7 +47,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.workflows import RunRecords, run_trace
@@ -103,7 +103,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             return await start(PlanRequest(plan_id=plan_id, **submission.model_dump()))
 
         @app.get("/v1/plans/{plan_id}", response_model=PlanRecord)
-        async def show(plan_id: str) -> PlanRecord:
+        async def show(plan_id: PathId) -> PlanRecord:
             found = await plans.get(plan_id)
             if found is None:
                 raise NotFound(f"no plan {plan_id}", plan_id=plan_id)

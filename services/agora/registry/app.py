@@ -19,7 +19,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
-from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,14 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
             return AgentList(agents=current().list_agents())
 
         @app.get("/v1/agents/{agent_id}", response_model=CapabilityProfile)
-        async def get_agent(agent_id: str) -> CapabilityProfile:
+        async def get_agent(agent_id: PathId) -> CapabilityProfile:
             profile = current().get(agent_id)
             if profile is None:
                 raise NotFound(f"no agent registered as {agent_id!r}", agent_id=agent_id)
             return profile
 
         @app.delete("/v1/agents/{agent_id}", response_model=Deregistered)
-        async def deregister(agent_id: str) -> Deregistered:
+        async def deregister(agent_id: PathId) -> Deregistered:
             return Deregistered(deregistered=await current().deregister(agent_id))
 
         @app.post("/v1/agents/filter", response_model=FilterAnswer)

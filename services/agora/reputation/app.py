@@ -8,7 +8,7 @@ from agora.core.market import ReputationRecord
 from agora.reputation.actors import Reputation
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import ReputationActors
-from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
 APP_ID = "reputation"
@@ -24,7 +24,7 @@ def reputation_module() -> ServiceModule:
         reputations = ReputationActors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/reputation/{agent_id}", response_model=ReputationRecord)
-        async def show(agent_id: str) -> ReputationRecord:
+        async def show(agent_id: PathId) -> ReputationRecord:
             return await reputations.get_record(agent_id)
 
     return ServiceModule("reputation", setup=setup)

@@ -10,10 +10,10 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.telemetry import TelemetryConfig
@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agora.core.errors import AgoraError
-from agora.core.limits import MAX_BODY_BYTES
+from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
 from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
 from agora.runtime.errors import (
     InvalidArgument,
@@ -62,12 +62,17 @@ HTTP_TELEMETRY: TelemetryConfig = {
 __all__ = [
     "InvalidArgument",
     "NotFound",
+    "PathId",
     "ServiceContext",
     "ServiceError",
     "ServiceModule",
     "create_service_app",
     "serve",
 ]
+
+PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+"""An id in a route's path: anything but a valid id (control characters, `|`, too long) is
+refused at the edge with 422 INVALID_ARGUMENT, before it reaches an actor or a key."""
 
 HTTP_ERROR_CODES = {
     400: "BAD_REQUEST",

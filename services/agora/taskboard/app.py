@@ -11,7 +11,7 @@ from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import TaskActors
-from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
@@ -39,7 +39,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             return TaskList(status=status, task_ids=await index.list(str(status)))
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
-        async def show_task(task_id: str) -> TaskRecord:
+        async def show_task(task_id: PathId) -> TaskRecord:
             try:
                 return await tasks.get(task_id)
             except NoStateFound as exc:

@@ -26,7 +26,14 @@ from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors
-from agora.runtime.service import ServiceContext, ServiceError, ServiceModule, create_service_app, serve
+from agora.runtime.service import (
+    PathId,
+    ServiceContext,
+    ServiceError,
+    ServiceModule,
+    create_service_app,
+    serve,
+)
 from agora.runtime.settings import ServiceSettings
 from agora.uncertainty.actors import SessionActors, SessionUncertainty, UncertaintyDeps
 
@@ -93,27 +100,27 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
                 raise SessionRefused(exc.message, session_id=session_id, error_code=exc.code) from exc
 
         @app.post("/v1/sessions/{session_id}/llm-responses", response_model=StepVerdict)
-        async def llm_response(session_id: str, report: StepReport) -> StepVerdict:
+        async def llm_response(session_id: PathId, report: StepReport) -> StepVerdict:
             return await answered(sessions.observe_llm_response(session_id, report), session_id)
 
         @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
-        async def tool_call(session_id: str, report: StepReport) -> StepVerdict:
+        async def tool_call(session_id: PathId, report: StepReport) -> StepVerdict:
             return await answered(sessions.observe_tool_call(session_id, report), session_id)
 
         @app.post("/v1/sessions/{session_id}/checkpoints", response_model=CheckpointAnswer)
-        async def checkpoint(session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
+        async def checkpoint(session_id: PathId, request: CheckpointRequest) -> CheckpointAnswer:
             return await answered(sessions.checkpoint(session_id, request), session_id)
 
         @app.get("/v1/sessions/{session_id}", response_model=SessionState)
-        async def show(session_id: str) -> SessionState:
+        async def show(session_id: PathId) -> SessionState:
             return await answered(sessions.get_belief_state(session_id), session_id)
 
         @app.get("/v1/sessions/{session_id}/summary", response_model=SessionSummary)
-        async def summary(session_id: str) -> SessionSummary:
+        async def summary(session_id: PathId) -> SessionSummary:
             return await answered(sessions.summary_metadata(session_id), session_id)
 
         @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
-        async def reset(session_id: str) -> SessionState:
+        async def reset(session_id: PathId) -> SessionState:
             return await answered(sessions.reset(session_id), session_id)
 
         async def on_resolved(event: EscalationResolved) -> None:

@@ -29,7 +29,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors, RegistryClient, TaskActors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
 
@@ -86,7 +86,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         agents = WorkerAgents(actors)
 
         @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
-        async def learning(agent_id: str) -> AgentLearning:
+        async def learning(agent_id: PathId) -> AgentLearning:
             """What the agent learnt from its recent runs, and how its patterns fare."""
             if agent_id not in profiles:
                 raise NotFound(f"no agent {agent_id!r} runs on this worker", agent_id=agent_id)
