@@ -38,7 +38,19 @@ ODD_STRINGS = [
     "{}",
     "a/b",
 ]
-JUNK: list[Any] = [None, 0, -1, 1e308, True, "text", [], {}, [[[[[]]]]], {"a": {"b": {"c": None}}}, "x" * 20_000]
+JUNK: list[Any] = [
+    None,
+    0,
+    -1,
+    1e308,
+    True,
+    "text",
+    [],
+    {},
+    [[[[[]]]]],
+    {"a": {"b": {"c": None}}},
+    "x" * 20_000,
+]
 
 
 @pytest.fixture(scope="module")
