@@ -76,8 +76,9 @@ def pause(cluster: LocalCluster, doubt: str = DOUBTFUL) -> tuple[str, str]:
     paused = step(cluster, session, "2", doubt).json()
     assert paused["action"] == "pause_for_human" and paused["status"] == "WAITING_FOR_HUMAN"
     escalation_id = paused["escalation_id"]
-    listed = httpx.get(url(cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
-    assert escalation_id in [e["escalation_id"] for e in listed]
+    answer = httpx.get(url(cluster, "escalation", "v1/escalations?limit=500"), timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert escalation_id in [e["escalation_id"] for e in answer.json()["escalations"]]
     refused = step(cluster, session, "3", CONFIDENT)
     assert refused.status_code == 409 and refused.json()["details"]["error_code"] == "SESSION_NOT_RUNNING"
     return session, escalation_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 from collections.abc import Awaitable
 
 from fastapi import FastAPI, Header, Query
@@ -34,6 +35,8 @@ from agora.runtime.service import (
 )
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
+
+log = logging.getLogger(__name__)
 
 APP_ID = "escalation"
 STATUS_INDEX_NAMESPACE = "escalation:status"
@@ -79,12 +82,21 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
             ids = await index.list(str(status))
-            page = await asyncio.gather(
-                *(answered(escalations.get(i), i) for i in ids[offset : offset + limit])
-            )
+            page = await asyncio.gather(*(listed(i) for i in ids[offset : offset + limit]))
             return EscalationList(
-                status=status, total=len(ids), escalations=[r for r in page if r.status is status]
+                status=status,
+                total=len(ids),
+                escalations=[r for r in page if r is not None and r.status is status],
             )
+
+        async def listed(escalation_id: str) -> EscalationRecord | None:
+            """A listed escalation's record; None (left out of the page, with a warning) when the
+            listing names one that has none, so one stale entry never fails the whole page."""
+            try:
+                return await escalations.get(escalation_id)
+            except NoStateFound:
+                log.warning("listed escalation has no record", extra={"escalation_id": escalation_id})
+                return None
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def show(escalation_id: PathId) -> EscalationRecord:
