@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -41,6 +41,35 @@ def present(value: T | None) -> T:
     """`value`, which must have been found (a lookup that answers None when nothing is there)."""
     assert value is not None
     return value
+
+
+def record_at(replica: ServiceReplica, app_id: str, path: str) -> dict[str, Any] | None:
+    """A run's record from a service's API through `replica`'s sidecar; None for 404."""
+    response = httpx.get(replica.invoke_url(path, app_id), timeout=30)
+    if response.status_code == 404:
+        return None
+    assert response.status_code == 200, response.text
+    record: dict[str, Any] = response.json()
+    return record
+
+
+def record_in_state(
+    replica: ServiceReplica, app_id: str, path: str, states: set[str], timeout: float
+) -> dict[str, Any]:
+    """The record once its `state` is one of `states`."""
+
+    def reached() -> dict[str, Any] | None:
+        record = record_at(replica, app_id, path)
+        return record if record is not None and record["state"] in states else None
+
+    return eventually(reached, timeout=timeout, interval=0.3)
+
+
+def recorded_message(cluster: LocalCluster, topic: str, key: str, value: str) -> dict[str, Any] | None:
+    """The message on `topic` whose `key` is `value`, as the recorder received it."""
+    recorder = replicas_of(cluster, "recorder")[0]
+    answer = httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).json()
+    return next((m for m in answer["messages"] if m[key] == value), None)
 
 
 def replicas_of(cluster: LocalCluster, app_id: str) -> list[ServiceReplica]:

@@ -23,7 +23,7 @@ from agora.debate.steps import DEBATER_PROMPT
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import eventually, record_at, record_in_state, recorded_message, replicas_of
 
 pytestmark = pytest.mark.integration
 
@@ -54,24 +54,13 @@ class Debates:
         return debate_id
 
     def show(self, debate_id: str) -> dict[str, Any] | None:
-        response = httpx.get(self.console.invoke_url(f"v1/debates/{debate_id}", "debate"), timeout=30)
-        if response.status_code == 404:
-            return None
-        assert response.status_code == 200, response.text
-        record: dict[str, Any] = response.json()
-        return record
+        return record_at(self.console, "debate", f"v1/debates/{debate_id}")
 
     def wait_for(self, debate_id: str, states: set[str] = SETTLED, timeout: float = 60) -> dict[str, Any]:
-        def reached() -> dict[str, Any] | None:
-            record = self.show(debate_id)
-            return record if record is not None and record["state"] in states else None
-
-        return eventually(reached, timeout=timeout, interval=0.3)
+        return record_in_state(self.console, "debate", f"v1/debates/{debate_id}", states, timeout)
 
     def completed_event(self, debate_id: str) -> dict[str, Any] | None:
-        recorder = replicas_of(self.cluster, "recorder")[0]
-        answer = httpx.get(f"{recorder.app_url}/v1/messages/agora.debate.completed", timeout=10).json()
-        return next((m for m in answer["messages"] if m["debate_id"] == debate_id), None)
+        return recorded_message(self.cluster, "agora.debate.completed", "debate_id", debate_id)
 
 
 @pytest.fixture(scope="module")

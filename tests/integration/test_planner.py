@@ -26,7 +26,7 @@ import yaml
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import eventually, record_at, record_in_state, recorded_message, replicas_of
 
 pytestmark = pytest.mark.integration
 
@@ -57,21 +57,11 @@ class Planner:
         return plan_id
 
     def show(self, plan_id: str) -> dict[str, Any] | None:
-        response = httpx.get(self.console.invoke_url(f"v1/plans/{plan_id}", "planner"), timeout=30)
-        if response.status_code == 404:
-            return None
-        assert response.status_code == 200, response.text
-        record: dict[str, Any] = response.json()
-        return record
+        return record_at(self.console, "planner", f"v1/plans/{plan_id}")
 
     def wait_for(self, plan_id: str, timeout: float = 90, states: set[str] = SETTLED) -> dict[str, Any]:
         """The plan once it is in one of `states` (by default: ended, or waiting for a person)."""
-
-        def reached() -> dict[str, Any] | None:
-            record = self.show(plan_id)
-            return record if record is not None and record["state"] in states else None
-
-        return eventually(reached, timeout=timeout, interval=0.3)
+        return record_in_state(self.console, "planner", f"v1/plans/{plan_id}", states, timeout)
 
     def decide(self, escalation_id: str, decision: dict[str, Any]) -> None:
         response = httpx.post(
@@ -153,11 +143,7 @@ def test_a_plan_runs_in_waves_through_the_market(planner: Planner) -> None:
 
 
 def _completed_event(planner: Planner, plan_id: str) -> dict[str, Any] | None:
-    recorder = replicas_of(planner.cluster, "recorder")[0]
-    messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.plan.completed", timeout=10).json()[
-        "messages"
-    ]
-    return next((m for m in messages if m["plan_id"] == plan_id), None)
+    return recorded_message(planner.cluster, "agora.plan.completed", "plan_id", plan_id)
 
 
 def test_a_partial_result_is_retried_then_passes(planner: Planner) -> None:

@@ -394,7 +394,7 @@ def next_step(record: PlanRecord, now: datetime) -> tuple[NextStep, list[str]]:
     plan = record.plan
     assert plan is not None
     failed = [s.id for s in plan.subgoals if s.status is SubGoalStatus.FAILED]
-    if failed and not _accepted_failures(record, failed):
+    if failed and not _accepted_failures(record):
         if record.replans < record.request.config.max_replans and not record.direct:
             return NextStep.REPLAN, failed[:1]
         if record.request.escalate:
@@ -415,7 +415,7 @@ def next_step(record: PlanRecord, now: datetime) -> tuple[NextStep, list[str]]:
     return NextStep.RUN_WAVE, wave
 
 
-def _accepted_failures(record: PlanRecord, failed: list[str]) -> bool:
+def _accepted_failures(record: PlanRecord) -> bool:
     """With `escalate` off and the replans spent, failures stand: the plan goes on without them."""
     return not record.request.escalate and (
         record.replans >= record.request.config.max_replans or record.direct

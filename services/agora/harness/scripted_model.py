@@ -31,8 +31,6 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.verdicts: dict[tuple[str, str], list[str]] = {}
         """(marker in the task, subgoal id) → the verdicts to give, in order."""
-        self.verified: list[tuple[str, str]] = []
-        """(subgoal id, verdict) for every verification answered."""
         self._lock = threading.Lock()
         self._held: dict[tuple[str, tuple[str, ...]], tuple[str, threading.Event]] = {}
         self.asked: list[tuple[str, str]] = []
@@ -89,7 +87,6 @@ class ScriptedModel:
                 if scripted_id == subgoal_id and marker in user and queue:
                     verdict = queue.pop(0)
                     break
-            self.verified.append((subgoal_id, verdict))
         return json.dumps({"result": verdict, "reason": f"scripted {verdict}"})
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
