@@ -45,7 +45,7 @@ def test_services_may_make_only_the_calls_they_need(redis_cluster: LocalCluster)
     # monitor or reset sessions.
     assert call(redis_cluster, "allocator", "taskboard", "GET", "v1/tasks?status=PENDING").status_code == 200
     assert call(redis_cluster, "allocator", "uncertainty", "POST", "v1/sessions/x/reset").status_code == 403
-    # A worker reports its agents' steps; it may not reset a session or read the board.
+    # A worker reports its agents' steps; it may not reset a session or read the board...
     assert call(redis_cluster, "worker", "uncertainty", "POST", "v1/sessions/x/reset").status_code == 403
     assert call(redis_cluster, "worker", "taskboard", "GET", "v1/tasks?status=PENDING").status_code == 403
     step = {"step_id": "1", "text": "Found it. Confidence: 90%"}
@@ -57,6 +57,13 @@ def test_services_may_make_only_the_calls_they_need(redis_cluster: LocalCluster)
         timeout=30,
     )
     assert reported.status_code == 200, reported.text
+    # ... and read where that session stands (after a refused step), but not its summary.
+    read = call(redis_cluster, "worker", "uncertainty", "GET", "v1/sessions/least-privilege")
+    assert read.status_code == 200, read.text
+    assert (
+        call(redis_cluster, "worker", "uncertainty", "GET", "v1/sessions/least-privilege/summary").status_code
+        == 403
+    )
 
 
 def test_credentials_come_from_the_secret_store_and_no_app_can_read_them(redis_cluster: LocalCluster) -> None:

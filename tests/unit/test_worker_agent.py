@@ -18,7 +18,7 @@ from agora.core.outcomes import PROMPT_HEADING, OutcomeStatus
 from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
-from agora.worker.actors import WorkerAgent, WorkerDeps
+from agora.worker.actors import RUN_WATCHDOG, WorkerAgent, WorkerDeps, run_reminder
 from tests.unit.helpers import FakeModel, answer_of, hosted
 
 
@@ -165,3 +165,53 @@ async def test_a_redelivered_award_is_not_run_again_but_its_outcome_is_announced
     assert len(worker.state.learning) == 1
     publisher = cast(RecordingPublisher, worker.deps.publisher)
     assert publisher.sent == [first, first]
+
+
+def reminders(worker: WorkerAgent) -> set[str]:
+    return set(worker._state_manager._mock_reminders)  # type: ignore[attr-defined]
+
+
+async def watched(worker: WorkerAgent, task: TaskAwarded) -> None:
+    """What the worker does before it acknowledges an award: the run's reminder, carrying it."""
+    await worker.register_reminder(
+        run_reminder(task.task_id), task.model_dump_json().encode(), RUN_WATCHDOG, RUN_WATCHDOG
+    )
+
+
+async def test_a_run_removes_its_reminder_once_its_outcome_is_out() -> None:
+    worker = agent(ScriptedModel([True]), EscalationConfig())
+    await worker._on_activate()
+    await watched(worker, award("t1"))
+    outcome_of(await worker.execute(award("t1")))
+    assert reminders(worker) == set()
+
+
+async def test_a_run_cut_short_by_a_crash_is_started_again_by_its_reminder() -> None:
+    """The worker died after it registered the run's reminder: the reminder runs the award."""
+    model = ScriptedModel([True])
+    worker = agent(model, EscalationConfig())
+    await worker._on_activate()
+    task = award("t1")
+    await watched(worker, task)
+
+    await worker.receive_reminder("run:t1", task.model_dump_json().encode(), RUN_WATCHDOG, RUN_WATCHDOG)
+
+    publisher = cast(RecordingPublisher, worker.deps.publisher)
+    [outcome] = publisher.sent
+    assert isinstance(outcome, TaskOutcome) and outcome.task_id == "t1" and outcome.actual_success
+    assert reminders(worker) == set()
+    # A late firing of the same reminder runs nothing (it announces the outcome again).
+    calls = len(model.asked)
+    await worker.receive_reminder("run:t1", task.model_dump_json().encode(), RUN_WATCHDOG, RUN_WATCHDOG)
+    assert len(model.asked) == calls and publisher.sent == [outcome, outcome]
+
+
+async def test_an_outcome_committed_but_not_announced_is_announced_by_the_reminder() -> None:
+    worker = agent(ScriptedModel([True]), EscalationConfig())
+    await worker._on_activate()
+    task = award("t1")
+    done = outcome_of(await worker.execute(task))
+    publisher = cast(RecordingPublisher, worker.deps.publisher)
+    publisher.sent.clear()  # as if the worker died between its commit and the publish
+    await worker.receive_reminder("run:t1", task.model_dump_json().encode(), RUN_WATCHDOG, RUN_WATCHDOG)
+    assert publisher.sent == [done]

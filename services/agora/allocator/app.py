@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import Field
 
-from agora.allocator.service import MarketAllocator
+from agora.allocator.service import DEFAULT_MAX_IN_FLIGHT, MarketAllocator
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import Topic
 from agora.core.scoring import MARKET_EXPLORATION
@@ -26,6 +26,10 @@ class AllocatorSettings(ServiceSettings):
     reputation_cache_seconds: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
     """AGORA_REPUTATION_CACHE_SECONDS: how long an agent's reputation, once read, serves scoring
     (outcomes this replica applies count at once; other replicas' within this time)."""
+    max_in_flight: int = Field(default=DEFAULT_MAX_IN_FLIGHT, ge=1, le=10_000)
+    """AGORA_MAX_IN_FLIGHT: allocations under way at once in this replica. More tasks wait in
+    the broker, unacknowledged (backpressure): raise it, or add replicas, when tasks wait
+    there while this replica's CPU is idle."""
     sweep_seconds: float = 30.0
     """AGORA_SWEEP_SECONDS: how often to look for undecided tasks nobody is moving."""
     stale_after_seconds: float = 120.0
@@ -46,6 +50,7 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             bid_timeout_s=settings.bid_timeout_seconds,
             exploration_weight=settings.exploration_weight,
             reputation_max_age_s=settings.reputation_cache_seconds,
+            max_in_flight=settings.max_in_flight,
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.
@@ -54,7 +59,8 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]
-        await allocator.resume()
+        # In the background: with a backlog, picking it all up waits for allocation slots.
+        ctx.spawn(allocator.resume(), name="resume undecided tasks")
         ctx.spawn_daemon(
             allocator.sweep_forever(settings.sweep_seconds, settings.stale_after_seconds), name="stale sweep"
         )

@@ -161,6 +161,9 @@ class SharedFilter:
         return await self._asking.call(query.model_dump_json(), lambda: self._registry.filter(query))
 
 
+DEFAULT_MAX_IN_FLIGHT = 64
+
+
 class MarketAllocator:
     def __init__(
         self,
@@ -172,6 +175,7 @@ class MarketAllocator:
         bid_timeout_s: float,
         exploration_weight: float,
         reputation_max_age_s: float,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
@@ -184,6 +188,9 @@ class MarketAllocator:
         self._bid_timeout_s = bid_timeout_s
         self._exploration_weight = exploration_weight
         self._running: set[str] = set()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        """Allocations under way at once. Intake waits for a free one before it acknowledges
+        a task, so a flood stays in the broker (bounded, durable) instead of in this process."""
         self._tracer = tracer("agora.allocator")
 
     async def on_task(self, spec: TaskSpec) -> None:
@@ -192,12 +199,17 @@ class MarketAllocator:
             posted = await self._tasks.post(spec)
         except ConflictingTask as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        self._start(spec.task_id, posted)
+        await self._start(spec.task_id, posted)
 
-    def _start(self, task_id: str, known: TaskRecord | None = None) -> None:
-        if task_id not in self._running:
-            self._running.add(task_id)
-            self._ctx.spawn(self._run(task_id, known), name=f"allocate {task_id}")
+    async def _start(self, task_id: str, known: TaskRecord | None = None) -> None:
+        if task_id in self._running:
+            return
+        await self._slots.acquire()
+        if task_id in self._running:  # started by someone else while this waited
+            self._slots.release()
+            return
+        self._running.add(task_id)
+        self._ctx.spawn(self._run(task_id, known), name=f"allocate {task_id}")
 
     async def _run(self, task_id: str, known: TaskRecord | None = None) -> None:
         """`run` until the task's decision is out. A failure part way (a sidecar call timing out,
@@ -223,6 +235,7 @@ class MarketAllocator:
                     known = None  # where the board stands now
         finally:
             self._running.discard(task_id)
+            self._slots.release()
 
     async def run(self, task_id: str, known: TaskRecord | None = None) -> AllocationResult | None:
         """Take a task from wherever it stands (`known`: as just posted) to a published
@@ -291,7 +304,7 @@ class MarketAllocator:
                     and (now - record.history[-1].at).total_seconds() > stale_after_s
                 ):
                     resumed.append(task_id)
-                    self._start(task_id)
+                    await self._start(task_id)
         if resumed:
             log.info("resumed stale tasks", extra={"task_ids": resumed})
         return resumed
@@ -304,11 +317,11 @@ class MarketAllocator:
         for status in (*RESUMABLE, *DECIDED):
             for task_id in await self._listed(status):
                 if status in RESUMABLE:
-                    self._start(task_id)
+                    await self._start(task_id)
                 else:
                     record = await self._task(task_id)
                     if not record.award_published:
-                        self._start(task_id)
+                        await self._start(task_id)
 
     async def _task(self, task_id: str) -> TaskRecord:
         return await self._tasks.get(task_id)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -216,6 +217,7 @@ class LocalCluster:
         extra_env: dict[str, str] | None = None,
         jaeger_ports: dict[str, int] | None = None,
         mtls: bool | None = None,
+        redis_persistence: bool = False,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
@@ -224,6 +226,9 @@ class LocalCluster:
         """Sentry issues every sidecar and the control plane a SPIFFE certificate; sidecars
         then enforce the access-control policies in components/access-control/. On for the
         redis profile (every service its own app, as deployed), off for the embedded one."""
+        self.redis_persistence = redis_persistence
+        """Redis appends every write to its log and syncs it before answering, so a SIGKILLed
+        Redis comes back with everything it acknowledged (the fault tests restart it)."""
         self.sentry_port = 0
         self.trust_anchors = ""
         self.run_id = os.environ.get("AGORA_RUN_ID") or uuid.uuid4().hex[:12]
@@ -244,6 +249,8 @@ class LocalCluster:
         """Where this run's sidecars register and look up each other's addresses."""
         self.resource_dirs: list[Path] = []
         self._infra: list[ManagedProcess] = []
+        self._infra_ready: dict[str, tuple[Callable[[], bool], str]] = {}
+        """How to tell each infrastructure process is back after a restart."""
         self.replicas: list[ServiceReplica] = []
         self._previous_sigterm: Any = None
 
@@ -332,6 +339,30 @@ class LocalCluster:
         self._infra.append(proc)
         return proc
 
+    def _ready_when(self, proc: ManagedProcess, check: Callable[[], bool], what: str, timeout: float) -> None:
+        self._infra_ready[proc.name] = (check, what)
+        proc.wait_until(check, what, timeout)
+
+    def infra(self, name: str) -> ManagedProcess:
+        """An infrastructure process by name: placement, scheduler, sentry, redis, jaeger."""
+        found = next((p for p in self._infra if p.name == name), None)
+        if found is None:
+            raise KeyError(f"no infrastructure process {name!r} in this cluster")
+        return found
+
+    def restart_infra(self, name: str, timeout: float = 60.0) -> ManagedProcess:
+        """Start a killed (or stop a running) infrastructure process again, on the same ports
+        and data, and wait until it is ready."""
+        proc = self.infra(name)
+        proc.stop()
+        if name == "scheduler" and self.mtls:
+            # The scheduler writes its certificates anew and must not find the old folder.
+            shutil.rmtree(self.run_dir / "scheduler-identity", ignore_errors=True)
+        proc.start()
+        check, what = self._infra_ready[name]
+        proc.wait_until(check, what, timeout)
+        return proc
+
     def _start_placement(self) -> None:
         self.placement_port = self.ports.take()
         healthz, raft = self.ports.take(), self.ports.take()
@@ -358,7 +389,7 @@ class LocalCluster:
             ],
             self.control_plane_env(),
         )
-        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "placement healthy", 30)
+        self._ready_when(proc, http_ok(f"http://127.0.0.1:{healthz}/healthz"), "placement healthy", 30)
 
     def _start_scheduler(self) -> None:
         self.scheduler_port = self.ports.take()
@@ -400,7 +431,7 @@ class LocalCluster:
             ],
             self.control_plane_env(),
         )
-        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "scheduler healthy", 60)
+        self._ready_when(proc, http_ok(f"http://127.0.0.1:{healthz}/healthz"), "scheduler healthy", 60)
 
     def _start_sentry(self) -> None:
         """Sentry in self-hosted mode: with an empty credentials folder it creates its own
@@ -503,13 +534,16 @@ class LocalCluster:
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *(
+                    ["--appendonly", "yes", "--appendfsync", "always"]
+                    if self.redis_persistence
+                    else ["--appendonly", "no"]
+                ),
                 "--dir",
                 str(self.run_dir),
             ],
         )
-        proc.wait_until(port_open(self.redis_port), "redis listening", 20)
+        self._ready_when(proc, port_open(self.redis_port), "redis listening", 20)
 
     def _start_jaeger(self) -> None:
         names = ("otlp_grpc", "otlp_http", "query", "query_grpc", "health")

@@ -101,6 +101,15 @@ class ManagedProcess:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait(5)
 
+    def pause(self) -> None:
+        """SIGSTOP the child's process group: alive, holding its sockets, answering nothing."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGCONT)
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

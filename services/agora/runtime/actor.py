@@ -18,9 +18,11 @@ import functools
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
 from dapr.actor import Actor, ActorId, ActorInterface
+from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.clients.base import DaprActorClientBase
 from dapr.serializers import DefaultJSONSerializer, Serializer
@@ -206,6 +208,23 @@ class ActorClient:
         if envelope.error is not None:
             raise error_from(envelope.error.code, envelope.error.message)
         return envelope.result
+
+    async def register_reminder(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        state: bytes,
+        due: timedelta,
+        period: timedelta | None,
+    ) -> None:
+        """Register a reminder on an actor from outside it (no turn of the actor needed); the
+        actor's `receive_reminder` gets `state` as it would from its own registration."""
+        body = DefaultJSONSerializer().serialize(ActorReminderData(name, state, due, period).as_dict())
+        path = f"/v1.0/actors/{actor_type}/{actor_id}/reminders/{name}"
+        await self._sidecar.request(
+            "PUT", path, content=body, headers={"content-type": "application/json"}, timeout=self._timeout
+        )
 
 
 class SidecarActorClient(DaprActorClientBase):  # type: ignore[misc]

@@ -13,6 +13,7 @@ from agora.core.contracts import (
     Decision,
     FilterAnswer,
     OutcomeReport,
+    SessionState,
     StepReport,
     StepVerdict,
     TaskList,
@@ -74,6 +75,10 @@ class UncertaintyClient:
         path = f"v1/sessions/{session_id}/llm-responses"
         body = report.model_dump(mode="json")
         return await _as(StepVerdict, self._sidecar.invoke(self._app_id, path, json_body=body))
+
+    async def session(self, session_id: str) -> SessionState:
+        path = f"v1/sessions/{session_id}"
+        return await _as(SessionState, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
 
 class TaskActors:

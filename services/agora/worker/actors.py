@@ -3,7 +3,13 @@
 Execution is a small ReAct loop through the model client, bounded by the agent's `max_steps`;
 the actor remembers the tasks it executed last, so an award redelivered before its outcome
 reached the board is not run twice (the worker skips an award whose task the board already
-holds an outcome for).
+holds an outcome for). Before the award's delivery is acknowledged, the worker registers a
+reminder for the run (kept by the Dapr scheduler, carrying the award); the run removes it once
+its outcome is announced or the task is parked. When the worker or its sidecar dies mid-run,
+the reminder starts the run again once the actor is back, or announces an outcome committed
+but not yet announced. A run started again after the monitor had parked it finds the session
+waiting and parks under that escalation; if the person decided meanwhile, the run goes on as
+the session now stands (running again, or ended by an abort).
 
 With uncertainty checks on, every step is reported to the uncertainty monitor (session = task
 id). When the monitor pauses the session, the task is parked here with its transcript and
@@ -28,16 +34,20 @@ outcome of each run is kept with the patterns that were applied, so their effect
 with the pattern against without) can be read from `GET /v1/agents/{agent_id}/learning`.
 """
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
+from http import HTTPStatus
 from typing import Literal
 
-from dapr.actor import ActorInterface, actormethod
+from dapr.actor import ActorInterface, Remindable, actormethod
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
 from agora.core.contracts import AgentLearning, StepReport
+from agora.core.errors import AgoraError
 from agora.core.escalation import (
     DEFAULT_ESCALATION_CONFIG,
     EscalationConfig,
@@ -72,7 +82,7 @@ from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_jso
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.clients import EscalationActors, UncertaintyClient
 from agora.runtime.pubsub import Publisher
-from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.sidecar import DaprError, DaprSidecar
 from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
@@ -85,6 +95,15 @@ PATTERNS_REFRESHED_EVERY = 5
 """Runs after which the agent looks for patterns in its history again (not on every task)."""
 PATTERNS_APPLIED = 3
 """Most patterns added to one task's prompt."""
+SESSION_ABORTED = "\x00aborted"
+"""What `_check` answers when the monitor ended the task's session (never an escalation id,
+which cannot hold control characters)."""
+RUN_REMINDER_PREFIX = "run:"
+RUN_WATCHDOG = timedelta(seconds=30)
+"""How soon a run cut short by a crash of the worker (or its sidecar) starts again: a reminder
+kept by the Dapr scheduler fires this long after a run started, and every period after, until
+the run's outcome is announced or the task is parked. A run still going when it fires holds
+the actor's turn, so the reminder waits for it and then finds the run over."""
 
 
 class ReactStep(BaseModel):
@@ -172,7 +191,7 @@ class WorkerDeps:
     """The escalation ladder failed attempts climb (with triage on)."""
 
 
-class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
+class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, Remindable):
     state_model = WorkerState
     _found_patterns: list[DetectedPattern] | None = None
     """The patterns in the agent's recent runs, as last looked for (per activation, not saved)."""
@@ -180,11 +199,15 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
 
     @actor_endpoint
     async def execute(self, award: TaskAwarded) -> TaskOutcome | None:
+        return await self._execute(award)
+
+    async def _execute(self, award: TaskAwarded) -> TaskOutcome | None:
         if award.task_id in self.state.parked:
             return None  # waiting for a person
         done = self.state.executed.get(award.task_id)
         if done is not None:
-            await self._announce(award, done)
+            await self._announce(done)
+            await self._run_ended(award.task_id)
             return done
         patterns = [
             p.description
@@ -196,6 +219,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         done = await self._attempt(award, self._opening(award, patterns), 0, self._step_budget(award), run)
         if done is not None:
             await self._finish(award, done, run)
+        await self._run_ended(award.task_id)
         return done
 
     @actor_endpoint
@@ -205,6 +229,13 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             return None  # not ours, or resumed already
         del self.state.parked[resolved.waiting_party.id]
         await self.commit()
+        # From here the task is a run again: a crash before its outcome starts it afresh.
+        await self.register_reminder(
+            run_reminder(parked.award.task_id),
+            parked.award.model_dump_json().encode(),
+            RUN_WATCHDOG,
+            RUN_WATCHDOG,
+        )
         task, action = parked.award, str(resolved.decision.action)
         run = Run(parked.patterns_applied, parked.started_at or time.time(), list(parked.attempt_history))
         done: TaskOutcome | None
@@ -222,7 +253,38 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             done = await self._attempt(task, transcript, parked.steps, limit, run)
         if done is not None:
             await self._finish(task, done, run)
+        await self._run_ended(task.task_id)
         return done
+
+    async def receive_reminder(
+        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
+    ) -> None:
+        if not name.startswith(RUN_REMINDER_PREFIX):
+            return
+        task_id = name.removeprefix(RUN_REMINDER_PREFIX)
+        done = self.state.executed.get(task_id)
+        if done is not None:
+            await self._announce(done)  # committed, then perhaps cut short before it went out
+        elif task_id not in self.state.parked:
+            award = TaskAwarded.model_validate_json(state)
+            log.warning(
+                "starting again a run cut short by a crash",
+                extra={"task_id": task_id, "agent_id": self.id.id},
+            )
+            try:
+                await self._execute(award)
+            except (AgoraError, DaprError) as exc:
+                log.warning(
+                    "a run cut short by a crash cannot start again yet; trying later",
+                    extra={"task_id": task_id, "agent_id": self.id.id, "reason": str(exc)[:300]},
+                )
+            return
+        await self._run_ended(task_id)
+
+    async def _run_ended(self, task_id: str) -> None:
+        """The outcome is out or the task is parked: nothing to start again after a crash."""
+        with contextlib.suppress(Exception):  # a reminder already gone is as good
+            await self.unregister_reminder(run_reminder(task_id))
 
     @actor_endpoint
     async def learning(self) -> AgentLearning:
@@ -393,6 +455,10 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
                     )
                 )
                 escalation_id = await self._check(task, steps, step)
+                if escalation_id is SESSION_ABORTED:
+                    span.set_attribute("agora.aborted_by_monitor", True)
+                    summary = f"stopped by the uncertainty monitor at step {steps}: {summary}"
+                    break
                 if escalation_id is not None:
                     span.set_attribute("agora.parked_for", escalation_id)
                     self.state.parked[task.task_id] = ParkedTask(
@@ -416,7 +482,8 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
         return Attempt(outcome=outcome, trajectory=trajectory)
 
     async def _check(self, task: TaskAwarded, steps: int, step: ReactStep) -> str | None:
-        """Report the step to the uncertainty monitor; the escalation id when it paused us."""
+        """Report the step to the uncertainty monitor; the escalation id when it paused us, or
+        `SESSION_ABORTED` when it ended the session (critical uncertainty)."""
         if self.deps.uncertainty_app_id is None:
             return None
         report = StepReport(
@@ -425,7 +492,19 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             prompt=task.spec.description,
         )
         monitor = UncertaintyClient(self.deps.sidecar, self.deps.uncertainty_app_id)
-        return (await monitor.llm_response(task.task_id, report)).parked
+        try:
+            return (await monitor.llm_response(task.task_id, report)).parked
+        except DaprError as exc:
+            if exc.status_code != HTTPStatus.CONFLICT:
+                raise
+            # The session takes no more steps: the monitor ended it, or it waits for a person
+            # (a run cut short by a crash and started again after the monitor parked it).
+            session = await monitor.session(task.task_id)
+            if session.status == "ABORTED":
+                return SESSION_ABORTED
+            if session.status == "WAITING_FOR_HUMAN" and session.escalation_id:
+                return session.escalation_id
+            raise
 
     def _outcome(
         self, task: TaskAwarded, steps: int, *, succeeded: bool, partial: bool, summary: str
@@ -450,10 +529,14 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface):
             self.state.learning = [*self.state.learning, _learnt(done, run)][-LEARNING_KEPT:]
             self._runs_since_patterns += 1
             await self.commit()
-        await self._announce(task, done)
+        await self._announce(done)
 
-    async def _announce(self, task: TaskAwarded, done: TaskOutcome) -> None:
-        await self.deps.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{task.task_id}")
+    async def _announce(self, done: TaskOutcome) -> None:
+        await self.deps.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{done.task_id}")
+
+
+def run_reminder(task_id: str) -> str:
+    return RUN_REMINDER_PREFIX + task_id
 
 
 def _last_confidence(trajectory: list[TriageStep]) -> float | None:
@@ -502,6 +585,12 @@ class WorkerAgents:
 
     def __init__(self, actors: ActorClient) -> None:
         self._actors = actors
+
+    async def watch(self, agent_id: str, award: TaskAwarded) -> None:
+        """Register the run's reminder before the run starts (outside the agent's turn, which
+        a running task may hold): from here a crash cannot lose the award."""
+        name, state = run_reminder(award.task_id), award.model_dump_json().encode()
+        await self._actors.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
 
     async def execute(self, agent_id: str, award: TaskAwarded) -> TaskOutcome | None:
         return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "execute", award))

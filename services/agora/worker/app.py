@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import yaml
 from fastapi import FastAPI
@@ -53,6 +55,9 @@ class WorkerSettings(ServiceSettings):
     automatically (retry, replan, hint) until the triage policy escalates it to a person."""
     triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0)
     """AGORA_TRIAGE_REPEAT_LIMIT: automatic recoveries per failure type before escalating."""
+    max_runs_in_flight: int = Field(default=64, ge=1, le=10_000)
+    """AGORA_MAX_RUNS_IN_FLIGHT: task runs under way at once in this worker. Further awards wait
+    in the broker, unacknowledged (backpressure), until a run ends."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     """AGORA_AGENT_LEASE_SECONDS: the agents' registrations lapse this long after the worker
     last renewed them (it renews every third of it), so agents of a worker that is gone stop
@@ -84,6 +89,19 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         actors = ActorClient(ctx.sidecar)
         tasks = TaskActors(actors)
         agents = WorkerAgents(actors)
+        run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
+
+        async def start_run(run: Coroutine[Any, Any, object], name: str) -> None:
+            """Run in the background once a slot is free; until then the delivery waits."""
+            await run_slots.acquire()
+
+            async def bounded() -> None:
+                try:
+                    await run
+                finally:
+                    run_slots.release()
+
+            ctx.spawn(bounded(), name=name)
 
         @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
         async def learning(agent_id: PathId) -> AgentLearning:
@@ -106,7 +124,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done: the board has its outcome
-            ctx.spawn(agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
+            await agents.watch(award.agent_id, award)
+            await start_run(agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
 
         # The board admits one acknowledgment per award and an agent runs a task once (it keeps
         # the outcome and re-announces it), so redeliveries are recognised there.
@@ -125,7 +144,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             if holder not in profiles:
                 return
             await decisions.verified(EscalationActors(actors), event)
-            ctx.spawn(agents.resume(holder, event), name=f"resume {event.escalation_id}")
+            await start_run(agents.resume(holder, event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 
