@@ -9,6 +9,7 @@ from bench import (
     market_simulation,
     planner_plan,
     registry_filter,
+    soak,
 )
 
 if __name__ == "__main__":
@@ -20,3 +21,4 @@ if __name__ == "__main__":
     planner_plan.main()
     debate_run.main()
     debate_gate.main()
+    soak.main()

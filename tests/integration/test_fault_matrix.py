@@ -231,9 +231,13 @@ class Matrix:
 
         decided: set[str] = set()
 
+        runs = [("planner", f"v1/plans/{p}", PLAN_FINAL) for p in plans] + [
+            ("debate", f"v1/debates/{d}", DEBATE_FINAL) for d in debates
+        ]
+
         def settled() -> bool:
-            self.decide_waiting(batch, decided)
-            return len(self.terminal(ids)) == len(ids)
+            self.decide_waiting(batch, decided)  # tasks, plans and debates may stop for a person
+            return len(self.terminal(ids)) == len(ids) and all(self._finished(*run) for run in runs)
 
         with contextlib.suppress(AssertionError):  # what did not settle is counted as lost
             eventually(settled, timeout=SETTLE_TIMEOUT, interval=1.0)
@@ -266,9 +270,7 @@ class Matrix:
             }
             doubled += len(announced) > 1
 
-        finished = sum(self._finished("planner", f"v1/plans/{p}", PLAN_FINAL) for p in plans) + sum(
-            self._finished("debate", f"v1/debates/{d}", DEBATE_FINAL) for d in debates
-        )
+        finished = sum(self._finished(*run) for run in runs)
         for topic, key, run_ids in (
             ("agora.plan.completed", "plan_id", plans),
             ("agora.debate.completed", "debate_id", debates),
@@ -293,13 +295,8 @@ class Matrix:
         return result
 
     def _finished(self, app_id: str, path: str, states: set[str]) -> bool:
-        def reached() -> bool:
-            record = self.get(app_id, path)
-            return record is not None and record["state"] in states
-
-        with contextlib.suppress(AssertionError):
-            return eventually(reached, timeout=120, interval=0.5)
-        return False
+        record = self.get(app_id, path)
+        return record is not None and record["state"] in states
 
     def publish(self, task_id: str) -> None:
         # The worker checks every step with the uncertainty monitor; the offline agents are

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -12,6 +13,7 @@ from agora.core.contracts import Decision
 from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
 from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import outcome_of
+from agora.runtime.actor import EXPIRE_REMINDER
 from agora.runtime.pubsub import Publisher
 from tests.unit.helpers import answer_of, hosted, mock_state
 
@@ -116,3 +118,19 @@ async def test_an_escalations_learning_record_holds_only_what_the_escalation_kno
     assert learnt.completion_mode_used is None
     assert learnt.validation_pass_rate is None
     assert learnt.success_without_retry  # it got on at the first try after the decision
+
+
+async def test_a_decided_escalation_is_kept_for_its_retention_then_dropped(publisher: FlakyPublisher) -> None:
+    publisher.failures = 0
+    actor = hosted(Escalation, "e-3", EscalationDeps(cast(Publisher, publisher), retention_seconds=600))
+    await actor._on_activate()
+    await actor.park(park_request())
+    reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+    assert EXPIRE_REMINDER not in reminders  # a waiting escalation is never dropped
+    await actor.resolve(decision("skip", "alice"))
+    assert reminders[EXPIRE_REMINDER].due_time == timedelta(seconds=600)
+
+    await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=600), timedelta(0))
+
+    assert actor.state.record is None and "state" not in mock_state(actor)
+    assert len(publisher.sent) == 1  # announced once, before and not after

@@ -14,7 +14,7 @@ from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutco
 from agora.core.messages import AwardAcknowledgement, TaskAwarded, Topic
 from agora.core.task_lifecycle import TaskRecord
 from agora.reputation.actors import Reputation
-from agora.runtime.actor import InvalidActorArgument, ModelSerializer
+from agora.runtime.actor import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
 from agora.taskboard.actors import AWARD_REMINDER, Task, TaskBoardDeps
 from tests.unit.helpers import answer_of, hosted, mock_state
@@ -114,6 +114,25 @@ async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_wind
     assert actor.state.award_token not in (None, first_token)
     topics = [(topic, getattr(payload, "agent_id", None), mid) for topic, payload, mid in publisher.sent]
     assert topics[-1] == (Topic.TASK_AWARDED, "a2", "awarded:t1.2")
+
+
+async def test_a_finished_task_is_kept_for_its_retention_then_dropped() -> None:
+    publisher = RecordingPublisher()
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), retention_seconds=3600))
+    await actor._on_activate()
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9)))
+    reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+    assert EXPIRE_REMINDER not in reminders  # not finished yet
+    token = actor.state.award_token
+    await actor.mark_outcome(done_by("a1", 0.1).model_copy(update={"award_token": token}))
+    assert reminders[EXPIRE_REMINDER].due_time == timedelta(seconds=3600)
+
+    await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=3600), timedelta(0))
+
+    assert actor.state.record is None and "state" not in mock_state(actor)
+    gone = answer_of(await actor.get_task())
+    assert gone.error is not None and gone.error.code == "NO_STATE_FOUND"
 
 
 async def test_an_argument_that_fails_validation_is_answered_with_the_typed_error() -> None:

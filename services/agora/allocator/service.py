@@ -298,7 +298,10 @@ class MarketAllocator:
             for task_id in await self._listed(status):
                 if task_id in self._running:
                     continue
-                record = await self._task(task_id)
+                try:
+                    record = await self._task(task_id)
+                except NoStateFound:
+                    continue  # listed, but its record is gone (past its retention)
                 if (
                     record.status in RESUMABLE
                     and (now - record.history[-1].at).total_seconds() > stale_after_s

@@ -27,7 +27,7 @@ from agora.core.escalation import (
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.outcomes import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
-from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -64,6 +64,8 @@ class EscalationDeps:
     status_index: StatusIndex | None = None
     learner: OutcomeLearner | None = None
     """Learns from decided escalations and suggests past resolutions to new ones."""
+    retention_seconds: int | None = None
+    """How long a decided escalation is kept (None: for ever)."""
 
 
 class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterface, Remindable):
@@ -142,6 +144,9 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
     async def receive_reminder(
         self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
     ) -> None:
+        if name == EXPIRE_REMINDER:
+            await self.expired()
+            return
         if name != DEADLINE_REMINDER or self.state.record is None:
             return
         await self._redeliver()
@@ -169,7 +174,18 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             # A one-shot reminder that just fired may already be gone; nothing else can fail here.
             with contextlib.suppress(Exception):
                 await self.unregister_reminder(DEADLINE_REMINDER)
+        if self.deps.retention_seconds is not None:
+            await self.expire_in(self.deps.retention_seconds)
         return record
+
+    async def expired(self) -> None:
+        record = self.state.record
+        if record is None or record.waiting:
+            return
+        await self._redeliver()  # a decision whose publish failed goes out before the record goes
+        if self.deps.status_index is not None:
+            await self.deps.status_index.discard(self.id.id, str(record.status))
+        await self.forget()
 
     async def _announce_decision(self, record: EscalationRecord) -> None:
         assert record.decision is not None

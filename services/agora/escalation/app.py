@@ -64,7 +64,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
             )
         )
-        ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner))
+        ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner, settings.retention_seconds))
         escalations = EscalationActors(ActorClient(ctx.sidecar))
 
         async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:

@@ -40,6 +40,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 STATE_KEY = "state"
+EXPIRE_REMINDER = "expire"
+"""The reminder that ends a finished record's retention (`PydanticActor.expire_in`)."""
 
 
 class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
@@ -67,9 +69,20 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     def initial_state(self) -> S:
         return self.state_model()  # type: ignore[return-value]
 
-    async def commit(self) -> None:
-        await self._state_manager.set_state(STATE_KEY, self.state.model_dump(mode="json"))
+    async def commit(self, ttl_seconds: int | None = None) -> None:
+        """Save the state; with `ttl_seconds` the store drops it that long after this write
+        (unless written again), which needs Dapr's `ActorStateTTL` feature."""
+        await self._state_manager.set_state_ttl(STATE_KEY, self.state.model_dump(mode="json"), ttl_seconds)
         await self._state_manager.save_state()
+
+    async def expire_in(self, seconds: int) -> None:
+        """Call `expired` `seconds` from now: a one-shot reminder (`EXPIRE_REMINDER`), kept by
+        the Dapr scheduler, that the actor's `receive_reminder` hands to `expired`."""
+        await self.register_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=seconds))
+
+    async def expired(self) -> None:
+        """The retention of a finished record ended: drop it (override to also unlist it)."""
+        await self.forget()
 
     async def forget(self) -> None:
         """Remove the actor's state; the next activation starts from `initial_state()`."""

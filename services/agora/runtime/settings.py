@@ -29,6 +29,11 @@ class ServiceSettings(BaseSettings):
     sidecar_wait_seconds: float = 60.0
     shutdown_grace_seconds: float = 10.0
     dedupe_ttl_seconds: int = 24 * 3600
+    retention_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+    """AGORA_RETENTION_SECONDS: how long a finished record (a task that reached its end, a
+    decided escalation, an uncertainty session not waiting for a person) is kept before it is
+    dropped from the store and its listing, so the store holds what is current plus this
+    window. Its id may be used again afterwards."""
     log_level: str = "INFO"
 
     @property

@@ -27,10 +27,10 @@ from pydantic import BaseModel
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core.errors import NoStateFound
-from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
+from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
-from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -77,6 +77,8 @@ class TaskBoardDeps:
     status_index: StatusIndex | None = None
     ack_seconds: float = lifecycle.DEFAULT_ACK_SECONDS
     """How long a winner's runtime has to acknowledge an award (or the task's shorter deadline)."""
+    retention_seconds: int | None = None
+    """How long a task that reached its end is kept (None: for ever)."""
 
 
 class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindable):
@@ -98,7 +100,17 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         await self.commit()
         if previous != updated.status:
             await self._reindex(previous, updated.status)
+            if updated.status in TERMINAL_STATUSES and self.deps.retention_seconds is not None:
+                await self.expire_in(self.deps.retention_seconds)
         return updated
+
+    async def expired(self) -> None:
+        record = self.state.record
+        if record is None or record.status not in TERMINAL_STATUSES:
+            return
+        if self.deps.status_index is not None:
+            await self.deps.status_index.discard(self.id.id, str(record.status))
+        await self.forget()
 
     async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
         if self.deps.status_index is not None:
@@ -159,6 +171,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
     async def receive_reminder(
         self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
     ) -> None:
+        if name == EXPIRE_REMINDER:
+            await self.expired()
+            return
         if name != AWARD_REMINDER or self.state.record is None:
             return
         record = self.state.record

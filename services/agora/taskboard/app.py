@@ -31,7 +31,9 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
-        ctx.host_actor(Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds))
+        ctx.host_actor(
+            Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
+        )
         tasks = TaskActors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/tasks", response_model=TaskList)

@@ -88,10 +88,19 @@ class UncertaintyDeps:
     policy: UncertaintyPolicy = field(default_factory=UncertaintyPolicy)
     checkpoint_triggers: tuple[CheckpointTrigger, ...] = ()
     model: ConfidenceModel | None = None
+    retention_seconds: int | None = None
+    """How long a session is kept after its last change, unless it waits for a person (None:
+    for ever)."""
 
 
 class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUncertaintyInterface):
     state_model = SessionState
+
+    async def commit(self, ttl_seconds: int | None = None) -> None:
+        """A session lives on while it changes or waits for a person; left alone, it is dropped
+        after the retention (a state TTL, so no reminder per session)."""
+        waiting = self.state.status == "WAITING_FOR_HUMAN"
+        await super().commit(ttl_seconds or (None if waiting else self.deps.retention_seconds))
 
     def _estimator(self) -> UncertaintyEstimator:
         if self.state.belief is None:

@@ -87,6 +87,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
                 policy,
                 tuple(load_triggers(settings.checkpoints_file)),
                 confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar)),
+                settings.retention_seconds,
             ),
         )
 

@@ -5,11 +5,12 @@ the actor remembers the tasks it executed last, so an award redelivered before i
 reached the board is not run twice (the worker skips an award whose task the board already
 holds an outcome for). Before the award's delivery is acknowledged, the worker registers a
 reminder for the run (kept by the Dapr scheduler, carrying the award); the run removes it once
-its outcome is announced or the task is parked. When the worker or its sidecar dies mid-run,
-the reminder starts the run again once the actor is back, or announces an outcome committed
-but not yet announced. A run started again after the monitor had parked it finds the session
-waiting and parks under that escalation; if the person decided meanwhile, the run goes on as
-the session now stands (running again, or ended by an abort).
+its outcome is announced or the task is parked. An award that arrives while the worker has as
+many runs under way as it allows waits as that reminder, which starts it. When the worker or
+its sidecar dies mid-run, the reminder starts the run again once the actor is back, or
+announces an outcome committed but not yet announced. A run started again after the monitor
+had parked it finds the session waiting and parks under that escalation; if the person decided
+meanwhile, the run goes on as the session now stands (running again, or ended by an abort).
 
 With uncertainty checks on, every step is reported to the uncertainty monitor (session = task
 id). When the monitor pauses the session, the task is parked here with its transcript and
@@ -100,9 +101,10 @@ SESSION_ABORTED = "\x00aborted"
 which cannot hold control characters)."""
 RUN_REMINDER_PREFIX = "run:"
 RUN_WATCHDOG = timedelta(seconds=30)
-"""How soon a run cut short by a crash of the worker (or its sidecar) starts again: a reminder
-kept by the Dapr scheduler fires this long after a run started, and every period after, until
-the run's outcome is announced or the task is parked. A run still going when it fires holds
+"""How soon a run that did not start on delivery (the worker was busy) or was cut short by a
+crash of the worker (or its sidecar) starts: a reminder kept by the Dapr scheduler fires this
+long after the award came, and every period after, until the run's outcome is announced or
+the task is parked. A run still going when it fires holds
 the actor's turn, so the reminder waits for it and then finds the run over."""
 
 
@@ -267,15 +269,14 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             await self._announce(done)  # committed, then perhaps cut short before it went out
         elif task_id not in self.state.parked:
             award = TaskAwarded.model_validate_json(state)
-            log.warning(
-                "starting again a run cut short by a crash",
-                extra={"task_id": task_id, "agent_id": self.id.id},
-            )
+            # The worker was busy when the award came (it waited here), or the run was cut short
+            # by a crash: either way it starts now, from its first step.
+            log.info("run started by its reminder", extra={"task_id": task_id, "agent_id": self.id.id})
             try:
                 await self._execute(award)
             except (AgoraError, DaprError) as exc:
                 log.warning(
-                    "a run cut short by a crash cannot start again yet; trying later",
+                    "a run started by its reminder cannot go on yet; trying later",
                     extra={"task_id": task_id, "agent_id": self.id.id, "reason": str(exc)[:300]},
                 )
             return

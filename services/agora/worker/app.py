@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,10 @@ class WorkerSettings(ServiceSettings):
     automatically (retry, replan, hint) until the triage policy escalates it to a person."""
     triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0)
     """AGORA_TRIAGE_REPEAT_LIMIT: automatic recoveries per failure type before escalating."""
-    max_runs_in_flight: int = Field(default=64, ge=1, le=10_000)
-    """AGORA_MAX_RUNS_IN_FLIGHT: task runs under way at once in this worker. Further awards wait
-    in the broker, unacknowledged (backpressure), until a run ends."""
+    max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
+    """AGORA_MAX_RUNS_IN_FLIGHT: task runs this worker starts at once on delivery. An award
+    that arrives with all of them under way is taken (acknowledged on the board) and waits as
+    its run reminder, which starts it within 30 s; a decision waits in the broker."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     """AGORA_AGENT_LEASE_SECONDS: the agents' registrations lapse this long after the worker
     last renewed them (it renews every third of it), so agents of a worker that is gone stop
@@ -91,13 +92,10 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
         agents = WorkerAgents(actors)
         run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
 
-        async def start_run(run: Coroutine[Any, Any, object], name: str) -> None:
-            """Run in the background once a slot is free; until then the delivery waits."""
-            await run_slots.acquire()
-
+        def spawn_run(run: Callable[[], Coroutine[Any, Any, object]], name: str) -> None:
             async def bounded() -> None:
                 try:
-                    await run
+                    await run()
                 finally:
                     run_slots.release()
 
@@ -125,7 +123,13 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done: the board has its outcome
             await agents.watch(award.agent_id, award)
-            await start_run(agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
+            if run_slots.locked():
+                # As many runs as allowed are under way: the award waits as the reminder just
+                # registered (durable, in the scheduler), which starts the run within its
+                # period; nothing more is held here.
+                return
+            await run_slots.acquire()
+            spawn_run(lambda: agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
 
         # The board admits one acknowledgment per award and an agent runs a task once (it keeps
         # the outcome and re-announces it), so redeliveries are recognised there.
@@ -144,7 +148,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             if holder not in profiles:
                 return
             await decisions.verified(EscalationActors(actors), event)
-            await start_run(agents.resume(holder, event), name=f"resume {event.escalation_id}")
+            await run_slots.acquire()  # a decision waits in the broker for a free slot
+            spawn_run(lambda: agents.resume(holder, event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 

@@ -1,0 +1,273 @@
+"""Soak: a steady stream of tasks through the whole system (redis profile, every service its
+own app), with the worker's per-step uncertainty checks on so some tasks park for a person,
+and a person deciding them as they come. Sampled every few seconds: the resident memory of
+every app and sidecar (and placement, scheduler, Redis) and the number of keys in Redis.
+
+Retention is short here (AGORA_SOAK_RETENTION_SECONDS, 120 s by default) so the run reaches
+the steady state a deployment reaches after its own retention (7 days by default): finished
+tasks, decided escalations and idle sessions are dropped, idempotency markers expire, and the
+number of keys levels off instead of growing with every task.
+
+Figures: memory per process at start, after warm-up and at the end (growth after warm-up),
+Redis keys after warm-up, at most and at the end, and tasks per second. Sizes:
+AGORA_SOAK_TASKS (10,000), AGORA_SOAK_RATE (tasks/s, 20).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agora.core.limits import MAX_PAGE_SIZE
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.processes import ManagedProcess
+from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER
+
+TASKS = int(os.environ.get("AGORA_SOAK_TASKS", "10000"))
+RATE = float(os.environ.get("AGORA_SOAK_RATE", "20"))
+RETENTION_S = int(os.environ.get("AGORA_SOAK_RETENTION_SECONDS", "120"))
+SAMPLE_EVERY_S = 5.0
+WARM_UP_FRACTION = 0.25
+"""Memory and keys "after warm-up": once a quarter of the tasks is published, past the first
+retention window, so every kind of record has started to expire."""
+RESULTS = Path(__file__).parent / "results" / "soak.json"
+TERMINAL = ("COMPLETED", "FAILED", "PARTIAL", "REJECTED")
+CLIENT = httpx.Client(limits=httpx.Limits(max_connections=8), timeout=30)
+
+
+@dataclass
+class Sample:
+    at_s: float
+    published: int
+    rss_mb: dict[str, float]
+    redis_keys: int
+
+
+@dataclass
+class Soak:
+    cluster: LocalCluster
+    console: ServiceReplica
+    samples: list[Sample] = field(default_factory=list)
+    decided: int = 0
+    started: float = field(default_factory=time.monotonic)
+    published: int = 0
+
+
+def _rss_mb(processes: list[ManagedProcess]) -> dict[str, float]:
+    found = {}
+    for process in processes:
+        if process.pid is None or process.name.startswith(("recorder", "jaeger")):
+            continue
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:
+            continue
+        kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+        found[process.name] = round(kb / 1024, 1)
+    return found
+
+
+def _redis_keys(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"DBSIZE\r\n")
+        answer = sock.recv(64).decode()
+    assert answer.startswith(":"), answer
+    return int(answer[1:].strip())
+
+
+def _key_kinds(port: int) -> dict[str, int]:
+    """Keys in Redis by kind: an actor type's state (`<app>||<type>||<id>||state`), or the
+    app and namespace of a plain key (`<app>||<namespace>:...`), or a stream (topic)."""
+    listed = subprocess.run(
+        [shutil.which("redis-cli") or "redis-cli", "-p", str(port), "--scan", "--count", "1000"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.split()  # fmt: skip
+    kinds: Counter[str] = Counter()
+    for key in listed:
+        parts = key.split("||")
+        if len(parts) >= 4:
+            kinds[f"actor {parts[1]}"] += 1
+        elif len(parts) == 2:
+            kinds[f"{parts[0]} {parts[1].split(':')[0]}"] += 1
+        else:
+            kinds["topic streams and other"] += 1
+    return dict(kinds.most_common())
+
+
+def _sample(soak: Soak) -> None:
+    assert soak.cluster.redis_port is not None
+    soak.samples.append(
+        Sample(
+            at_s=round(time.monotonic() - soak.started, 1),
+            published=soak.published,
+            rss_mb=_rss_mb(list(soak.cluster.processes())),
+            redis_keys=_redis_keys(soak.cluster.redis_port),
+        )
+    )
+
+
+def _decide_waiting(soak: Soak) -> None:
+    """A person skips every escalation that waits."""
+    url = soak.console.invoke_url(
+        f"v1/escalations?status=WAITING_FOR_HUMAN&limit={MAX_PAGE_SIZE}", "escalation"
+    )
+    for record in CLIENT.get(url).json()["escalations"]:
+        resume = soak.console.invoke_url(f"v1/escalations/{record['escalation_id']}/resume", "escalation")
+        answer = CLIENT.post(
+            resume, json={"decision": {"kind": "escalation", "action": "skip"}, "who": "soak"}
+        )
+        soak.decided += answer.status_code == 200
+
+
+def _listed(soak: Soak, status: str) -> set[str]:
+    url = soak.console.invoke_url(f"v1/tasks?status={status}", "taskboard")
+    return set(CLIENT.get(url).json()["task_ids"])
+
+
+def _watch(soak: Soak, stop: threading.Event) -> None:
+    while not stop.wait(SAMPLE_EVERY_S):
+        _sample(soak)
+        _decide_waiting(soak)
+
+
+def _publish(soak: Soak, task_id: str) -> None:
+    spec = {
+        "task_id": task_id,
+        "description": f"Reconcile ledger {task_id} against the bank statement",
+        "required_skills": ["web_search"],
+        "min_success_threshold": 0.0,
+    }
+    url = f"{soak.console.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks"
+    CLIENT.post(url, json=spec).raise_for_status()
+
+
+def run(soak: Soak) -> dict[str, Any]:
+    batch = uuid.uuid4().hex[:6]
+    ids = [f"soak-{batch}-{i:05d}" for i in range(TASKS)]
+    _sample(soak)
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(soak, stop), daemon=True)
+    watcher.start()
+    began = time.monotonic()
+    warm_index = 0
+    for i, task_id in enumerate(ids):
+        # Steady: task i leaves at i / RATE seconds after the start, however long a publish took.
+        time.sleep(max(0.0, began + i / RATE - time.monotonic()))
+        _publish(soak, task_id)
+        soak.published = i + 1
+        if i + 1 == int(TASKS * WARM_UP_FRACTION):
+            warm_index = len(soak.samples)
+        if (i + 1) % 1000 == 0:
+            print(f"  soak: {i + 1} of {TASKS} tasks published", flush=True)
+    published_in = time.monotonic() - began
+    # Every task ends: the last ones finish, parked ones are decided. Tasks past their
+    # retention are already gone from the listings, so count what is still unfinished.
+    deadline = time.monotonic() + 600
+    unfinished: set[str] = set(ids)
+    while time.monotonic() < deadline:
+        unfinished = set()
+        for status in ("PENDING", "BIDDING", "ALLOCATED"):
+            unfinished |= _listed(soak, status) & set(ids)
+        if not unfinished:
+            break
+        time.sleep(2)
+    settled_in = time.monotonic() - began
+    _sample(soak)
+    stop.set()
+    watcher.join()
+    figures = _figures(soak, warm_index, published_in, settled_in, len(unfinished))
+    assert soak.cluster.redis_port is not None
+    figures["redis_keys"]["end_by_kind"] = _key_kinds(soak.cluster.redis_port)
+    return figures
+
+
+def _figures(
+    soak: Soak, warm_index: int, published_in: float, settled_in: float, unfinished: int
+) -> dict[str, Any]:
+    start, warm, end = soak.samples[0], soak.samples[warm_index], soak.samples[-1]
+    memory = {
+        name: {
+            "start_mb": start.rss_mb.get(name),
+            "warm_mb": warm.rss_mb.get(name),
+            "end_mb": end.rss_mb.get(name),
+            "growth_after_warm_up_pct": round((end.rss_mb[name] / warm.rss_mb[name] - 1) * 100, 1)
+            if name in warm.rss_mb and name in end.rss_mb
+            else None,
+        }
+        for name in sorted(end.rss_mb)
+    }
+    after_warm = [s.redis_keys for s in soak.samples[warm_index:]]
+    return {
+        "tasks": TASKS,
+        "rate_per_s": RATE,
+        "retention_s": RETENTION_S,
+        "published_in_s": round(published_in, 1),
+        "settled_in_s": round(settled_in, 1),
+        "tasks_per_s": round(TASKS / settled_in, 1),
+        "unfinished": unfinished,
+        "escalations_decided": soak.decided,
+        "memory": memory,
+        "largest_growth_after_warm_up_pct": max(
+            (
+                m["growth_after_warm_up_pct"]
+                for m in memory.values()
+                if m["growth_after_warm_up_pct"] is not None
+            ),
+            default=None,
+        ),
+        "redis_keys": {
+            "start": start.redis_keys,
+            "warm": warm.redis_keys,
+            "max_after_warm_up": max(after_warm),
+            "median_after_warm_up": statistics.median(after_warm),
+            "end": end.redis_keys,
+        },
+        "samples": [s.__dict__ for s in soak.samples],
+    }
+
+
+def main() -> None:
+    print(f"soak: {TASKS} tasks at {RATE:g}/s, retention {RETENTION_S} s")
+    env = {"AGORA_RETENTION_SECONDS": str(RETENTION_S), "AGORA_DEDUPE_TTL_SECONDS": str(RETENTION_S)}
+    checked_worker = ServiceSpec(WORKER.app_id, WORKER.module, env={"AGORA_UNCERTAINTY_CHECKS": "true"})
+    with LocalCluster(
+        "redis", run_dir=Path(tempfile.mkdtemp(prefix="agora-soak-")), extra_env=env
+    ) as cluster:
+        for spec in [*SERVICES, RECORDER, CONSOLE]:
+            cluster.add_service(checked_worker if spec is WORKER else spec)
+        soak = Soak(cluster, next(r for r in cluster.replicas if r.spec.app_id == "console"))
+        figures = run(soak)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    keys = figures["redis_keys"]
+    print(
+        f"soak: {figures['tasks_per_s']} tasks/s, {figures['unfinished']} unfinished, "
+        f"{figures['escalations_decided']} escalations decided"
+    )
+    print(
+        f"  redis keys: warm {keys['warm']}, max after warm-up {keys['max_after_warm_up']}, end {keys['end']}"
+    )
+    print(f"  largest memory growth after warm-up: {figures['largest_growth_after_warm_up_pct']} %")
+    for name, m in figures["memory"].items():
+        print(
+            f"  {name:24s} {m['start_mb']} → {m['warm_mb']} → {m['end_mb']} MB "
+            f"({m['growth_after_warm_up_pct']} %)"
+        )
+
+
+if __name__ == "__main__":
+    main()
