@@ -1,7 +1,8 @@
 """Soak: a steady stream of tasks through the whole system (redis profile, every service its
-own app), with the worker's per-step uncertainty checks on so some tasks park for a person,
-and a person deciding them as they come. Sampled every few seconds: the resident memory of
-every app and sidecar (and placement, scheduler, Redis) and the number of keys in Redis.
+own app), every task run to its outcome; beside it, one escalation parked for every
+`ESCALATE_EVERY` tasks (as an agent's runtime parks one) and a person deciding them as they
+come. Sampled every few seconds: the resident memory of every app and sidecar (and placement,
+scheduler, Redis) and the number of keys in Redis.
 
 Retention is short here (AGORA_SOAK_RETENTION_SECONDS, 120 s by default) so the run reaches
 the steady state a deployment reaches after its own retention (7 days by default): finished
@@ -10,7 +11,8 @@ number of keys levels off instead of growing with every task.
 
 Figures: memory per process at start, after warm-up and at the end (growth after warm-up),
 Redis keys after warm-up, at most and at the end, and tasks per second. Sizes:
-AGORA_SOAK_TASKS (10,000), AGORA_SOAK_RATE (tasks/s, 20).
+AGORA_SOAK_TASKS (10,000), AGORA_SOAK_RATE (tasks/s, 15: below what this 2-core machine
+decides per second, so the run is steady rather than a growing backlog).
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ from typing import Any
 
 import httpx
 
+from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
-from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.processes import ManagedProcess
-from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER
+from agora.harness.system import CONSOLE, RECORDER, SERVICES
 
 TASKS = int(os.environ.get("AGORA_SOAK_TASKS", "10000"))
-RATE = float(os.environ.get("AGORA_SOAK_RATE", "20"))
+RATE = float(os.environ.get("AGORA_SOAK_RATE", "15"))
+ESCALATE_EVERY = 20
 RETENTION_S = int(os.environ.get("AGORA_SOAK_RETENTION_SECONDS", "120"))
 SAMPLE_EVERY_S = 5.0
 WARM_UP_FRACTION = 0.25
@@ -133,6 +137,26 @@ def _decide_waiting(soak: Soak) -> None:
         soak.decided += answer.status_code == 200
 
 
+def _park(soak: Soak, escalation_id: str) -> None:
+    request = ParkRequest(
+        waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=escalation_id),
+        context=EscalationContext(
+            job_id=escalation_id,
+            sheet_num=1,
+            validation_results=[],
+            confidence=0.3,
+            retry_count=0,
+            error_history=[],
+            prompt_used="Reconcile the ledger against the bank statement",
+            output_summary="Two entries do not match; not sure which one is right",
+        ),
+        who="soak",
+        why="low confidence",
+    )
+    url = soak.console.invoke_url(f"v1/escalations/{escalation_id}", "escalation")
+    CLIENT.put(url, json=request.model_dump(mode="json")).raise_for_status()
+
+
 def _listed(soak: Soak, status: str) -> set[str]:
     url = soak.console.invoke_url(f"v1/tasks?status={status}", "taskboard")
     return set(CLIENT.get(url).json()["task_ids"])
@@ -168,6 +192,8 @@ def run(soak: Soak) -> dict[str, Any]:
         # Steady: task i leaves at i / RATE seconds after the start, however long a publish took.
         time.sleep(max(0.0, began + i / RATE - time.monotonic()))
         _publish(soak, task_id)
+        if i % ESCALATE_EVERY == 0:
+            _park(soak, f"esc-{task_id}")
         soak.published = i + 1
         if i + 1 == int(TASKS * WARM_UP_FRACTION):
             warm_index = len(soak.samples)
@@ -243,12 +269,11 @@ def _figures(
 def main() -> None:
     print(f"soak: {TASKS} tasks at {RATE:g}/s, retention {RETENTION_S} s")
     env = {"AGORA_RETENTION_SECONDS": str(RETENTION_S), "AGORA_DEDUPE_TTL_SECONDS": str(RETENTION_S)}
-    checked_worker = ServiceSpec(WORKER.app_id, WORKER.module, env={"AGORA_UNCERTAINTY_CHECKS": "true"})
     with LocalCluster(
         "redis", run_dir=Path(tempfile.mkdtemp(prefix="agora-soak-")), extra_env=env
     ) as cluster:
         for spec in [*SERVICES, RECORDER, CONSOLE]:
-            cluster.add_service(checked_worker if spec is WORKER else spec)
+            cluster.add_service(spec)
         soak = Soak(cluster, next(r for r in cluster.replicas if r.spec.app_id == "console"))
         figures = run(soak)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,9 @@ Commands that talk to a running system go through a Dapr sidecar's HTTP API (ser
 invocation and publish). The sidecar is, in this order: `--dapr-http-port`; the system the
 `agora run` of this directory started (`.run/current/cluster.json`); the system the last
 `agora run` on this machine started (`$AGORA_CACHE/current/cluster.json`, default
-`~/.cache/agora`); DAPR_HTTP_PORT.
+`~/.cache/agora`); DAPR_HTTP_ENDPOINT (e.g. `http://agora-console.agora.svc:3500`);
+DAPR_HTTP_PORT (on 127.0.0.1, as in a pod beside its sidecar). With DAPR_API_TOKEN set, every
+request carries it (`dapr-api-token`), as a sidecar that requires an API token expects.
 
 Expected failures (a file that does not parse or validate, a refusal from the system, no
 system running) are printed as `error: ...` lines, exit code 1.
@@ -76,8 +78,22 @@ class _Sidecar:
     """The sidecar the CLI talks through, and the app ids running behind it (empty: unknown;
     each service is then addressed by its own name)."""
 
-    port: int
+    url: str
+    """The sidecar's HTTP API, e.g. `http://127.0.0.1:3500`."""
     app_ids: frozenset[str] = frozenset()
+
+    @property
+    def where(self) -> str:
+        return self.url.split("://", 1)[-1]
+
+
+def _loopback(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def _token_header() -> dict[str, str]:
+    token = os.environ.get("DAPR_API_TOKEN")
+    return {"dapr-api-token": token} if token else {}
 
 
 def _run_links() -> tuple[Path, Path]:
@@ -85,9 +101,9 @@ def _run_links() -> tuple[Path, Path]:
     return RUN_ROOT / "current", cache_root() / "current"
 
 
-def _sidecar_answers(port: int) -> bool:
+def _sidecar_answers(url: str) -> bool:
     try:
-        httpx.get(f"http://127.0.0.1:{port}/v1.0/healthz", timeout=PROBE_TIMEOUT_S)
+        httpx.get(f"{url}/v1.0/healthz", timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError:
         return False
     return True
@@ -110,36 +126,40 @@ def _sidecar_of_run(link: Path) -> _Sidecar | str | None:
         return f"the last run at {run_dir} has no services up yet"
     # People's tools speak as the console where there is one (the access-control policies
     # name it); otherwise through any sidecar.
-    port = next((p for app_id, p in services if app_id == "console"), services[0][1])
-    if not _sidecar_answers(port):
+    url = _loopback(next((p for app_id, p in services if app_id == "console"), services[0][1]))
+    if not _sidecar_answers(url):
         return f"the last run at {run_dir} is not answering"
-    return _Sidecar(port, frozenset(app_id for app_id, _ in services))
+    return _Sidecar(url, frozenset(app_id for app_id, _ in services))
 
 
-def _named_sidecar(port: int) -> _Sidecar:
-    """A sidecar given by port: its own app id (from its metadata) tells whether it fronts the
-    embedded app that hosts every service."""
+def _named_sidecar(url: str) -> _Sidecar:
+    """A sidecar given by address: its own app id (from its metadata) tells whether it fronts
+    the embedded app that hosts every service."""
     try:
-        own_id = str(
-            httpx.get(f"http://127.0.0.1:{port}/v1.0/metadata", timeout=PROBE_TIMEOUT_S).json()["id"]
-        )
+        answer = httpx.get(f"{url}/v1.0/metadata", timeout=PROBE_TIMEOUT_S, headers=_token_header())
+        own_id = str(answer.json()["id"])
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return _Sidecar(port)
-    return _Sidecar(port, frozenset({own_id}))
+        return _Sidecar(url)
+    return _Sidecar(url, frozenset({own_id}))
 
 
 def _find_sidecar(dapr_http_port: int | None) -> _Sidecar:
     if dapr_http_port is not None:
-        return _named_sidecar(dapr_http_port)
+        return _named_sidecar(_loopback(dapr_http_port))
     unusable: str | None = None
     for link in _run_links():
         found = _sidecar_of_run(link)
         if isinstance(found, _Sidecar):
             return found
         unusable = unusable or found
+    endpoint = os.environ.get("DAPR_HTTP_ENDPOINT", "").rstrip("/")
+    if endpoint:
+        if not re.fullmatch(r"https?://[^\s/]+", endpoint):
+            raise CliError(f"DAPR_HTTP_ENDPOINT={_shown(endpoint)} is not an http(s)://host[:port] address")
+        return _named_sidecar(endpoint)
     if os.environ.get("DAPR_HTTP_PORT"):
         try:
-            return _named_sidecar(int(os.environ["DAPR_HTTP_PORT"]))
+            return _named_sidecar(_loopback(int(os.environ["DAPR_HTTP_PORT"])))
         except ValueError:
             raise CliError(f"DAPR_HTTP_PORT={os.environ['DAPR_HTTP_PORT']!r} is not a port number") from None
     why = f" ({unusable})" if unusable else ""
@@ -333,9 +353,11 @@ def _send(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
-    where = f"127.0.0.1:{sidecar.port}"
+    where = sidecar.where
     try:
-        response = httpx.request(method, url, json=body, timeout=REQUEST_TIMEOUT_S, headers=headers)
+        response = httpx.request(
+            method, url, json=body, timeout=REQUEST_TIMEOUT_S, headers={**_token_header(), **(headers or {})}
+        )
     except httpx.ConnectError as exc:
         reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).lower() or "cannot connect"
         raise CliError(
@@ -364,14 +386,14 @@ def _invoke(
 ) -> Any:
     sidecar = _sidecar(args)
     app_id = app_id_hosting(service, sidecar.app_ids)
-    url = f"http://127.0.0.1:{sidecar.port}/v1.0/invoke/{app_id}/method/{path}"
+    url = f"{sidecar.url}/v1.0/invoke/{app_id}/method/{path}"
     response = _send(sidecar, method, url, service, body, headers)
     try:
         return response.json()
     except ValueError:
         raise CliError(
             f"{service} answered {response.status_code} with a body that is not JSON; "
-            f"is 127.0.0.1:{sidecar.port} an Agora sidecar?"
+            f"is {sidecar.where} an Agora sidecar?"
         ) from None
 
 
@@ -491,7 +513,7 @@ def cmd_task_publish(args: argparse.Namespace) -> int:
     # Every item is checked first: a typo is reported here, not dead-lettered later.
     specs = _load_models(args.file, TaskSpec, "task_id")
     sidecar = _sidecar(args)
-    url = f"http://127.0.0.1:{sidecar.port}/v1.0/publish/agora-pubsub/{Topic.TASKS}"
+    url = f"{sidecar.url}/v1.0/publish/agora-pubsub/{Topic.TASKS}"
     for spec in specs:
         _send(sidecar, "POST", url, f"topic {Topic.TASKS}", spec.model_dump(mode="json"))
         print(f"published {spec.task_id}")

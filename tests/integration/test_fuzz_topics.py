@@ -1,7 +1,10 @@
-"""Fuzzing the intake topics (redis profile, every service its own app): payloads drawn from
-junk (any JSON, deep nesting, huge strings, non-JSON bodies) and from valid messages with one
-field broken, published through the console's sidecar as any client would. Every payload the
-topic's contract refuses is dead-lettered with its reason; no app crashes or logs an error."""
+"""Fuzzing every topic a service subscribes to (redis profile, every service its own app):
+payloads drawn from junk (any JSON, deep nesting, huge strings, non-JSON bodies) and from valid
+messages with one field broken. Intake topics are published through the console's sidecar as
+any client would; protected topics through the sidecar of the one app their scopes let publish
+(a buggy or hijacked publisher). Every payload the topic's contract refuses is dead-lettered
+with its reason, and so is every valid one the receivers' source of truth disowns (`DISOWNED`:
+the fuzzed ids name no real task or escalation); no app crashes or logs an error."""
 
 from __future__ import annotations
 
@@ -17,14 +20,27 @@ from pydantic import TypeAdapter, ValidationError
 
 from agora.core.debate import DebateRequest
 from agora.core.limits import MAX_TEXT_CHARS
-from agora.core.market import TaskSpec
-from agora.core.messages import registry_command_adapter
+from agora.core.market import TaskOutcome, TaskSpec
+from agora.core.messages import (
+    EscalationOutcome,
+    EscalationResolved,
+    TaskAwarded,
+    TaskRejected,
+    registry_command_adapter,
+)
 from agora.core.plans import PlanRequest
 from agora.harness import LocalCluster, ServiceReplica
+from agora.worker.app import SAMPLE_AGENTS, load_profiles
 from tests.integration.helpers import replicas_of
 from tests.integration.test_hostile_input import dead_letter_for, log_lines
 
 pytestmark = pytest.mark.integration
+
+BID = {"bid_id": "b-fuzz", "task_id": "fuzz", "agent_id": "researcher", "self_reported_success_prob": 0.8,
+       "estimated_cost_usd": 0.1, "estimated_steps": 1}  # fmt: skip
+SCORE = {"bid_id": "b-fuzz", "agent_id": "researcher", "raw_success_prob": 0.8,
+         "calibrated_success_prob": 0.8, "reputation_score": 0.5, "cost_score": 0.5, "composite": 0.6,
+         "ucb_bonus": 0.0, "final_score": 0.6}  # fmt: skip
 
 VALID: dict[str, dict[str, Any]] = {
     "agora.tasks": {"task_id": "fuzz", "description": "Summarise", "required_skills": ["nonexistent_skill"]},
@@ -32,17 +48,70 @@ VALID: dict[str, dict[str, Any]] = {
     "agora.plans": {"plan_id": "fuzz", "task": "Say hello"},
     "agora.debates": {"debate_id": "fuzz", "question": "Which? Options: a | b",
                       "config": {"debaters": [{"debater_id": "d0"}, {"debater_id": "d1"}]}},
+    "agora.task.awarded": {"task_id": "fuzz", "agent_id": "researcher", "award_token": "t" * 32,
+                           "spec": {"task_id": "fuzz", "description": "d", "required_skills": ["s"]},
+                           "bid": BID, "score": SCORE},
+    "agora.task.rejected": {"task_id": "fuzz", "reason": "no capable agent",
+                            "result": {"task_id": "fuzz", "status": "REJECTED",
+                                       "reject_reason": "no capable agent"}},
+    "agora.task.outcome": {"task_id": "fuzz", "agent_id": "researcher", "actual_success": True,
+                           "actual_cost_usd": 0.1, "actual_steps": 1, "award_token": "t" * 32},
+    "agora.escalation.resolved": {"escalation_id": "fuzz", "waiting_party": {"kind": "task", "id": "fuzz"},
+                                  "decision": {"kind": "escalation", "action": "skip"},
+                                  "decided_by": "mallory", "status": "RESOLVED"},
+    "agora.escalation.outcome": {"escalation_id": "fuzz", "succeeded": True},
 }  # fmt: skip
 CONTRACTS: dict[str, TypeAdapter[Any]] = {
     "agora.tasks": TypeAdapter(TaskSpec),
     "agora.registry": registry_command_adapter,
     "agora.plans": TypeAdapter(PlanRequest),
     "agora.debates": TypeAdapter(DebateRequest),
+    "agora.task.awarded": TypeAdapter(TaskAwarded),
+    "agora.task.rejected": TypeAdapter(TaskRejected),
+    "agora.task.outcome": TypeAdapter(TaskOutcome),
+    "agora.escalation.resolved": TypeAdapter(EscalationResolved),
+    "agora.escalation.outcome": TypeAdapter(EscalationOutcome),
 }
-ID_FIELDS = {"agora.tasks": "task_id", "agora.plans": "plan_id", "agora.debates": "debate_id"}
+ID_FIELDS = {
+    "agora.tasks": "task_id",
+    "agora.plans": "plan_id",
+    "agora.debates": "debate_id",
+    "agora.task.awarded": "task_id",
+    "agora.task.rejected": "task_id",
+    "agora.task.outcome": "task_id",
+    "agora.escalation.resolved": "escalation_id",
+    "agora.escalation.outcome": "escalation_id",
+}
+PUBLISHER = {
+    "agora.task.awarded": "taskboard",
+    "agora.task.rejected": "taskboard",
+    "agora.task.outcome": "worker",
+    "agora.escalation.resolved": "escalation",
+    "agora.escalation.outcome": "uncertainty",
+}
+"""Protected topics and the one app whose sidecar may publish each (components/redis/pubsub.yaml);
+the intake topics are published through the console."""
+DISOWNED = {"agora.task.awarded", "agora.task.outcome", "agora.escalation.outcome"}
+"""Topics whose receivers check every valid message against their source of truth and refuse
+(dead-letter) one it disowns. A decision or a rejection naming a waiting party or task nobody
+here holds is not refused but left alone, and so is an award to an agent no worker here runs:
+every subscriber acts only on its own."""
+OUR_AGENTS = {p.agent_id for p in load_profiles(SAMPLE_AGENTS)}
+
+
+def disowned(topic: str, payload: Any) -> bool:
+    """A valid message the receivers' source of truth refuses (the fuzzed ids name nothing)."""
+    if topic not in DISOWNED:
+        return False
+    return topic != "agora.task.awarded" or payload.get("agent_id") in OUR_AGENTS
+
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
@@ -81,7 +150,7 @@ def refused_by_contract(topic: str, payload: Any) -> bool:
 
 
 def publish(cluster: LocalCluster, topic: str, body: bytes, content_type: str) -> tuple[int, str]:
-    console = replicas_of(cluster, "console")[0]
+    console = replicas_of(cluster, PUBLISHER.get(topic, "console"))[0]
     event_id = f"fuzz-{uuid.uuid4().hex}"
     if content_type == "application/cloudevents+json":
         event = {"specversion": "1.0", "id": event_id, "source": "fuzz", "type": f"{topic}.v1",
@@ -118,7 +187,7 @@ def test_every_payload_a_topic_refuses_is_dead_lettered_with_its_reason(
             redis_cluster, topic, json.dumps(payload).encode(), "application/cloudevents+json"
         )
         assert status < 500 and status in (200, 204), (status, payload)
-        if refused_by_contract(topic, payload):
+        if refused_by_contract(topic, payload) or disowned(topic, payload):
             refused.append(event_id)
 
     send()

@@ -188,6 +188,25 @@ async def test_permanent_failures_are_dead_lettered_at_once_transient_ones_retri
     assert [letter.reason for letter in letters.sent] == ([dead_lettered] if dead_lettered else [])
 
 
+async def test_a_payload_nested_too_deep_to_serialize_is_dead_lettered_as_its_text() -> None:
+    letters = Letters()
+    subs = Subscriptions(ServiceSettings(), publisher=letters, deduplicator=MessageDeduplicator(None, 60))  # type: ignore[arg-type]
+
+    async def handler(_: Ping) -> None: ...
+
+    subs.subscribe("agora.ping", Ping, handler)
+    [sub] = subs._subscriptions
+    nested: Any = "bottom"
+    for _ in range(300):
+        nested = [nested]
+    event = json.dumps({"id": "e-deep", "data": {"n": nested}}).encode()
+    assert await subs.deliver(sub, event, {}) == "SUCCESS"  # refused: acknowledged, dead-lettered
+    [letter] = letters.sent
+    assert letter.reason == "payload failed validation"
+    assert json.loads(letter.payload) == {"n": nested}  # nothing lost
+    letter.model_dump(mode="json")  # and it can be published
+
+
 # -- decisions checked against their record ------------------------------------------------------
 
 

@@ -209,17 +209,21 @@ def test_publishing_the_examples_sends_each_task(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sent: list[tuple[str, Any]] = []
+    tokens: set[str | None] = set()
 
     def accept(method: str, url: str, **kwargs: Any) -> httpx.Response:
         sent.append((url, kwargs["json"]))
+        tokens.add(kwargs["headers"].get("dapr-api-token"))
         return httpx.Response(204)
 
     monkeypatch.setattr(httpx, "request", accept)
+    monkeypatch.setenv("DAPR_API_TOKEN", "console-token")
     code, out, _ = run_cli(
         capsys, "--dapr-http-port", "3500", "task", "publish", str(EXAMPLES / "tasks.yaml")
     )
     assert code == 0
     assert {url for url, _ in sent} == {"http://127.0.0.1:3500/v1.0/publish/agora-pubsub/agora.tasks"}
+    assert tokens == {"console-token"}
     assert out.splitlines() == [f"published {body['task_id']}" for _, body in sent]
 
 
@@ -368,9 +372,10 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("AGORA_CACHE", str(cache))
-    monkeypatch.delenv("DAPR_HTTP_PORT", raising=False)
+    for name in ("DAPR_HTTP_PORT", "DAPR_HTTP_ENDPOINT", "DAPR_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     live: set[int] = set()
-    monkeypatch.setattr(cli, "_sidecar_answers", lambda port: port in live)
+    monkeypatch.setattr(cli, "_sidecar_answers", lambda url: int(url.rsplit(":", 1)[1]) in live)
     return SimpleNamespace(work=work, cache=cache, live=live, tmp=tmp_path)
 
 
@@ -385,7 +390,7 @@ def link_user_wide(places: SimpleNamespace, run: Path) -> None:
 def test_an_explicit_port_wins_and_the_services_are_unknown(places: SimpleNamespace) -> None:
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     places.live.add(4001)
-    assert cli._find_sidecar(5000) == cli._Sidecar(5000, frozenset())
+    assert cli._find_sidecar(5000) == cli._Sidecar(cli._loopback(5000), frozenset())
 
 
 def test_the_run_of_this_directory_comes_before_the_user_wide_one(
@@ -395,7 +400,7 @@ def test_the_run_of_this_directory_comes_before_the_user_wide_one(
     link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
     places.live.update({4001, 4002})
-    assert cli._find_sidecar(None) == cli._Sidecar(4001, frozenset({"agora"}))
+    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4001), frozenset({"agora"}))
 
 
 def test_the_user_wide_run_is_found_from_any_directory(
@@ -406,12 +411,44 @@ def test_the_user_wide_run_is_found_from_any_directory(
     )
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
     places.live.update({4002, 4005})
-    assert cli._find_sidecar(None) == cli._Sidecar(4005, frozenset({"registry", "console"}))
+    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4005), frozenset({"registry", "console"}))
 
 
 def test_dapr_http_port_is_the_last_resort(places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
-    assert cli._find_sidecar(None) == cli._Sidecar(4003, frozenset())
+    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4003), frozenset())
+
+
+def test_dapr_http_endpoint_names_a_remote_sidecar_and_the_token_goes_with_every_request(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DAPR_HTTP_ENDPOINT", "http://agora-console.agora.svc:3500/")
+    monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
+    monkeypatch.setenv("DAPR_API_TOKEN", "s3cret-token")
+    asked: list[tuple[str, dict[str, str]]] = []
+
+    def metadata(url: str, timeout: float, headers: dict[str, str]) -> httpx.Response:
+        asked.append((url, headers))
+        return httpx.Response(200, json={"id": "console"}, request=httpx.Request("GET", url))
+
+    monkeypatch.setattr(httpx, "get", metadata)
+    found = cli._find_sidecar(None)
+    assert found == cli._Sidecar("http://agora-console.agora.svc:3500", frozenset({"console"}))
+    assert asked == [
+        ("http://agora-console.agora.svc:3500/v1.0/metadata", {"dapr-api-token": "s3cret-token"})
+    ]
+    assert found.where == "agora-console.agora.svc:3500"
+
+
+def test_a_dapr_http_endpoint_that_is_not_an_address_is_refused(
+    places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DAPR_HTTP_ENDPOINT", "agora-console:3500")
+    with pytest.raises(cli.CliError) as failed:
+        cli._find_sidecar(None)
+    assert (
+        str(failed.value) == "DAPR_HTTP_ENDPOINT='agora-console:3500' is not an http(s)://host[:port] address"
+    )
 
 
 def test_with_nothing_running_it_says_how_to_start(places: SimpleNamespace) -> None:
@@ -442,7 +479,7 @@ def test_a_stale_run_here_gives_way_to_a_live_one_elsewhere(places: SimpleNamesp
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
     places.live.add(4002)
-    assert cli._find_sidecar(None).port == 4002
+    assert cli._find_sidecar(None).url == "http://127.0.0.1:4002"
 
 
 def test_a_stale_run_gives_way_to_dapr_http_port(
@@ -450,7 +487,7 @@ def test_a_stale_run_gives_way_to_dapr_http_port(
 ) -> None:
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
-    assert cli._find_sidecar(None) == cli._Sidecar(4003, frozenset())
+    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4003), frozenset())
 
 
 def test_the_embedded_app_is_invoked_for_every_service(

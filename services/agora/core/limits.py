@@ -18,6 +18,7 @@ partial results) are bounded by the request body limit as a whole.
 | `MAX_NOTE_CHARS` | 2,048 | reasons, rationales, guidance, `why` |
 | `MAX_ITEMS` | 100 | other lists: error histories, validation results, triggers, suggestions |
 | `MAX_PAGE_SIZE` | 500 | one page of a listing |
+| `MAX_JSON_DEPTH` | 64 | nesting of a refused payload kept as JSON in its dead letter (deeper: as its text) |
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ MAX_TEXT_CHARS = 16_384
 MAX_NOTE_CHARS = 2_048
 MAX_ITEMS = 100
 MAX_PAGE_SIZE = 500
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: object) -> int:
+    """How deeply `value` (parsed JSON) nests lists and objects; iterative, linear in its size."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = list(item)
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
 
 ID_PATTERN = r"^[^\s|\x00-\x1f\x7f]+$"
 """Ids are used in state keys and URLs: no whitespace and no `|` (Dapr's key separator)."""

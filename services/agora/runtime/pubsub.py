@@ -35,6 +35,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agora.core.errors import AgoraError
+from agora.core.limits import MAX_JSON_DEPTH, json_depth
 from agora.core.messages import DeadLetter
 from agora.runtime.errors import ServiceError, field_errors
 from agora.runtime.settings import ServiceSettings
@@ -333,6 +334,9 @@ class Subscriptions:
         errors: list[Any],
         payload: Any,
     ) -> None:
+        if json_depth(payload) > MAX_JSON_DEPTH:
+            # Too deep to serialize as a JSON value: kept verbatim as its text, nothing lost.
+            payload = json.dumps(payload)
         letter = DeadLetter(
             topic=sub.topic,
             message_id=message_id,
