@@ -165,7 +165,10 @@ def _listed(soak: Soak, status: str) -> set[str]:
 def _watch(soak: Soak, stop: threading.Event) -> None:
     while not stop.wait(SAMPLE_EVERY_S):
         _sample(soak)
-        _decide_waiting(soak)
+        try:
+            _decide_waiting(soak)
+        except (httpx.HTTPError, KeyError, ValueError) as exc:  # busy: the person tries again
+            print(f"  soak: deciding escalations failed this time ({exc!r:.200})", flush=True)
 
 
 def _publish(soak: Soak, task_id: str) -> None:

@@ -67,21 +67,15 @@ def _replica(cluster: LocalCluster, app_id: str) -> ServiceReplica:
     return replicas_of(cluster, app_id)[0]
 
 
-def _app_fault(app_id: str) -> Fault:
+def _replica_fault(app_id: str, part: str) -> Fault:
+    """SIGKILL of one part ("app" or "sidecar") of a service's replica, then a fresh one."""
+    kill = {"app": ServiceReplica.kill_app, "sidecar": ServiceReplica.kill_sidecar}[part]
+    start = {"app": ServiceReplica.start_app, "sidecar": ServiceReplica.start_sidecar}[part]
     return Fault(
-        f"app:{app_id}",
-        f"SIGKILL of the {app_id} app, started again after {DOWN_SECONDS:.0f} s",
-        lambda c: _replica(c, app_id).kill_app(),
-        lambda c: _replica(c, app_id).start_app(),
-    )
-
-
-def _sidecar_fault(app_id: str) -> Fault:
-    return Fault(
-        f"sidecar:{app_id}",
-        f"SIGKILL of the {app_id} sidecar, started again after {DOWN_SECONDS:.0f} s",
-        lambda c: _replica(c, app_id).kill_sidecar(),
-        lambda c: _replica(c, app_id).start_sidecar(),
+        f"{part}:{app_id}",
+        f"SIGKILL of the {app_id} {part}, started again after {DOWN_SECONDS:.0f} s",
+        lambda c: kill(_replica(c, app_id)),
+        lambda c: start(_replica(c, app_id)),
     )
 
 
@@ -97,8 +91,8 @@ def _pause_redis(cluster: LocalCluster) -> None:
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
-        *(_app_fault(s.app_id) for s in SERVICES),
-        *(_sidecar_fault(s.app_id) for s in SERVICES),
+        *(_replica_fault(s.app_id, "app") for s in SERVICES),
+        *(_replica_fault(s.app_id, "sidecar") for s in SERVICES),
         _infra_fault("placement", f"SIGKILL of placement, started again after {DOWN_SECONDS:.0f} s"),
         _infra_fault("scheduler", f"SIGKILL of the scheduler, started again after {DOWN_SECONDS:.0f} s"),
         _infra_fault(

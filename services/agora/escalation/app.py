@@ -53,6 +53,11 @@ class Unauthorized(ServiceError):
     code = "UNAUTHORIZED"
 
 
+PAGE_READS_AT_ONCE = 16
+"""Records read at once for a page of a listing (a page of 500 read all at once kept the app
+too busy to answer its health check)."""
+
+
 def escalation_module(settings: EscalationSettings | None = None) -> ServiceModule:
     settings = settings or EscalationSettings()
 
@@ -89,11 +94,14 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 escalations=[r for r in page if r is not None and r.status is status],
             )
 
+        page_reads = asyncio.Semaphore(PAGE_READS_AT_ONCE)
+
         async def listed(escalation_id: str) -> EscalationRecord | None:
             """A listed escalation's record; None (left out of the page, with a warning) when the
             listing names one that has none, so one stale entry never fails the whole page."""
             try:
-                return await escalations.get(escalation_id)
+                async with page_reads:
+                    return await escalations.get(escalation_id)
             except NoStateFound:
                 log.warning("listed escalation has no record", extra={"escalation_id": escalation_id})
                 return None
