@@ -19,15 +19,21 @@ PROFILE     ?= default
 PYTEST_ARGS ?=
 
 export AGORA_CACHE := $(CACHE)
+# After the variables above: its rules name targets by them.
+include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run redis tools run test test-unit test-integration bench lint clean
+.PHONY: help venv dapr jaeger jaeger-run redis tools run test test-unit test-integration bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
 	@echo "make test    install what the tests need, then run unit + integration tests"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
+	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
+	@echo "make chaos   the whole fault matrix (about 25 min); its table goes to docs/guarantees.md"
+	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"
+	@echo "make image   build the container image $(AGORA_IMAGE) (docker, podman or buildah)"
 	@echo "make lint    ruff + mypy"
 	@echo "make clean   remove the venv and run folders (not the binary cache)"
 
@@ -83,17 +89,28 @@ tools: venv dapr jaeger redis
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
 	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger)
 
-test: tools
+test: tools kube
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: tools
+test-integration: tools kube
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 bench: venv dapr jaeger redis
 	$(PY) -m bench
+
+# Every row of the fault matrix (a burst of 500 tasks per fault), rewriting its table in
+# docs/guarantees.md; `make test` runs a representative subset of the rows.
+chaos: venv dapr redis
+	AGORA_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
+
+# 10,000 tasks at a steady 15/s: memory of every process and keys in Redis over the run
+# (also part of `make bench`); figures in bench/results/soak.json.
+soak: venv dapr redis
+	$(PY) -m bench.soak
 
 lint: venv
 	$(VENV)/bin/ruff check services tests bench
@@ -107,3 +124,34 @@ clean:
 # `dapr run -f deploy/local/dapr.yaml`.
 jaeger-run: jaeger
 	$(JAEGER_BIN)/jaeger --config deploy/jaeger/config.yaml
+
+# The one container image every service runs from (Dockerfile; the command picks the service,
+# e.g. `agora.registry`). Built by the first of docker, podman, buildah that works here;
+# AGORA_IMAGE=registry.example.com/agora:0.1.0 names it for a push.
+AGORA_VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+AGORA_IMAGE   ?= agora:$(AGORA_VERSION)
+
+.PHONY: image
+image:
+	@builder=""; \
+	for candidate in docker podman buildah; do \
+		command -v $$candidate >/dev/null 2>&1 || continue; \
+		case $$candidate in \
+			docker) docker info >/dev/null 2>&1 || { echo "docker is installed but no Docker daemon answers; trying the next builder" >&2; continue; } ;; \
+			podman) podman info >/dev/null 2>&1 || { echo "podman is installed but does not work here; trying the next builder" >&2; continue; } ;; \
+		esac; \
+		builder=$$candidate; break; \
+	done; \
+	if [ -z "$$builder" ]; then \
+		echo "make image: no working image builder here (looked for docker with a running daemon, podman, buildah)." >&2; \
+		echo "  Build it on a machine that has one, from the root of this clone:" >&2; \
+		echo "    docker build --build-arg VERSION=$(AGORA_VERSION) -t $(AGORA_IMAGE) ." >&2; \
+		echo "  (or podman build / buildah bud with the same arguments), then push it, or load it into" >&2; \
+		echo "  the cluster (kind load docker-image $(AGORA_IMAGE); minikube image load $(AGORA_IMAGE))." >&2; \
+		exit 1; \
+	fi; \
+	echo "building $(AGORA_IMAGE) with $$builder"; \
+	case $$builder in \
+		buildah) buildah bud --build-arg VERSION=$(AGORA_VERSION) -t $(AGORA_IMAGE) . ;; \
+		*) $$builder build --build-arg VERSION=$(AGORA_VERSION) -t $(AGORA_IMAGE) . ;; \
+	esac

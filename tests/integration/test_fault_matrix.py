@@ -47,7 +47,7 @@ DOWN_SECONDS = 3.0
 PAUSE_SECONDS = 10.0
 SETTLE_TIMEOUT = 420.0
 """A message whose deliveries all failed while a dependency was down is retried for about
-five minutes (components/common/resiliency.yaml) before it is dead-lettered."""
+four minutes (components/common/resiliency.yaml) before it is dead-lettered."""
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 PLAN_FINAL = {"COMPLETED", "FAILED", "ABORTED"}
 DEBATE_FINAL = {"COMPLETED", "ABORTED"}

@@ -1,0 +1,98 @@
+# What the Kubernetes control-plane tests run: kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector. Included from
+# the Makefile after it sets CACHE, DAPR_BIN, DAPR_TAGS and GO_ENV; versions are pinned in
+# deploy/versions.env. Like Dapr, each is built from the Go module proxy once per version into
+# the cache outside the clone, in a .partial folder that is renamed into place when complete.
+
+KUBE_BIN := $(CACHE)/kubernetes-$(KUBERNETES_VERSION)/bin
+ETCD_BIN := $(CACHE)/etcd-$(ETCD_VERSION)/bin
+HELM_BIN := $(CACHE)/helm-$(HELM_VERSION)/bin
+KWOK_BIN := $(CACHE)/kwok-$(KWOK_VERSION)/bin
+
+KUBE_CMDS  := kube-apiserver kube-controller-manager kube-scheduler
+KUBE_MAJOR := $(word 1,$(subst ., ,$(KUBERNETES_VERSION)))
+KUBE_MINOR := $(word 2,$(subst ., ,$(KUBERNETES_VERSION)))
+KUBE_PATCH := $(word 3,$(subst ., ,$(KUBERNETES_VERSION)))
+# The staging modules (k8s.io/api, client-go, ...) are tagged v0.<minor>.<patch> with each release.
+KUBE_STAGING_VERSION := v0.$(KUBE_MINOR).$(KUBE_PATCH)
+# The build tags of Kubernetes' own release builds (hack/lib/golang.sh).
+KUBE_TAGS  := selinux,notest,grpcnotrace
+# The version stamp of Kubernetes' own builds (hack/lib/version.sh): kube-apiserver serves it at
+# /version, where helm and kubectl read it. buildDate is the release tag's time as the module
+# proxy records it ($build_date, set in the recipe); the proxy does not know the git commit.
+KUBE_VERSION_VARS := gitVersion=v$(KUBERNETES_VERSION) gitMajor=$(KUBE_MAJOR) \
+	gitMinor=$(KUBE_MINOR) gitTreeState=clean buildDate=$$build_date
+KUBE_LDFLAGS = -s -w $(strip $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	$(foreach var,$(KUBE_VERSION_VARS),-X $(pkg).$(var))))
+
+.PHONY: kube
+
+kube: $(KUBE_BIN)/kube-apiserver $(ETCD_BIN)/etcd $(HELM_BIN)/helm $(KWOK_BIN)/kwok \
+	$(DAPR_BIN)/operator $(DAPR_BIN)/injector
+
+$(KUBE_BIN)/kube-apiserver:
+	@grep -q "k8s.io/kubernetes v$(KUBERNETES_VERSION)$$" deploy/kubernetes/go.mod || \
+		{ echo "deploy/kubernetes/go.mod does not pin kubernetes v$(KUBERNETES_VERSION)"; exit 1; }
+	@stale=$$(grep -E '^\s+k8s\.io/\S+ => ' deploy/kubernetes/go.mod | \
+		grep -v " $(KUBE_STAGING_VERSION)$$" || true); [ -z "$$stale" ] || \
+		{ echo "deploy/kubernetes/go.mod replaces staging modules by other tags than $(KUBE_STAGING_VERSION):"; \
+		echo "$$stale"; exit 1; }
+	@echo "building Kubernetes $(KUBERNETES_VERSION) ($(KUBE_CMDS)) into $(KUBE_BIN)"
+	rm -rf $(KUBE_BIN).partial && mkdir -p $(KUBE_BIN).partial
+	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
+		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
+		time $(GO_ENV) go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
+		-o $(KUBE_BIN).partial/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
+	rm -rf $(KUBE_BIN) && mv $(KUBE_BIN).partial $(KUBE_BIN)
+	$(KUBE_BIN)/kube-apiserver --version
+
+# The etcd command is the main package at the root of the etcd server module.
+$(ETCD_BIN)/etcd:
+	@grep -q "go.etcd.io/etcd/server/v3 v$(ETCD_VERSION)$$" deploy/etcd/go.mod || \
+		{ echo "deploy/etcd/go.mod does not pin etcd v$(ETCD_VERSION)"; exit 1; }
+	@echo "building etcd $(ETCD_VERSION) into $(ETCD_BIN)"
+	rm -rf $(ETCD_BIN).partial && mkdir -p $(ETCD_BIN).partial
+	cd deploy/etcd && time $(GO_ENV) go build -trimpath -ldflags "-s -w" \
+		-o $(ETCD_BIN).partial/etcd go.etcd.io/etcd/server/v3
+	rm -rf $(ETCD_BIN) && mv $(ETCD_BIN).partial $(ETCD_BIN)
+	$(ETCD_BIN)/etcd --version
+
+# Helm's go.mod has no replace directives, so it is installed as is. Its release build stamps
+# its version and, as the default .Capabilities.KubeVersion, the Kubernetes minor of the
+# client-go it is built on (helm's Makefile); that minor is read from helm's go.mod here.
+$(HELM_BIN)/helm:
+	@echo "building Helm $(HELM_VERSION) into $(HELM_BIN)"
+	rm -rf $(HELM_BIN).partial && mkdir -p $(HELM_BIN).partial
+	gomod=$$($(GO_ENV) go mod download -json helm.sh/helm/v3@v$(HELM_VERSION) | \
+		sed -n 's/.*"GoMod": "\(.*\)".*/\1/p') && \
+		kube_minor=$$(sed -n 's/^\s*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$$gomod") && \
+		[ -n "$$kube_minor" ] && \
+		time $(GO_ENV) GOBIN=$(HELM_BIN).partial go install -trimpath -ldflags "-s -w \
+		-X helm.sh/helm/v3/internal/version.version=v$(HELM_VERSION) \
+		-X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$kube_minor \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$kube_minor" \
+		helm.sh/helm/v3/cmd/helm@v$(HELM_VERSION)
+	rm -rf $(HELM_BIN) && mv $(HELM_BIN).partial $(HELM_BIN)
+	$(HELM_BIN)/helm version
+
+# kwok's go.mod has no replace directives either.
+$(KWOK_BIN)/kwok:
+	@echo "building kwok $(KWOK_VERSION) into $(KWOK_BIN)"
+	rm -rf $(KWOK_BIN).partial && mkdir -p $(KWOK_BIN).partial
+	time $(GO_ENV) GOBIN=$(KWOK_BIN).partial go install -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$(KWOK_VERSION)" \
+		sigs.k8s.io/kwok/cmd/kwok@v$(KWOK_VERSION)
+	rm -rf $(KWOK_BIN) && mv $(KWOK_BIN).partial $(KWOK_BIN)
+	$(KWOK_BIN)/kwok --version
+
+# Dapr's operator and sidecar injector, from the same module and with the same flags as sentry,
+# added to an existing Dapr cache (deploy/dapr/go.mod needs nothing more for them).
+$(DAPR_BIN)/operator $(DAPR_BIN)/injector: | $(DAPR_BIN)/daprd
+	@echo "building Dapr $(DAPR_VERSION) $(@F) into $(DAPR_BIN)"
+	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
+		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
+		-o $@.partial github.com/dapr/dapr/cmd/$(@F)
+	mv $@.partial $@

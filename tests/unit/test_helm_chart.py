@@ -1,0 +1,394 @@
+"""The Helm chart (deploy/helm/agora), rendered by the pinned helm: every service is a Dapr app
+with its annotations, probes and locked-down pod; every Component is scoped as the redis profile
+scopes it; the access policies and the resiliency are the repository's own; no credential is
+rendered; the values schema refuses wrong values with a message that names them.
+
+Skipped only when the pinned helm (deploy/versions.env HELM_VERSION, built by `make kube` into
+$AGORA_CACHE, default ~/.cache/agora) is not there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "agora"
+COMPONENTS = ROOT / "components"
+RELEASE = "agora-test"
+FULLNAME = "agora-test"  # the release name already contains the chart's name
+NAMESPACE = "agents"
+SERVICES = (
+    "registry",
+    "taskboard",
+    "reputation",
+    "allocator",
+    "worker",
+    "escalation",
+    "uncertainty",
+    "planner",
+    "debate",
+)
+MODEL_USERS = {"allocator", "worker", "uncertainty", "planner", "debate"}
+APPS = (*SERVICES, "console")
+CREDENTIAL_NAME = re.compile(r"password|passwd|secret|token|api.?key|access.?key|credential|^key$", re.I)
+
+Doc = dict[str, Any]
+
+
+def _pinned_versions() -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for line in (ROOT / "deploy" / "versions.env").read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith("#"):
+            versions[name.strip()] = value.strip()
+    return versions
+
+
+def _helm_path() -> Path:
+    cache = Path(os.environ.get("AGORA_CACHE") or Path.home() / ".cache" / "agora")
+    version = _pinned_versions().get("HELM_VERSION")
+    if version:
+        return cache / f"helm-{version}" / "bin" / "helm"
+    built = sorted(cache.glob("helm-*/bin/helm"))
+    return built[-1] if built else cache / "helm-<HELM_VERSION>" / "bin" / "helm"
+
+
+HELM = _helm_path()
+
+pytestmark = pytest.mark.skipif(
+    not (HELM.is_file() and os.access(HELM, os.X_OK)), reason=f"helm is not built yet ({HELM}; `make kube`)"
+)
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def render(*values: str) -> list[Doc]:
+    """`helm template` of the chart (test hooks included) with `--set`-style values."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *sets)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def refusal(*values: str) -> str:
+    """The error of a `helm template` that must fail."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *sets)
+    assert done.returncode != 0, f"{values} rendered, but should have been refused"
+    return done.stderr
+
+
+def of_kind(docs: list[Doc], kind: str) -> dict[str, Doc]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
+
+
+def component_of(doc: Doc) -> str:
+    return str(doc["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def deployments_by_app(docs: list[Doc]) -> dict[str, Doc]:
+    return {component_of(d): d for d in of_kind(docs, "Deployment").values()}
+
+
+def repo_docs(*parts: str) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(COMPONENTS.joinpath(*parts).read_text()) if doc]
+
+
+def metadata_of(component: Doc) -> dict[str, Doc]:
+    return {item["name"]: item for item in component["spec"]["metadata"]}
+
+
+def without_recorder(scopes: str) -> str:
+    """A redis-profile topic scope string without the local topic recorder's entry."""
+    return ";".join(entry for entry in scopes.split(";") if not entry.startswith("recorder="))
+
+
+ALL_ON = (
+    "jaeger.enabled=false",
+    "tracing.otlpEndpoint=otel-collector.observability.svc:4317",
+    "console.ingress.enabled=true",
+    "console.ingress.className=nginx",
+    "console.ingress.tls[0].secretName=agora-console-tls",
+    "console.ingress.tls[0].hosts[0]=agora.example.com",
+    "model.backend=openai",
+    "model.name=gpt-4o-mini",
+    "model.openai.baseUrl=https://api.openai.com/v1",
+    "model.openai.existingSecret=agora-openai",
+    "escalationToken.existingSecret=agora-escalation-token",
+    "conversation.type=conversation.openai",
+    "conversation.metadata[0].name=model",
+    "conversation.metadata[0].value=gpt-4o-mini",
+    "conversation.secretMetadata[0].name=key",
+    "conversation.secretMetadata[0].key=api-key",
+    "conversation.existingSecret=agora-openai",
+    *(f"services.{name}.autoscaling.enabled=true" for name in SERVICES),
+)
+
+
+@pytest.fixture(scope="module")
+def defaults() -> list[Doc]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def all_on() -> list[Doc]:
+    return render(*ALL_ON)
+
+
+def test_the_chart_passes_strict_lint() -> None:
+    for values in ((), ALL_ON):
+        sets = [arg for value in values for arg in ("--set", value)]
+        done = helm("lint", "--strict", str(CHART), *sets)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_service_is_a_dapr_app_with_its_own_configuration(defaults: list[Doc]) -> None:
+    deployments = deployments_by_app(defaults)
+    configurations = of_kind(defaults, "Configuration")
+    assert set(SERVICES) <= set(deployments)
+    for app in SERVICES:
+        pod = deployments[app]["spec"]["template"]
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["dapr.io/enabled"] == "true"
+        assert annotations["dapr.io/app-id"] == app
+        assert annotations["dapr.io/app-port"] == "8000"
+        assert annotations["dapr.io/app-protocol"] == "http"
+        assert annotations["dapr.io/config"] == f"{FULLNAME}-{app}"
+        assert annotations["dapr.io/config"] in configurations
+        assert annotations["dapr.io/enable-app-health-check"] == "true"
+        assert annotations["dapr.io/app-health-check-path"] == "/healthz"
+        assert annotations["dapr.io/log-as-json"] == "true"
+        for resource in ("cpu-request", "cpu-limit", "memory-request", "memory-limit"):
+            assert annotations[f"dapr.io/sidecar-{resource}"]
+        (container,) = pod["spec"]["containers"]
+        assert container["args"] == [f"agora.{app}"]
+        env = {e["name"]: e for e in container["env"]}
+        assert env["APP_ID"]["value"] == app
+        assert env["APP_PORT"]["value"] == "8000"
+        assert env["AGORA_APP_HOST"]["value"] == "127.0.0.1"
+        if app in MODEL_USERS:
+            assert env["AGORA_MODEL_BACKEND"]["value"] == "offline"
+        else:
+            assert "AGORA_MODEL_BACKEND" not in env
+        assert container["resources"]["requests"] and container["resources"]["limits"]
+
+
+def _probe_route(probe: Doc) -> str:
+    command = " ".join(probe["exec"]["command"])
+    found = re.search(r"http://127\.0\.0\.1:8000(/\w+)", command)
+    assert found, command
+    return found.group(1)
+
+
+def test_every_pod_is_probed_locked_down_and_has_no_api_token(defaults: list[Doc]) -> None:
+    accounts = of_kind(defaults, "ServiceAccount")
+    for app, deployment in deployments_by_app(defaults).items():
+        spec = deployment["spec"]["template"]["spec"]
+        pod_security = spec["securityContext"]
+        assert pod_security["runAsNonRoot"] is True
+        assert pod_security["runAsUser"] == 10001
+        assert pod_security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["automountServiceAccountToken"] is False
+        if app in APPS:
+            assert accounts[spec["serviceAccountName"]]["automountServiceAccountToken"] is False
+        tmp = {v["name"]: v for v in spec["volumes"]}["tmp"]
+        assert "emptyDir" in tmp
+        for container in spec["containers"]:
+            security = container["securityContext"]
+            assert security["runAsNonRoot"] is True
+            assert security["runAsUser"] == 10001
+            assert security["readOnlyRootFilesystem"] is True
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+            assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+            if app in SERVICES:
+                assert _probe_route(container["livenessProbe"]) == "/healthz"
+                assert _probe_route(container["startupProbe"]) == "/healthz"
+                assert _probe_route(container["readinessProbe"]) == "/readyz"
+
+
+def test_the_console_is_a_token_guarded_sidecar_without_an_app(defaults: list[Doc]) -> None:
+    console = deployments_by_app(defaults)["console"]["spec"]["template"]
+    annotations = console["metadata"]["annotations"]
+    assert annotations["dapr.io/app-id"] == "console"
+    assert "dapr.io/app-port" not in annotations
+    assert annotations["dapr.io/config"] == f"{FULLNAME}-console"
+    assert annotations["dapr.io/api-token-secret"] == "agora-console-api-token"
+    assert annotations["dapr.io/sidecar-listen-addresses"] == "0.0.0.0"
+    (container,) = console["spec"]["containers"]
+    token = {e["name"]: e for e in container["env"]}["DAPR_API_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "agora-console-api-token", "key": "token"}
+    service = of_kind(defaults, "Service")[f"{FULLNAME}-console"]
+    assert service["spec"]["ports"][0]["targetPort"] == 3500
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "console"
+
+
+def test_every_component_is_scoped_as_the_redis_profile_scopes_it(defaults: list[Doc]) -> None:
+    rendered = of_kind(defaults, "Component")
+    assert set(rendered) == {"agora-state", "agora-pubsub", "agora-broadcast", "agora-llm"}
+    for component in rendered.values():
+        assert component["scopes"], f"{component['metadata']['name']} has no scopes"
+        assert component["auth"] == {"secretStore": "kubernetes"}
+    profile = {
+        doc["metadata"]["name"]: doc
+        for doc in [*repo_docs("redis", "statestore.yaml"), *repo_docs("redis", "pubsub.yaml")]
+    }
+    for name in ("agora-state", "agora-pubsub", "agora-broadcast"):
+        assert rendered[name]["spec"]["type"] == profile[name]["spec"]["type"]
+        assert rendered[name]["scopes"] == [app for app in profile[name]["scopes"] if app != "recorder"]
+        ours, theirs = metadata_of(rendered[name]), metadata_of(profile[name])
+        for topic_rule in ("protectedTopics", "publishingScopes", "subscriptionScopes"):
+            if topic_rule in theirs:
+                assert ours[topic_rule]["value"] == without_recorder(theirs[topic_rule]["value"]), topic_rule
+        assert ours["redisPassword"]["secretKeyRef"] == {"name": "redis", "key": "redis-password"}
+    assert metadata_of(rendered["agora-state"])["actorStateStore"]["value"] == "true"
+    assert metadata_of(rendered["agora-broadcast"])["consumerID"]["value"] == "{podName}"
+    assert rendered["agora-llm"]["spec"]["type"] == "conversation.echo"
+    assert set(rendered["agora-llm"]["scopes"]) == MODEL_USERS
+
+
+def _strings(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) pair anywhere in a document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key), value
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+
+
+def test_no_credential_is_rendered(defaults: list[Doc], all_on: list[Doc]) -> None:
+    for docs in (defaults, all_on):
+        assert not [d for d in docs if d["kind"] == "Secret"], "the chart renders no Secret"
+        for doc in docs:
+            for component in [doc] if doc["kind"] == "Component" else []:
+                for item in component["spec"]["metadata"]:
+                    if CREDENTIAL_NAME.search(item["name"]):
+                        assert "value" not in item and "secretKeyRef" in item, item
+            for key, value in _strings(doc):
+                if key == "env":
+                    for var in value:
+                        if CREDENTIAL_NAME.search(var["name"]):
+                            assert "value" not in var and "secretKeyRef" in var["valueFrom"], var
+    env = {
+        e["name"]: e
+        for e in deployments_by_app(all_on)["worker"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["AGORA_MODEL_OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agora-openai",
+        "key": "api-key",
+    }
+    registry_env = deployments_by_app(all_on)["registry"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert "AGORA_MODEL_OPENAI_API_KEY" not in {e["name"] for e in registry_env}
+    llm_key = metadata_of(of_kind(all_on, "Component")["agora-llm"])["key"]
+    assert llm_key == {"name": "key", "secretKeyRef": {"name": "agora-openai", "key": "api-key"}}
+
+
+def test_access_policies_are_the_repositorys_with_the_release_namespace(defaults: list[Doc]) -> None:
+    configurations = of_kind(defaults, "Configuration")
+    (shared,) = repo_docs("config.yaml")
+    for app in SERVICES:
+        spec = configurations[f"{FULLNAME}-{app}"]["spec"]
+        (repo,) = repo_docs("access-control", f"{app}.yaml")
+        expected = repo["spec"]["accessControl"]
+        ours = spec["accessControl"]
+        assert ours["defaultAction"] == expected["defaultAction"] == "deny"
+        assert ours["trustDomain"] == "public"
+        assert [{k: v for k, v in p.items() if k != "namespace"} for p in ours["policies"]] == [
+            {k: v for k, v in p.items() if k != "namespace"} for p in expected["policies"]
+        ]
+        assert {p["namespace"] for p in ours["policies"]} == {NAMESPACE}
+        assert spec["secrets"] == {"scopes": [{"storeName": "kubernetes", "defaultAccess": "deny"}]}
+        assert spec["features"] == shared["spec"]["features"]
+        assert spec["mtls"]["enabled"] is True
+        assert spec["tracing"]["otel"]["endpointAddress"] == f"{FULLNAME}-jaeger.{NAMESPACE}.svc:4317"
+    console = configurations[f"{FULLNAME}-console"]["spec"]
+    assert console["accessControl"] == {"defaultAction": "deny", "trustDomain": "public", "policies": []}
+
+
+def test_the_resiliency_is_the_repositorys(defaults: list[Doc]) -> None:
+    (rendered,) = of_kind(defaults, "Resiliency").values()
+    (repo,) = repo_docs("common", "resiliency.yaml")
+    assert rendered["spec"] == repo["spec"]
+    assert rendered["scopes"] == list(APPS)
+
+
+def test_jaeger_ingress_and_autoscalers_are_optional(defaults: list[Doc], all_on: list[Doc]) -> None:
+    assert f"{FULLNAME}-jaeger" in of_kind(defaults, "Deployment")
+    assert not of_kind(defaults, "Ingress") and not of_kind(defaults, "HorizontalPodAutoscaler")
+    assert not of_kind(defaults, "PodDisruptionBudget")  # one pod each: a budget would protect nothing
+
+    assert f"{FULLNAME}-jaeger" not in of_kind(all_on, "Deployment")
+    for configuration in of_kind(all_on, "Configuration").values():
+        assert (
+            configuration["spec"]["tracing"]["otel"]["endpointAddress"]
+            == "otel-collector.observability.svc:4317"
+        )
+    (ingress,) = of_kind(all_on, "Ingress").values()
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": f"{FULLNAME}-console", "port": {"name": "dapr-http"}}
+    autoscalers = of_kind(all_on, "HorizontalPodAutoscaler")
+    budgets = of_kind(all_on, "PodDisruptionBudget")
+    deployments = deployments_by_app(all_on)
+    for app in SERVICES:
+        assert autoscalers[f"{FULLNAME}-{app}"]["spec"]["scaleTargetRef"]["name"] == f"{FULLNAME}-{app}"
+        assert budgets[f"{FULLNAME}-{app}"]["spec"]["maxUnavailable"] == 1
+        assert "replicas" not in deployments[app]["spec"]
+
+    no_tracing = render("jaeger.enabled=false")
+    for configuration in of_kind(no_tracing, "Configuration").values():
+        assert configuration["spec"]["tracing"] == {"samplingRate": "0"}
+    env = deployments_by_app(no_tracing)["registry"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "OTEL_TRACES_EXPORTER", "value": "none"} in env
+
+
+def test_the_helm_test_speaks_as_the_console_through_its_service(defaults: list[Doc]) -> None:
+    hooks = [d for d in defaults if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    pods = [d for d in hooks if d["kind"] == "Pod"]
+    (config_map,) = [d for d in hooks if d["kind"] == "ConfigMap"]
+    (pod,) = pods
+    assert not any(k.startswith("dapr.io/") for k in pod["metadata"].get("annotations", {}))
+    (container,) = pod["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CONSOLE_DAPR_URL"]["value"] == f"http://{FULLNAME}-console.{NAMESPACE}.svc:3500"
+    assert env["DAPR_API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agora-console-api-token",
+        "key": "token",
+    }
+    script = config_map["data"]["publish_task.py"]
+    compile(script, "publish_task.py", "exec")
+    assert "/v1.0/publish/agora-pubsub/agora.tasks" in script
+    assert "/v1.0/invoke/taskboard/method/v1/tasks/" in script
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (("services.allocator.replicaCount=-1",), ("services", "allocator", "replicaCount", "minimum")),
+        (("services.allocator.replicas=3",), ("services", "allocator", "replicas")),
+        (("model.backend=gpt",), ("model", "backend", "offline", "dapr", "openai")),
+        (("console.apiToken.existingSecret=",), ("console", "apiToken", "existingSecret")),
+        (
+            ("stateStore.metadata[0].name=redisPassword", "stateStore.metadata[0].value=hunter2"),
+            ("stateStore",),
+        ),
+        (("model.backend=openai",), ("model",)),
+    ],
+)
+def test_the_schema_refuses_wrong_values_readably(values: tuple[str, ...], expected: tuple[str, ...]) -> None:
+    message = refusal(*values)
+    assert "values don't meet the specifications of the schema" in message, message
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in: {message}"
+    assert "hunter2" not in message
