@@ -4,6 +4,7 @@ from bench import (
     debate_gate,
     debate_run,
     escalations,
+    flood,
     market_e2e,
     market_hops,
     market_simulation,
@@ -22,3 +23,4 @@ if __name__ == "__main__":
     debate_run.main()
     debate_gate.main()
     soak.main()
+    flood.main()
