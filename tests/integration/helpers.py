@@ -66,10 +66,11 @@ def record_in_state(
 
 
 def recorded_message(cluster: LocalCluster, topic: str, key: str, value: str) -> dict[str, Any] | None:
-    """The message on `topic` whose `key` is `value`, as the recorder received it."""
+    """The message on `topic` whose `key` is `value`, as the recorder received it (junk the
+    topic fuzzing published on the same topic is passed over)."""
     recorder = replicas_of(cluster, "recorder")[0]
     answer = httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).json()
-    return next((m for m in answer["messages"] if m[key] == value), None)
+    return next((m for m in answer["messages"] if isinstance(m, dict) and m.get(key) == value), None)
 
 
 def replicas_of(cluster: LocalCluster, app_id: str) -> list[ServiceReplica]:

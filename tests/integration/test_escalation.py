@@ -18,7 +18,7 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import eventually, recorded_message, replicas_of
 
 CONFIDENT = "The capital of France is Paris. Confidence: 95%"
 DOUBTFUL = "I am really not sure this migration is safe. Confidence: 10%"
@@ -297,11 +297,8 @@ def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
     decided = resume(redis_cluster, escalation_id, {"action": "modify_prompt", "modified_prompt": prompt})
     assert decided.status_code == 200, decided.text
 
-    recorder = replicas_of(redis_cluster, "recorder")[0]
-
     def told() -> dict[str, Any] | None:
-        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.escalation.resolved", timeout=10).json()
-        return next((m for m in messages["messages"] if m["escalation_id"] == escalation_id), None)
+        return recorded_message(redis_cluster, "agora.escalation.resolved", "escalation_id", escalation_id)
 
     event = eventually(told, timeout=30)
     assert event["waiting_party"] == party

@@ -199,6 +199,9 @@ def test_every_payload_a_topic_refuses_is_dead_lettered_with_its_reason(
 
     status, _ = publish(redis_cluster, topic, b"this is not JSON {", "text/plain")
     assert status in (200, 204)
+    # What a subscriber keeps of the junk can still be shown (the recorder lists what it got).
+    recorder = replicas_of(redis_cluster, "recorder")[0]
+    assert httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).status_code == 200
     for replica in apps:
         assert httpx.get(f"{replica.app_url}/healthz", timeout=5).status_code == 200, replica.name
         new = errors_in(replica)[len(errors_before[replica.name]) :]

@@ -22,7 +22,7 @@ from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE as TASK_STATUS_INDEX
-from tests.integration.helpers import eventually, publish_event, replicas_of
+from tests.integration.helpers import eventually, publish_event, recorded_message, replicas_of
 
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
@@ -201,16 +201,12 @@ def test_award_reaches_subscribers_and_the_pipeline_spans_separate_services(
     redis_cluster: LocalCluster,
 ) -> None:
     allocator = replicas_of(redis_cluster, "allocator")[0]
-    [recorder] = replicas_of(redis_cluster, "recorder")
     spec = task()
     publish_task(allocator, spec)
     record = settled(redis_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
 
     def award() -> dict[str, Any] | None:
-        messages = httpx.get(f"{recorder.app_url}/v1/messages/agora.task.awarded", timeout=10).json()[
-            "messages"
-        ]
-        return next((m for m in messages if m.get("task_id") == spec["task_id"]), None)
+        return recorded_message(redis_cluster, "agora.task.awarded", "task_id", spec["task_id"])
 
     awarded = eventually(award)
     assert awarded["agent_id"] == record["allocation"]["winning_agent_id"] == record["outcome"]["agent_id"]

@@ -6,6 +6,7 @@ from AGORA_RECORD_TOPICS as `pubsub/topic` pairs separated by commas.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from agora.core.limits import MAX_JSON_DEPTH, json_depth
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
@@ -49,6 +51,8 @@ def create_app(settings: RecorderSettings | None = None) -> FastAPI:
             pubsub, topic = pair.split("/", 1)
 
             async def record(payload: Any, topic: str = topic) -> None:
+                if json_depth(payload) > MAX_JSON_DEPTH:  # kept as its text, as a dead letter keeps it
+                    payload = json.dumps(payload)
                 received[topic].append(Arrival(received_at=time.time(), payload=payload))
 
             # The recorder must see malformed payloads too, so it accepts anything and never
