@@ -25,6 +25,7 @@ import httpx
 
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import CONSOLE, RECORDER, SERVICES
+from bench.soak import with_retries
 
 TASKS = int(os.environ.get("AGORA_FLOOD_TASKS", "5000"))
 CLIENT_THREADS = 16
@@ -86,7 +87,7 @@ def main() -> None:
                 "description": "Summarise the report",
                 "required_skills": ["web_search"],
             }
-            CLIENT.post(url, json=spec).raise_for_status()
+            with_retries(lambda: CLIENT.post(url, json=spec))
 
         with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
             list(pool.map(publish, ids))

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,12 +155,29 @@ def _park(soak: Soak, escalation_id: str) -> None:
         why="low confidence",
     )
     url = soak.console.invoke_url(f"v1/escalations/{escalation_id}", "escalation")
-    CLIENT.put(url, json=request.model_dump(mode="json")).raise_for_status()
+    with_retries(lambda: CLIENT.put(url, json=request.model_dump(mode="json")))
 
 
-def _listed(soak: Soak, status: str) -> set[str]:
+def with_retries(send: Callable[[], httpx.Response], attempts: int = 6) -> None:
+    """As a client should: a transient failure (a 5xx, a dropped connection) is tried again
+    with backoff; parking and publishing with the same id are idempotent."""
+    for attempt in range(attempts):
+        try:
+            send().raise_for_status()
+            return
+        except httpx.HTTPError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2**attempt)
+
+
+def _listed(soak: Soak, status: str) -> set[str] | None:
+    """The task ids in `status`; None when the board did not answer this time (busy)."""
     url = soak.console.invoke_url(f"v1/tasks?status={status}", "taskboard")
-    return set(CLIENT.get(url).json()["task_ids"])
+    try:
+        return set(CLIENT.get(url).json()["task_ids"])
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
 
 
 def _watch(soak: Soak, stop: threading.Event) -> None:
@@ -179,7 +197,7 @@ def _publish(soak: Soak, task_id: str) -> None:
         "min_success_threshold": 0.0,
     }
     url = f"{soak.console.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks"
-    CLIENT.post(url, json=spec).raise_for_status()
+    with_retries(lambda: CLIENT.post(url, json=spec))
 
 
 def run(soak: Soak) -> dict[str, Any]:
@@ -208,11 +226,11 @@ def run(soak: Soak) -> dict[str, Any]:
     deadline = time.monotonic() + 600
     unfinished: set[str] = set(ids)
     while time.monotonic() < deadline:
-        unfinished = set()
-        for status in ("PENDING", "BIDDING", "ALLOCATED"):
-            unfinished |= _listed(soak, status) & set(ids)
-        if not unfinished:
-            break
+        listings = [_listed(soak, status) for status in ("PENDING", "BIDDING", "ALLOCATED")]
+        if all(listing is not None for listing in listings):
+            unfinished = set().union(*(listing or set() for listing in listings)) & set(ids)
+            if not unfinished:
+                break
         time.sleep(2)
     settled_in = time.monotonic() - began
     _sample(soak)
