@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from agora.core.contracts import Decision
 from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
-from agora.escalation.actors import Escalation, EscalationDeps
+from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalation, EscalationDeps
 from agora.escalation.outcomes import outcome_of
 from agora.runtime.actor import EXPIRE_REMINDER
 from agora.runtime.pubsub import Publisher
@@ -134,3 +134,21 @@ async def test_a_decided_escalation_is_kept_for_its_retention_then_dropped(publi
 
     assert actor.state.record is None and "state" not in mock_state(actor)
     assert len(publisher.sent) == 1  # announced once, before and not after
+
+
+async def test_a_decision_whose_publish_failed_is_announced_by_its_reminder_when_nobody_resumes_again(
+    publisher: FlakyPublisher,
+) -> None:
+    actor = escalation("e-4", publisher)
+    await actor._on_activate()
+    await actor.park(park_request())
+    reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+    with pytest.raises(ConnectionError):
+        await actor.resolve(decision("skip", "alice"))
+    assert not actor.state.announced and ANNOUNCE_REMINDER in reminders
+
+    await actor.receive_reminder(ANNOUNCE_REMINDER, b"", ANNOUNCE_RETRY, ANNOUNCE_RETRY)
+
+    [(topic, event, _)] = publisher.sent
+    assert topic == "agora.escalation.resolved" and event["decision"]["action"] == "skip"
+    assert actor.state.announced and ANNOUNCE_REMINDER not in reminders

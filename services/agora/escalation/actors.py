@@ -33,6 +33,9 @@ from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 
 DEADLINE_REMINDER = "deadline"
+ANNOUNCE_REMINDER = "announce"
+ANNOUNCE_RETRY = timedelta(seconds=10)
+"""How often a decision whose announcement has not gone out is announced again."""
 
 
 class EscalationSlot(BaseModel):
@@ -147,6 +150,10 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         if name == EXPIRE_REMINDER:
             await self.expired()
             return
+        if name == ANNOUNCE_REMINDER:
+            await self._redeliver()
+            await self._announcement_done()
+            return
         if name != DEADLINE_REMINDER or self.state.record is None:
             return
         await self._redeliver()
@@ -163,8 +170,13 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
 
     async def _conclude(self, record: EscalationRecord) -> EscalationRecord:
         self.state.announced = False
+        # Until the decision's announcement is out, a reminder (kept by the scheduler) tries it
+        # again: a publish that fails, or a crash between the commit and the publish, must not
+        # leave the waiting party waiting when nobody resumes again and no deadline is set.
+        await self.register_reminder(ANNOUNCE_REMINDER, b"", ANNOUNCE_RETRY, ANNOUNCE_RETRY)
         record = await self._save(record)
         await self._announce_decision(record)
+        await self._announcement_done()
         assert record.decision is not None
         if self.deps.learner is not None and str(record.decision.action) in ("skip", "abort"):
             learnt = outcome_of(record, succeeded=False)  # nothing follows: learnt at once
@@ -186,6 +198,12 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         if self.deps.status_index is not None:
             await self.deps.status_index.discard(self.id.id, str(record.status))
         await self.forget()
+
+    async def _announcement_done(self) -> None:
+        record = self.state.record
+        if record is None or record.waiting or self.state.announced:
+            with contextlib.suppress(Exception):  # one that just fired may be gone already
+                await self.unregister_reminder(ANNOUNCE_REMINDER)
 
     async def _announce_decision(self, record: EscalationRecord) -> None:
         assert record.decision is not None
