@@ -13,10 +13,12 @@ an award whose publish failed, and passes an unacknowledged award to the next-be
 fails the task with the reason.
 """
 
+import asyncio
 import contextlib
 import hmac
 import logging
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -92,24 +94,36 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
     async def _save(self, updated: TaskRecord) -> TaskRecord:
         previous = self.state.record.status if self.state.record else None
         if updated == self.state.record:
-            # Nothing new, as when a call that failed after its commit is retried: redo the step
-            # that follows a commit, so such a failure cannot leave the task out of its listing.
+            # Nothing new, as when a call that failed after its commit is retried: redo the steps
+            # that follow a commit, so such a failure cannot leave the task out of its listing,
+            # listed under a status it left, or kept past its retention.
             await self._reindex(None, updated.status)
+            await self._unlist(other for other in AllocationStatus if other is not updated.status)
+            await self._retain(updated)
             return updated
         self.state.record = updated
         await self.commit()
         if previous != updated.status:
             await self._reindex(previous, updated.status)
-            if updated.status in TERMINAL_STATUSES and self.deps.retention_seconds is not None:
-                await self.expire_in(self.deps.retention_seconds)
+            await self._retain(updated)
         return updated
+
+    async def _retain(self, record: TaskRecord) -> None:
+        """A task that reached its end is dropped after the retention (`expired`)."""
+        if record.status in TERMINAL_STATUSES and self.deps.retention_seconds is not None:
+            await self.expire_in(self.deps.retention_seconds)
+
+    async def _unlist(self, statuses: Iterable[AllocationStatus]) -> None:
+        """Take the task out of these statuses' listings (one group commit of the index)."""
+        if self.deps.status_index is not None:
+            index = self.deps.status_index
+            await asyncio.gather(*(index.discard(self.id.id, str(status)) for status in statuses))
 
     async def expired(self) -> None:
         record = self.state.record
         if record is None or record.status not in TERMINAL_STATUSES:
             return
-        if self.deps.status_index is not None:
-            await self.deps.status_index.discard(self.id.id, str(record.status))
+        await self._unlist(AllocationStatus)  # every listing, stale ones too
         await self.forget()
 
     async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
