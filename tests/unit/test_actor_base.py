@@ -1,12 +1,23 @@
-"""PydanticActor: state loaded on activation, persisted by commit, dropped by forget."""
+"""PydanticActor: state loaded on activation, persisted by commit, dropped by forget, read again
+after a turn that failed."""
 
 from __future__ import annotations
 
-from dapr.actor import ActorInterface, actormethod
+import json
+from typing import Any
+
+import pytest
+from dapr.actor import ActorId, ActorInterface, actormethod
+from dapr.actor.runtime._type_information import ActorTypeInformation
+from dapr.actor.runtime.context import ActorRuntimeContext
+from dapr.actor.runtime.manager import ActorManager
 from dapr.actor.runtime.mock_actor import create_mock_actor
+from dapr.clients.base import DaprActorClientBase
+from dapr.serializers import DefaultJSONSerializer
 from pydantic import BaseModel
 
-from agora.runtime.actor import STATE_KEY, PydanticActor
+from agora.core.errors import InvalidInput
+from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
 from tests.unit.helpers import mock_state
 
 
@@ -55,3 +66,108 @@ async def test_forget_removes_state() -> None:
     await actor.forget()
     assert STATE_KEY not in mock_state(actor)
     assert actor.state == CounterState()
+
+
+class StoreDown(Exception):
+    pass
+
+
+class FlakyStore(DaprActorClientBase):  # type: ignore[misc]
+    """The actor runtime's state calls against a dict, with saves that can be made to fail."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, Any] = {}
+        self.failing = False
+
+    async def get_state(self, actor_type: str, actor_id: str, name: str) -> bytes:
+        return json.dumps(self.saved[name]).encode() if name in self.saved else b""
+
+    async def save_state_transactionally(self, actor_type: str, actor_id: str, data: bytes) -> None:
+        if self.failing:
+            raise StoreDown("the state store is down")
+        for operation in json.loads(data):
+            request = operation["request"]
+            if operation["operation"] == "upsert":
+                self.saved[request["key"]] = request["value"]
+            else:
+                self.saved.pop(request["key"], None)
+
+    async def invoke_method(self, *args: object) -> bytes:
+        raise NotImplementedError
+
+    async def register_reminder(self, *args: object) -> None:
+        raise NotImplementedError
+
+    async def unregister_reminder(self, *args: object) -> None:
+        raise NotImplementedError
+
+    async def register_timer(self, *args: object) -> None:
+        raise NotImplementedError
+
+    async def unregister_timer(self, *args: object) -> None:
+        raise NotImplementedError
+
+
+class LedgerInterface(ActorInterface):
+    @actormethod(name="Record")
+    async def record(self, label: str) -> ActorAnswer: ...
+
+    @actormethod(name="RecordOrRefuse")
+    async def record_or_refuse(self, label: str) -> ActorAnswer: ...
+
+
+class Ledger(PydanticActor[CounterState, None], LedgerInterface):
+    """Records each label once, as an idempotent handler of a redelivered message does."""
+
+    state_model = CounterState
+
+    @actor_endpoint
+    async def record(self, label: str) -> int:
+        if label not in self.state.history:
+            self.state.history.append(label)
+            await self.commit()
+        return len(self.state.history)
+
+    @actor_endpoint
+    async def record_or_refuse(self, label: str) -> int:
+        self.state.history.append(label)  # changed before the check fails, and never saved
+        raise InvalidInput(f"{label!r} refused")
+
+
+def _hosted_ledger(store: FlakyStore) -> ActorManager:
+    context = ActorRuntimeContext(
+        ActorTypeInformation.create(Ledger),
+        ModelSerializer(),
+        DefaultJSONSerializer(),
+        store,
+        lambda ctx, actor_id: Ledger(ctx, actor_id, None),
+    )
+    return ActorManager(context)
+
+
+async def _call(manager: ActorManager, method: str, label: str) -> ActorAnswer:
+    raw = await manager.dispatch(ActorId("l1"), method, json.dumps(label).encode())
+    return ActorAnswer.model_validate_json(raw)
+
+
+async def test_a_redelivery_after_a_failed_save_reads_the_store_and_saves_again() -> None:
+    store = FlakyStore()
+    manager = _hosted_ledger(store)
+    store.failing = True
+    with pytest.raises(StoreDown):
+        await _call(manager, "Record", "task-1")
+    store.failing = False
+
+    # The same message again: the store never got "task-1", so it must be recorded now.
+    assert (await _call(manager, "Record", "task-1")).result == 1
+    assert store.saved[STATE_KEY]["history"] == ["task-1"]
+
+
+async def test_a_change_made_by_a_turn_that_answered_an_error_is_not_seen_by_the_next() -> None:
+    store = FlakyStore()
+    manager = _hosted_ledger(store)
+    refused = await _call(manager, "RecordOrRefuse", "bad")
+    assert refused.error is not None and refused.error.code == InvalidInput.code
+
+    assert (await _call(manager, "Record", "good")).result == 1
+    assert store.saved[STATE_KEY]["history"] == ["good"]

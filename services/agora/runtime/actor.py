@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
 from dapr.actor import Actor, ActorId, ActorInterface
+from dapr.actor.runtime._method_context import ActorMethodContext
 from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.clients.base import DaprActorClientBase
@@ -61,10 +62,34 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     def __init__(self, ctx: ActorRuntimeContext, actor_id: ActorId, deps: D) -> None:
         super().__init__(ctx, actor_id)
         self.deps = deps
+        self._state_in_doubt = False
+        self._answered_error = False
 
     async def _on_activate(self) -> None:
         found, raw = await self._state_manager.try_get_state(STATE_KEY)
         self.state = self.state_model.model_validate(raw) if found else self.initial_state()  # type: ignore[assignment]
+
+    async def _on_pre_actor_method(self, method_context: ActorMethodContext) -> None:
+        # A turn that raised or answered an error may have changed `self.state` without saving
+        # it, or its save may have failed (the store down): the in-memory copy is then ahead of
+        # the store, and the next call would take it as done (an idempotent redelivery would
+        # find "already recorded" and never save it). The store is the truth: read it again.
+        if self._state_in_doubt:
+            await self.reload()
+        self._state_in_doubt = True  # until this turn ends without an error
+
+    async def _on_post_actor_method(self, method_context: ActorMethodContext) -> None:
+        self._state_in_doubt = self._answered_error
+        self._answered_error = False
+
+    def doubt_state(self) -> None:
+        """The current turn answers an error: read the state again before the next one."""
+        self._answered_error = True
+
+    async def reload(self) -> None:
+        """Drop the in-memory state (and the runtime's cache of it) and read it from the store."""
+        await self._state_manager.clear_cache()
+        await self._on_activate()
 
     def initial_state(self) -> S:
         return self.state_model()  # type: ignore[return-value]
@@ -164,12 +189,19 @@ def actor_endpoint(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R
         try:
             result = await method(*args, **kwargs)
         except AgoraError as exc:
+            _doubt_state(args)
             return ActorAnswer(error=ActorFault(code=exc.code, message=exc.message))
         except ValidationError as exc:
+            _doubt_state(args)
             return _invalid(exc)
         return ActorAnswer(result=result)
 
     return cast(Callable[P, Awaitable[R]], wrapper)
+
+
+def _doubt_state(args: tuple[object, ...]) -> None:
+    if args and isinstance(args[0], PydanticActor):
+        args[0].doubt_state()
 
 
 def _invalid(exc: ValidationError) -> ActorAnswer:
