@@ -14,10 +14,14 @@ from dapr.actor.runtime.manager import ActorManager
 from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.clients.base import DaprActorClientBase
 from dapr.serializers import DefaultJSONSerializer
+from fastapi import FastAPI
 from pydantic import BaseModel
+from starlette.testclient import TestClient
 
 from agora.core.errors import InvalidInput
 from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
+from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
+from agora.runtime.settings import ServiceSettings
 from tests.unit.helpers import mock_state
 
 
@@ -171,3 +175,18 @@ async def test_a_change_made_by_a_turn_that_answered_an_error_is_not_seen_by_the
 
     assert (await _call(manager, "Record", "good")).result == 1
     assert store.saved[STATE_KEY]["history"] == ["good"]
+
+
+def test_an_app_hosting_actors_has_dapr_deactivate_them_after_the_idle_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+
+    def setup(ctx: ServiceContext, _: FastAPI) -> None:
+        ctx.host_actor(Counter, None)
+
+    settings = ServiceSettings(app_id="counters", actor_idle_seconds=120)
+    with TestClient(create_service_app(settings, [ServiceModule("counters", setup=setup)])) as app:
+        config = app.get("/dapr/config").json()
+    assert config["entities"] == ["Counter"]
+    assert config["actorIdleTimeout"].startswith("0h2m0s")

@@ -67,6 +67,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             DaprOutcomeStore(
                 ctx.repository(OUTCOME_NAMESPACE, SheetOutcome),
                 ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
+                retention_seconds=settings.retention_seconds,
             )
         )
         ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner, settings.retention_seconds))

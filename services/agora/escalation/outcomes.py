@@ -3,6 +3,8 @@ show the person similar past cases and what worked (`historical_suggestions`).""
 
 from __future__ import annotations
 
+import asyncio
+
 from agora.core.escalation import EscalationContext, EscalationRecord, HistoricalSuggestion
 from agora.core.outcomes import OutcomeLearner, OutcomeStatus, SheetOutcome
 from agora.runtime.state import StateRepository
@@ -11,22 +13,46 @@ from agora.runtime.status_index import IdSet, StatusIndex
 OUTCOME_NAMESPACE = "escalation:outcome"
 OUTCOME_INDEX_NAMESPACE = "escalation:outcome-index"
 ALL = "all"
+OUTCOMES_KEPT = 1000
+"""Learning records kept: the most recent ones (older ones are dropped as new ones come), so
+every question about the history reads a bounded number of records."""
 
 
 class DaprOutcomeStore:
-    """`OutcomeStore` over Dapr state: one key per outcome, ids in a sharded index."""
+    """`OutcomeStore` over Dapr state: one key per outcome, ids in a sharded index. A record
+    is kept for `retention_seconds` (a state TTL) and only among the `kept` most recent."""
 
-    def __init__(self, outcomes: StateRepository[SheetOutcome], index: StateRepository[IdSet]) -> None:
+    def __init__(
+        self,
+        outcomes: StateRepository[SheetOutcome],
+        index: StateRepository[IdSet],
+        *,
+        retention_seconds: int | None = None,
+        kept: int = OUTCOMES_KEPT,
+    ) -> None:
         self._outcomes = outcomes
         self._index = StatusIndex(index)
+        self._retention = retention_seconds
+        self._kept = kept
 
     async def add(self, outcome: SheetOutcome) -> None:
-        await self._outcomes.save(outcome.outcome_id, outcome)
+        await self._outcomes.save(outcome.outcome_id, outcome, ttl_seconds=self._retention)
         await self._index.move(outcome.outcome_id, None, ALL)
 
     async def all(self) -> list[SheetOutcome]:
-        found = await self._outcomes.get_many(await self._index.list(ALL))
-        return sorted((v.value for v in found.values()), key=lambda o: o.timestamp)
+        ids = await self._index.list(ALL)
+        found = await self._outcomes.get_many(ids)
+        outcomes = sorted((v.value for v in found.values()), key=lambda o: o.timestamp)
+        expired = [outcome_id for outcome_id in ids if outcome_id not in found]
+        surplus = outcomes[: max(0, len(outcomes) - self._kept)]
+        if expired or surplus:
+            await self._drop(expired, [o.outcome_id for o in surplus])
+        return outcomes[len(surplus) :]
+
+    async def _drop(self, expired: list[str], surplus: list[str]) -> None:
+        """Unlist records whose TTL ended, and delete (then unlist) the oldest beyond `kept`."""
+        await asyncio.gather(*(self._outcomes.delete(outcome_id) for outcome_id in surplus))
+        await asyncio.gather(*(self._index.discard(outcome_id, ALL) for outcome_id in [*expired, *surplus]))
 
     async def recent(self, n: int) -> list[SheetOutcome]:
         return (await self.all())[-n:] if n > 0 else []

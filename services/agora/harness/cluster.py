@@ -31,6 +31,9 @@ CONTROL_PLANE_TRUST_DOMAIN = "localhost"
 SIDECAR_MAX_BODY = "16Mi"
 SCHEDULER_ID = "dapr-scheduler-server-0"
 """With TLS the scheduler's etcd peers check this name against sentry's certificate."""
+SCHEDULER_ETCD_HISTORY = 10_000
+"""Revisions and log entries the scheduler's etcd keeps (Dapr's chart: `dapr_scheduler.
+etcdCompactionRetention` and `etcdSnapshotCount`)."""
 
 
 @dataclass(frozen=True)
@@ -418,6 +421,15 @@ class LocalCluster:
                 "127.0.0.1",
                 "--etcd-initial-cluster",
                 f"{SCHEDULER_ID}={'https' if self.mtls else 'http'}://127.0.0.1:{etcd_peer}",
+                # Every task sets and deletes a few reminders. With Dapr's defaults the etcd
+                # keeps 1,000,000 old revisions and 100,000 log entries in memory, so it grows
+                # for hours; these keep the history to the last 10,000 of each.
+                "--etcd-compaction-mode",
+                "revision",
+                "--etcd-compaction-retention",
+                str(SCHEDULER_ETCD_HISTORY),
+                "--etcd-snapshot-count",
+                str(SCHEDULER_ETCD_HISTORY),
                 *self._control_plane_tls(),
                 # Must not exist yet: the scheduler writes its certificates beside it and
                 # swaps a symlink into place.

@@ -10,6 +10,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 import uvicorn
@@ -210,9 +211,17 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if ctx.hosted_actors:
+            from dapr.actor.runtime.config import ActorRuntimeConfig
+            from dapr.actor.runtime.runtime import ActorRuntime
             from dapr.ext.fastapi import DaprActor
 
             dapr_actor = DaprActor(app)
+            ActorRuntime.set_actor_config(
+                ActorRuntimeConfig(
+                    actor_idle_timeout=timedelta(seconds=settings.actor_idle_seconds),
+                    actor_scan_interval=timedelta(seconds=min(30, settings.actor_idle_seconds)),
+                )
+            )
             for hosting in ctx.hosted_actors:
                 hosting.resolve_annotations()
                 await dapr_actor.register_actor(

@@ -34,6 +34,11 @@ class ServiceSettings(BaseSettings):
     decided escalation, an uncertainty session not waiting for a person) is kept before it is
     dropped from the store and its listing, so the store holds what is current plus this
     window. Its id may be used again afterwards."""
+    actor_idle_seconds: int = Field(default=300, ge=10)
+    """AGORA_ACTOR_IDLE_SECONDS: an actor not called for this long is deactivated (its state
+    stays in the store; the next call reads it again), so an app and its sidecar hold the
+    actors of the last few minutes' work, not of every task seen in the last hour (Dapr's
+    default)."""
     log_level: str = "INFO"
 
     @property
