@@ -7,18 +7,26 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
+import pytest
 from pydantic import BaseModel
 
 from agora.core.contracts import AgentLearning
 from agora.core.escalation import EscalationConfig
 from agora.core.market import Bid, TaskOutcome, TaskSpec
-from agora.core.messages import TaskAwarded
+from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes import PROMPT_HEADING, OutcomeStatus
 from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
-from agora.worker.actors import RUN_WATCHDOG, WorkerAgent, WorkerDeps, run_reminder
+from agora.worker.actors import (
+    RUN_WATCHDOG,
+    ParkedTask,
+    WorkerAgent,
+    WorkerDeps,
+    decision_reminder,
+    run_reminder,
+)
 from tests.unit.helpers import FakeModel, answer_of, hosted
 
 
@@ -215,3 +223,61 @@ async def test_an_outcome_committed_but_not_announced_is_announced_by_the_remind
     publisher.sent.clear()  # as if the worker died between its commit and the publish
     await worker.receive_reminder("run:t1", task.model_dump_json().encode(), RUN_WATCHDOG, RUN_WATCHDOG)
     assert publisher.sent == [done]
+
+
+def parked(worker: WorkerAgent, task: TaskAwarded, escalation_id: str) -> EscalationResolved:
+    """`task` parked for a person under `escalation_id`; the person's decision: skip."""
+    worker.state.parked[task.task_id] = ParkedTask(
+        award=task, transcript=[], steps=1, escalation_id=escalation_id
+    )
+    return EscalationResolved.model_validate(
+        {"escalation_id": escalation_id, "waiting_party": {"kind": "session", "id": task.task_id},
+         "decision": {"kind": "escalation", "action": "skip"}, "decided_by": "ops@example.com",
+         "status": "RESOLVED"}
+    )  # fmt: skip
+
+
+async def held(worker: WorkerAgent, resolved: EscalationResolved) -> bytes:
+    """What the worker does before it acknowledges a decision: its reminder, carrying it."""
+    state = resolved.model_dump_json().encode()
+    await worker.register_reminder(
+        decision_reminder(resolved.escalation_id), state, RUN_WATCHDOG, RUN_WATCHDOG
+    )
+    return state
+
+
+async def test_a_decision_whose_resume_never_came_is_applied_by_its_reminder() -> None:
+    worker = agent(ScriptedModel([]), EscalationConfig())
+    await worker._on_activate()
+    resolved = parked(worker, award("t1"), "t1.1")
+    state = await held(worker, resolved)
+
+    await worker.receive_reminder(decision_reminder("t1.1"), state, RUN_WATCHDOG, RUN_WATCHDOG)
+
+    publisher = cast(RecordingPublisher, worker.deps.publisher)
+    [outcome] = publisher.sent
+    assert (
+        isinstance(outcome, TaskOutcome) and outcome.partial and outcome.summary == "skip by ops@example.com"
+    )
+    assert worker.state.parked == {} and reminders(worker) == set()
+    # The resume call that comes late (or the reminder again) changes nothing.
+    assert answer_of(await worker.resume(resolved)).result is None
+    assert publisher.sent == [outcome] and reminders(worker) == set()
+
+
+async def test_a_resume_cut_short_once_the_task_left_parked_leaves_it_to_its_run_reminder() -> None:
+    worker = agent(ScriptedModel([]), EscalationConfig())
+    await worker._on_activate()
+    resolved = parked(worker, award("t1"), "t1.1")
+    await held(worker, resolved)
+    held_at_commit: list[set[str]] = []
+
+    async def crash_at_commit(ttl_seconds: int | None = None) -> None:
+        held_at_commit.append(reminders(worker))
+        raise RuntimeError("the worker died here")
+
+    worker.commit = crash_at_commit  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        await worker.resume(resolved)
+    # Whichever side of its commit it died on, a reminder brings the task back.
+    assert held_at_commit == [{run_reminder("t1"), decision_reminder("t1.1")}]

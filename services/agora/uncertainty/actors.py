@@ -171,11 +171,22 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         verdict = evaluate_checkpoint([*self.deps.checkpoint_triggers, *request.triggers], context)
         if verdict.gate is CheckpointGate.CONFIRM:
             parked = context.model_copy(update={"trigger": verdict.trigger})
-            await self._send_to_person(f"{self.id.id}.checkpoint-{request.step}", parked, verdict.message)
+            escalation_id = self._new_escalation_id(f"checkpoint-{request.step}")
+            await self._send_to_person(escalation_id, parked, verdict.message)
             await self.commit()
         return CheckpointAnswer(
             verdict=verdict, status=self.state.status, escalation_id=self.state.escalation_id
         )
+
+    def _new_escalation_id(self, at: str) -> str:
+        """`<session>.<step>`; when the session already had that one decided (its run started
+        again from its first step, after a crash), `<session>.<step>.<n>`, n past every
+        decision so far, so it never names a decided escalation again. A park repeated after a
+        failed call finds the same state and so the same id."""
+        first = f"{self.id.id}.{at}"
+        if all(c.escalation_id != first for c in self.state.continuations):
+            return first
+        return f"{first}.{len(self.state.continuations) + 1}"
 
     async def _send_to_person(
         self, escalation_id: str, context: EscalationContext | CheckpointContext, why: str
@@ -192,7 +203,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
 
     async def _park(self, step: StepUncertainty, report: StepReport) -> None:
         assert self.state.belief is not None
-        escalation_id = f"{self.id.id}.{step.step_id}"
+        escalation_id = self._new_escalation_id(step.step_id)
         context = EscalationContext(
             job_id=self.id.id,
             sheet_num=self.state.belief.total_steps,

@@ -16,7 +16,9 @@ With uncertainty checks on, every step is reported to the uncertainty monitor (s
 id). When the monitor pauses the session, the task is parked here with its transcript and
 stays ALLOCATED on the board; the person's decision (`agora.escalation.resolved`) resumes it:
 retry runs the step again, modify_prompt continues with the new instruction, skip ends the
-task as partial, abort ends it as failed.
+task as partial, abort ends it as failed. Like an award, the decision is kept as a reminder on
+the agent (`decided:<escalation_id>`, carrying it) before its delivery is acknowledged, and
+removed once applied, so a crash or a call that timed out cannot lose it.
 
 With failure triage on, an attempt that ends without success is classified from its
 trajectory (`agora.core.triage`): the recovery the policy picks (retry, replan, a hint...) is
@@ -100,6 +102,9 @@ SESSION_ABORTED = "\x00aborted"
 """What `_check` answers when the monitor ended the task's session (never an escalation id,
 which cannot hold control characters)."""
 RUN_REMINDER_PREFIX = "run:"
+DECISION_REMINDER_PREFIX = "decided:"
+"""A person's decision on a parked task, kept as a reminder (carrying the decision) from before
+its delivery is acknowledged until the agent applied it."""
 RUN_WATCHDOG = timedelta(seconds=30)
 """How soon a run that did not start on delivery (the worker was busy) or was cut short by a
 crash of the worker (or its sidecar) starts: a reminder kept by the Dapr scheduler fires this
@@ -226,18 +231,30 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
 
     @actor_endpoint
     async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None:
+        return await self._resume(resolved)
+
+    async def _resume(self, resolved: EscalationResolved) -> TaskOutcome | None:
+        """Go on with a parked task as the person decided. The decision's reminder (registered
+        before its delivery was acknowledged) is removed only once this is done, so a crash
+        anywhere in between brings the decision back."""
         parked = self.state.parked.get(resolved.waiting_party.id)
         if parked is None or parked.escalation_id != resolved.escalation_id:
-            return None  # not ours, or resumed already
-        del self.state.parked[resolved.waiting_party.id]
-        await self.commit()
-        # From here the task is a run again: a crash before its outcome starts it afresh.
+            log.info(
+                "decision for no parked task of this agent (resumed already, or not ours)",
+                extra={"escalation_id": resolved.escalation_id, "agent_id": self.id.id},
+            )
+            await self._decision_taken(resolved.escalation_id)
+            return None
+        # From here the task is a run again: its reminder first, so a crash once the task is no
+        # longer parked starts it afresh rather than losing it.
         await self.register_reminder(
             run_reminder(parked.award.task_id),
             parked.award.model_dump_json().encode(),
             RUN_WATCHDOG,
             RUN_WATCHDOG,
         )
+        del self.state.parked[resolved.waiting_party.id]
+        await self.commit()
         task, action = parked.award, str(resolved.decision.action)
         run = Run(parked.patterns_applied, parked.started_at or time.time(), list(parked.attempt_history))
         done: TaskOutcome | None
@@ -256,11 +273,23 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         if done is not None:
             await self._finish(task, done, run)
         await self._run_ended(task.task_id)
+        await self._decision_taken(resolved.escalation_id)
         return done
 
     async def receive_reminder(
         self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
     ) -> None:
+        if name.startswith(DECISION_REMINDER_PREFIX):
+            resolved = EscalationResolved.model_validate_json(state)
+            try:
+                await self._resume(resolved)
+            except (AgoraError, DaprError) as exc:
+                log.warning(
+                    "a decision taken up by its reminder cannot be applied yet; trying later",
+                    extra={"escalation_id": resolved.escalation_id, "agent_id": self.id.id,
+                           "reason": str(exc)[:300]},
+                )  # fmt: skip
+            return
         if not name.startswith(RUN_REMINDER_PREFIX):
             return
         task_id = name.removeprefix(RUN_REMINDER_PREFIX)
@@ -286,6 +315,11 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         """The outcome is out or the task is parked: nothing to start again after a crash."""
         with contextlib.suppress(Exception):  # a reminder already gone is as good
             await self.unregister_reminder(run_reminder(task_id))
+
+    async def _decision_taken(self, escalation_id: str) -> None:
+        """The decision was applied (or is not for this agent): nothing to take up again."""
+        with contextlib.suppress(Exception):  # a reminder already gone is as good
+            await self.unregister_reminder(decision_reminder(escalation_id))
 
     @actor_endpoint
     async def learning(self) -> AgentLearning:
@@ -540,6 +574,10 @@ def run_reminder(task_id: str) -> str:
     return RUN_REMINDER_PREFIX + task_id
 
 
+def decision_reminder(escalation_id: str) -> str:
+    return DECISION_REMINDER_PREFIX + escalation_id
+
+
 def _last_confidence(trajectory: list[TriageStep]) -> float | None:
     """The agent's own confidence in the last step of an attempt (None: no step was taken)."""
     if not trajectory:
@@ -591,6 +629,12 @@ class WorkerAgents:
         """Register the run's reminder before the run starts (outside the agent's turn, which
         a running task may hold): from here a crash cannot lose the award."""
         name, state = run_reminder(award.task_id), award.model_dump_json().encode()
+        await self._actors.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
+
+    async def hold_decision(self, agent_id: str, resolved: EscalationResolved) -> None:
+        """Keep the decision as a reminder on the agent before its delivery is acknowledged:
+        it applies the decision within `RUN_WATCHDOG` unless `resume` did it first."""
+        name, state = decision_reminder(resolved.escalation_id), resolved.model_dump_json().encode()
         await self._actors.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
 
     async def execute(self, agent_id: str, award: TaskAwarded) -> TaskOutcome | None:

@@ -148,7 +148,10 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             if holder not in profiles:
                 return
             await decisions.verified(EscalationActors(actors), event)
-            await run_slots.acquire()  # a decision waits in the broker for a free slot
+            await agents.hold_decision(holder, event)
+            if run_slots.locked():
+                return  # as for an award: the decision's reminder applies it
+            await run_slots.acquire()
             spawn_run(lambda: agents.resume(holder, event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
