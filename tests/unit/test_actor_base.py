@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from starlette.testclient import TestClient
 
 from agora.core.errors import InvalidInput
+from agora.runtime import service
 from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
 from agora.runtime.settings import ServiceSettings
@@ -180,7 +181,9 @@ async def test_a_change_made_by_a_turn_that_answered_an_error_is_not_seen_by_the
 def test_an_app_hosting_actors_has_dapr_deactivate_them_after_the_idle_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    # The app's own tracing set-up and shutdown would end the tracer provider other tests use.
+    monkeypatch.setattr(service, "configure_tracing", lambda app_id: None)
+    monkeypatch.setattr(service, "shutdown_tracing", lambda: None)
 
     def setup(ctx: ServiceContext, _: FastAPI) -> None:
         ctx.host_actor(Counter, None)
