@@ -31,7 +31,7 @@ help:
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
-	@echo "make chaos   the whole fault matrix (about 25 min); its table goes to docs/guarantees.md"
+	@echo "make chaos   the whole fault matrix (about an hour); its table goes to docs/guarantees.md"
 	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"
 	@echo "make image   build the container image $(AGORA_IMAGE) (docker, podman or buildah)"
 	@echo "make lint    ruff + mypy"

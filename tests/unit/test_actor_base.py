@@ -3,6 +3,7 @@ after a turn that failed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -113,12 +114,18 @@ class FlakyStore(DaprActorClientBase):  # type: ignore[misc]
         raise NotImplementedError
 
 
+LET_GO = asyncio.Event()
+
+
 class LedgerInterface(ActorInterface):
     @actormethod(name="Record")
     async def record(self, label: str) -> ActorAnswer: ...
 
     @actormethod(name="RecordOrRefuse")
     async def record_or_refuse(self, label: str) -> ActorAnswer: ...
+
+    @actormethod(name="RecordWhenLetGo")
+    async def record_when_let_go(self, label: str) -> ActorAnswer: ...
 
 
 class Ledger(PydanticActor[CounterState, None], LedgerInterface):
@@ -131,6 +138,14 @@ class Ledger(PydanticActor[CounterState, None], LedgerInterface):
         if label not in self.state.history:
             self.state.history.append(label)
             await self.commit()
+        return len(self.state.history)
+
+    @actor_endpoint
+    async def record_when_let_go(self, label: str) -> int:
+        self.state.history.append(f"start {label}")
+        await LET_GO.wait()
+        self.state.history.append(f"end {label}")
+        await self.commit()
         return len(self.state.history)
 
     @actor_endpoint
@@ -193,3 +208,19 @@ def test_an_app_hosting_actors_has_dapr_deactivate_them_after_the_idle_time(
         config = app.get("/dapr/config").json()
     assert config["entities"] == ["Counter"]
     assert config["actorIdleTimeout"].startswith("0h2m0s")
+
+
+async def test_calls_that_reach_the_app_together_run_one_after_the_other() -> None:
+    """As when the sidecar let a second call in because the first one's caller gave up."""
+    store = FlakyStore()
+    manager = _hosted_ledger(store)
+    await _call(manager, "Record", "activated")
+    LET_GO.clear()
+    first = asyncio.create_task(_call(manager, "RecordWhenLetGo", "first"))
+    second = asyncio.create_task(_call(manager, "RecordWhenLetGo", "second"))
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done()
+    LET_GO.set()
+    await asyncio.gather(first, second)
+    history = store.saved[STATE_KEY]["history"]
+    assert history == ["activated", "start first", "end first", "start second", "end second"]

@@ -144,9 +144,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         )
         return await self._conclude(resolved)
 
-    async def receive_reminder(
-        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
-    ) -> None:
+    async def on_reminder(self, name: str, state: bytes) -> None:
         if name == EXPIRE_REMINDER:
             await self.expired()
             return

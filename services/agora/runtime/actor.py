@@ -14,15 +14,16 @@ return models, and whose dependencies are given to each instance.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
 from dapr.actor import Actor, ActorId, ActorInterface
-from dapr.actor.runtime._method_context import ActorMethodContext
 from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.clients.base import DaprActorClientBase
@@ -58,33 +59,54 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     state_model: ClassVar[type[BaseModel]]
     state: S
     deps: D
+    _turn_lock: asyncio.Lock | None = None
+    _state_in_doubt = False
+    _answered_error = False
 
     def __init__(self, ctx: ActorRuntimeContext, actor_id: ActorId, deps: D) -> None:
         super().__init__(ctx, actor_id)
         self.deps = deps
-        self._state_in_doubt = False
-        self._answered_error = False
 
     async def _on_activate(self) -> None:
         found, raw = await self._state_manager.try_get_state(STATE_KEY)
         self.state = self.state_model.model_validate(raw) if found else self.initial_state()  # type: ignore[assignment]
 
-    async def _on_pre_actor_method(self, method_context: ActorMethodContext) -> None:
-        # A turn that raised or answered an error may have changed `self.state` without saving
-        # it, or its save may have failed (the store down): the in-memory copy is then ahead of
-        # the store, and the next call would take it as done (an idempotent redelivery would
-        # find "already recorded" and never save it). The store is the truth: read it again.
-        if self._state_in_doubt:
-            await self.reload()
-        self._state_in_doubt = True  # until this turn ends without an error
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """One call of this actor (a method, a reminder), alone.
 
-    async def _on_post_actor_method(self, method_context: ActorMethodContext) -> None:
-        self._state_in_doubt = self._answered_error
-        self._answered_error = False
+        Dapr runs an actor's calls one at a time, but only while the caller waits: a caller
+        that gives up (its timeout) releases the actor's lock in the sidecar while the app
+        still works on the call, and the next call would then run beside it. The app keeps
+        the promise itself with a lock per actor.
+
+        A call that raised or answered an error may have changed `self.state` without saving
+        it, or its save may have failed (the store down): the in-memory copy is then ahead of
+        the store, and the next call would take it as done (an idempotent redelivery would
+        find "already recorded" and never save it). The store is the truth: the next call
+        reads it again first."""
+        if self._turn_lock is None:
+            self._turn_lock = asyncio.Lock()
+        async with self._turn_lock:
+            if self._state_in_doubt:
+                await self.reload()
+            self._state_in_doubt, self._answered_error = True, False
+            yield  # an exception leaves the state in doubt
+            self._state_in_doubt = self._answered_error
 
     def doubt_state(self) -> None:
-        """The current turn answers an error: read the state again before the next one."""
+        """The current call answers an error: read the state again before the next one."""
         self._answered_error = True
+
+    async def receive_reminder(
+        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
+    ) -> None:
+        """A reminder fired (for subclasses that are `Remindable`): `on_reminder`, in a turn."""
+        async with self.turn():
+            await self.on_reminder(name, state)
+
+    async def on_reminder(self, name: str, state: bytes) -> None:
+        """Handle the reminder `name` registered with `state` (override)."""
 
     async def reload(self) -> None:
         """Drop the in-memory state (and the runtime's cache of it) and read it from the store."""
@@ -102,7 +124,7 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
 
     async def expire_in(self, seconds: int) -> None:
         """Call `expired` `seconds` from now: a one-shot reminder (`EXPIRE_REMINDER`), kept by
-        the Dapr scheduler, that the actor's `receive_reminder` hands to `expired`."""
+        the Dapr scheduler, that the actor's `on_reminder` hands to `expired`."""
         await self.register_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=seconds))
 
     async def expired(self) -> None:
@@ -186,22 +208,20 @@ def actor_endpoint(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R
         for arg in (*args, *kwargs.values()):
             if isinstance(arg, InvalidActorArgument):
                 return _invalid(arg.error)
-        try:
-            result = await method(*args, **kwargs)
-        except AgoraError as exc:
-            _doubt_state(args)
-            return ActorAnswer(error=ActorFault(code=exc.code, message=exc.message))
-        except ValidationError as exc:
-            _doubt_state(args)
-            return _invalid(exc)
+        actor = args[0]
+        assert isinstance(actor, PydanticActor), "actor_endpoint decorates PydanticActor methods"
+        async with actor.turn():
+            try:
+                result = await method(*args, **kwargs)
+            except AgoraError as exc:
+                actor.doubt_state()
+                return ActorAnswer(error=ActorFault(code=exc.code, message=exc.message))
+            except ValidationError as exc:
+                actor.doubt_state()
+                return _invalid(exc)
         return ActorAnswer(result=result)
 
     return cast(Callable[P, Awaitable[R]], wrapper)
-
-
-def _doubt_state(args: tuple[object, ...]) -> None:
-    if args and isinstance(args[0], PydanticActor):
-        args[0].doubt_state()
 
 
 def _invalid(exc: ValidationError) -> ActorAnswer:

@@ -182,9 +182,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         if expected is None or token is None or not hmac.compare_digest(expected, token):
             raise AwardNotHeld(f"task {self.id.id}: no award to {agent_id} with that token")
 
-    async def receive_reminder(
-        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
-    ) -> None:
+    async def on_reminder(self, name: str, state: bytes) -> None:
         if name == EXPIRE_REMINDER:
             await self.expired()
             return

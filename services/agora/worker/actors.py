@@ -276,9 +276,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         await self._decision_taken(resolved.escalation_id)
         return done
 
-    async def receive_reminder(
-        self, name: str, state: bytes, due_time: timedelta, period: timedelta, ttl: timedelta | None = None
-    ) -> None:
+    async def on_reminder(self, name: str, state: bytes) -> None:
         if name.startswith(DECISION_REMINDER_PREFIX):
             resolved = EscalationResolved.model_validate_json(state)
             try:
