@@ -361,21 +361,26 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
 
 
 def write_table(path: Path, results: list[RowResult]) -> None:
+    """Write the rows of this run into the table between the markers, in `FAULTS` order; rows
+    of faults this run did not cover (`AGORA_FAULTS` naming some) stay as they were."""
+    text = path.read_text()
+    pattern = re.compile(re.escape(TABLE_BEGIN) + r"\n(.*?)" + re.escape(TABLE_END), re.S)
+    found = pattern.search(text)
+    assert found, f"{path} has no fault-matrix markers"
+    by_what = {line.split(" | ")[0].removeprefix("| "): line for line in found.group(1).splitlines()[2:]}
+    for r in results:
+        by_what[r.what] = (
+            f"| {r.what} | {r.tasks_in} | {r.terminal} | {r.doubled} | {r.lost} | {r.refused} "
+            f"| {r.dead_letters} | {r.escalations_decided} | {r.plans_and_debates}/{PLANS + DEBATES} "
+            f"| {r.recover_seconds} |"
+        )
     rows = [
         "| fault | tasks in | terminal | doubled | lost | refused tasks | dead letters (with reasons) "
         "| escalations decided | plans + debates finished | settled after recovery (s) |",
         "|---|---|---|---|---|---|---|---|---|---|",
-        *(
-            f"| {r.what} | {r.tasks_in} | {r.terminal} | {r.doubled} | {r.lost} | {r.refused} "
-            f"| {r.dead_letters} | {r.escalations_decided} | {r.plans_and_debates}/{PLANS + DEBATES} "
-            f"| {r.recover_seconds} |"
-            for r in results
-        ),
+        *(by_what[f.what] for f in FAULTS.values() if f.what in by_what),
     ]
-    text = path.read_text()
     block = f"{TABLE_BEGIN}\n" + "\n".join(rows) + f"\n{TABLE_END}"
-    pattern = re.compile(re.escape(TABLE_BEGIN) + r".*?" + re.escape(TABLE_END), re.S)
-    assert pattern.search(text), f"{path} has no fault-matrix markers"
     path.write_text(pattern.sub(lambda _: block, text))
 
 

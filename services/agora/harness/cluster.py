@@ -592,7 +592,14 @@ class LocalCluster:
         config["spec"]["nameResolution"] = {
             "component": "sqlite",
             "version": "v1",
-            "configuration": {"connectionString": str(self.names_db), "updateInterval": "2s"},
+            # No clean-up of old rows: in this Dapr release it deletes the fresh registrations
+            # instead (its age test is inverted), and every sidecar then exits with "Host
+            # registration lost" an hour after start. Lookups skip stale rows anyway.
+            "configuration": {
+                "connectionString": str(self.names_db),
+                "updateInterval": "2s",
+                "cleanupInterval": "0s",
+            },
         }
         tracing = config["spec"]["tracing"]
         if self.with_jaeger:
