@@ -6,7 +6,6 @@ restarts of the app and its sidecar) that applies the configured default decisio
 way the waiting party is told through `agora.escalation.resolved`.
 """
 
-import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -181,9 +180,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             if learnt is not None:
                 await self.deps.learner.record(learnt)
         if record.deadline is not None:
-            # A one-shot reminder that just fired may already be gone; nothing else can fail here.
-            with contextlib.suppress(Exception):
-                await self.unregister_reminder(DEADLINE_REMINDER)
+            await self.drop_reminder(DEADLINE_REMINDER)
         if self.deps.retention_seconds is not None:
             await self.expire_in(self.deps.retention_seconds)
         return record
@@ -200,8 +197,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
     async def _announcement_done(self) -> None:
         record = self.state.record
         if record is None or record.waiting or self.state.announced:
-            with contextlib.suppress(Exception):  # one that just fired may be gone already
-                await self.unregister_reminder(ANNOUNCE_REMINDER)
+            await self.drop_reminder(ANNOUNCE_REMINDER)
 
     async def _announce_decision(self, record: EscalationRecord) -> None:
         assert record.decision is not None

@@ -127,6 +127,12 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
         the Dapr scheduler, that the actor's `on_reminder` hands to `expired`."""
         await self.register_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=seconds))
 
+    async def drop_reminder(self, name: str) -> None:
+        """Unregister the reminder `name`; one already gone (a one-shot that just fired, or
+        removed before) is as good, so a failure here never fails the call."""
+        with contextlib.suppress(Exception):
+            await self.unregister_reminder(name)
+
     async def expired(self) -> None:
         """The retention of a finished record ended: drop it (override to also unlist it)."""
         await self.forget()

@@ -14,7 +14,6 @@ fails the task with the reason.
 """
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import secrets
@@ -166,8 +165,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         record = self._record()
         acknowledged = await self._save(lifecycle.acknowledge(record, acknowledgement.agent_id, _now()))
         if acknowledged is not record:
-            with contextlib.suppress(Exception):  # a reminder left over only announces nothing
-                await self.unregister_reminder(AWARD_REMINDER)
+            await self.drop_reminder(AWARD_REMINDER)  # one left over would only announce nothing
         return acknowledged
 
     @actor_endpoint

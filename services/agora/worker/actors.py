@@ -37,7 +37,6 @@ outcome of each run is kept with the patterns that were applied, so their effect
 with the pattern against without) can be read from `GET /v1/agents/{agent_id}/learning`.
 """
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -311,13 +310,11 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
 
     async def _run_ended(self, task_id: str) -> None:
         """The outcome is out or the task is parked: nothing to start again after a crash."""
-        with contextlib.suppress(Exception):  # a reminder already gone is as good
-            await self.unregister_reminder(run_reminder(task_id))
+        await self.drop_reminder(run_reminder(task_id))
 
     async def _decision_taken(self, escalation_id: str) -> None:
         """The decision was applied (or is not for this agent): nothing to take up again."""
-        with contextlib.suppress(Exception):  # a reminder already gone is as good
-            await self.unregister_reminder(decision_reminder(escalation_id))
+        await self.drop_reminder(decision_reminder(escalation_id))
 
     @actor_endpoint
     async def learning(self) -> AgentLearning:
