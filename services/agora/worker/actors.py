@@ -281,6 +281,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             try:
                 await self._resume(resolved)
             except (AgoraError, DaprError) as exc:
+                self.doubt_state()  # it may have stopped between a change and its save
                 log.warning(
                     "a decision taken up by its reminder cannot be applied yet; trying later",
                     extra={"escalation_id": resolved.escalation_id, "agent_id": self.id.id,
@@ -301,6 +302,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             try:
                 await self._execute(award)
             except (AgoraError, DaprError) as exc:
+                self.doubt_state()  # it may have stopped between a change and its save
                 log.warning(
                     "a run started by its reminder cannot go on yet; trying later",
                     extra={"task_id": task_id, "agent_id": self.id.id, "reason": str(exc)[:300]},
