@@ -67,7 +67,9 @@ def main() -> None:
             listing, total = [], 0
             for _ in range(LISTS):
                 t0 = time.perf_counter()
-                answer = http.get(replica.invoke_url("v1/escalations?limit=50")).json()
+                answer = http.get(
+                    replica.invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=50")
+                ).json()
                 listing.append((time.perf_counter() - t0) * 1000)
                 total = answer["total"]
             resumes = []

@@ -24,8 +24,10 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import yaml
@@ -43,12 +45,14 @@ from agora.core.debate import (
     DebateState,
     DebateSubmission,
 )
+from agora.core.escalation import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import Topic
+from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Topic
 from agora.core.models import CapabilityProfile
 from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest, PlanState
 from agora.debate.view import debate_lines
 from agora.demo import invoker, run_demo, session_continuation
+from agora.escalation.view import escalation_lines, escalation_row
 from agora.harness.cluster import LocalCluster
 from agora.harness.processes import ProcessFailed
 from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
@@ -480,9 +484,10 @@ def _serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Pat
 
 def cmd_register(args: argparse.Namespace) -> int:
     profiles = _load_models(args.file, CapabilityProfile, "agent_id")  # every item checked first
+    path = f"v1/agents?lease_seconds={args.lease_seconds}"
     for profile in profiles:
-        saved = _invoke(args, "POST", "v1/agents", profile.model_dump(mode="json"))
-        print(f"registered {saved['agent_id']}")
+        saved = _invoke(args, "POST", path, profile.model_dump(mode="json"))
+        print(f"registered {saved['agent_id']} until {saved['lease_expires_at']} (register again to renew)")
     return 0
 
 
@@ -581,20 +586,56 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
         time.sleep(1.0)
 
 
-def cmd_plan_list(args: argparse.Namespace) -> int:
-    listing = PlanList.model_validate(
-        _invoke(
-            args,
-            "GET",
-            f"v1/plans?state={args.state}&limit={args.limit}&offset={args.offset}",
-            service="planner",
-        )
-    )
+def _page_query(path: str, limit: int, offset: int, **narrowed: str | None) -> str:
+    """A listing's path with its query: the filters given (a filter left out lists everything)."""
+    given = {name: value for name, value in narrowed.items() if value is not None}
+    return f"{path}?{urlencode({**given, 'limit': limit, 'offset': offset})}"
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def listing_summary(
+    noun: str, narrowed_to: str | None, shown: int, total: int, offset: int, limit: int
+) -> str:
+    """The line under a listing: that it is empty, or how many there are in all and which of
+    them the page holds (a page may show fewer rows than it covers: a listed item whose record
+    is gone, or whose state changed meanwhile, is left out)."""
+    where = f" in {narrowed_to}" if narrowed_to else ""
+    if total == 0:
+        return f"no {noun}s{where}"
+    if shown == 0 and offset >= total:
+        return f"(no {noun}s{where} from offset {offset}; {total} in all)"
+    last = min(offset + limit, total)
+    if offset == 0 and last == total:
+        return f"({_counted(total, noun)}{where})"
+    more = f"; --offset {last} for more" if last < total else ""
+    return f"({offset + 1}-{last} of {total} {noun}s{where}{more})"
+
+
+def _created(moment: datetime) -> str:
+    """When a record was created, for a listing's column (UTC, to the minute)."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%d %H:%M")
+
+
+def plan_list_lines(listing: PlanList, offset: int, limit: int) -> list[str]:
+    lines = []
     for record in listing.plans:
         version = f"v{record.plan.version}" if record.plan else "--"
-        print(f"{record.plan_id:<32} {record.state:<18} {version:<4} {_shorten(record.request.task, 60)}")
-    if listing.total > args.offset + len(listing.plans):
-        print(f"({listing.total} in all; --offset to see more)")
+        lines.append(
+            f"{record.plan_id:<32} {record.state:<17} {version:<4} {_created(record.created_at)}  "
+            f"{_shorten(record.request.task, 50)}"
+        )
+    state = str(listing.state) if listing.state is not None else None
+    return [*lines, listing_summary("plan", state, len(listing.plans), listing.total, offset, limit)]
+
+
+def cmd_plan_list(args: argparse.Namespace) -> int:
+    query = _page_query("v1/plans", args.limit, args.offset, state=args.state)
+    listing = PlanList.model_validate(_invoke(args, "GET", query, service="planner"))
+    print("\n".join(plan_list_lines(listing, args.offset, args.limit)))
     return 0
 
 
@@ -653,49 +694,46 @@ def cmd_debate_show(args: argparse.Namespace) -> int:
         time.sleep(0.5)
 
 
-def cmd_debate_list(args: argparse.Namespace) -> int:
-    query = f"v1/debates?state={args.state}&limit={args.limit}&offset={args.offset}"
-    listing = DebateList.model_validate(_invoke(args, "GET", query, service="debate"))
+def debate_list_lines(listing: DebateList, offset: int, limit: int) -> list[str]:
+    lines = []
     for record in listing.debates:
-        answer = _shorten(record.final_answer or "", 40)
-        print(f"{record.debate_id:<32} {record.state:<18} {answer:<40} {_shorten(record.question, 50)}")
-    if listing.total > args.offset + len(listing.debates):
-        print(f"({listing.total} in all; --offset to see more)")
+        answer = _shorten(record.final_answer or "", 30)
+        lines.append(
+            f"{record.debate_id:<32} {record.state:<17} {_created(record.created_at)}  {answer:<30} "
+            f"{_shorten(record.question, 40)}"
+        )
+    state = str(listing.state) if listing.state is not None else None
+    return [*lines, listing_summary("debate", state, len(listing.debates), listing.total, offset, limit)]
+
+
+def cmd_debate_list(args: argparse.Namespace) -> int:
+    query = _page_query("v1/debates", args.limit, args.offset, state=args.state)
+    listing = DebateList.model_validate(_invoke(args, "GET", query, service="debate"))
+    print("\n".join(debate_list_lines(listing, args.offset, args.limit)))
     return 0
 
 
-def _print_escalation(record: dict[str, Any], *, full: bool) -> None:
-    party, context = record["waiting_party"], record["context"]
-    deadline = f"  deadline {record['deadline']}" if record.get("deadline") else ""
-    print(
-        f"{record['escalation_id']:<28} {record['status']:<18} {party['kind']} {party['id']}  "
-        f"confidence {context.get('confidence', '-')}{deadline}"
-    )
-    if not full:
-        return
-    print(json.dumps(context, indent=2))
-    for suggestion in context.get("historical_suggestions", []):
-        print(f"  suggestion: {suggestion['action']} (succeeded: {suggestion.get('outcome_succeeded')})")
-    for entry in record["audit"]:
-        print(f"  audit: {entry['when']} {entry['who']}: {entry['what']} {entry.get('why') or ''}")
+def escalation_list_lines(listing: EscalationList, offset: int, limit: int) -> list[str]:
+    rows = [escalation_row(record) for record in listing.escalations]
+    status = str(listing.status) if listing.status is not None else None
+    return [*rows, listing_summary("escalation", status, len(rows), listing.total, offset, limit)]
 
 
 def cmd_escalations_list(args: argparse.Namespace) -> int:
-    query = f"v1/escalations?status={args.status}&limit={args.limit}&offset={args.offset}"
+    query = _page_query("v1/escalations", args.limit, args.offset, status=args.status)
     listing = EscalationList.model_validate(_invoke(args, "GET", query, service="escalation"))
-    for record in listing.escalations:
-        _print_escalation(record.model_dump(mode="json"), full=False)
-    shown = len(listing.escalations)
-    print(
-        f"({shown} of {listing.total} {args.status})" if listing.total else f"(no escalations {args.status})"
-    )
+    if args.json:
+        print(listing.model_dump_json(indent=2))
+        return 0
+    print("\n".join(escalation_list_lines(listing, args.offset, args.limit)))
     return 0
 
 
 def cmd_escalations_show(args: argparse.Namespace) -> int:
-    _print_escalation(
-        _invoke(args, "GET", f"v1/escalations/{args.escalation_id}", service="escalation"), full=True
+    record = EscalationRecord.model_validate(
+        _invoke(args, "GET", f"v1/escalations/{args.escalation_id}", service="escalation")
     )
+    print(record.model_dump_json(indent=2) if args.json else "\n".join(escalation_lines(record)))
     return 0
 
 
@@ -706,16 +744,18 @@ def cmd_escalations_resume(args: argparse.Namespace) -> int:
     if args.guidance:
         decision["guidance"] = args.guidance
     token = os.environ.get("AGORA_API_TOKEN")
-    record = _invoke(
-        args,
-        "POST",
-        f"v1/escalations/{args.escalation_id}/resume",
-        {"decision": decision, "who": args.who, "why": args.why},
-        service="escalation",
-        headers={"x-agora-token": token} if token else None,
+    record = EscalationRecord.model_validate(
+        _invoke(
+            args,
+            "POST",
+            f"v1/escalations/{args.escalation_id}/resume",
+            {"decision": decision, "who": args.who, "why": args.why},
+            service="escalation",
+            headers={"x-agora-token": token} if token else None,
+        )
     )
-    decided = f"{record['decision']['action']} by {record['decided_by']}"
-    print(f"{record['escalation_id']}: {record['status']} with {decided}")
+    action = record.decision.action if record.decision is not None else "-"
+    print(f"{record.escalation_id}: {record.status} with {action} by {record.decided_by}")
     return 0
 
 
@@ -739,6 +779,13 @@ def build_parser() -> argparse.ArgumentParser:
         "register", help="register CapabilityProfiles from a YAML/JSON file (one or a list); validated first"
     )
     register.add_argument("file")
+    register.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=DEFAULT_LEASE_SECONDS,
+        help=f"how long the registrations last unless registered again "
+        f"({MIN_LEASE_SECONDS}-{MAX_LEASE_SECONDS}; default {DEFAULT_LEASE_SECONDS})",
+    )
     register.set_defaults(func=cmd_register)
     registry.add_parser("list", help="list registered agents").set_defaults(func=cmd_list)
     filter_ = registry.add_parser("filter", help="capable agents for required/preferred skills")
@@ -769,15 +816,17 @@ def build_parser() -> argparse.ArgumentParser:
     escalations = commands.add_parser("escalations", help="escalations waiting for a person").add_subparsers(
         dest="action", required=True
     )
-    waiting = escalations.add_parser("list", help="escalations in a status (default: waiting)")
+    waiting = escalations.add_parser("list", help="escalations, newest first (--status: only those in it)")
     waiting.add_argument(
-        "--status", default="WAITING_FOR_HUMAN", choices=["WAITING_FOR_HUMAN", "RESOLVED", "EXPIRED"]
+        "--status", choices=[s.value for s in EscalationStatus], help="default: every status"
     )
     waiting.add_argument("--limit", type=int, default=50)
     waiting.add_argument("--offset", type=int, default=0)
+    waiting.add_argument("--json", action="store_true", help="the page as JSON, for scripts")
     waiting.set_defaults(func=cmd_escalations_list)
     show_escalation = escalations.add_parser("show", help="one escalation with its context and suggestions")
     show_escalation.add_argument("escalation_id")
+    show_escalation.add_argument("--json", action="store_true", help="the record as JSON, for scripts")
     show_escalation.set_defaults(func=cmd_escalations_show)
     resume = escalations.add_parser(
         "resume", help="decide a waiting escalation (AGORA_API_TOKEN if required)"
@@ -803,8 +852,8 @@ def build_parser() -> argparse.ArgumentParser:
     show_plan.add_argument("--watch", action="store_true", help="print again on each change until it ends")
     show_plan.add_argument("--json", action="store_true")
     show_plan.set_defaults(func=cmd_plan_show)
-    plans = plan.add_parser("list", help="plans in a state (default: RUNNING)")
-    plans.add_argument("--state", default="RUNNING", choices=[s.value for s in PlanState])
+    plans = plan.add_parser("list", help="plans, newest first (--state: only those in it)")
+    plans.add_argument("--state", choices=[s.value for s in PlanState], help="default: every state")
     plans.add_argument("--limit", type=int, default=50)
     plans.add_argument("--offset", type=int, default=0)
     plans.set_defaults(func=cmd_plan_list)
@@ -828,8 +877,8 @@ def build_parser() -> argparse.ArgumentParser:
     show_debate.add_argument("--watch", action="store_true", help="print again on each change until it ends")
     show_debate.add_argument("--json", action="store_true")
     show_debate.set_defaults(func=cmd_debate_show)
-    debates = debate.add_parser("list", help="debates in a state (default: COMPLETED)")
-    debates.add_argument("--state", default="COMPLETED", choices=[s.value for s in DebateState])
+    debates = debate.add_parser("list", help="debates, newest first (--state: only those in it)")
+    debates.add_argument("--state", choices=[s.value for s in DebateState], help="default: every state")
     debates.add_argument("--limit", type=int, default=50)
     debates.add_argument("--offset", type=int, default=0)
     debates.set_defaults(func=cmd_debate_list)

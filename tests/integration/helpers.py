@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -71,6 +72,17 @@ def recorded_message(cluster: LocalCluster, topic: str, key: str, value: str) ->
     recorder = replicas_of(cluster, "recorder")[0]
     answer = httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).json()
     return next((m for m in answer["messages"] if isinstance(m, dict) and m.get(key) == value), None)
+
+
+def error_line(app: ServiceReplica, key: str, value: str) -> dict[str, Any] | None:
+    """The app's ERROR log line whose `key` is `value` (the app logs JSON lines)."""
+    log = app.cluster.logs / f"{app.name}.app.log"
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"{value}"' in line:
+            entry = json.loads(line)
+            if entry.get("level") == "error" and entry.get(key) == value:
+                return dict(entry)
+    return None
 
 
 def replicas_of(cluster: LocalCluster, app_id: str) -> list[ServiceReplica]:

@@ -23,11 +23,20 @@ from agora.debate.steps import DEBATER_PROMPT
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
-from tests.integration.helpers import eventually, record_at, record_in_state, recorded_message, replicas_of
+from tests.integration.helpers import (
+    error_line,
+    eventually,
+    record_at,
+    record_in_state,
+    recorded_message,
+    replicas_of,
+)
 
 pytestmark = pytest.mark.integration
 
-SETTLED = {"COMPLETED", "ABORTED", "WAITING_FOR_HUMAN"}
+SETTLED = {"COMPLETED", "ABORTED", "FAILED", "WAITING_FOR_HUMAN"}
+BREAKS_ANSWERS = "[answers break]"
+"""In a debate's question: asking a debater raises an error nobody foresaw (`apps.broken_activity`)."""
 DEBATERS = [
     {"debater_id": f"d{i}", "backend": "openai", "model_id": "scripted", "role_hint": hint}
     for i, hint in enumerate(["You answer carefully.", "You are a skeptic.", "You look for gaps."])
@@ -66,7 +75,12 @@ class Debates:
 @pytest.fixture(scope="module")
 def debates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debates]:
     with serve_scripted_model() as (model, base_url):
-        scripted = ServiceSpec(DEBATE.app_id, DEBATE.module, env=model_env(base_url))
+        scripted = ServiceSpec(
+            DEBATE.app_id,
+            "tests.integration.apps.broken_activity",
+            env={**model_env(base_url), "BROKEN_APP": "agora.debate.app",
+                 "BROKEN_ACTIVITY": "debate.answer", "BROKEN_MARKER": BREAKS_ANSWERS},
+        )  # fmt: skip
         with LocalCluster(
             "redis",
             run_dir=tmp_path_factory.mktemp("debate-cluster"),
@@ -230,3 +244,71 @@ def test_the_conformal_gate_escalates_until_calibrated_then_acts(debates: Debate
     assert warm["state"] == "COMPLETED" and warm["final_answer"] == "A", decision
     assert decision["act"] is True and decision["prediction_set"] == ["A"]
     assert decision["calibration_size"] >= 20
+
+
+def test_a_debate_whose_run_breaks_down_ends_failed_with_its_reason_and_is_announced(
+    debates: Debates,
+) -> None:
+    debate_id = debates.ask("broken", f"tea | coffee {BREAKS_ANSWERS}", adaptive_routing=False)
+    record = debates.wait_for(debate_id)
+
+    assert record["state"] == "FAILED"
+    assert "InjectedDefect" in record["reason"] and "debate.answer" in record["reason"]
+    assert record["final_answer"] is None
+    event = eventually(lambda: debates.completed_event(debate_id), timeout=30)
+    assert event["state"] == "FAILED" and "InjectedDefect" in event["reason"]
+    logged = eventually(lambda: error_line(debates.app, "debate_id", debate_id), timeout=10)
+    assert logged["trace_id"] == record["traceparent"].split("-")[1]
+
+
+def test_a_debate_id_reused_with_another_request_is_refused_and_the_same_request_is_a_repeat(
+    debates: Debates,
+) -> None:
+    debate_id = debates.ask("reuse", "tea, coffee")
+    url = debates.console.invoke_url(f"v1/debates/{debate_id}", "debate")
+    record = debates.show(debate_id)
+    assert record is not None
+    first = record["request"]
+
+    again = httpx.put(url, json=first, timeout=30)
+    assert again.status_code == 200, again.text
+    assert again.json()["created"] is False
+
+    other = httpx.put(url, json={**first, "question": "Another question? Options: yes, no"}, timeout=30)
+    assert other.status_code == 409, other.text
+    assert other.json()["error"] == "CONFLICTING_REQUEST"
+    assert "differs in: question" in other.json()["message"]
+
+
+def test_without_a_state_debates_of_every_state_are_listed_newest_first(debates: Debates) -> None:
+    split = debates.ask("list-split", "red | green | blue")
+    waiting = debates.wait_for(split)
+    assert waiting["state"] == "WAITING_FOR_HUMAN"
+    agreed = debates.ask("list-agreed", "A | B")
+    assert debates.wait_for(agreed)["state"] == "COMPLETED"
+    marker = "listrunning"
+    debates.model.hold(marker, "debater d2.", "Round 2.", prompt=DEBATER_PROMPT)
+    running = debates.ask(marker, "A | B")
+    try:
+        eventually(lambda: debates.model.holding(marker), timeout=30)
+        answer = httpx.get(debates.console.invoke_url("v1/debates?limit=500", "debate"), timeout=30).json()
+        assert answer["state"] is None and answer["total"] >= 3
+        mine = {split, agreed, running}
+        ours = [(d["debate_id"], d["state"]) for d in answer["debates"] if d["debate_id"] in mine]
+        assert ours == [(running, "RUNNING"), (agreed, "COMPLETED"), (split, "WAITING_FOR_HUMAN")]
+
+        narrowed = httpx.get(
+            debates.console.invoke_url("v1/debates?state=WAITING_FOR_HUMAN&limit=500", "debate"), timeout=30
+        ).json()
+        ids = [d["debate_id"] for d in narrowed["debates"]]
+        assert narrowed["state"] == "WAITING_FOR_HUMAN" and split in ids and agreed not in ids
+        assert ids == sorted(ids)
+    finally:
+        debates.model.release(marker)
+        decision = {"decision": {"kind": "escalation", "action": "abort"}, "who": "pat", "why": "listed"}
+        response = httpx.post(
+            debates.console.invoke_url(f"v1/escalations/{waiting['escalation_id']}/resume", "escalation"),
+            json=decision,
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text

@@ -4,6 +4,8 @@ a parked escalation outlives its app and sidecar."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -364,7 +366,8 @@ async def test_a_repeated_park_is_accepted_and_restores_a_missing_listing(
         return dict(response.json())
 
     def listed() -> list[str]:
-        answer = httpx.get(url(default_cluster, "escalation", "v1/escalations?limit=500"), timeout=30)
+        waiting = "v1/escalations?status=WAITING_FOR_HUMAN&limit=500"
+        answer = httpx.get(url(default_cluster, "escalation", waiting), timeout=30)
         return [e["escalation_id"] for e in answer.json()["escalations"]]
 
     earlier, escalation_id = f"earlier-{topic}", f"relisted-{topic}"
@@ -379,3 +382,58 @@ async def test_a_repeated_park_is_accepted_and_restores_a_missing_listing(
         assert escalation_id in listed()
     finally:
         await sidecar.aclose()
+
+
+def test_without_a_status_every_escalation_is_listed_newest_first(default_cluster: LocalCluster) -> None:
+    """Parked one after the other, one of them decided: the listing of every status has them
+    newest first, and the CLI shows them, and one of them, for a person."""
+    topic = uuid.uuid4().hex[:8]
+    ids = [f"listed-{topic}-{n}" for n in range(3)]
+    for n, escalation_id in enumerate(ids):
+        body = {
+            "waiting_party": {"kind": "session", "id": f"session-{topic}-{n}"},
+            "context": escalation_context(f"job-{topic}", confidence=0.2333333333333333),
+        }
+        parked = httpx.put(
+            url(default_cluster, "escalation", f"v1/escalations/{escalation_id}"), json=body, timeout=30
+        )
+        assert parked.status_code == 200, parked.text
+    try:
+        assert resume(default_cluster, ids[1], {"action": "skip"}).status_code == 200
+
+        answer = httpx.get(url(default_cluster, "escalation", "v1/escalations?limit=500"), timeout=30).json()
+        assert answer["status"] is None and answer["total"] >= 3
+        ours = [(e["escalation_id"], e["status"]) for e in answer["escalations"] if e["escalation_id"] in ids]
+        assert ours == [(ids[2], "WAITING_FOR_HUMAN"), (ids[1], "RESOLVED"), (ids[0], "WAITING_FOR_HUMAN")]
+        created = [datetime.fromisoformat(e["created_at"]) for e in answer["escalations"]]
+        assert created == sorted(created, reverse=True)
+        waiting = httpx.get(
+            url(default_cluster, "escalation", "v1/escalations?status=WAITING_FOR_HUMAN&limit=500"),
+            timeout=30,
+        ).json()
+        listed_waiting = [e["escalation_id"] for e in waiting["escalations"]]
+        assert waiting["status"] == "WAITING_FOR_HUMAN" and ids[1] not in listed_waiting
+        assert ids[0] in listed_waiting and ids[2] in listed_waiting
+
+        port = ["--dapr-http-port", str(host(default_cluster, "escalation").endpoints.dapr_http_port)]
+
+        def agora(*argv: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "agora.cli", *port, *argv], capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        rows = [line.split()[:2] for line in agora("escalations", "list", "--limit", "500").splitlines()]
+        assert [row for row in rows if row[0] in ids] == [
+            [ids[2], "WAITING_FOR_HUMAN"],
+            [ids[1], "RESOLVED"],
+            [ids[0], "WAITING_FOR_HUMAN"],
+        ]
+        shown = agora("escalations", "show", ids[1]).splitlines()
+        assert shown[0] == f"{ids[1]}: RESOLVED" and "  confidence: 0.23" in shown
+        assert any(line.startswith("decision: skip by alice at ") for line in shown)
+        assert not any("0.2333" in line for line in shown)
+    finally:
+        for escalation_id in (ids[0], ids[2]):
+            resume(default_cluster, escalation_id, {"action": "skip"})

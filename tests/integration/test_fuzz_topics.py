@@ -22,6 +22,7 @@ from agora.core.debate import DebateRequest
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
+    AwardLapsed,
     EscalationOutcome,
     EscalationResolved,
     TaskAwarded,
@@ -54,6 +55,8 @@ VALID: dict[str, dict[str, Any]] = {
     "agora.task.rejected": {"task_id": "fuzz", "reason": "no capable agent",
                             "result": {"task_id": "fuzz", "status": "REJECTED",
                                        "reject_reason": "no capable agent"}},
+    "agora.task.award_lapsed": {"task_id": "fuzz", "agent_id": "researcher", "attempt": 1,
+                                "awarded_at": "2026-01-01T12:00:00Z", "lapsed_at": "2026-01-01T12:00:30Z"},
     "agora.task.outcome": {"task_id": "fuzz", "agent_id": "researcher", "actual_success": True,
                            "actual_cost_usd": 0.1, "actual_steps": 1, "award_token": "t" * 32},
     "agora.escalation.resolved": {"escalation_id": "fuzz", "waiting_party": {"kind": "task", "id": "fuzz"},
@@ -68,6 +71,7 @@ CONTRACTS: dict[str, TypeAdapter[Any]] = {
     "agora.debates": TypeAdapter(DebateRequest),
     "agora.task.awarded": TypeAdapter(TaskAwarded),
     "agora.task.rejected": TypeAdapter(TaskRejected),
+    "agora.task.award_lapsed": TypeAdapter(AwardLapsed),
     "agora.task.outcome": TypeAdapter(TaskOutcome),
     "agora.escalation.resolved": TypeAdapter(EscalationResolved),
     "agora.escalation.outcome": TypeAdapter(EscalationOutcome),
@@ -78,6 +82,7 @@ ID_FIELDS = {
     "agora.debates": "debate_id",
     "agora.task.awarded": "task_id",
     "agora.task.rejected": "task_id",
+    "agora.task.award_lapsed": "task_id",
     "agora.task.outcome": "task_id",
     "agora.escalation.resolved": "escalation_id",
     "agora.escalation.outcome": "escalation_id",
@@ -85,13 +90,14 @@ ID_FIELDS = {
 PUBLISHER = {
     "agora.task.awarded": "taskboard",
     "agora.task.rejected": "taskboard",
+    "agora.task.award_lapsed": "taskboard",
     "agora.task.outcome": "worker",
     "agora.escalation.resolved": "escalation",
     "agora.escalation.outcome": "uncertainty",
 }
 """Protected topics and the one app whose sidecar may publish each (components/redis/pubsub.yaml);
 the intake topics are published through the console."""
-DISOWNED = {"agora.task.awarded", "agora.task.outcome", "agora.escalation.outcome"}
+DISOWNED = {"agora.task.awarded", "agora.task.award_lapsed", "agora.task.outcome", "agora.escalation.outcome"}
 """Topics whose receivers check every valid message against their source of truth and refuse
 (dead-letter) one it disowns. A decision or a rejection naming a waiting party or task nobody
 here holds is not refused but left alone, and so is an award to an agent no worker here runs:

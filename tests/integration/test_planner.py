@@ -23,10 +23,17 @@ import httpx
 import pytest
 import yaml
 
-from agora.harness import LocalCluster, ServiceReplica
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
-from tests.integration.helpers import eventually, record_at, record_in_state, recorded_message, replicas_of
+from tests.integration.helpers import (
+    error_line,
+    eventually,
+    record_at,
+    record_in_state,
+    recorded_message,
+    replicas_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +41,8 @@ SKILLS = ["web_search", "summarize", "write", "sql", "python"]
 FINAL = {"COMPLETED", "FAILED", "ABORTED"}
 SETTLED = {*FINAL, "WAITING_FOR_HUMAN"}
 """A plan in one of these states will not move on its own."""
+BREAKS_DRAFTING = "[draft breaks]"
+"""In a plan's task: drafting its plan raises an error nobody foresaw (`apps.broken_activity`)."""
 
 
 class Planner:
@@ -75,11 +84,12 @@ class Planner:
 @pytest.fixture(scope="module")
 def planner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planner]:
     with serve_scripted_model() as (model, base_url):
-        scripted = type(PLANNER)(
+        scripted = ServiceSpec(
             PLANNER.app_id,
-            PLANNER.module,
-            env=model_env(base_url),
-        )
+            "tests.integration.apps.broken_activity",
+            env={**model_env(base_url), "BROKEN_APP": "agora.planner.app",
+                 "BROKEN_ACTIVITY": "plan.draft", "BROKEN_MARKER": BREAKS_DRAFTING},
+        )  # fmt: skip
         services = [scripted if spec is PLANNER else spec for spec in SERVICES]
         with LocalCluster(
             "redis",
@@ -367,3 +377,93 @@ def test_the_cli_submits_shows_and_lists_plans(planner: Planner, tmp_path: Path)
         assert wave in shown
     assert "✓ write_draft" in shown and "result:" in shown
     assert plan_id in agora("plan", "list", "--state", "COMPLETED", "--limit", "500")
+
+
+def test_a_deadline_without_a_time_zone_or_already_past_is_refused(planner: Planner) -> None:
+    for deadline, says in (("2030-01-01T00:00:00", "timezone"), ("2001-01-01T00:00:00Z", "already passed")):
+        plan_id = f"deadline-{uuid.uuid4().hex[:6]}"
+        response = httpx.put(
+            planner.console.invoke_url(f"v1/plans/{plan_id}", "planner"),
+            json={"task": "a task with a careless deadline", "deadline": deadline},
+            timeout=30,
+        )
+        assert response.status_code == 422, response.text
+        body = response.json()
+        assert body["error"] == "INVALID_ARGUMENT"
+        assert [e["loc"][-1] for e in body["details"]["errors"]] == ["deadline"]
+        assert says in body["message"]
+        assert planner.show(plan_id) is None, "nothing was started"
+
+
+def test_a_plan_id_reused_with_another_request_is_refused_and_the_same_request_is_a_repeat(
+    planner: Planner,
+) -> None:
+    plan_id = planner.submit("reuse")
+    url = planner.console.invoke_url(f"v1/plans/{plan_id}", "planner")
+    record = planner.show(plan_id)
+    assert record is not None
+    first = record["request"]
+
+    again = httpx.put(url, json=first, timeout=30)
+    assert again.status_code == 200, again.text
+    assert again.json()["created"] is False
+
+    other = httpx.put(url, json={**first, "task": "Another task altogether"}, timeout=30)
+    assert other.status_code == 409, other.text
+    assert other.json()["error"] == "CONFLICTING_REQUEST"
+    assert "differs in: task" in other.json()["message"]
+    shown = planner.show(plan_id)
+    assert shown is not None and shown["request"]["task"] == first["task"]
+
+
+def test_a_plan_whose_run_breaks_down_ends_failed_with_the_reason_and_is_announced(planner: Planner) -> None:
+    plan_id = planner.submit("broken", task=f"Plan broken: a report on solar panels {BREAKS_DRAFTING}")
+    record = planner.wait_for(plan_id, states=FINAL)
+
+    assert record["state"] == "FAILED"
+    assert "InjectedDefect" in record["reason"] and "plan.draft" in record["reason"]
+    assert record["result"]["success"] is False
+    completed = eventually(lambda: _completed_event(planner, plan_id), timeout=30)
+    assert completed["state"] == "FAILED" and "InjectedDefect" in completed["reason"]
+    logged = eventually(lambda: error_line(planner.app, "plan_id", plan_id), timeout=10)
+    assert logged["trace_id"] == record["traceparent"].split("-")[1]
+    assert planner.show(plan_id) == record, "the ended record stays as it is"
+
+
+def test_without_a_state_plans_of_every_state_are_listed_newest_first(planner: Planner) -> None:
+    planner.model.script("list-stopped", "outline", "FAIL", "FAIL")
+    stopped = planner.submit("list-stopped", config={"max_replans": 0})
+    waiting = planner.wait_for(stopped)
+    assert waiting["state"] == "WAITING_FOR_HUMAN", waiting["reason"]
+    completed = planner.submit("list-done")
+    assert planner.wait_for(completed)["state"] == "COMPLETED"
+    planner.model.hold("list-running", "analyse")
+    running = planner.submit("list-running")
+    try:
+        eventually(lambda: planner.model.holding("list-running"), timeout=60)
+        answer = httpx.get(planner.console.invoke_url("v1/plans?limit=500", "planner"), timeout=30).json()
+        assert answer["state"] is None and answer["total"] >= 3
+        mine = {stopped, completed, running}
+        ours = [(p["plan_id"], p["state"]) for p in answer["plans"] if p["plan_id"] in mine]
+        assert ours == [(running, "RUNNING"), (completed, "COMPLETED"), (stopped, "WAITING_FOR_HUMAN")]
+        created = [at(p["created_at"]) for p in answer["plans"]]
+        assert created == sorted(created, reverse=True)
+
+        narrowed = httpx.get(
+            planner.console.invoke_url("v1/plans?state=COMPLETED&limit=500", "planner"), timeout=30
+        ).json()
+        ids = [p["plan_id"] for p in narrowed["plans"]]
+        assert narrowed["state"] == "COMPLETED" and completed in ids and running not in ids
+        assert ids == sorted(ids) and {p["state"] for p in narrowed["plans"]} == {"COMPLETED"}
+
+        port = ["--dapr-http-port", str(planner.console.endpoints.dapr_http_port)]
+        listed = subprocess.run(
+            [sys.executable, "-m", "agora.cli", *port, "plan", "list", "--limit", "500"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split()[:2] for line in listed.stdout.splitlines() if line.startswith("list-")]
+        assert rows == [[running, "RUNNING"], [completed, "COMPLETED"], [stopped, "WAITING_FOR_HUMAN"]]
+    finally:
+        planner.model.release("list-running")
+        planner.decide(waiting["stop"]["escalation_id"], {"kind": "escalation", "action": "abort"})

@@ -268,9 +268,9 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
             traces[spec.task_id] = await publish_traced(allocator, Topic.TASKS, spec, "submit task")
 
         def parked() -> dict[str, Any] | None:
-            listed = httpx.get(escalation.invoke_url("v1/escalations?limit=500"), timeout=30).json()[
-                "escalations"
-            ]
+            listed = httpx.get(
+                escalation.invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500"), timeout=30
+            ).json()["escalations"]
             return next((e for e in listed if e["waiting_party"]["id"] in traces), None)
 
         waiting = eventually(parked, timeout=60)

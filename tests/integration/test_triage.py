@@ -39,7 +39,9 @@ def triaging_worker(redis_cluster: LocalCluster) -> Iterator[ServiceReplica]:
 
 def escalations(cluster: LocalCluster, task_ids: set[str]) -> list[dict[str, Any]]:
     escalation = replicas_of(cluster, "escalation")[0]
-    listed = httpx.get(escalation.invoke_url("v1/escalations?limit=500"), timeout=30).json()["escalations"]
+    listed = httpx.get(
+        escalation.invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500"), timeout=30
+    ).json()["escalations"]
     return [
         e for e in listed if e["waiting_party"]["kind"] == "task" and e["waiting_party"]["id"] in task_ids
     ]

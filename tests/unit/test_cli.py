@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -14,10 +15,25 @@ import pytest
 import yaml
 
 from agora import cli
+from agora.core.contracts import EscalationList
 from agora.core.debate import DebateConfig, DebaterConfig
+from agora.core.escalation import (
+    CheckpointContext,
+    CheckpointTrigger,
+    EscalationContext,
+    EscalationRecord,
+    EscalationResponse,
+    EscalationStatus,
+    HistoricalSuggestion,
+    WaitingParty,
+    WaitingPartyKind,
+    park,
+    resolve,
+)
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
-from agora.core.plans import PlanRequest, given_plan
+from agora.core.plans import PlanList, PlanRequest, PlanState, given_plan, new_record
+from agora.escalation.view import escalation_lines, escalation_row
 from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -574,3 +590,227 @@ def test_a_run_points_both_links_at_its_folder_while_it_runs(
     assert seen["here"] == seen["user-wide"] == seen["run_dir"]
     assert not (places.work / ".run" / "current").is_symlink()
     assert not (places.cache / "current").is_symlink()
+
+
+# -- listings and details for people ----------------------------------------------------------
+
+PARKED_AT = datetime(2030, 1, 1, 9, 30, tzinfo=UTC)
+
+
+def answering(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[str]:
+    """Every request is answered with `answer` (JSON); the URLs asked for are returned."""
+    asked: list[str] = []
+
+    def reply(method: str, url: str, **_: Any) -> httpx.Response:
+        asked.append(url)
+        return httpx.Response(200, json=answer)
+
+    monkeypatch.setattr(httpx, "request", reply)
+    monkeypatch.setattr(cli, "_find_sidecar", lambda _port: cli._Sidecar("http://127.0.0.1:3500"))
+    return asked
+
+
+@pytest.mark.parametrize(
+    ("argv", "answer", "query", "said"),
+    [
+        (["plan", "list"], {"total": 0, "plans": []}, "v1/plans?limit=50&offset=0", "no plans"),
+        (
+            ["plan", "list", "--state", "RUNNING"],
+            {"state": "RUNNING", "total": 0, "plans": []},
+            "v1/plans?state=RUNNING&limit=50&offset=0",
+            "no plans in RUNNING",
+        ),
+        (["debate", "list"], {"total": 0, "debates": []}, "v1/debates?limit=50&offset=0", "no debates"),
+        (
+            ["escalations", "list", "--status", "EXPIRED", "--limit", "5"],
+            {"status": "EXPIRED", "total": 0, "escalations": []},
+            "v1/escalations?status=EXPIRED&limit=5&offset=0",
+            "no escalations in EXPIRED",
+        ),
+    ],
+    ids=["plans", "plans-in-a-state", "debates", "escalations-in-a-status"],
+)
+def test_an_empty_listing_says_so_and_no_state_given_lists_every_state(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    answer: dict[str, Any],
+    query: str,
+    said: str,
+) -> None:
+    asked = answering(monkeypatch, answer)
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out, err) == (0, said + "\n", "")
+    assert [url.split("/method/", 1)[1] for url in asked] == [query]
+
+
+@pytest.mark.parametrize(
+    ("shown", "total", "offset", "limit", "line"),
+    [
+        (3, 3, 0, 50, "(3 plans)"),
+        (1, 1, 0, 50, "(1 plan)"),
+        (50, 120, 0, 50, "(1-50 of 120 plans; --offset 50 for more)"),
+        (49, 120, 50, 50, "(51-100 of 120 plans; --offset 100 for more)"),  # one listed plan is gone
+        (20, 120, 100, 50, "(101-120 of 120 plans)"),
+        (0, 120, 200, 50, "(no plans from offset 200; 120 in all)"),
+        (0, 0, 0, 50, "no plans"),
+    ],
+)
+def test_a_listing_says_how_many_there_are_in_all(
+    shown: int, total: int, offset: int, limit: int, line: str
+) -> None:
+    assert cli.listing_summary("plan", None, shown, total, offset, limit) == line
+
+
+def test_a_listing_of_every_state_shows_each_plans_state_and_creation() -> None:
+    first = new_record(PlanRequest(plan_id="p-old", task="Count the apples"), PARKED_AT)
+    later = new_record(PlanRequest(plan_id="p-new", task="Count the pears"), PARKED_AT + timedelta(hours=1))
+    listing = PlanList(
+        total=3, plans=[later.model_copy(update={"state": PlanState.RUNNING}), first]
+    )  # newest first, as the service answers
+    lines = cli.plan_list_lines(listing, offset=0, limit=2)
+    assert lines[0].split() == ["p-new", "RUNNING", "--", "2030-01-01", "10:30", "Count", "the", "pears"]
+    assert lines[1].split()[:2] == ["p-old", "PLANNING"]
+    assert lines[2] == "(1-2 of 3 plans; --offset 2 for more)"
+
+
+def escalation_context(**fields: Any) -> EscalationContext:
+    given: dict[str, Any] = {
+        "job_id": "job-7",
+        "sheet_num": 2,
+        "validation_results": [
+            {"round": 1, "convergence": 0.3333333333333333, "passed": False, "clusters": [0.5, 0.25]}
+        ],
+        "confidence": 0.2333333333333333,
+        "retry_count": 1,
+        "error_history": ["step 1: the totals differ", "step 2: still   differ"],
+        "prompt_used": "Reconcile the ledger\nagainst the bank statement",
+        "output_summary": "Not sure the ledger balances",
+        "historical_suggestions": [
+            HistoricalSuggestion(
+                action="retry",
+                confidence=0.41666666666666663,
+                outcome_succeeded=True,
+                guidance="Check the currency first",
+                similarity=0.8765432,
+                escalation_id="e-past",
+            ),
+            HistoricalSuggestion(action="skip", confidence=0.1, outcome_succeeded=None, similarity=0.5),
+        ],
+    }
+    return EscalationContext.model_validate({**given, **fields})
+
+
+def parked(context: EscalationContext | CheckpointContext) -> EscalationRecord:
+    return park(
+        "e-7",
+        WaitingParty(kind=WaitingPartyKind.SESSION, id="session-7"),
+        context,
+        now=PARKED_AT,
+        who="uncertainty",
+        why="confidence below 0.60",
+        deadline=PARKED_AT + timedelta(hours=2),
+        default_decision=EscalationResponse(action="skip"),
+    )
+
+
+def test_an_escalation_is_shown_field_by_field_with_two_decimals() -> None:
+    decided = resolve(
+        parked(escalation_context()),
+        EscalationResponse(action="modify_prompt", modified_prompt="Use EUR", confidence_boost=0.1),
+        "alice",
+        "the currency was wrong",
+        PARKED_AT + timedelta(minutes=5),
+    )
+    lines = escalation_lines(decided)
+    text = "\n".join(lines)
+    assert lines[:4] == [
+        "e-7: RESOLVED",
+        "  waiting: session session-7",
+        "  created: 2030-01-01 09:30:00 UTC",
+        "  deadline: 2030-01-01 11:30:00 UTC, then by default: skip",
+    ]
+    for shown in [
+        "context: step 2 of job-7",
+        "  confidence: 0.23",
+        "  retries so far: 1",
+        "  prompt: Reconcile the ledger",
+        "    against the bank statement",
+        "  output summary: Not sure the ledger balances",
+        "    1. step 1: the totals differ",
+        "    2. step 2: still differ",
+        "    1. round: 1, convergence: 0.33, passed: no, clusters: [0.5, 0.25]",
+        "  1. retry (succeeded): similarity 0.88, confidence then 0.42, escalation e-past",
+        "    guidance: Check the currency first",
+        "  2. skip (outcome unknown): similarity 0.50, confidence then 0.10",
+        "decision: modify_prompt by alice at 2030-01-01 09:35:00 UTC",
+        "  modified prompt: Use EUR",
+        "  confidence boost: 0.10",
+        "  2030-01-01 09:30:00 UTC  uncertainty: parked (confidence below 0.60)",
+    ]:
+        assert shown in lines, (shown, text)
+    assert "0.2333" not in text and "0.4166" not in text and "{" not in text
+    suggestions = lines.index("suggestions (similar past escalations, the most relevant first):")
+    assert lines.index("context: step 2 of job-7") < suggestions < lines.index("audit:")
+
+
+def test_a_waiting_escalation_without_suggestions_says_so() -> None:
+    lines = escalation_lines(parked(escalation_context(historical_suggestions=[], validation_results=[])))
+    assert lines[0] == "e-7: WAITING_FOR_HUMAN"
+    assert "suggestions: none (no similar past escalation)" in lines
+    assert not any(line.startswith("decision:") for line in lines)
+    assert "validation results:" not in "\n".join(lines)
+
+
+def test_a_checkpoint_is_shown_with_its_trigger() -> None:
+    context = CheckpointContext(
+        job_id="job-8",
+        sheet_num=3,
+        prompt="DROP TABLE orders",
+        trigger=CheckpointTrigger(name="destructive", prompt_contains=["drop"], message="Dropping a table"),
+        previous_errors=["permission denied"],
+    )
+    record = park("c-8", WaitingParty(kind=WaitingPartyKind.TASK, id="t-8"), context, now=PARKED_AT)
+    lines = escalation_lines(record)
+    assert "context: a checkpoint before step 3 of job-8" in lines
+    assert "  trigger: destructive: Dropping a table" in lines
+    assert "    1. permission denied" in lines
+    assert not any(line.startswith("suggestions") for line in lines)
+    assert "confidence -" in escalation_row(record)
+
+
+def test_escalations_show_renders_the_record_and_json_prints_it_for_scripts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = parked(escalation_context())
+    asked = answering(monkeypatch, record.model_dump(mode="json"))
+    code, out, _ = run_cli(capsys, "escalations", "show", "e-7")
+    assert code == 0 and out.splitlines() == escalation_lines(record)
+    code, out, _ = run_cli(capsys, "escalations", "show", "e-7", "--json")
+    assert code == 0 and EscalationRecord.model_validate_json(out) == record
+    assert all(url.endswith("/method/v1/escalations/e-7") for url in asked)
+
+
+def test_escalations_list_shows_every_status_newest_first_as_the_service_answers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = parked(escalation_context())
+    done = resolve(
+        waiting.model_copy(update={"escalation_id": "e-6"}),
+        EscalationResponse(action="skip"),
+        "bob",
+        "",
+        PARKED_AT + timedelta(minutes=1),
+    )
+    listing = EscalationList(total=2, escalations=[waiting, done])
+    answering(monkeypatch, listing.model_dump(mode="json"))
+    code, out, _ = run_cli(capsys, "escalations", "list")
+    rows = out.splitlines()
+    assert code == 0 and rows == [escalation_row(waiting), escalation_row(done), "(2 escalations)"]
+    assert rows[0].split()[:5] == ["e-7", "WAITING_FOR_HUMAN", "session", "session-7", "confidence"]
+    assert rows[0].endswith(
+        "confidence 0.23  created 2030-01-01 09:30:00 UTC  deadline 2030-01-01 11:30:00 UTC"
+    )
+    assert rows[1].split()[1] == EscalationStatus.RESOLVED and "deadline" not in rows[1]  # decided: moot
+    code, out, _ = run_cli(capsys, "escalations", "list", "--json")
+    assert code == 0 and EscalationList.model_validate_json(out) == listing

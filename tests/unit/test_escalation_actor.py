@@ -15,7 +15,10 @@ from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalatio
 from agora.escalation.outcomes import outcome_of
 from agora.runtime.actor import EXPIRE_REMINDER
 from agora.runtime.pubsub import Publisher
+from agora.runtime.state import StateRepository
+from agora.runtime.status_index import IdSet, StatusIndex
 from tests.unit.helpers import answer_of, hosted, mock_state
+from tests.unit.test_status_index import MemoryStore
 
 
 class FlakyPublisher:
@@ -152,3 +155,22 @@ async def test_a_decision_whose_publish_failed_is_announced_by_its_reminder_when
     [(topic, event, _)] = publisher.sent
     assert topic == "agora.escalation.resolved" and event["decision"]["action"] == "skip"
     assert actor.state.announced and ANNOUNCE_REMINDER not in reminders
+
+
+async def test_an_escalation_is_listed_by_creation_from_its_park_until_it_is_dropped(
+    publisher: FlakyPublisher,
+) -> None:
+    publisher.failures = 0
+    index = StatusIndex(cast(StateRepository[IdSet], MemoryStore()), shards=4)
+    deps = EscalationDeps(cast(Publisher, publisher), status_index=index, retention_seconds=600)
+    actor = hosted(Escalation, "e-5", deps)
+    await actor._on_activate()
+    await actor.park(park_request())
+    assert await index.list("WAITING_FOR_HUMAN") == ["e-5"] and await index.newest_first() == ["e-5"]
+
+    await actor.resolve(decision("skip", "alice"))
+    assert await index.list("WAITING_FOR_HUMAN") == [] and await index.list("RESOLVED") == ["e-5"]
+    assert await index.newest_first() == ["e-5"]
+
+    await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=600), timedelta(0))
+    assert await index.list("RESOLVED") == [] and await index.newest_first() == []

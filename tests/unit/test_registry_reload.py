@@ -1,16 +1,18 @@
 """The registry's in-memory index against its stored registrations: a reload racing a
-registration must not roll it back, a reload parses only what changed, leases run out, and a
-registration the store refused leaves nothing behind."""
+registration must not roll it back, a reload parses only what changed, every registration has a
+lease and leases run out, and a registration the store refused leaves nothing behind."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile
-from agora.registry.service import AgentRegistration, CapabilityRegistry
+from agora.registry.service import LEASE_GRACE_SECONDS, AgentRegistration, CapabilityRegistry
 from agora.runtime.state import Versioned
 
 
@@ -29,6 +31,7 @@ class Profiles:
         if not hold:
             self.release.set()
         self.fail_saves = False
+        self.ttls: dict[str, int | None] = {}
         self._version = 0
 
     async def get(self, item_id: str) -> Versioned[AgentRegistration] | None:
@@ -43,11 +46,26 @@ class Profiles:
         await self.release.wait()
         return snapshot
 
-    async def save(self, item_id: str, value: AgentRegistration, **_: Any) -> None:
+    async def save(self, item_id: str, value: AgentRegistration, **options: Any) -> None:
         if self.fail_saves:
             raise RuntimeError("state store unavailable")
         self._version += 1
         self.stored[item_id] = (value.model_dump(mode="json"), str(self._version))
+        self.ttls[item_id] = options.get("ttl_seconds")
+
+    async def update(
+        self,
+        item_id: str,
+        change: Callable[[AgentRegistration | None], AgentRegistration | None],
+        *,
+        ttl_seconds: Callable[[AgentRegistration], int | None] | None = None,
+    ) -> AgentRegistration | None:
+        found = await self.get(item_id)
+        changed = change(found.value if found else None)
+        if changed is None or (found is not None and changed == found.value):
+            return changed
+        await self.save(item_id, changed, ttl_seconds=ttl_seconds(changed) if ttl_seconds else None)
+        return changed
 
     async def delete(self, item_id: str, **_: Any) -> None:
         self.stored.pop(item_id, None)
@@ -151,12 +169,41 @@ async def test_an_agent_whose_lease_runs_out_is_no_longer_offered() -> None:
     profiles, index = Profiles(hold=False), Index()
     registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast", renewal_grace_seconds=0)  # type: ignore[arg-type]
     await registry.register(profile("leased"), lease_seconds=30)
-    await registry.register(profile("permanent"))
-    assert {p.agent_id for p in registry.filter_capable(["search"], [])} == {"leased", "permanent"}
+    await registry.register(profile("default-lease"))
+    assert {p.agent_id for p in registry.filter_capable(["search"], [])} == {"leased", "default-lease"}
     later = datetime.now(UTC) + timedelta(seconds=31)
-    assert registry.seconds_to_next_expiry() <= 30
+    assert registry.seconds_to_next_change() <= 30
     assert registry.expire(later) == ["leased"]
-    assert [p.agent_id for p in registry.filter_capable(["search"], [])] == ["permanent"]
+    assert [p.agent_id for p in registry.filter_capable(["search"], [])] == ["default-lease"]
+    assert registry.expire(datetime.now(UTC) + timedelta(seconds=DEFAULT_LEASE_SECONDS + 1)) == [
+        "default-lease"
+    ]
+
+
+async def test_every_registration_has_a_lease_and_a_store_ttl_to_match() -> None:
+    profiles, index = Profiles(hold=False), Index()
+    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    before = datetime.now(UTC)
+    answer = await registry.register(profile("agent"))
+    assert answer.lease_expires_at is not None
+    lease = (answer.lease_expires_at - before).total_seconds()
+    assert DEFAULT_LEASE_SECONDS <= lease < DEFAULT_LEASE_SECONDS + 5
+    assert profiles.ttls["agent"] == DEFAULT_LEASE_SECONDS + LEASE_GRACE_SECONDS
+    listed = registry.get("agent")
+    assert listed is not None and listed.lease_expires_at == answer.lease_expires_at
+
+
+async def test_a_registration_stored_without_a_lease_still_loads() -> None:
+    profiles, index = Profiles(hold=False), Index()
+    await profiles.save("old-timer", registration("old-timer"))  # stored before leases were required
+    await index.move("old-timer", None, "all")
+    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    assert await registry.load_all() == 1
+    listed = registry.get("old-timer")
+    assert listed is not None and listed.lease_expires_at is None
+    await registry.register(profile("old-timer"))  # registered again: leased from now on
+    renewed = registry.get("old-timer")
+    assert renewed is not None and renewed.lease_expires_at is not None
 
 
 async def test_a_replica_that_just_started_gives_runtimes_time_to_renew() -> None:

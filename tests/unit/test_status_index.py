@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import cast
 
 import pytest
 
 from agora.runtime.sidecar import EtagMismatch
 from agora.runtime.state import StateRepository, Versioned
-from agora.runtime.status_index import IdSet, StatusIndex
+from agora.runtime.status_index import IdSet, StatusIndex, creation_entry, id_of_entry
 
 
 class MemoryStore:
@@ -122,3 +123,76 @@ async def test_listing_spans_every_shard(shards: int) -> None:
     ids = [f"t{i}" for i in range(40)]
     await asyncio.gather(*(index.move(i, None, "DONE") for i in ids))
     assert await index.list("DONE") == sorted(ids)
+
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+async def test_a_new_item_is_listed_by_status_and_by_creation_in_one_write() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    await index.add("plan-b", "RUNNING", T0)
+    assert store.transactions == 1  # the status listing and the creation listing together
+    await asyncio.gather(
+        index.add("plan-c", "PLANNING", T0 + timedelta(seconds=2)),
+        index.add("plan-a", "RUNNING", T0 + timedelta(seconds=1)),
+    )
+    assert await index.newest_first() == ["plan-c", "plan-a", "plan-b"]
+    assert await listed(index, "RUNNING") == ["plan-a", "plan-b"]
+    assert await listed(index, "PLANNING") == ["plan-c"]
+
+
+async def test_a_status_change_leaves_the_creation_order_alone() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    for minute, item_id in enumerate(["e-1", "e-2", "e-3"]):
+        await index.add(item_id, "WAITING_FOR_HUMAN", T0 + timedelta(minutes=minute))
+    await index.move("e-1", "WAITING_FOR_HUMAN", "RESOLVED")
+    assert await index.newest_first() == ["e-3", "e-2", "e-1"]
+    assert await listed(index, "RESOLVED") == ["e-1"]
+
+
+async def test_adding_again_writes_nothing_and_discarding_with_the_creation_time_unlists_it() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    await index.add("e-1", "RESOLVED", T0)
+    await index.add("e-2", "RESOLVED", T0 + timedelta(hours=1))
+    writes = store.transactions
+    await index.add("e-1", "RESOLVED", T0)  # an owner redoing its index step
+    assert store.transactions == writes
+    await index.discard("e-1", "RESOLVED", T0)
+    assert await index.newest_first() == ["e-2"]
+    assert await listed(index, "RESOLVED") == ["e-2"]
+    await index.discard("e-2", "RESOLVED", T0 + timedelta(hours=1))
+    assert not store.values
+
+
+async def test_an_item_listed_before_the_creation_listing_existed_is_listed_by_status_only() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    await index.move("old-plan", None, "COMPLETED")
+    await index.add("new-plan", "COMPLETED", T0)
+    assert await listed(index, "COMPLETED") == ["new-plan", "old-plan"]
+    assert await index.newest_first() == ["new-plan"]
+    await index.discard("old-plan", "COMPLETED", T0)  # not in the creation listing: nothing to take out
+    assert await listed(index, "COMPLETED") == ["new-plan"]
+
+
+def test_creation_entries_sort_as_their_times_whatever_the_time_zone() -> None:
+    paris = timezone(timedelta(hours=2))
+    times = [
+        datetime(2030, 1, 1, 13, 30, tzinfo=paris),  # 11:30 UTC
+        datetime(2030, 1, 1, 12, 0),  # no zone: taken as UTC
+        datetime(2030, 1, 1, 11, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2030, 1, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(999, 12, 31, 23, 59, tzinfo=UTC),
+        datetime(2029, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5))),  # 04:00 UTC on Jan 1
+    ]
+    entries = [creation_entry(f"id-{n}", moment) for n, moment in enumerate(times)]
+    assert len({len(entry) for entry in entries}) == 1  # fixed width: text order is time order
+    utc = [m.replace(tzinfo=UTC) if m.tzinfo is None else m for m in times]
+    assert [id_of_entry(e) for e in sorted(entries)] == [
+        f"id-{n}" for n, _ in sorted(enumerate(utc), key=lambda pair: pair[1])
+    ]
+    assert entries[0] == "2030-01-01T11:30:00.000000Z|id-0"
+    assert id_of_entry(creation_entry("task:1.a-b", T0)) == "task:1.a-b"

@@ -11,12 +11,12 @@ from pydantic import BaseModel
 
 from agora.core.contracts import OutcomeReport
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, TaskAwarded, Topic
+from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, Topic
 from agora.core.task_lifecycle import TaskRecord
 from agora.reputation.actors import Reputation
 from agora.runtime.actor import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
-from agora.taskboard.actors import AWARD_REMINDER, Task, TaskBoardDeps
+from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
 from tests.unit.helpers import answer_of, hosted, mock_state
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_awards import scored
@@ -114,6 +114,59 @@ async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_wind
     assert actor.state.award_token not in (None, first_token)
     topics = [(topic, getattr(payload, "agent_id", None), mid) for topic, payload, mid in publisher.sent]
     assert topics[-1] == (Topic.TASK_AWARDED, "a2", "awarded:t1.2")
+
+
+async def test_a_lapsed_award_is_announced_with_a_stable_event_id() -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9)))
+
+    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+
+    record = actor.state.record
+    assert record is not None and record.status is AllocationStatus.FAILED
+    [lapse] = [(p, mid) for topic, p, mid in publisher.sent if topic == Topic.TASK_AWARD_LAPSED]
+    notice, message_id = lapse
+    assert isinstance(notice, AwardLapsed) and message_id == "lapsed:t1.1"
+    assert (notice.agent_id, notice.attempt) == ("a1", 1) and notice.disagreement_with(record) is None
+    assert actor.state.lapses_to_announce == []
+    assert mock_state(actor)["state"]["lapses_to_announce"] == []
+
+
+class FailingLapsePublisher(RecordingPublisher):
+    """Publishes everything but lapse notices while `failing` is set."""
+
+    failing = True
+
+    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
+        if topic == Topic.TASK_AWARD_LAPSED and self.failing:
+            raise ConnectionError("broker unreachable")
+        return await super().publish(topic, payload, message_id=message_id)
+
+
+async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder() -> None:
+    publisher = FailingLapsePublisher()
+    actor = await new_task(publisher)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+
+    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+
+    # The award went on to the next bid all the same; the notice waits, saved with the lapse.
+    assert publisher.sent[-1][0] == Topic.TASK_AWARDED and publisher.sent[-1][2] == "awarded:t1.2"
+    assert [n.agent_id for n in actor.state.lapses_to_announce] == ["a1"]
+    assert len(mock_state(actor)["state"]["lapses_to_announce"]) == 1
+    reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+    assert reminders[LAPSE_REMINDER].due_time == timedelta(seconds=LAPSE_RETRY_SECONDS)
+
+    publisher.failing = False
+    await actor.receive_reminder(LAPSE_REMINDER, b"", timedelta(seconds=5), timedelta(0))
+
+    assert [(t, mid) for t, _, mid in publisher.sent if t == Topic.TASK_AWARD_LAPSED] == [
+        (Topic.TASK_AWARD_LAPSED, "lapsed:t1.1")
+    ]
+    assert actor.state.lapses_to_announce == []
 
 
 async def test_a_finished_task_is_kept_for_its_retention_then_dropped() -> None:

@@ -39,15 +39,29 @@ from agora.core.uncertainty import (
 # -- registry ------------------------------------------------------------------------------------
 
 
+class RegisteredAgent(CapabilityProfile):
+    """`GET /v1/agents/{id}` (and each agent of `GET /v1/agents`, the answer of
+    `POST /v1/agents`): the profile as registered, when its lease runs out, and, while the
+    agent is suspended from bidding, until when and why."""
+
+    lease_expires_at: datetime | None = None
+    """When the registration lapses unless renewed (None only for a registration stored before
+    every registration had a lease)."""
+    suspended_until: datetime | None = None
+    """Set while the agent is suspended: it is listed, but no filter offers it for tasks."""
+    suspension_reason: Note | None = None
+
+
 class AgentList(BaseModel):
-    """`GET /v1/agents`: every registered agent, by id."""
+    """`GET /v1/agents`: every registered agent, by id, suspended ones too."""
 
-    agents: list[CapabilityProfile]
+    agents: list[RegisteredAgent]
 
 
-class FilterAnswer(AgentList):
+class FilterAnswer(BaseModel):
     """`POST /v1/agents/filter`: the capable agents, best first."""
 
+    agents: list[CapabilityProfile]
     filtered_out: list[str] = Field(default_factory=list)
     """Ids of registered agents not kept (at most 100; all of them when fewer)."""
     filtered_out_count: int = 0
@@ -104,11 +118,14 @@ class Decision(BaseModel):
 
 
 class EscalationList(BaseModel):
-    """`GET /v1/escalations?status=...`: one page of the escalations in a status, by id."""
+    """`GET /v1/escalations?status=...`: one page of the escalations in a status, by id; with no
+    status, of every escalation kept, the newest first (escalations parked before that listing
+    existed are not in it)."""
 
-    status: EscalationStatus
-    total: int
-    """How many escalations are in this status; `escalations` is one page of them."""
+    status: EscalationStatus | None = Field(
+        default=None, description="The status listed; None: every status."
+    )
+    total: int = Field(description="How many escalations the listing has; `escalations` is one page of them.")
     escalations: list[EscalationRecord]
 
 

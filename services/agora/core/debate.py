@@ -358,9 +358,11 @@ class DebateState(StrEnum):
     """The debaters did not agree enough; a person decides (`escalation_id`)."""
     COMPLETED = "COMPLETED"
     ABORTED = "ABORTED"
+    FAILED = "FAILED"
+    """The run broke down for a reason the service did not foresee; `reason` says why."""
 
 
-FINAL_DEBATE_STATES = frozenset({DebateState.COMPLETED, DebateState.ABORTED})
+FINAL_DEBATE_STATES = frozenset({DebateState.COMPLETED, DebateState.ABORTED, DebateState.FAILED})
 
 
 class AnswerSource(StrEnum):
@@ -420,8 +422,11 @@ class DebateAccepted(BaseModel):
 
 
 class DebateList(BaseModel):
-    state: DebateState
-    total: int
+    """`GET /v1/debates?state=...`: one page of the debates in a state, by id; with no state, of
+    every debate, the newest first (debates created before that listing existed are not in it)."""
+
+    state: DebateState | None = Field(default=None, description="The state listed; None: every state.")
+    total: int = Field(description="How many debates the listing has; `debates` is one page of them.")
     debates: list[DebateRecord]
 
 
@@ -446,10 +451,15 @@ class DebateDecision(BaseModel):
     decided_by: Name
 
 
+def submission_of(request: DebateRequest) -> DebateSubmission:
+    """The request without its id: what a debate record keeps, and what a repeat must match."""
+    return DebateSubmission(question=request.question, config=request.config)
+
+
 def new_debate_record(request: DebateRequest, now: datetime) -> DebateRecord:
     return DebateRecord(
         debate_id=request.debate_id,
-        request=DebateSubmission(question=request.question, config=request.config),
+        request=submission_of(request),
         question=request.question,
         created_at=now,
         updated_at=now,
@@ -484,6 +494,15 @@ def answered(record: DebateRecord, result: DebateResult, now: datetime) -> Debat
             "updated_at": now,
         }
     )
+
+
+def broke_down(record: DebateRecord, reason: str, now: datetime) -> DebateRecord:
+    """A debate whose run broke down ends FAILED with the reason and no answer; its rounds
+    so far are kept."""
+    return record.model_copy(
+        update={"state": DebateState.FAILED, "reason": reason[:MAX_NOTE_CHARS], "escalation_id": None,
+                "final_answer": None, "answer_source": None, "updated_at": now}
+    )  # fmt: skip
 
 
 def waiting(record: DebateRecord, result: DebateResult, escalation_id: str, now: datetime) -> DebateRecord:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import BaseModel
+
 
 class AgoraError(Exception):
     code: ClassVar[str] = "AGORA_ERROR"
@@ -60,6 +62,24 @@ class InvalidInput(AgoraError):
 
     code = "INVALID_ARGUMENT"
     http_status = 422
+
+
+class ConflictingRequest(AgoraError):
+    """An id already names a run (a plan, a debate) that was asked for with a different request;
+    the same request again is accepted as a repeat."""
+
+    code = "CONFLICTING_REQUEST"
+    http_status = 409
+
+
+def conflict_between(kind: str, run_id: str, earlier: BaseModel, later: BaseModel) -> ConflictingRequest:
+    """The refusal of `later` under an id `earlier` already holds, naming the fields that differ."""
+    fields = type(earlier).model_fields
+    differing = [name for name in fields if getattr(earlier, name) != getattr(later, name, None)]
+    return ConflictingRequest(
+        f"{kind} {run_id} already exists with a different request (differs in: {', '.join(differing)}); "
+        "the same request again is a repeat, another request needs another id"
+    )
 
 
 def _error_types(root: type[AgoraError] = AgoraError) -> dict[str, type[AgoraError]]:

@@ -19,6 +19,7 @@ from agora.core.escalation import (
 from agora.core.limits import MAX_ID_CHARS, Identifier, Name, Note
 from agora.core.market import AllocationResult, AwardToken, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
+from agora.core.task_lifecycle import TaskRecord
 
 
 class Topic(StrEnum):
@@ -34,6 +35,9 @@ class Topic(StrEnum):
     """The allocator awarded a task (`TaskAwarded`); the winning agent's worker executes it."""
     TASK_REJECTED = "agora.task.rejected"
     """The allocator rejected a task (`TaskRejected`), with the reason."""
+    TASK_AWARD_LAPSED = "agora.task.award_lapsed"
+    """An award's acknowledgment window closed unacknowledged (`AwardLapsed`); the registry
+    suspends the agent from bidding for a while."""
     TASK_OUTCOME = "agora.task.outcome"
     """A worker finished a task (`TaskOutcome`); board and reputation learn from it."""
     ESCALATION_RESOLVED = "agora.escalation.resolved"
@@ -62,6 +66,8 @@ class ActorType(StrEnum):
 
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 24 * 3600
+DEFAULT_LEASE_SECONDS = 120
+"""The lease of a registration that names none: every registration lapses unless renewed."""
 
 
 class RegisterAgent(BaseModel):
@@ -69,10 +75,10 @@ class RegisterAgent(BaseModel):
 
     kind: Literal["register"] = "register"
     profile: CapabilityProfile
-    lease_seconds: int | None = Field(default=None, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
-    """How long the registration lives unless renewed (registered again); None: until it is
-    deregistered. An agent's runtime registers with a lease and renews it, so an agent that is
-    gone stops being offered tasks once its lease runs out."""
+    lease_seconds: int = Field(default=DEFAULT_LEASE_SECONDS, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    """How long the registration lives unless renewed (registered again). An agent's runtime
+    renews it while it runs, so an agent that is gone stops being offered tasks once its lease
+    runs out; nothing is registered for ever."""
 
 
 class DeregisterAgent(BaseModel):
@@ -89,6 +95,7 @@ registry_command_adapter: TypeAdapter[RegisterAgent | DeregisterAgent] = TypeAda
 class RegistryChange(StrEnum):
     REGISTERED = "registered"
     DEREGISTERED = "deregistered"
+    SUSPENDED = "suspended"
 
 
 class RegistryChanged(BaseModel):
@@ -127,6 +134,58 @@ class AwardAcknowledgement(BaseModel):
 
     agent_id: Identifier
     award_token: AwardToken
+
+
+class AwardLapsed(BaseModel):
+    """The `Task` actor's notice that an award's acknowledgment window closed with the award
+    unacknowledged (event id `lapsed:<task_id>.<attempt>`). The registry suspends the agent
+    only after the task's own record bears the lapse out (`disagreement_with`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: Identifier
+    agent_id: Identifier
+    attempt: int = Field(ge=1)
+    """Which of the task's awards lapsed (1: the first; `TaskRecord.awards`)."""
+    awarded_at: datetime
+    lapsed_at: datetime
+
+    @property
+    def message_id(self) -> str:
+        return f"lapsed:{self.task_id}.{self.attempt}"
+
+    def disagreement_with(self, record: TaskRecord) -> str | None:
+        """Why the task's record does not bear this lapse out (None when it does): that award
+        attempt must be this agent's, never acknowledged, and expired at the stated time."""
+        if record.task_id != self.task_id:
+            return f"the record is of task {record.task_id}, not {self.task_id}"
+        if self.attempt > len(record.awards):
+            return f"task {self.task_id} has no award attempt {self.attempt}"
+        award = record.awards[self.attempt - 1]
+        if award.agent_id != self.agent_id:
+            holder = award.agent_id
+            return f"award {self.attempt} of task {self.task_id} went to {holder}, not {self.agent_id}"
+        if award.acknowledged_at is not None:
+            return f"{self.agent_id} acknowledged its award of task {self.task_id}"
+        if award.expired_at is None:
+            return f"the award of task {self.task_id} to {self.agent_id} has not lapsed"
+        if (award.awarded_at, award.expired_at) != (self.awarded_at, self.lapsed_at):
+            return f"the award of task {self.task_id} to {self.agent_id} was made or lapsed at another time"
+        return None
+
+    @classmethod
+    def of(cls, record: TaskRecord, attempt: int) -> AwardLapsed:
+        """The notice of the `attempt`-th award of `record`, which lapsed."""
+        lapsed = record.awards[attempt - 1]
+        if lapsed.expired_at is None:
+            raise ValueError(f"award {attempt} of task {record.task_id} has not lapsed")
+        return cls(
+            task_id=record.task_id,
+            agent_id=lapsed.agent_id,
+            attempt=attempt,
+            awarded_at=lapsed.awarded_at,
+            lapsed_at=lapsed.expired_at,
+        )
 
 
 class TaskRejected(BaseModel):

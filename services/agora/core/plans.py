@@ -32,7 +32,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from agora.core.escalation import EscalationAction, EscalationResponse
 from agora.core.limits import (
@@ -129,10 +129,11 @@ class PlanSubmission(BaseModel):
         le=7 * 24 * 3600,
         description="How long one market attempt of a subgoal may take before it counts as failed.",
     )
-    deadline: datetime | None = Field(
+    deadline: AwareDatetime | None = Field(
         default=None,
-        description="When the plan must be done: no subgoal starts after it, and the plan fails "
-        "with what completed.",
+        description="When the plan must be done, with its time zone (e.g. `2030-01-01T00:00:00Z`; "
+        "a time without one is refused), still ahead when the plan is submitted: no subgoal starts "
+        "after it, and the plan fails with what completed.",
     )
 
 
@@ -280,10 +281,11 @@ class PlanAccepted(BaseModel):
 
 
 class PlanList(BaseModel):
-    """`GET /v1/plans?state=...`: one page of the plans in a state."""
+    """`GET /v1/plans?state=...`: one page of the plans in a state, by id; with no state, of
+    every plan, the newest first (plans created before that listing existed are not in it)."""
 
-    state: PlanState
-    total: int
+    state: PlanState | None = Field(default=None, description="The state listed; None: every state.")
+    total: int = Field(description="How many plans the listing has; `plans` is one page of them.")
     plans: list[PlanRecord]
 
 
@@ -307,10 +309,15 @@ class NextStep(StrEnum):
     FINISH = "finish"
 
 
+def submission_of(request: PlanRequest) -> PlanSubmission:
+    """The request without its id: what a plan record keeps, and what a repeat must match."""
+    return PlanSubmission.model_validate(request.model_dump(exclude={"plan_id"}))
+
+
 def new_record(request: PlanRequest, now: datetime) -> PlanRecord:
     return PlanRecord(
         plan_id=request.plan_id,
-        request=PlanSubmission.model_validate(request.model_dump(exclude={"plan_id"})),
+        request=submission_of(request),
         created_at=now,
         updated_at=now,
     )
@@ -622,8 +629,9 @@ def finish(record: PlanRecord, final_output: str, now: datetime) -> PlanRecord:
     )
 
 
-def failed_early(record: PlanRecord, reason: str, now: datetime) -> PlanRecord:
-    """A plan that could not be made (`PLAN_NOT_MADE`) ends FAILED with the reason."""
+def failed_with(record: PlanRecord, reason: str, now: datetime) -> PlanRecord:
+    """The plan ends FAILED with the reason: it could not be made (`PLAN_NOT_MADE`), or its run
+    broke down; what completed is kept in the result."""
     return finish(
         record.model_copy(update={"state": PlanState.FAILED, "reason": reason[:MAX_NOTE_CHARS]}), "", now
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity
 from agora.core.debate import (
+    FINAL_DEBATE_STATES,
     Aggregate,
     AggregationStrategy,
     Calibration,
@@ -20,6 +21,8 @@ from agora.core.debate import (
     DebateRecord,
     Position,
     aggregate,
+    broke_down,
+    new_debate_record,
     position_cost,
     transcript,
 )
@@ -32,6 +35,7 @@ from agora.debate.workflow import (
     Announce,
     Answer,
     Calibrate,
+    DebateFailed,
     GateCheck,
     Judge,
     Judged,
@@ -44,7 +48,14 @@ from agora.llm import ModelClient, ModelError
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import RunRecords, WorkflowHost, step_span
+from agora.runtime.workflows import (
+    Breakdown,
+    FinishedSpan,
+    RunRecords,
+    WorkflowHost,
+    end_broken_run,
+    step_span,
+)
 
 ModelFor = Callable[[DebaterConfig], ModelClient]
 CALIBRATION_KEY = "scores"
@@ -72,6 +83,7 @@ class DebateActivities:
         host.activity(Activity.CALIBRATE, Calibrate, self.calibrate)
         host.activity(Activity.STOP, Stop, self.stop)
         host.activity(Activity.ANNOUNCE, Announce, self.announce)
+        host.activity(Activity.FAIL, DebateFailed, self.fail)
 
     async def save(self, step: SaveDebate) -> None:
         await self.records.save(step.record.debate_id, step.record, step.previous_state, step.finished)
@@ -188,3 +200,36 @@ class DebateActivities:
                 completed,
                 message_id=f"{record.debate_id}.completed.{record.revision}",
             )
+
+    async def fail(self, step: DebateFailed) -> None:
+        """End a debate whose run broke down (FAILED with the reason) and announce it."""
+        start, at = step.start, step.failed_at
+        reason = step.failure.reason
+
+        def failed(record: DebateRecord) -> DebateRecord | None:
+            if record.state in FINAL_DEBATE_STATES:
+                return None
+            ended = broke_down(record, reason, at)
+            return ended.model_copy(update={"revision": ended.revision + 1})
+
+        def run_span(record: DebateRecord) -> FinishedSpan:
+            attributes = {"agora.debate_id": record.debate_id, "agora.debate_state": str(record.state)}
+            return FinishedSpan(
+                name="debate.run",
+                traceparent=start.traceparent,
+                parent=start.parent_traceparent,
+                start=record.created_at,
+                end=at,
+                attributes=attributes,
+            )
+
+        trace = {"traceparent": start.traceparent}
+        breakdown = Breakdown(
+            id_key="debate_id",
+            span_name="debate.failed",
+            fresh=lambda: new_debate_record(start.request, at).model_copy(update=trace),
+            failed=failed,
+            run_span=run_span,
+        )
+        record = await end_broken_run(self.records, start.request.debate_id, step.failure, breakdown)
+        await self.announce(Announce(record=record))

@@ -22,14 +22,22 @@ from agora.core.debate import (
     DebateRequest,
     DebateState,
     DebateSubmission,
+    submission_of,
 )
-from agora.core.errors import AgoraError
+from agora.core.errors import AgoraError, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved, Topic
 from agora.debate import steps
 from agora.debate.activities import DebateActivities
-from agora.debate.workflow import DEBATE_WORKFLOW, Calibrate, DebateStart, debate_run, decision_event
+from agora.debate.workflow import (
+    DEBATE_WORKFLOW,
+    Calibrate,
+    DebateStart,
+    debate_failed,
+    debate_run,
+    decision_event,
+)
 from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
@@ -73,6 +81,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             ctx.repository(DEBATE_NAMESPACE, DebateRecord),
             StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),
             lambda record: str(record.state),
+            lambda record: record.created_at,
         )
         clients: dict[tuple[str, str], ModelClient] = {}
 
@@ -89,14 +98,15 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             return clients[key]
 
         host = ctx.workflows()
-        host.workflow(DEBATE_WORKFLOW, debate_run)
+        host.workflow(DEBATE_WORKFLOW, debate_run, on_failure=debate_failed)
         calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
         activities = DebateActivities(model_for, ctx.publisher, debates, escalations, calibration)
         activities.register(host)
 
         async def start(request: DebateRequest) -> DebateAccepted:
-            """Start the debate's workflow unless a debate with this id exists (idempotent).
-            Every model it names must be usable here (`UNUSABLE_MODEL` otherwise)."""
+            """Start the debate's workflow unless a debate with this id exists (the same request
+            again is a repeat; another one is refused). Every model it names must be usable
+            here (`UNUSABLE_MODEL` otherwise)."""
             config = request.config
             for debater in [
                 *config.debaters,
@@ -107,15 +117,36 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
                     model_for(debater)
                 except ValueError as exc:
                     raise UnusableModel(f"debater {debater.debater_id}: {exc}") from exc
-            existing = await debates.get(request.debate_id)
-            if existing is not None:
-                return DebateAccepted(debate_id=request.debate_id, state=existing.state, created=False)
+            earlier = await earlier_request(request.debate_id)
+            if earlier is not None:
+                return await repeat(request, earlier)
             traceparent, parent = run_trace(request.debate_id, "debate")
             begin = DebateStart(request=request, traceparent=traceparent, parent_traceparent=parent)
             if not await host.start_once(DEBATE_WORKFLOW, request.debate_id, begin):
+                earlier = await earlier_request(request.debate_id)  # scheduled by a racing request
+                if earlier is not None:
+                    return await repeat(request, earlier)
                 return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=False)
             log.info("debate started", extra={"debate_id": request.debate_id})
             return DebateAccepted(debate_id=request.debate_id, state=DebateState.RUNNING, created=True)
+
+        async def earlier_request(debate_id: str) -> DebateSubmission | None:
+            """What a debate of this id was asked for: its record, or (scheduled a moment ago,
+            not saved yet) its workflow's input."""
+            record = await debates.get(debate_id)
+            if record is not None:
+                return record.request
+            started = await host.input_of(debate_id, DebateStart)
+            return submission_of(started.request) if started is not None else None
+
+        async def repeat(request: DebateRequest, earlier: DebateSubmission) -> DebateAccepted:
+            """The same request again is a repeat; another request under a used id is refused,
+            naming what differs."""
+            if earlier != submission_of(request):
+                raise conflict_between("debate", request.debate_id, earlier, submission_of(request))
+            existing = await debates.get(request.debate_id)
+            state = existing.state if existing is not None else DebateState.RUNNING
+            return DebateAccepted(debate_id=request.debate_id, state=state, created=False)
 
         @app.put("/v1/debates/{debate_id}", response_model=DebateAccepted)
         async def submit(debate_id: DebateId, submission: DebateSubmission) -> DebateAccepted:
@@ -130,11 +161,12 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
 
         @app.get("/v1/debates", response_model=DebateList)
         async def list_debates(
-            state: DebateState = DebateState.COMPLETED,
+            state: DebateState | None = None,
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> DebateList:
-            total, page = await debates.page(str(state), limit, offset)
+            """One page of the debates in `state` (by id), or with no state of every debate (newest first)."""
+            total, page = await debates.page(str(state) if state is not None else None, limit, offset)
             return DebateList(state=state, total=total, debates=page)
 
         @app.post("/v1/debates/{debate_id}/outcome", response_model=DebateRecord)

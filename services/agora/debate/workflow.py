@@ -7,12 +7,14 @@ that converges ends the debate early; a spent budget stops further rounds. The f
 aggregated (the judge model is asked for JUDGE). A debate below `escalate_threshold` waits for
 a person (an `Escalation`, its decision an external event): the person's answer, the debate's
 answer as it is, another debate with the person's guidance, or abort. The end is announced on
-`agora.debate.completed`.
+`agora.debate.completed`. A run whose steps break down for a reason the code did not foresee
+ends through `debate_failed`: FAILED with the error as the reason, announced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from datetime import datetime
 from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext, when_all
@@ -44,7 +46,7 @@ from agora.core.debate import (
 )
 from agora.core.planning import TokenUsage
 from agora.runtime.tracing import span_traceparent, stable_span_id
-from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, result_of, workflow_now
+from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
 
 DEBATE_WORKFLOW = "debate_run"
 
@@ -60,6 +62,7 @@ class Activity:
     CALIBRATE = "debate.calibrate"
     STOP = "debate.stop"
     ANNOUNCE = "debate.announce"
+    FAIL = "debate.fail"
 
 
 class DebateStart(BaseModel):
@@ -127,6 +130,14 @@ class Stopped(BaseModel):
 
 class Announce(BaseModel):
     record: DebateRecord
+
+
+class DebateFailed(BaseModel):
+    """A debate whose run broke down: the run's input, why, and when (the workflow's clock)."""
+
+    start: DebateStart
+    failure: RunFailure
+    failed_at: datetime
 
 
 Steps = Generator[Any, Any, Any]
@@ -260,6 +271,12 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     yield save(record.model_copy(update={"updated_at": workflow_now(ctx)}), run_span)
     yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
     return record.final_answer
+
+
+def debate_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Steps:
+    """`debate_run`'s end when its steps broke down: the record FAILED with the reason, announced."""
+    failed = DebateFailed(start=result_of(DebateStart, raw), failure=failure, failed_at=workflow_now(ctx))
+    yield _activity(ctx, Activity.FAIL, failed)
 
 
 def decision_event(escalation_id: str) -> str:

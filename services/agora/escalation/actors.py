@@ -80,12 +80,19 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         previous = self.state.record.status if self.state.record else None
         self.state.record = updated
         await self.commit()
-        await self._reindex(previous, updated.status)
+        await self._reindex(previous, updated)
         return updated
 
-    async def _reindex(self, old: EscalationStatus | None, new: EscalationStatus) -> None:
-        if self.deps.status_index is not None:
-            await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
+    async def _reindex(self, old: EscalationStatus | None, record: EscalationRecord) -> None:
+        """Move the id to the record's status's listing; a record new to the listings (`old`
+        None) is also listed by creation, for the listing of every status."""
+        index = self.deps.status_index
+        if index is None:
+            return
+        if old is None:
+            await index.add(self.id.id, str(record.status), record.created_at)
+        else:
+            await index.move(self.id.id, str(old), str(record.status))
 
     @actor_endpoint
     async def park(self, request: ParkRequest) -> EscalationRecord:
@@ -120,7 +127,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             # Parked before: the same request again, perhaps the retry of one that failed after
             # its commit. Redo the steps that follow the commit (both are idempotent), so such a
             # failure cannot leave a waiting escalation unlisted or without its deadline.
-            await self._reindex(None, record.status)
+            await self._reindex(None, record)
         if record.status is EscalationStatus.WAITING_FOR_HUMAN and record.deadline is not None:
             # One-shot: fires once at the deadline (no period).
             await self.register_reminder(DEADLINE_REMINDER, b"", max(record.deadline - now, timedelta(0)))
@@ -191,7 +198,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             return
         await self._redeliver()  # a decision whose publish failed goes out before the record goes
         if self.deps.status_index is not None:
-            await self.deps.status_index.discard(self.id.id, str(record.status))
+            await self.deps.status_index.discard(self.id.id, str(record.status), record.created_at)
         await self.forget()
 
     async def _announcement_done(self) -> None:

@@ -83,16 +83,18 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
 
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(
-            status: EscalationStatus = EscalationStatus.WAITING_FOR_HUMAN,
+            status: EscalationStatus | None = None,
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
-            ids = await index.list(str(status))
+            """One page of the escalations in `status` (by id), or with no status of every
+            escalation kept (newest first). Only the page's records are read."""
+            ids = await index.list(str(status)) if status is not None else await index.newest_first()
             page = await asyncio.gather(*(listed(i) for i in ids[offset : offset + limit]))
             return EscalationList(
                 status=status,
                 total=len(ids),
-                escalations=[r for r in page if r is not None and r.status is status],
+                escalations=[r for r in page if r is not None and (status is None or r.status is status)],
             )
 
         page_reads = asyncio.Semaphore(PAGE_READS_AT_ONCE)

@@ -15,6 +15,7 @@ from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
 from agora.core.planning import InvalidPlan, SubGoalStatus, TokenUsage, VerificationResult
 from agora.core.plans import (
+    FINAL_STATES,
     AttemptEnd,
     PlanCompleted,
     PlanRecord,
@@ -22,6 +23,8 @@ from agora.core.plans import (
     StopReason,
     TaskEnded,
     TaskLink,
+    failed_with,
+    new_record,
 )
 from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
@@ -36,6 +39,7 @@ from agora.planner.workflow import (
     Estimate,
     Estimated,
     LookAhead,
+    PlanFailed,
     SaveRecord,
     Stop,
     Synthesize,
@@ -46,7 +50,14 @@ from agora.planner.workflow import (
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import RunRecords, WorkflowHost, step_span
+from agora.runtime.workflows import (
+    Breakdown,
+    FinishedSpan,
+    RunRecords,
+    WorkflowHost,
+    end_broken_run,
+    step_span,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +79,7 @@ class PlannerActivities:
         host.activity(Activity.STOP, Stop, self.stop)
         host.activity(Activity.SYNTHESIZE, Synthesize, self.synthesize)
         host.activity(Activity.ANNOUNCE, Announce, self.announce)
+        host.activity(Activity.FAIL, PlanFailed, self.fail)
         host.activity(Activity.LOOKAHEAD, LookAhead, self.lookahead)
         host.activity(Activity.DISPATCH, Dispatch, self.dispatch)
         host.activity(Activity.CHECK, Check, self.check)
@@ -232,6 +244,39 @@ class PlannerActivities:
             await self.publisher.publish(
                 Topic.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"
             )
+
+    async def fail(self, step: PlanFailed) -> None:
+        """End a plan whose run broke down (FAILED with the reason) and announce it."""
+        start, at = step.start, step.failed_at
+        reason = step.failure.reason
+
+        def failed(record: PlanRecord) -> PlanRecord | None:
+            if record.state in FINAL_STATES:
+                return None
+            ended = failed_with(record, reason, at)
+            return ended.model_copy(update={"revision": ended.revision + 1})
+
+        def run_span(record: PlanRecord) -> FinishedSpan:
+            attributes = {"agora.plan_id": record.plan_id, "agora.plan_state": str(record.state)}
+            return FinishedSpan(
+                name="planning.run",
+                traceparent=start.traceparent,
+                parent=start.parent_traceparent,
+                start=record.created_at,
+                end=at,
+                attributes=attributes,
+            )
+
+        trace = {"traceparent": start.traceparent}
+        breakdown = Breakdown(
+            id_key="plan_id",
+            span_name="planning.failed",
+            fresh=lambda: new_record(start.request, at).model_copy(update=trace),
+            failed=failed,
+            run_span=run_span,
+        )
+        record = await end_broken_run(self.records, start.request.plan_id, step.failure, breakdown)
+        await self.announce(Announce(record=record))
 
     async def dispatch(self, step: Dispatch) -> None:
         """Post one attempt of a subgoal to the market (`agora.tasks`, the task id as message id,

@@ -14,7 +14,7 @@ import logging
 
 from fastapi import FastAPI, Query
 
-from agora.core.errors import AgoraError, NoStateFound
+from agora.core.errors import AgoraError, NoStateFound, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
@@ -31,6 +31,7 @@ from agora.core.plans import (
     TaskEnded,
     TaskLink,
     given_plan,
+    submission_of,
 )
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.planner import steps
@@ -40,6 +41,7 @@ from agora.planner.workflow import (
     SUBGOAL_WORKFLOW,
     PlanStart,
     decision_event,
+    plan_failed,
     plan_run,
     subgoal_run,
 )
@@ -47,7 +49,15 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import (
+    NotFound,
+    PathId,
+    ServiceContext,
+    ServiceModule,
+    check_deadline_ahead,
+    create_service_app,
+    serve,
+)
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.workflows import RunRecords, run_trace
@@ -74,26 +84,50 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             ctx.repository(PLAN_NAMESPACE, PlanRecord),
             StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),
             lambda record: str(record.state),
+            lambda record: record.created_at,
         )
         links = ctx.repository(TASK_LINK_NAMESPACE, TaskLink)
         model = model_client_from_settings(
             ModelSettings(), ctx.sidecar, offline_answers=steps.offline_answers
         )
         host = ctx.workflows()
-        host.workflow(PLAN_WORKFLOW, plan_run)
+        host.workflow(PLAN_WORKFLOW, plan_run, on_failure=plan_failed)
         host.workflow(SUBGOAL_WORKFLOW, subgoal_run)
         PlannerActivities(model, ctx.publisher, plans, links, tasks, escalations).register(host)
 
+        async def earlier_request(plan_id: str) -> PlanSubmission | None:
+            """What a plan of this id was asked for: its record, or (scheduled a moment ago, not
+            saved yet) its workflow's input."""
+            record = await plans.get(plan_id)
+            if record is not None:
+                return record.request
+            started = await host.input_of(plan_id, PlanStart)
+            return submission_of(started.request) if started is not None else None
+
+        async def repeat(request: PlanRequest, earlier: PlanSubmission) -> PlanAccepted:
+            """The same request again is a repeat (a redelivery, a caller's retry); another
+            request under a used id is refused, naming what differs."""
+            if earlier != submission_of(request):
+                raise conflict_between("plan", request.plan_id, earlier, submission_of(request))
+            existing = await plans.get(request.plan_id)
+            state = existing.state if existing is not None else PlanState.PLANNING
+            return PlanAccepted(plan_id=request.plan_id, state=state, created=False)
+
         async def start(request: PlanRequest) -> PlanAccepted:
             """Start the plan's workflow unless a plan with this id exists (idempotent). A plan
-            the request brings must validate (`InvalidPlan` names every problem)."""
+            the request brings must validate (`InvalidPlan` names every problem); a deadline
+            must still be ahead."""
             given_plan(request)
-            existing = await plans.get(request.plan_id)
-            if existing is not None:
-                return PlanAccepted(plan_id=request.plan_id, state=existing.state, created=False)
+            earlier = await earlier_request(request.plan_id)
+            if earlier is not None:
+                return await repeat(request, earlier)
+            check_deadline_ahead(request.deadline)
             traceparent, parent = run_trace(request.plan_id, "run")
             start = PlanStart(request=request, traceparent=traceparent, parent_traceparent=parent)
             if not await host.start_once(PLAN_WORKFLOW, request.plan_id, start):
+                earlier = await earlier_request(request.plan_id)  # scheduled by a racing request
+                if earlier is not None:
+                    return await repeat(request, earlier)
                 return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=False)
             log.info("plan started", extra={"plan_id": request.plan_id})
             return PlanAccepted(plan_id=request.plan_id, state=PlanState.PLANNING, created=True)
@@ -111,11 +145,12 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
 
         @app.get("/v1/plans", response_model=PlanList)
         async def list_plans(
-            state: PlanState = PlanState.RUNNING,
+            state: PlanState | None = None,
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> PlanList:
-            total, page = await plans.page(str(state), limit, offset)
+            """One page of the plans in `state` (by id), or with no state of every plan (newest first)."""
+            total, page = await plans.page(str(state) if state is not None else None, limit, offset)
             return PlanList(state=state, total=total, plans=page)
 
         async def on_plan(request: PlanRequest) -> None:

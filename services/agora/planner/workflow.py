@@ -13,6 +13,10 @@ subscription to outcomes and rejections, or a durable timer), verifies the resul
 the success criterion, and retries (PARTIAL) or tries the fallback strategy (FAIL) as the
 rules of `agora.core.planning` say.
 
+A `plan_run` whose steps break down for a reason the code did not foresee (an activity that
+failed for good, a defect) ends through `plan_failed`: its record FAILED with the error as
+the reason, and its completion announced.
+
 The workflow functions only decide (pure functions of their recorded history); everything
 that touches the world is an activity (`PlannerActivities`). Their names are part of the
 recorded history: renaming one breaks the plans in flight.
@@ -21,7 +25,7 @@ recorded history: renaming one breaks the plans in flight.
 from __future__ import annotations
 
 from collections.abc import Generator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
@@ -46,7 +50,7 @@ from agora.core.plans import (
     begin_wave,
     direct_plan,
     end_wave,
-    failed_early,
+    failed_with,
     finish,
     given_plan,
     new_record,
@@ -57,7 +61,7 @@ from agora.core.plans import (
     with_usage,
 )
 from agora.runtime.tracing import span_traceparent, stable_span_id
-from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, result_of, workflow_now
+from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
 
 PLAN_WORKFLOW = "plan_run"
 SUBGOAL_WORKFLOW = "subgoal_run"
@@ -73,6 +77,7 @@ class Activity:
     STOP = "plan.stop"
     SYNTHESIZE = "plan.synthesize"
     ANNOUNCE = "plan.announce"
+    FAIL = "plan.fail"
     LOOKAHEAD = "subgoal.lookahead"
     DISPATCH = "subgoal.dispatch"
     CHECK = "subgoal.check"
@@ -138,6 +143,14 @@ class Synthesized(BaseModel):
 
 class Announce(BaseModel):
     record: PlanRecord
+
+
+class PlanFailed(BaseModel):
+    """A plan whose run broke down: the run's input, why, and when (the workflow's clock)."""
+
+    start: PlanStart
+    failure: RunFailure
+    failed_at: datetime
 
 
 class LookAhead(BaseModel):
@@ -221,7 +234,7 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         drafted = result_of(Drafted, (yield _activity(ctx, Activity.DRAFT, Draft(record=record))))
         record = with_usage(record, drafted.usage)
         if drafted.plan is None:
-            yield save(failed_early(record, drafted.problem, workflow_now(ctx)))
+            yield save(failed_with(record, drafted.problem, workflow_now(ctx)))
             yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
             return record.result.model_dump(mode="json") if record.result else None
         yield save(with_plan(record, drafted.plan, workflow_now(ctx)))
@@ -304,6 +317,12 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     yield save(finished, run_span)
     yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
     return record.result.model_dump(mode="json") if record.result else None
+
+
+def plan_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Steps:
+    """`plan_run`'s end when its steps broke down: the record FAILED with the reason, announced."""
+    failed = PlanFailed(start=result_of(PlanStart, raw), failure=failure, failed_at=workflow_now(ctx))
+    yield _activity(ctx, Activity.FAIL, failed)
 
 
 def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:

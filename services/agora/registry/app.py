@@ -7,10 +7,12 @@ import logging
 
 from fastapi import FastAPI, Query
 
-from agora.core.contracts import AgentList, Deregistered, FilterAnswer
+from agora.core.contracts import AgentList, Deregistered, FilterAnswer, RegisteredAgent
 from agora.core.messages import (
+    DEFAULT_LEASE_SECONDS,
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
+    AwardLapsed,
     DeregisterAgent,
     RegisterAgent,
     RegistryChanged,
@@ -19,6 +21,8 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
+from agora.runtime.actor import ActorClient
+from agora.runtime.clients import TaskActors
 from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
@@ -48,25 +52,28 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
         registry = CapabilityRegistry.from_context(ctx, settings.max_candidates)
         app.state.registry = registry
 
-        @app.post("/v1/agents", response_model=CapabilityProfile)
+        @app.post("/v1/agents", response_model=RegisteredAgent)
         async def register(
             profile: CapabilityProfile,
-            lease_seconds: int | None = Query(default=None, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS),
-        ) -> CapabilityProfile:
-            """Register or update an agent; with `lease_seconds` the registration lapses unless
-            it is registered again within that time."""
+            lease_seconds: int = Query(
+                default=DEFAULT_LEASE_SECONDS, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS
+            ),
+        ) -> RegisteredAgent:
+            """Register or update an agent for `lease_seconds` (default `DEFAULT_LEASE_SECONDS`,
+            120 s): the registration lapses unless it is registered again within that time.
+            Registering again does not lift a suspension from bidding."""
             return await current().register(profile, lease_seconds)
 
         @app.get("/v1/agents", response_model=AgentList)
         async def list_agents() -> AgentList:
             return AgentList(agents=current().list_agents())
 
-        @app.get("/v1/agents/{agent_id}", response_model=CapabilityProfile)
-        async def get_agent(agent_id: PathId) -> CapabilityProfile:
-            profile = current().get(agent_id)
-            if profile is None:
+        @app.get("/v1/agents/{agent_id}", response_model=RegisteredAgent)
+        async def get_agent(agent_id: PathId) -> RegisteredAgent:
+            agent = current().get(agent_id)
+            if agent is None:
                 raise NotFound(f"no agent registered as {agent_id!r}", agent_id=agent_id)
-            return profile
+            return agent
 
         @app.delete("/v1/agents/{agent_id}", response_model=Deregistered)
         async def deregister(agent_id: PathId) -> Deregistered:
@@ -89,6 +96,17 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
                 await current().deregister(command.agent_id)
 
         ctx.subscriptions.subscribe(Topic.REGISTRY_COMMANDS, registry_command_adapter, on_command)
+
+        tasks = TaskActors(ActorClient(ctx.sidecar))
+
+        async def on_award_lapsed(lapse: AwardLapsed) -> None:
+            # Only the task board may publish lapses, but a notice suspends an agent only if the
+            # task's own record bears it out (an unknown task: NO_STATE_FOUND, dead-lettered).
+            await current().apply_lapse(lapse, await tasks.get(lapse.task_id))
+
+        # A lapse already counted changes nothing (the suspension remembers the last one), so
+        # redeliveries are recognised against the stored registration.
+        ctx.subscriptions.subscribe(Topic.TASK_AWARD_LAPSED, AwardLapsed, on_award_lapsed, idempotent=True)
         ctx.subscriptions.subscribe(
             Topic.REGISTRY_CHANGED, RegistryChanged, current().apply_change, pubsub=settings.broadcast_pubsub
         )
@@ -97,7 +115,7 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
         await current().load_all()
         if settings.reload_seconds > 0:
             ctx.spawn_daemon(_reload_every(current(), settings.reload_seconds), name="registry reload")
-        ctx.spawn_daemon(_expire_leases(current()), name="registry leases")
+        ctx.spawn_daemon(_expire_leases_and_suspensions(current()), name="registry leases")
 
     return ServiceModule("registry", setup=setup, warm_up=warm_up)
 
@@ -114,11 +132,13 @@ async def _reload_every(registry: CapabilityRegistry, seconds: float) -> None:
 LEASE_CHECK_SECONDS = 1.0
 
 
-async def _expire_leases(registry: CapabilityRegistry) -> None:
-    """Drop agents from the index as their leases run out (checked at least every second)."""
+async def _expire_leases_and_suspensions(registry: CapabilityRegistry) -> None:
+    """Drop agents from the index as their leases run out, and offer suspended agents again as
+    their suspensions end (checked at least every second)."""
     while True:
-        await asyncio.sleep(min(LEASE_CHECK_SECONDS, registry.seconds_to_next_expiry()))
+        await asyncio.sleep(min(LEASE_CHECK_SECONDS, registry.seconds_to_next_change()))
         registry.expire()
+        registry.end_suspensions()
 
 
 def create_app(settings: RegistrySettings | None = None) -> FastAPI:

@@ -1,14 +1,20 @@
 """CapabilityRegistry: the durable, replicated registry of capability profiles.
 
-Registrations (a profile and, when it has a lease, when it runs out) are stored under
+Registrations (a profile, when its lease runs out, and its latest suspension) are stored under
 `market:capability:<agent_id>` and their ids under the `market:capability-index:all:<00-15>`
 keys (the in-memory and Redis stores have no query API); each replica answers `filter_capable`
 from its in-memory `CapabilityIndex`, warmed by `load_all` and kept current by
 `registry.changed` notifications from the other replicas.
 
-A registration with a lease lives until the lease runs out unless it is renewed (registered
-again): an agent whose runtime is gone stops being offered tasks. Every replica drops expired
-agents from its index (`expire`); the state store drops the stored registration itself (TTL).
+Every registration has a lease (`DEFAULT_LEASE_SECONDS` unless the registration names one) and
+lives until the lease runs out unless it is renewed (registered again): an agent whose runtime
+is gone stops being offered tasks. Every replica drops expired agents from its index
+(`expire`); the state store drops the stored registration itself (TTL).
+
+An agent whose runtime let an award lapse is suspended from bidding for a backoff period
+(`agora.core.suspension`): it stays listed, but `filter_capable` leaves it out until the
+suspension ends (`end_suspensions`, on every replica). The suspension is stored on the
+registration, so renewing the lease does not lift it.
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ import heapq
 import logging
 import math
 from datetime import UTC, datetime, timedelta
-from itertools import islice
+from itertools import chain, islice
 
 from pydantic import BaseModel, ValidationError
 
 from agora.core.capability_index import CapabilityIndex
-from agora.core.messages import RegistryChange, RegistryChanged, Topic
+from agora.core.contracts import RegisteredAgent
+from agora.core.messages import DEFAULT_LEASE_SECONDS, AwardLapsed, RegistryChange, RegistryChanged, Topic
 from agora.core.models import CapabilityProfile
+from agora.core.suspension import Suspension, UnverifiedLapse, after_lapse
+from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.pubsub import Publisher
 from agora.runtime.service import ServiceContext
 from agora.runtime.state import StateRepository
@@ -51,10 +60,32 @@ class AgentRegistration(BaseModel):
 
     profile: CapabilityProfile
     expires_at: datetime | None = None
-    """When the lease runs out (None: registered until deregistered)."""
+    """When the lease runs out. Every registration made now has one; None is only read from a
+    registration stored before leases were required (it lasts until deregistered)."""
+    suspension: Suspension | None = None
+    """The agent's latest suspension from bidding, kept after it ends to count further lapses."""
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
+
+    def suspended(self, now: datetime) -> bool:
+        return self.suspension is not None and self.suspension.in_effect(now)
+
+    def listing(self, now: datetime) -> RegisteredAgent:
+        """How the registry's API shows it: the profile, the lease and a suspension in effect."""
+        suspension = self.suspension if self.suspended(now) else None
+        return RegisteredAgent(
+            **self.profile.model_dump(),
+            lease_expires_at=self.expires_at,
+            suspended_until=suspension.until if suspension else None,
+            suspension_reason=suspension.reason if suspension else None,
+        )
+
+    def ttl_seconds(self, now: datetime) -> int | None:
+        """The state TTL to store it with: the rest of its lease plus `LEASE_GRACE_SECONDS`."""
+        if self.expires_at is None:
+            return None
+        return max(1, math.ceil((self.expires_at - now).total_seconds())) + LEASE_GRACE_SECONDS
 
 
 class CapabilityRegistry:
@@ -74,7 +105,10 @@ class CapabilityRegistry:
         self._publisher = publisher
         self._broadcast = broadcast_pubsub
         self.max_candidates = max_candidates
+        self._registrations: dict[str, AgentRegistration] = {}
+        """Every registration this replica lists (lease not run out), suspended ones too."""
         self._cache = CapabilityIndex()
+        """The listed agents that may bid: all but the suspended ones."""
         self._tracer = tracer("agora.registry")
         self._loading = asyncio.Lock()
         self._changed_while_loading: set[str] | None = None
@@ -85,6 +119,8 @@ class CapabilityRegistry:
         registrations that changed since."""
         self._expiry: dict[str, datetime] = {}
         self._expiry_heap: list[tuple[datetime, str]] = []
+        self._suspension_heap: list[tuple[datetime, str]] = []
+        """When each suspension ends (entries of replaced suspensions are skipped when popped)."""
         self._leases_kept_until = datetime.now(UTC) + timedelta(seconds=renewal_grace_seconds)
 
     @classmethod
@@ -100,35 +136,39 @@ class CapabilityRegistry:
         )
 
     async def register(
-        self, profile: CapabilityProfile, lease_seconds: int | None = None
-    ) -> CapabilityProfile:
-        """Register or update a profile (with a lease: register again to renew it). The id
-        goes into the index before the profile is written, so a crash in between leaves a
-        dangling id (skipped on load), never an unindexed profile; a write that fails takes
-        the id out again, so a refused registration leaves nothing behind."""
+        self, profile: CapabilityProfile, lease_seconds: int = DEFAULT_LEASE_SECONDS
+    ) -> RegisteredAgent:
+        """Register or update a profile for `lease_seconds` (register again to renew). A
+        suspension the stored registration carries stays as it is. The id goes into the index
+        before the profile is written, so a crash in between leaves a dangling id (skipped on
+        load), never an unindexed profile; a write that fails takes the id out again, so a
+        refused registration leaves nothing behind."""
         with self._tracer.start_as_current_span(
             "registry.register",
-            attributes={"agent_id": profile.agent_id, "agora.lease_s": lease_seconds or 0},
+            attributes={"agent_id": profile.agent_id, "agora.lease_s": lease_seconds},
         ):
             now = datetime.now(UTC)
-            expires_at = now + timedelta(seconds=lease_seconds) if lease_seconds else None
-            registration = AgentRegistration(profile=profile, expires_at=expires_at)
-            existed = self._cache.get(profile.agent_id) is not None
+            expires_at = now + timedelta(seconds=lease_seconds)
+
+            def renewed(stored: AgentRegistration | None) -> AgentRegistration:
+                suspension = stored.suspension if stored is not None else None
+                return AgentRegistration(profile=profile, expires_at=expires_at, suspension=suspension)
+
+            existed = profile.agent_id in self._registrations
             await self._index.move(profile.agent_id, None, ALL)
             try:
-                await self._profiles.save(
-                    profile.agent_id,
-                    registration,
-                    ttl_seconds=lease_seconds + LEASE_GRACE_SECONDS if lease_seconds else None,
+                registration = await self._profiles.update(
+                    profile.agent_id, renewed, ttl_seconds=lambda r: r.ttl_seconds(now)
                 )
             except Exception:
                 if not existed:
                     await self._index.discard(profile.agent_id, ALL)
                 raise
+            assert registration is not None
             self._install(registration)
             self._note_change(profile.agent_id)
             await self._announce(profile.agent_id, RegistryChange.REGISTERED)
-            return profile
+            return registration.listing(now)
 
     async def deregister(self, agent_id: str) -> bool:
         with self._tracer.start_as_current_span("registry.deregister", attributes={"agent_id": agent_id}):
@@ -140,18 +180,67 @@ class CapabilityRegistry:
             await self._announce(agent_id, RegistryChange.DEREGISTERED)
             return existed
 
+    async def apply_lapse(self, lapse: AwardLapsed, record: TaskRecord) -> AgentRegistration | None:
+        """Suspend the agent whose award lapsed, once the task's record (the task board's, the
+        source of truth) bears the lapse out; `UnverifiedLapse` otherwise, a permanent error, so
+        the notice is dead-lettered with the reason. The suspension is stored and announced, so
+        every replica keeps the agent out of its filter. A notice about an agent no longer
+        registered changes nothing (None); a repeated notice changes nothing either."""
+        with self._tracer.start_as_current_span(
+            "registry.apply_lapse", attributes={"agent_id": lapse.agent_id, "task_id": lapse.task_id}
+        ) as span:
+            disagreement = lapse.disagreement_with(record)
+            if disagreement is not None:
+                raise UnverifiedLapse(f"lapse refused: {disagreement}")
+            lapsed_at = lapse.lapsed_at
+            counted: list[Suspension] = []
+
+            def suspended(stored: AgentRegistration | None) -> AgentRegistration | None:
+                if stored is None:
+                    return None
+                suspension = after_lapse(stored.suspension, lapse.task_id, lapsed_at)
+                if suspension is not stored.suspension:
+                    counted.append(suspension)
+                return stored.model_copy(update={"suspension": suspension})
+
+            now = datetime.now(UTC)
+            registration = await self._profiles.update(
+                lapse.agent_id, suspended, ttl_seconds=lambda r: r.ttl_seconds(now)
+            )
+            if registration is None:
+                log.info(
+                    "an award lapsed for an agent no longer registered",
+                    extra={"agent_id": lapse.agent_id, "task_id": lapse.task_id},
+                )
+                return None
+            suspension = registration.suspension
+            assert suspension is not None
+            span.set_attribute("agora.suspended_until", suspension.until.isoformat())
+            if counted:
+                log.warning(
+                    "agent suspended from bidding",
+                    extra={"agent_id": lapse.agent_id, "task_id": lapse.task_id,
+                           "until": suspension.until.isoformat(), "lapses": suspension.lapses},
+                )  # fmt: skip
+            # Announced even when the lapse was counted before: that earlier handling may have
+            # stopped between its write and its announcement.
+            self._install(registration)
+            self._note_change(lapse.agent_id)
+            await self._announce(lapse.agent_id, RegistryChange.SUSPENDED)
+            return registration
+
     def filter_capable(
         self, required_skills: list[str], preferred_skills: list[str], limit: int | None = None
     ) -> list[CapabilityProfile]:
         """Agents having every required skill, most preferred matches first, ties by agent_id,
-        at most `limit` (default `max_candidates`)."""
+        at most `limit` (default `max_candidates`); suspended agents are left out."""
         cap = limit or self.max_candidates
         with self._tracer.start_as_current_span(
             "registry.filter_capable",
             attributes={
                 "agora.required_skills": required_skills,
                 "agora.preferred_skills": preferred_skills,
-                "agora.registered_agents": len(self._cache),
+                "agora.registered_agents": len(self._registrations),
             },
         ) as span:
             found = self._cache.filter_capable(required_skills, preferred_skills, cap)
@@ -159,16 +248,21 @@ class CapabilityRegistry:
             return found
 
     def filtered_out(self, kept: list[CapabilityProfile], limit: int = 100) -> tuple[list[str], int]:
-        """Registered agents a filter did not keep: up to `limit` of their ids, and how many."""
+        """Registered agents a filter did not keep (suspended ones first): up to `limit` of
+        their ids, and how many."""
         kept_ids = {p.agent_id for p in kept}
-        sample = list(islice((p.agent_id for p in self._cache if p.agent_id not in kept_ids), limit))
-        return sample, len(self._cache) - len(kept_ids)
+        suspended = (a for a in self._registrations if a not in self._cache)
+        others = (p.agent_id for p in self._cache if p.agent_id not in kept_ids)
+        sample = list(islice(chain(suspended, others), limit))
+        return sample, len(self._registrations) - len(kept_ids)
 
-    def list_agents(self) -> list[CapabilityProfile]:
-        return sorted(self._cache, key=lambda p: p.agent_id)
+    def list_agents(self) -> list[RegisteredAgent]:
+        now = datetime.now(UTC)
+        return [self._registrations[a].listing(now) for a in sorted(self._registrations)]
 
-    def get(self, agent_id: str) -> CapabilityProfile | None:
-        return self._cache.get(agent_id)
+    def get(self, agent_id: str) -> RegisteredAgent | None:
+        registration = self._registrations.get(agent_id)
+        return registration.listing(datetime.now(UTC)) if registration is not None else None
 
     async def load_all(self) -> int:
         """Reload every registration from durable state into the in-memory index. A stored
@@ -186,15 +280,13 @@ class CapabilityRegistry:
                     etags: dict[str, str] = {}
                     parsed = invalid = 0
                     for agent_id, (raw, etag) in stored.items():
-                        known = self._cache.get(agent_id)
+                        known = self._registrations.get(agent_id)
                         if (
                             known is not None
                             and etag is not None
                             and self._loaded_etags.get(agent_id) == etag
                         ):
-                            current[agent_id] = AgentRegistration(
-                                profile=known, expires_at=self._expiry.get(agent_id)
-                            )
+                            current[agent_id] = known
                         else:
                             try:
                                 current[agent_id] = AgentRegistration.model_validate(raw)
@@ -209,24 +301,28 @@ class CapabilityRegistry:
                         if etag is not None:
                             etags[agent_id] = etag
                     live = {a: r for a, r in current.items() if not self._lapsed(r, now)}
-                    self._cache.replace_all(r.profile for r in live.values())
+                    self._registrations = live
+                    self._cache.replace_all(r.profile for r in live.values() if not r.suspended(now))
                     self._loaded_etags = etags
                     self._expiry = {}
                     self._expiry_heap = []
+                    self._suspension_heap = []
                     for registration in live.values():
                         self._track_expiry(registration)
+                        self._track_suspension(registration, now)
                 finally:
                     self._changed_while_loading = None
                 for agent_id in sorted(changed):
                     await self._refresh(agent_id)
-                span.set_attribute("agora.registered_agents", len(self._cache))
+                span.set_attribute("agora.registered_agents", len(self._registrations))
                 span.set_attribute("agora.parsed_registrations", parsed)
             log.info(
                 "registry loaded",
-                extra={"agents": len(self._cache), "parsed": parsed, "invalid": invalid,
-                       "dangling_ids": len(ids) - len(stored)},
+                extra={"agents": len(self._registrations),
+                       "suspended": len(self._registrations) - len(self._cache),
+                       "parsed": parsed, "invalid": invalid, "dangling_ids": len(ids) - len(stored)},
             )  # fmt: skip
-            return len(self._cache)
+            return len(self._registrations)
 
     def expire(self, now: datetime | None = None) -> list[str]:
         """Drop agents whose lease ran out from the in-memory index; their ids."""
@@ -241,19 +337,48 @@ class CapabilityRegistry:
             log.info("agent leases ran out", extra={"agent_ids": dropped})
         return dropped
 
-    def seconds_to_next_expiry(self, now: datetime | None = None) -> float:
-        if not self._expiry_heap:
+    def end_suspensions(self, now: datetime | None = None) -> list[str]:
+        """Offer agents whose suspension ended for tasks again; their ids."""
+        now = now or datetime.now(UTC)
+        readmitted = []
+        while self._suspension_heap and self._suspension_heap[0][0] <= now:
+            at, agent_id = heapq.heappop(self._suspension_heap)
+            registration = self._registrations.get(agent_id)
+            if (
+                registration is not None
+                and registration.suspension is not None
+                and registration.suspension.until == at
+                and agent_id not in self._cache
+            ):
+                self._cache.upsert(registration.profile)
+                readmitted.append(agent_id)
+        if readmitted:
+            log.info("agent suspensions ended", extra={"agent_ids": readmitted})
+        return readmitted
+
+    def seconds_to_next_change(self, now: datetime | None = None) -> float:
+        """Until the next lease runs out or suspension ends (inf: none pending)."""
+        now = now or datetime.now(UTC)
+        due = [heap[0][0] for heap in (self._expiry_heap, self._suspension_heap) if heap]
+        if not due:
             return math.inf
-        return max(0.0, (self._expiry_heap[0][0] - (now or datetime.now(UTC))).total_seconds())
+        return max(0.0, (min(due) - now).total_seconds())
 
     def _lapsed(self, registration: AgentRegistration, now: datetime) -> bool:
         return registration.expired(now) and now >= self._leases_kept_until
 
     def _install(self, registration: AgentRegistration) -> None:
-        if self._lapsed(registration, datetime.now(UTC)):
-            self._uninstall(registration.profile.agent_id)
+        now = datetime.now(UTC)
+        agent_id = registration.profile.agent_id
+        if self._lapsed(registration, now):
+            self._uninstall(agent_id)
             return
-        self._cache.upsert(registration.profile)
+        self._registrations[agent_id] = registration
+        if registration.suspended(now):
+            self._cache.remove(agent_id)
+            self._track_suspension(registration, now)
+        else:
+            self._cache.upsert(registration.profile)
         self._track_expiry(registration)
 
     def _track_expiry(self, registration: AgentRegistration) -> None:
@@ -265,7 +390,13 @@ class CapabilityRegistry:
         self._expiry[agent_id] = expires_at
         heapq.heappush(self._expiry_heap, (expires_at, agent_id))
 
+    def _track_suspension(self, registration: AgentRegistration, now: datetime) -> None:
+        suspension = registration.suspension
+        if suspension is not None and suspension.in_effect(now):
+            heapq.heappush(self._suspension_heap, (suspension.until, registration.profile.agent_id))
+
     def _uninstall(self, agent_id: str) -> None:
+        self._registrations.pop(agent_id, None)
         self._cache.remove(agent_id)
         self._expiry.pop(agent_id, None)
         self._loaded_etags.pop(agent_id, None)
@@ -282,7 +413,7 @@ class CapabilityRegistry:
             self._uninstall(agent_id)
         else:
             self._install(stored.value)
-            if stored.etag is not None and agent_id in self._cache:
+            if stored.etag is not None and agent_id in self._registrations:
                 self._loaded_etags[agent_id] = stored.etag
 
     def _note_change(self, agent_id: str) -> None:

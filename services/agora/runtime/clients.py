@@ -13,6 +13,7 @@ from agora.core.contracts import (
     Decision,
     FilterAnswer,
     OutcomeReport,
+    RegisteredAgent,
     SessionState,
     StepReport,
     StepVerdict,
@@ -20,7 +21,7 @@ from agora.core.contracts import (
 )
 from agora.core.escalation import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, AllocationStatus, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement
+from agora.core.messages import DEFAULT_LEASE_SECONDS, ActorType, AwardAcknowledgement
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import ActorClient
@@ -45,11 +46,12 @@ class RegistryClient:
         return await _as(FilterAnswer, self._sidecar.invoke(self._app_id, "v1/agents/filter", json_body=body))
 
     async def register(
-        self, profile: CapabilityProfile, lease_seconds: int | None = None
-    ) -> CapabilityProfile:
-        path = "v1/agents" + (f"?lease_seconds={lease_seconds}" if lease_seconds else "")
+        self, profile: CapabilityProfile, lease_seconds: int = DEFAULT_LEASE_SECONDS
+    ) -> RegisteredAgent:
+        """Register (or renew) for `lease_seconds`: register again before it runs out."""
+        path = f"v1/agents?lease_seconds={lease_seconds}"
         body = profile.model_dump(mode="json")
-        return await _as(CapabilityProfile, self._sidecar.invoke(self._app_id, path, json_body=body))
+        return await _as(RegisteredAgent, self._sidecar.invoke(self._app_id, path, json_body=body))
 
 
 class TaskBoardClient:

@@ -10,7 +10,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
 import uvicorn
@@ -67,6 +67,7 @@ __all__ = [
     "ServiceContext",
     "ServiceError",
     "ServiceModule",
+    "check_deadline_ahead",
     "create_service_app",
     "serve",
 ]
@@ -131,6 +132,20 @@ class BodyLimit:
         return PayloadTooLarge(
             f"the request body ({sent} bytes) is larger than the limit of {self._max} bytes",
             limit_bytes=self._max,
+        )
+
+
+def check_deadline_ahead(deadline: datetime | None, field: str = "deadline") -> None:
+    """Refuse (422 INVALID_ARGUMENT naming `field`) a deadline that has already passed: work
+    accepted with it could only fail a moment later."""
+    if deadline is None:
+        return
+    now = datetime.now(UTC)
+    if deadline <= now:
+        message = f"{deadline.isoformat()} has already passed (it is now {now.isoformat(timespec='seconds')})"
+        raise InvalidArgument(
+            f"invalid request: {field}: {message}",
+            errors=[{"loc": ["body", field], "msg": message, "type": "deadline_passed"}],
         )
 
 

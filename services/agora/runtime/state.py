@@ -156,9 +156,11 @@ class StateRepository(Generic[M]):
         change: Callable[[M | None], M | None],
         *,
         attempts: int = 10,
+        ttl_seconds: Callable[[M], int | None] | None = None,
     ) -> M | None:
         """Read, apply `change`, write back guarded by the etag; retry on conflict with jittered
-        backoff. `change` returning None deletes the item."""
+        backoff. `change` returning None deletes the item. `ttl_seconds` gives the state TTL of
+        the value written (a rewrite without one would drop the item's TTL)."""
         for attempt in range(attempts):
             current = await self.get(item_id)
             new_value = change(current.value if current else None)
@@ -170,7 +172,13 @@ class StateRepository(Generic[M]):
                     if current is not None:
                         await self.delete(item_id, etag=etag)
                 else:
-                    await self.save(item_id, new_value, etag=etag, only_if_absent=current is None)
+                    await self.save(
+                        item_id,
+                        new_value,
+                        etag=etag,
+                        only_if_absent=current is None,
+                        ttl_seconds=ttl_seconds(new_value) if ttl_seconds else None,
+                    )
                 return new_value
             except EtagMismatch:
                 pass

@@ -13,6 +13,12 @@ The index is maintained after the owning record is saved. A failure in between l
 for that id until the owner is asked for the same change again (a redelivery, a caller's
 retry): owners redo the index step then, since it is idempotent. Readers treat the index as a
 hint and check the record itself.
+
+Besides the statuses, an owner may keep a listing of every item ordered by creation (`add`,
+`newest_first`), for listings that show every status newest first without reading every record
+to sort them: it is the index's pseudo-status `all`, whose entries are `<creation time>|<id>`.
+The time is fixed-width UTC and `|` never appears in an id (`ID_PATTERN`), so sorting the
+entries sorts the items by creation.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import random
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
@@ -33,6 +40,23 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 16
 WRITE_ATTEMPTS = 10
+EVERY_STATUS = "all"
+"""The pseudo-status under which `add` lists every item by creation: an owner that uses `add`
+has no status of that name (the states of plans and debates and the statuses of escalations are
+upper case)."""
+CREATION_SEPARATOR = "|"
+
+
+def creation_entry(item_id: str, created_at: datetime) -> str:
+    """`item_id`'s entry in the creation-ordered listing: its creation time as a fixed-width UTC
+    string (a time without a zone is taken as UTC), then the id."""
+    utc = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at.astimezone(UTC)
+    stamp = utc.isoformat(timespec="microseconds").removesuffix("+00:00")  # years padded to four digits
+    return f"{stamp}Z{CREATION_SEPARATOR}{item_id}"
+
+
+def id_of_entry(entry: str) -> str:
+    return entry.partition(CREATION_SEPARATOR)[2]
 
 
 class IdSet(BaseModel):
@@ -61,20 +85,38 @@ class StatusIndex:
         if old != new:
             await self._commit(_Move(item_id, old, new))
 
-    async def discard(self, item_id: str, status: str) -> None:
-        await self._commit(_Move(item_id, status, None))
+    async def add(self, item_id: str, status: str, created_at: datetime) -> None:
+        """List a new item under its status and in the creation-ordered listing, in one write.
+        Idempotent, so an owner that is not sure it listed the item may add it again."""
+        await self._commit(
+            _Move(item_id, None, status),
+            _Move(creation_entry(item_id, created_at), None, EVERY_STATUS),
+        )
+
+    async def discard(self, item_id: str, status: str, created_at: datetime | None = None) -> None:
+        """Take an item out of its status's listing and, given its creation time, out of the
+        creation-ordered listing too."""
+        moves = [_Move(item_id, status, None)]
+        if created_at is not None:
+            moves.append(_Move(creation_entry(item_id, created_at), EVERY_STATUS, None))
+        await self._commit(*moves)
+
+    async def newest_first(self) -> list[str]:
+        """Every item added with `add` and not discarded since, the newest first."""
+        return [id_of_entry(entry) for entry in reversed(await self.list(EVERY_STATUS))]
 
     async def list(self, status: str) -> list[str]:
         keys = [f"{status}:{shard:02d}" for shard in range(self._shards)]
         found = await self._repository.get_many(keys)
         return sorted(item_id for shard in found.values() for item_id in shard.value.ids)
 
-    async def _commit(self, move: _Move) -> None:
-        self._queued.append(move)
+    async def _commit(self, *moves: _Move) -> None:
+        self._queued.extend(moves)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued(), name="status index writer")
-        # A caller that gives up does not cancel the write its move is part of.
-        await asyncio.shield(move.done)
+        # Moves queued together are written together. A caller that gives up does not cancel
+        # the write its moves are part of.
+        await asyncio.shield(asyncio.gather(*(move.done for move in moves)))
 
     async def _write_queued(self) -> None:
         while self._queued:

@@ -12,6 +12,13 @@ sidecar (gRPC), started once the app is warm and stopped on shutdown. The runtim
 activities on its own thread and event loop; `WorkflowHost.activity` runs each on the app's
 loop instead, where the app's pooled sidecar client, state repositories and tracing live.
 Activities take and return pydantic models (one type on both sides).
+
+A run must never outlive its workflow silently: a workflow registered with `on_failure` runs
+that handler (`guarded`) when its steps raise for a reason the code did not foresee, so its
+record ends in a terminal state and its completion is announced. An activity that raises
+anything but a transient failure (the sidecar, the store or the broker out of reach) is not
+retried: the same input fails the same way, and ten retries over six minutes would only hide
+the defect.
 """
 
 from __future__ import annotations
@@ -19,18 +26,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from dapr.ext.workflow import DaprWorkflowContext, RetryPolicy, WorkflowActivityContext, WorkflowRuntime
+import grpc  # type: ignore[import-untyped]
+import httpx
+from dapr.ext.workflow import (
+    DaprWorkflowContext,
+    RetryPolicy,
+    TaskFailedError,
+    WorkflowActivityContext,
+    WorkflowRuntime,
+)
+
+# The engine skips retries for a failure of this type name (the SDK does not export it).
+from dapr.ext.workflow._durabletask.task import NonRetryableError
 from dapr.ext.workflow.aio import DaprWorkflowClient
 from dapr.ext.workflow.logger import LoggerOptions
 from opentelemetry import context as otel_context
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import BaseModel, Field
 
-from agora.runtime.state import StateRepository
+from agora.core.errors import AgoraError
+from agora.core.limits import MAX_NOTE_CHARS
+from agora.runtime.errors import ServiceError
+from agora.runtime.sidecar import DaprError, SidecarUnavailable
+from agora.runtime.state import ConcurrencyConflict, StateRepository
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import (
     current_traceparent,
@@ -55,8 +78,66 @@ ACTIVITY_RETRY = RetryPolicy(
 )
 """Activities raise only when the world is out of reach (a sidecar, the state store, the
 broker); expected refusals and a model that cannot answer come back as results. Ten attempts
-over about six minutes, then the failure reaches the workflow, which fails (Dapr shows it
-FAILED with the error)."""
+over about six minutes, then the failure reaches the workflow, whose `on_failure` handler
+ends its run. Any other error is not retried (`TRANSIENT_ERRORS`)."""
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    SidecarUnavailable,
+    DaprError,
+    ConcurrencyConflict,
+    httpx.TransportError,
+    OSError,
+    TimeoutError,
+    grpc.RpcError,
+)
+"""What an activity may raise and still pass on a retry: the world out of reach, a write that
+lost a race. Typed errors say themselves whether they are permanent."""
+
+WorkflowSteps = Generator[Any, Any, Any]
+WorkflowFunction = Callable[[DaprWorkflowContext, Any], WorkflowSteps]
+
+
+class RunFailure(BaseModel):
+    """Why a workflow's steps broke down: the error's type and message, as the run's reason."""
+
+    error_type: str
+    reason: str = Field(max_length=MAX_NOTE_CHARS)
+
+
+FailureHandler = Callable[[DaprWorkflowContext, Any, RunFailure], WorkflowSteps]
+
+
+def failure_of(error: Exception) -> RunFailure:
+    """A failure as a run's reason: an activity's (or child workflow's) error as the engine
+    recorded it, or the workflow code's own."""
+    if isinstance(error, TaskFailedError):
+        error_type, message = error.details.error_type, error.details.message
+    else:
+        error_type, message = type(error).__name__, str(error)
+    reason = f"the run broke down: {error_type}: {message}"
+    return RunFailure(error_type=error_type, reason=reason[:MAX_NOTE_CHARS])
+
+
+def guarded(steps: WorkflowFunction, on_failure: FailureHandler) -> WorkflowFunction:
+    """`steps`, and when they raise (an activity that failed for good, a defect in the workflow
+    code), `on_failure`'s steps instead, so the run ends on its own terms rather than as a
+    FAILED workflow nobody watches. The handler's own steps are recorded like any others: a
+    crash while it runs resumes it, not the broken steps."""
+
+    def run(ctx: DaprWorkflowContext, raw: Any) -> WorkflowSteps:
+        try:
+            return (yield from steps(ctx, raw))
+        except Exception as error:
+            yield from on_failure(ctx, raw, failure_of(error))
+            return None
+
+    return run
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, AgoraError | ServiceError):
+        return not error.permanent
+    return isinstance(error, TRANSIENT_ERRORS)
 
 
 class WorkflowHost:
@@ -74,11 +155,14 @@ class WorkflowHost:
         )
         _quiet_engine_logs()
 
-    def workflow(self, name: str, fn: Callable[[DaprWorkflowContext, Any], Any]) -> None:
-        """Register the generator function `fn` as workflow `name` (its input arrives as JSON)."""
+    def workflow(self, name: str, fn: WorkflowFunction, on_failure: FailureHandler | None = None) -> None:
+        """Register the generator function `fn` as workflow `name` (its input arrives as JSON).
+        A top-level run whose record people watch passes `on_failure`, which ends that record
+        when the steps break down (`guarded`); a child workflow leaves its failure to its parent."""
+        steps = guarded(fn, on_failure) if on_failure is not None else fn
 
         def run(ctx: DaprWorkflowContext, raw: Any) -> Any:
-            return fn(ctx, raw)
+            return steps(ctx, raw)
 
         run.__name__ = name
         self._runtime.register_workflow(run, name=name)
@@ -91,8 +175,16 @@ class WorkflowHost:
             loop = self._loop
             if loop is None:
                 raise RuntimeError("the workflow host has not started")
-            argument = input_type.model_validate(raw)
-            result = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_call(work, argument), loop))
+            try:
+                argument = input_type.model_validate(raw)
+                result = await asyncio.wrap_future(
+                    asyncio.run_coroutine_threadsafe(_call(work, argument), loop)
+                )
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                log.error("activity failed; not retried", exc_info=error, extra={"activity": name})
+                raise NonRetryableError(f"{name}: {type(error).__name__}: {error}"[:2000]) from error
             return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
 
         run.__name__ = name
@@ -107,6 +199,13 @@ class WorkflowHost:
             workflow, input=argument.model_dump(mode="json"), instance_id=instance_id
         )
         return True
+
+    async def input_of(self, instance_id: str, model: type[M]) -> M | None:
+        """The input an existing instance was scheduled with (None: no such instance)."""
+        state = await self.client.get_workflow_state(instance_id, fetch_payloads=True)
+        if state is None or state.serialized_input is None:
+            return None
+        return model.model_validate_json(state.serialized_input)
 
     async def start(self) -> None:
         """Connect to the sidecar and take work (from the app's loop, once it is warm)."""
@@ -167,14 +266,24 @@ R = TypeVar("R", bound=BaseModel)
 
 class RunRecords(Generic[R]):
     """The records of a service's workflow runs, as people see them: each saved whole after
-    every step of its run (`save`, an activity), its id indexed by its state (`page`)."""
+    every step of its run (`save`, an activity), its id indexed by its state and listed by
+    creation (`page`).
+
+    Runs first saved before the creation-ordered listing existed are not in it: they are listed
+    by state only."""
 
     def __init__(
-        self, repository: StateRepository[R], index: StatusIndex, state_of: Callable[[R], str]
+        self,
+        repository: StateRepository[R],
+        index: StatusIndex,
+        state_of: Callable[[R], str],
+        created_of: Callable[[R], datetime],
     ) -> None:
         self._repository = repository
         self._index = index
         self._state_of = state_of
+        self.state_of = state_of
+        self._created_of = created_of
 
     async def get(self, run_id: str) -> R | None:
         found = await self._repository.get(run_id)
@@ -183,21 +292,66 @@ class RunRecords(Generic[R]):
     async def save(
         self, run_id: str, record: R, previous_state: str | None, finished: Sequence[FinishedSpan] = ()
     ) -> None:
-        """Write the record, move its id to its state's listing, record the spans that ended."""
+        """Write the record, move its id to its state's listing (a run's first save, with no
+        previous state, also lists it by creation), record the spans that ended."""
         await self._repository.save(run_id, record)
         state = self._state_of(record)
-        if previous_state != state:
+        if previous_state is None:
+            await self._index.add(run_id, state, self._created_of(record))
+        elif previous_state != state:
             await self._index.move(run_id, previous_state, state)
         for span in finished:
             span.record()
 
-    async def page(self, state: str, limit: int, offset: int) -> tuple[int, list[R]]:
-        """How many runs are in `state`, and one page of their records (by id)."""
-        ids = sorted(await self._index.list(state))
+    async def page(self, state: str | None, limit: int, offset: int) -> tuple[int, list[R]]:
+        """How many runs are in `state`, and one page of their records (by id); with no state,
+        every run, the newest first. A listed run with no record is left out of the page."""
+        ids = sorted(await self._index.list(state)) if state is not None else await self._index.newest_first()
         chosen = ids[offset : offset + limit]
         found = await self._repository.get_many(chosen)
         page = [found[i].value for i in chosen if i in found]
-        return len(ids), [r for r in page if self._state_of(r) == state]
+        return len(ids), [r for r in page if state is None or self._state_of(r) == state]
+
+
+@dataclass(frozen=True)
+class Breakdown(Generic[R]):
+    """How a service ends one of its runs that broke down (`end_broken_run`)."""
+
+    id_key: str
+    """The run's id in log lines and span attributes (`plan_id`)."""
+    span_name: str
+    """The span of this step, in the run's trace (`planning.failed`)."""
+    fresh: Callable[[], R]
+    """The record of a run that broke down before its first save."""
+    failed: Callable[[R], R | None]
+    """The record ended FAILED, its revision counted; None when it had already ended."""
+    run_span: Callable[[R], FinishedSpan]
+    """The whole run's span, recorded as it ends."""
+
+
+async def end_broken_run(records: RunRecords[R], run_id: str, failure: RunFailure, how: Breakdown[R]) -> R:
+    """End the record of a run that broke down: an ERROR line and a failed span in its trace,
+    the record FAILED with the reason (a record that already ended stays as it is). Its result:
+    the record to announce. Idempotent, as activities are."""
+    run_span = how.run_span(how.fresh())
+    with step_span(how.span_name, run_span.traceparent, {f"agora.{how.id_key}": run_id}) as span:
+        span.set_status(Status(StatusCode.ERROR, failure.reason))
+        log.error(
+            "run broke down; it ends FAILED",
+            extra={how.id_key: run_id, "error_type": failure.error_type, "reason": failure.reason},
+        )
+    stored = await records.get(run_id)
+    record = stored if stored is not None else how.fresh()
+    ended = how.failed(record)
+    if ended is None:
+        return record
+    previous = records.state_of(stored) if stored is not None else None
+    finished = how.run_span(ended)
+    finished = finished.model_copy(
+        update={"attributes": {**finished.attributes, "agora.error_type": failure.error_type}}
+    )
+    await records.save(run_id, ended, previous, [finished])
+    return ended
 
 
 def run_trace(run_id: str, kind: str) -> tuple[str, str | None]:

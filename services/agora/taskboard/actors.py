@@ -10,7 +10,8 @@ winner's runtime acknowledges the award with it, and its outcome must carry it t
 outcome or acknowledgment forged by anyone who did not receive the award is refused. A
 reminder (kept by the Dapr scheduler) fires when the acknowledgment window ends: it announces
 an award whose publish failed, and passes an unacknowledged award to the next-best bid, or
-fails the task with the reason.
+fails the task with the reason. Each lapsed award is announced too (`agora.task.award_lapsed`),
+so the registry suspends the agent that let it lapse from bidding for a while.
 """
 
 import asyncio
@@ -24,12 +25,12 @@ from datetime import UTC, datetime, timedelta
 from dapr.actor import ActorInterface, Remindable, actormethod
 from opentelemetry import trace
 from opentelemetry.trace import Link
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core.errors import NoStateFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, TaskAwarded, TaskRejected, Topic
+from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.pubsub import Publisher
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 STATUS_INDEX_NAMESPACE = "taskboard:status"
 AWARD_REMINDER = "award"
+LAPSE_REMINDER = "lapsed"
+"""Armed only when announcing a lapsed award failed: it tries again."""
+LAPSE_RETRY_SECONDS = 5
 
 
 class TaskSlot(BaseModel):
@@ -48,6 +52,9 @@ class TaskSlot(BaseModel):
     """The current award's token (never part of the record the board shows)."""
     traceparent: str | None = None
     """Trace context of the decision: a reassignment made by the reminder continues it."""
+    lapses_to_announce: list[AwardLapsed] = Field(default_factory=list)
+    """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
+    (or a crash right after the commit) is announced later, never lost."""
 
 
 class TaskActorInterface(ActorInterface):
@@ -184,8 +191,12 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         if name == EXPIRE_REMINDER:
             await self.expired()
             return
+        if name == LAPSE_REMINDER:
+            await self._announce_lapses()
+            return
         if name != AWARD_REMINDER or self.state.record is None:
             return
+        await self._announce_lapses()  # any whose publish failed before
         record = self.state.record
         parent = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
         with tracer("agora.taskboard").start_as_current_span(
@@ -201,8 +212,11 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             moved_on = lifecycle.expire_award(record, _now())
             if moved_on == record:
                 return
-            expired = moved_on.awards[-2] if moved_on.current_award else moved_on.awards[-1]
+            attempt = len(moved_on.awards) - 1 if moved_on.current_award else len(moved_on.awards)
+            expired = moved_on.awards[attempt - 1]
             span.set_attribute("agora.unacknowledged_agent", expired.agent_id)
+            lapse = AwardLapsed.of(moved_on, attempt)
+            self.state.lapses_to_announce = [*self.state.lapses_to_announce, lapse]
             if moved_on.current_award is not None:
                 span.set_attribute("agora.next_agent", moved_on.current_award.agent_id)
                 log.warning(
@@ -219,7 +233,28 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                 )
                 self.state.award_token = None
             await self._save(moved_on)
+            await self._announce_lapses()
             await self._announce()
+
+    async def _announce_lapses(self) -> None:
+        """Publish the lapsed awards not announced yet (event id `lapsed:<task>.<attempt>`, so
+        a notice published twice is one). A failure is logged and retried by a reminder: it
+        must not hold back the award that passed to the next bid."""
+        pending = self.state.lapses_to_announce
+        if not pending:
+            return
+        try:
+            for lapse in pending:
+                await self.deps.publisher.publish(Topic.TASK_AWARD_LAPSED, lapse, message_id=lapse.message_id)
+        except Exception as exc:
+            log.warning(
+                "announcing a lapsed award failed; retrying",
+                extra={"task_id": self.id.id, "reason": repr(exc)[:500], "retry_in_s": LAPSE_RETRY_SECONDS},
+            )
+            await self.register_reminder(LAPSE_REMINDER, b"", timedelta(seconds=LAPSE_RETRY_SECONDS))
+            return
+        self.state.lapses_to_announce = []
+        await self.commit()
 
     async def _arm_reminder(self, record: TaskRecord) -> None:
         window = lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)

@@ -1,0 +1,1 @@
+"""Service apps as integration tests run them with one fault built in."""
