@@ -14,9 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
+from agora.core.contracts import OutcomeReport
+from agora.core.market import TaskSpec
 from agora.core.scoring import MARKET_EXPLORATION
 from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.actor import ActorClient
+from agora.runtime.clients import reputation_actors, task_actors
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
@@ -216,7 +219,7 @@ def test_award_reaches_subscribers_and_the_pipeline_spans_separate_services(
 async def test_concurrent_outcomes_for_one_agent_lose_no_update(redis_cluster: LocalCluster) -> None:
     replica = replicas_of(redis_cluster, "allocator")[0]
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
-    actors = ActorClient(sidecar)
+    reputation = reputation_actors(ActorClient(sidecar))
     agent = f"agent-{uuid.uuid4().hex[:8]}"
     outcomes = [
         {
@@ -232,13 +235,14 @@ async def test_concurrent_outcomes_for_one_agent_lose_no_update(redis_cluster: L
         for i in range(30)
     ]
     try:
-        await asyncio.gather(*(actors.call("Reputation", agent, "apply_outcome", o) for o in outcomes))
-        await asyncio.gather(*(actors.call("Reputation", agent, "apply_outcome", o) for o in outcomes[:5]))
-        record = await actors.call("Reputation", agent, "get_record")
+        reports = [OutcomeReport.model_validate(o) for o in outcomes]
+        await asyncio.gather(*(reputation(agent).apply_outcome(report) for report in reports))
+        await asyncio.gather(*(reputation(agent).apply_outcome(report) for report in reports[:5]))
+        record = await reputation(agent).get_record()
     finally:
         await sidecar.aclose()
-    assert record["total_tasks"] == 30, "every outcome counted once, none lost"
-    assert record["successful_tasks"] == 20
+    assert record.total_tasks == 30, "every outcome counted once, none lost"
+    assert record.successful_tasks == 20
 
 
 async def test_a_repeated_post_restores_a_task_missing_from_its_status_listing(
@@ -256,11 +260,13 @@ async def test_a_repeated_post_restores_a_task_missing_from_its_status_listing(
         return list(answer.json()["task_ids"])
 
     try:
-        await ActorClient(sidecar).call("Task", spec["task_id"], "post_task", spec)
+        posted = TaskSpec.model_validate(spec)
+        board = task_actors(ActorClient(sidecar))
+        await board(posted.task_id).post_task(posted)
         assert spec["task_id"] in pending()
         await index.discard(spec["task_id"], "PENDING")
         assert spec["task_id"] not in pending()
-        await ActorClient(sidecar).call("Task", spec["task_id"], "post_task", spec)
+        await board(posted.task_id).post_task(posted)
         assert spec["task_id"] in pending()
     finally:
         await sidecar.aclose()

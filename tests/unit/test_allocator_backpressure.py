@@ -29,7 +29,12 @@ class Context:
 
 
 class Board:
-    async def post(self, spec: TaskSpec) -> TaskRecord | None:
+    """Every task's actor on the board, each answering a posting with nothing more to do."""
+
+    def __call__(self, task_id: str) -> Board:
+        return self
+
+    async def post_task(self, spec: TaskSpec) -> TaskRecord | None:
         return None
 
 

@@ -4,14 +4,15 @@ mock actor runtime (the escalation service played by the core's own `park`)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 
 from agora.core.contracts import StepReport, StepVerdict
 from agora.core.escalation import EscalationRecord, ParkRequest, park
 from agora.core.messages import EscalationResolved
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor import ActorClient, wire_name
+from agora.runtime.interfaces import EscalationInterface
 from agora.uncertainty.actors import SessionUncertainty, UncertaintyDeps
 from tests.unit.helpers import answer_of, hosted
 
@@ -20,15 +21,15 @@ UNSURE = StepReport(
 )
 
 
-class EscalationService:
+class EscalationService(ActorClient):
     """`Escalation` actors' `park`, as the escalation service answers it (a park under an id
-    already used with another context is refused)."""
+    already used with another context is refused): the actor client every proxy calls through."""
 
     def __init__(self) -> None:
         self.records: dict[str, EscalationRecord] = {}
 
     async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
-        assert method == "park" and isinstance(payload, ParkRequest)
+        assert method == wire_name(EscalationInterface.park) and isinstance(payload, ParkRequest)
         record = park(
             actor_id, payload.waiting_party, payload.context, now=datetime.now(UTC),
             who=payload.who, why=payload.why, existing=self.records.get(actor_id),
@@ -38,7 +39,7 @@ class EscalationService:
 
 
 def session(service: EscalationService) -> SessionUncertainty:
-    return hosted(SessionUncertainty, "s1", UncertaintyDeps(actors=cast(ActorClient, service)))
+    return hosted(SessionUncertainty, "s1", UncertaintyDeps(actors=service))
 
 
 def result(answer: object) -> BaseModel:

@@ -28,7 +28,13 @@ from agora.core.scoring import BidScorer
 from agora.core.task_lifecycle import TaskRecord, counts_as_success
 from agora.llm import ChatMessage, ModelClient, complete_json
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import RegistryClient, ReputationActors, TaskActors, TaskBoardClient
+from agora.runtime.clients import (
+    RegistryClient,
+    ReputationActors,
+    TaskBoardClient,
+    reputation_actors,
+    task_actors,
+)
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
 from agora.runtime.tracing import tracer
@@ -140,7 +146,7 @@ class ReputationReads:
         return await self._reads.call(agent_id, lambda: self._read(agent_id, now))
 
     async def _read(self, agent_id: str, started: float) -> ReputationRecord:
-        record = await self._reputations.get_record(agent_id)
+        record = await self._reputations(agent_id).get_record()
         self._cached[agent_id] = (started, record)
         return record
 
@@ -179,8 +185,8 @@ class MarketAllocator:
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
-        self._tasks = TaskActors(actors)
-        self._reputations = ReputationActors(actors)
+        self._tasks = task_actors(actors)
+        self._reputations = reputation_actors(actors)
         self._reputation_reads = ReputationReads(self._reputations, reputation_max_age_s)
         self._registry_api = SharedFilter(RegistryClient(ctx.sidecar, registry_app_id))
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
@@ -196,7 +202,7 @@ class MarketAllocator:
     async def on_task(self, spec: TaskSpec) -> None:
         """Intake: record the task durably, acknowledge, allocate in the background."""
         try:
-            posted = await self._tasks.post(spec)
+            posted = await self._tasks(spec.task_id).post_task(spec)
         except ConflictingTask as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         await self._start(spec.task_id, posted)
@@ -243,10 +249,10 @@ class MarketAllocator:
         record = known or await self._task(task_id)
         if record.status in RESUMABLE:
             result = await self._allocate(record.spec)
-            record = await self._tasks.record_allocation(result)
+            record = await self._tasks(result.task_id).record_allocation(result)
         if record.status in DECIDED and not record.award_published:
             # The board announces its decisions; this one's publish failed part way.
-            record = await self._tasks.announce(task_id)
+            record = await self._tasks(task_id).announce()
         return record.allocation
 
     async def _allocate(self, spec: TaskSpec) -> AllocationResult:
@@ -269,7 +275,7 @@ class MarketAllocator:
     async def on_outcome(self, outcome: TaskOutcome) -> None:
         """An outcome updates the board, then the agent's reputation (both idempotent)."""
         try:
-            record = await self._tasks.mark_outcome(outcome)
+            record = await self._tasks(outcome.task_id).mark_outcome(outcome)
         except AgoraError as exc:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         allocation = record.allocation
@@ -278,7 +284,7 @@ class MarketAllocator:
             counts_as_success=counts_as_success(record.spec, outcome),
             winning_bid=allocation.winning_bid if allocation else None,
         )
-        self._reputation_reads.updated(await self._reputations.apply_outcome(report))
+        self._reputation_reads.updated(await self._reputations(report.outcome.agent_id).apply_outcome(report))
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their
@@ -327,4 +333,4 @@ class MarketAllocator:
                         await self._start(task_id)
 
     async def _task(self, task_id: str) -> TaskRecord:
-        return await self._tasks.get(task_id)
+        return await self._tasks(task_id).get_task()

@@ -180,7 +180,7 @@ class DebateActivities:
             why="the debaters did not agree",
         )
         with step_span("debate.escalate", record.traceparent, {"agora.escalation_id": escalation_id}):
-            await self.escalations.park(escalation_id, request)
+            await self.escalations(escalation_id).park(request)
         return Stopped(escalation_id=escalation_id)
 
     async def announce(self, step: Announce) -> None:

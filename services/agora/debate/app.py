@@ -41,7 +41,7 @@ from agora.debate.workflow import (
 from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors
+from agora.runtime.clients import escalation_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -76,7 +76,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
     settings = settings or DebateSettings()
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        escalations = EscalationActors(ActorClient(ctx.sidecar))
+        escalations = escalation_actors(ActorClient(ctx.sidecar))
         debates = RunRecords(
             ctx.repository(DEBATE_NAMESPACE, DebateRecord),
             StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),

@@ -9,7 +9,7 @@ way the waiting party is told through `agora.escalation.resolved`.
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from dapr.actor import ActorInterface, Remindable, actormethod
+from dapr.actor import Remindable
 from opentelemetry import trace
 from opentelemetry.trace import Link
 from pydantic import BaseModel
@@ -27,6 +27,7 @@ from agora.core.messages import EscalationResolved, Topic
 from agora.core.outcomes import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
+from agora.runtime.interfaces import EscalationInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -45,17 +46,6 @@ class EscalationSlot(BaseModel):
     announced: bool = False
     """Whether the decision went out on `agora.escalation.resolved`. It is committed with the
     decision first and published after, so a failed publish is retried (see `_redeliver`)."""
-
-
-class EscalationInterface(ActorInterface):
-    @actormethod(name="park")
-    async def park(self, request: ParkRequest) -> EscalationRecord: ...
-
-    @actormethod(name="get")
-    async def get(self) -> EscalationRecord: ...
-
-    @actormethod(name="resolve")
-    async def resolve(self, decision: Decision) -> EscalationRecord: ...
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from agora.core.outcomes import OutcomeLearner, SheetOutcome
 from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors
+from agora.runtime.clients import escalation_actors
 from agora.runtime.service import (
     NotFound,
     PathId,
@@ -71,7 +71,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             )
         )
         ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner, settings.retention_seconds))
-        escalations = EscalationActors(ActorClient(ctx.sidecar))
+        escalations = escalation_actors(ActorClient(ctx.sidecar))
 
         async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:
             """The actor's answer; an unknown id is the API's NOT_FOUND (other refusals answer
@@ -104,18 +104,18 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             listing names one that has none, so one stale entry never fails the whole page."""
             try:
                 async with page_reads:
-                    return await escalations.get(escalation_id)
+                    return await escalations(escalation_id).get()
             except NoStateFound:
                 log.warning("listed escalation has no record", extra={"escalation_id": escalation_id})
                 return None
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def show(escalation_id: PathId) -> EscalationRecord:
-            return await answered(escalations.get(escalation_id), escalation_id)
+            return await answered(escalations(escalation_id).get(), escalation_id)
 
         @app.put("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def park(escalation_id: PathId, request: ParkRequest) -> EscalationRecord:
-            return await answered(escalations.park(escalation_id, request), escalation_id)
+            return await answered(escalations(escalation_id).park(request), escalation_id)
 
         @app.post("/v1/escalations/{escalation_id}/resume", response_model=EscalationRecord)
         async def resume(
@@ -124,10 +124,10 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
             decision = Decision(response=request.decision, who=request.who, why=request.why)
-            return await answered(escalations.resolve(escalation_id, decision), escalation_id)
+            return await answered(escalations(escalation_id).resolve(decision), escalation_id)
 
         async def on_outcome(event: EscalationOutcome) -> None:
-            record = await answered(escalations.get(event.escalation_id), event.escalation_id)
+            record = await answered(escalations(event.escalation_id).get(), event.escalation_id)
             learnt = outcome_of(record, event.succeeded)
             if learnt is not None:
                 await learner.record(learnt)

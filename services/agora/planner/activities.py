@@ -187,7 +187,7 @@ class PlannerActivities:
         )
         attributes = {"agora.plan_id": record.plan_id, "agora.escalation_id": escalation_id}
         with step_span("planning.escalate", record.traceparent, attributes):
-            await self.escalations.park(escalation_id, request)
+            await self.escalations(escalation_id).park(request)
         return PlanStop(
             reason=step.reason, subgoal_id=step.subgoal_id, escalation_id=escalation_id, detail=detail
         )
@@ -306,7 +306,7 @@ class PlannerActivities:
     async def check(self, step: Check) -> TaskEnded | None:
         """The task's end as the board recorded it, if it has one."""
         try:
-            record = await self.tasks.get(step.task_id)
+            record = await self.tasks(step.task_id).get_task()
         except NoStateFound:
             return None
         if record.outcome is not None:

@@ -47,7 +47,7 @@ from agora.planner.workflow import (
 )
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors, TaskActors
+from agora.runtime.clients import escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import (
     NotFound,
@@ -79,7 +79,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         actors = ActorClient(ctx.sidecar)
-        tasks, escalations = TaskActors(actors), EscalationActors(actors)
+        tasks, escalations = task_actors(actors), escalation_actors(actors)
         plans = RunRecords(
             ctx.repository(PLAN_NAMESPACE, PlanRecord),
             StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet)),
@@ -166,7 +166,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             if link is None:
                 return  # not a plan's task
             try:  # the board checks the award token; recording the same outcome again is a no-op
-                record = await tasks.mark_outcome(outcome)
+                record = await tasks(outcome.task_id).mark_outcome(outcome)
             except AgoraError as exc:
                 if not exc.permanent:
                     raise
@@ -178,7 +178,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             if link is None:
                 return
             try:
-                record = await tasks.get(rejected.task_id)
+                record = await tasks(rejected.task_id).get_task()
             except NoStateFound as exc:
                 raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
             if record.status is not AllocationStatus.REJECTED:

@@ -22,7 +22,7 @@ from agora.core.messages import (
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import TaskActors
+from agora.runtime.clients import task_actors
 from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
@@ -97,12 +97,12 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
 
         ctx.subscriptions.subscribe(Topic.REGISTRY_COMMANDS, registry_command_adapter, on_command)
 
-        tasks = TaskActors(ActorClient(ctx.sidecar))
+        tasks = task_actors(ActorClient(ctx.sidecar))
 
         async def on_award_lapsed(lapse: AwardLapsed) -> None:
             # Only the task board may publish lapses, but a notice suspends an agent only if the
             # task's own record bears it out (an unknown task: NO_STATE_FOUND, dead-lettered).
-            await current().apply_lapse(lapse, await tasks.get(lapse.task_id))
+            await current().apply_lapse(lapse, await tasks(lapse.task_id).get_task())
 
         # A lapse already counted changes nothing (the suspension remembers the last one), so
         # redeliveries are recognised against the stored registration.

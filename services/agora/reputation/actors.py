@@ -4,13 +4,13 @@ Outcomes for one agent are applied one at a time by the actor runtime (turn-base
 concurrent outcomes never lose an update; each task's outcome is applied once.
 """
 
-from dapr.actor import ActorInterface, actormethod
 from pydantic import BaseModel, Field
 
 from agora.core.contracts import OutcomeReport
 from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.interfaces import ReputationActorInterface
 
 RECENT_OUTCOMES_KEPT = 1000
 
@@ -19,14 +19,6 @@ class ReputationState(BaseModel):
     record: ReputationRecord = Field(default_factory=ReputationRecord)
     recent_outcomes: list[str] = Field(default_factory=list)
     """Task ids whose outcome was applied (bounded), so a redelivered outcome is not counted twice."""
-
-
-class ReputationActorInterface(ActorInterface):
-    @actormethod(name="get_record")
-    async def get_record(self) -> ReputationRecord: ...
-
-    @actormethod(name="apply_outcome")
-    async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord: ...
 
 
 class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface):

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from agora.core.market import ReputationRecord
 from agora.reputation.actors import Reputation
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import ReputationActors
+from agora.runtime.clients import reputation_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
@@ -21,11 +21,11 @@ class ReputationSettings(ServiceSettings):
 def reputation_module() -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         ctx.host_actor(Reputation, None)
-        reputations = ReputationActors(ActorClient(ctx.sidecar))
+        reputations = reputation_actors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/reputation/{agent_id}", response_model=ReputationRecord)
         async def show(agent_id: PathId) -> ReputationRecord:
-            return await reputations.get_record(agent_id)
+            return await reputations(agent_id).get_record()
 
     return ServiceModule("reputation", setup=setup)
 

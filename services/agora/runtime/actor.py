@@ -8,8 +8,10 @@ return models, and whose dependencies are given to each instance.
 - `ActorHosting` names an actor type and the dependencies its instances are built with (the
   runtime's `actor_factory`), so nothing is set on the class at start-up and a unit test builds
   an actor with its own fakes.
-- `ActorClient` is the calling side; `agora.runtime.clients` wraps it in one typed method per
-  actor method.
+- `ActorClient` is the calling side: `proxy(Interface, actor_id)` (or an `Actors` family)
+  answers an object typed as the actor's interface (`agora.runtime.interfaces`), whose methods
+  call the actor through the sidecar and read the answer into the declared result type, as
+  the Dapr SDK's `ActorProxy.create(..., ActorInterface)` does.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import asyncio
 import contextlib
 import functools
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
-from dapr.actor import Actor, ActorId, ActorInterface
+from dapr.actor import Actor, ActorId, ActorInterface, actormethod
 from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.clients.base import DaprActorClientBase
@@ -36,7 +38,24 @@ from agora.runtime.errors import describe_field_errors, field_errors
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def actor_method(name: str) -> Callable[[F], F]:
+    """Declare an interface method and the name Dapr routes its calls by: the SDK's
+    `actormethod`, typed, so the method keeps its signature for mypy (and for the proxies)."""
+    return cast(Callable[[F], F], actormethod(name=name))
+
+
+class AgoraActorInterface(ActorInterface):  # type: ignore[misc]
+    """An actor interface that names the Dapr actor type implementing it (its host class's
+    name), so a typed proxy needs nothing else to reach it."""
+
+    actor_type: ClassVar[str]
+
+
 S = TypeVar("S", bound=BaseModel)
+Iface = TypeVar("Iface", bound=AgoraActorInterface)
 D = TypeVar("D")
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -203,7 +222,7 @@ def _adapter(data_type: Any) -> TypeAdapter[Any]:
     return TypeAdapter(data_type)
 
 
-def actor_endpoint(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+def actor_endpoint(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
     """Answer an actor method as `ActorAnswer`: its result, or a typed domain error, so
     `ActorClient` raises the same error type on the caller's side (Dapr itself would flatten
     every exception into an opaque 500). The declared type stays the method's own result,
@@ -227,7 +246,7 @@ def actor_endpoint(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R
                 return _invalid(exc)
         return ActorAnswer(result=result)
 
-    return cast(Callable[P, Awaitable[R]], wrapper)
+    return cast(Callable[P, Coroutine[Any, Any, R]], wrapper)
 
 
 def _invalid(exc: ValidationError) -> ActorAnswer:
@@ -280,6 +299,12 @@ class ActorClient:
             raise error_from(envelope.error.code, envelope.error.message)
         return envelope.result
 
+    def proxy(self, interface: type[Iface], actor_id: str) -> Iface:
+        """The actor `actor_id` of `interface`'s type, as an object typed as `interface`: each
+        method calls the actor and answers the declared result type (a typed error answer is
+        raised as that error)."""
+        return cast(Iface, _proxy_class(interface)(self, interface.actor_type, actor_id))
+
     async def register_reminder(
         self,
         actor_type: str,
@@ -296,6 +321,67 @@ class ActorClient:
         await self._sidecar.request(
             "PUT", path, content=body, headers={"content-type": "application/json"}, timeout=self._timeout
         )
+
+
+class Actors(Generic[Iface]):
+    """The actors of one type: `actors(actor_id)` is the typed proxy of the one with that id."""
+
+    def __init__(self, client: ActorClient, interface: type[Iface]) -> None:
+        self.client = client
+        self.interface = interface
+
+    def __call__(self, actor_id: str) -> Iface:
+        return self.client.proxy(self.interface, actor_id)
+
+
+class _ActorProxy:
+    def __init__(self, client: ActorClient, actor_type: str, actor_id: str) -> None:
+        self._client = client
+        self._actor_type = actor_type
+        self._actor_id = actor_id
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._actor_type}/{self._actor_id}>"
+
+
+def actor_methods(interface: type[ActorInterface]) -> dict[str, Callable[..., Any]]:
+    """The methods an actor interface declares (with those of the interfaces it extends), by
+    their Python name."""
+    found: dict[str, Callable[..., Any]] = {}
+    for cls in reversed(interface.__mro__):
+        if isinstance(cls, type) and issubclass(cls, ActorInterface):
+            found.update(
+                (name, member) for name, member in vars(cls).items() if hasattr(member, "__actormethod__")
+            )
+    return found
+
+
+def wire_name(method: Callable[..., Any]) -> str:
+    """The name Dapr routes an interface method's calls by (its `actormethod` name)."""
+    name = getattr(method, "__actormethod__", None)
+    return name if isinstance(name, str) else method.__name__
+
+
+@functools.cache
+def _proxy_class(interface: type[AgoraActorInterface]) -> type[_ActorProxy]:
+    methods: dict[str, Callable[..., Any]] = {}
+    for name, method in actor_methods(interface).items():
+        hints = typing.get_type_hints(method)
+        result = _adapter(hints.pop("return", Any))
+        methods[name] = _proxy_method(wire_name(method), result, takes_argument=bool(hints))
+    return type(f"{interface.__name__}Proxy", (_ActorProxy,), methods)
+
+
+def _proxy_method(wire: str, result: TypeAdapter[Any], *, takes_argument: bool) -> Callable[..., Any]:
+    async def call(self: _ActorProxy, *argument: BaseModel) -> Any:
+        if len(argument) != int(takes_argument):
+            raise TypeError(f"{wire} takes {int(takes_argument)} argument, got {len(argument)}")
+        payload = argument[0] if argument else None
+        answer = await self._client.call(self._actor_type, self._actor_id, wire, payload)
+        return result.validate_python(answer)
+
+    call.__name__ = wire
+    return call
 
 
 class SidecarActorClient(DaprActorClientBase):  # type: ignore[misc]

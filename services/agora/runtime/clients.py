@@ -1,30 +1,29 @@
-"""Typed clients for calls between services: one method per HTTP route or actor method, taking
-and returning the contract models (`agora.core.contracts`, the domain records), so no caller
-builds a dict or reads an answer by key, and no caller names an actor method by string."""
+"""Typed clients for calls between services: one method per HTTP route, taking and returning
+the contract models (`agora.core.contracts`, the domain records), so no caller builds a dict or
+reads an answer by key; and the actor families other services call, whose proxies are typed as
+the actors' interfaces (`agora.runtime.interfaces`), so no caller names an actor method by
+string."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from agora.core.contracts import (
-    Decision,
     FilterAnswer,
-    OutcomeReport,
     RegisteredAgent,
     SessionState,
     StepReport,
     StepVerdict,
     TaskList,
 )
-from agora.core.escalation import EscalationRecord, ParkRequest
-from agora.core.market import AllocationResult, AllocationStatus, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import DEFAULT_LEASE_SECONDS, ActorType, AwardAcknowledgement
+from agora.core.market import AllocationStatus
+from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
-from agora.core.task_lifecycle import TaskRecord
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor import ActorClient, Actors
+from agora.runtime.interfaces import EscalationInterface, ReputationActorInterface, TaskActorInterface
 from agora.runtime.sidecar import DaprSidecar
 
 M = TypeVar("M", bound=BaseModel)
@@ -83,62 +82,21 @@ class UncertaintyClient:
         return await _as(SessionState, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
 
-class TaskActors:
-    """`Task` actors (the task board), one per task id."""
-
-    def __init__(self, actors: ActorClient) -> None:
-        self._call: Callable[..., Awaitable[Any]] = actors.call
-
-    async def post(self, spec: TaskSpec) -> TaskRecord:
-        return await _as(TaskRecord, self._call(ActorType.TASK, spec.task_id, "post_task", spec))
-
-    async def get(self, task_id: str) -> TaskRecord:
-        return await _as(TaskRecord, self._call(ActorType.TASK, task_id, "get_task"))
-
-    async def record_allocation(self, result: AllocationResult) -> TaskRecord:
-        return await _as(TaskRecord, self._call(ActorType.TASK, result.task_id, "record_allocation", result))
-
-    async def announce(self, task_id: str) -> TaskRecord:
-        return await _as(TaskRecord, self._call(ActorType.TASK, task_id, "announce"))
-
-    async def acknowledge_award(self, task_id: str, acknowledgement: AwardAcknowledgement) -> TaskRecord:
-        return await _as(
-            TaskRecord, self._call(ActorType.TASK, task_id, "acknowledge_award", acknowledgement)
-        )
-
-    async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
-        return await _as(TaskRecord, self._call(ActorType.TASK, outcome.task_id, "mark_outcome", outcome))
+TaskActors = Actors[TaskActorInterface]
+"""`Task` actors (the task board), one per task id: `tasks(task_id).post_task(spec)`."""
+ReputationActors = Actors[ReputationActorInterface]
+"""`Reputation` actors, one per agent id."""
+EscalationActors = Actors[EscalationInterface]
+"""`Escalation` actors, one per escalation id."""
 
 
-class ReputationActors:
-    """`Reputation` actors, one per agent id."""
-
-    def __init__(self, actors: ActorClient) -> None:
-        self._call: Callable[..., Awaitable[Any]] = actors.call
-
-    async def get_record(self, agent_id: str) -> ReputationRecord:
-        return await _as(ReputationRecord, self._call(ActorType.REPUTATION, agent_id, "get_record"))
-
-    async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
-        agent_id = report.outcome.agent_id
-        return await _as(
-            ReputationRecord, self._call(ActorType.REPUTATION, agent_id, "apply_outcome", report)
-        )
+def task_actors(client: ActorClient) -> TaskActors:
+    return Actors(client, TaskActorInterface)
 
 
-class EscalationActors:
-    """`Escalation` actors, one per escalation id."""
+def reputation_actors(client: ActorClient) -> ReputationActors:
+    return Actors(client, ReputationActorInterface)
 
-    def __init__(self, actors: ActorClient) -> None:
-        self._call: Callable[..., Awaitable[Any]] = actors.call
 
-    async def park(self, escalation_id: str, request: ParkRequest) -> EscalationRecord:
-        return await _as(EscalationRecord, self._call(ActorType.ESCALATION, escalation_id, "park", request))
-
-    async def get(self, escalation_id: str) -> EscalationRecord:
-        return await _as(EscalationRecord, self._call(ActorType.ESCALATION, escalation_id, "get"))
-
-    async def resolve(self, escalation_id: str, decision: Decision) -> EscalationRecord:
-        return await _as(
-            EscalationRecord, self._call(ActorType.ESCALATION, escalation_id, "resolve", decision)
-        )
+def escalation_actors(client: ActorClient) -> EscalationActors:
+    return Actors(client, EscalationInterface)

@@ -17,7 +17,7 @@ async def verified(escalations: EscalationActors, event: EscalationResolved) -> 
     """The escalation's record when it holds exactly the announced decision; else
     `UnverifiedDecision` (and `NoStateFound` for an escalation that does not exist), both
     permanent, so the message is dead-lettered with the reason."""
-    record = await escalations.get(event.escalation_id)
+    record = await escalations(event.escalation_id).get()
     disagreement = event.disagreement_with(record)
     if disagreement is not None:
         raise UnverifiedDecision(f"decision refused: {disagreement}")

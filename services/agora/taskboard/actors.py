@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from dapr.actor import ActorInterface, Remindable, actormethod
+from dapr.actor import Remindable
 from opentelemetry import trace
 from opentelemetry.trace import Link
 from pydantic import BaseModel, Field
@@ -33,6 +33,7 @@ from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationSta
 from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
+from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -55,26 +56,6 @@ class TaskSlot(BaseModel):
     lapses_to_announce: list[AwardLapsed] = Field(default_factory=list)
     """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
     (or a crash right after the commit) is announced later, never lost."""
-
-
-class TaskActorInterface(ActorInterface):
-    @actormethod(name="post_task")
-    async def post_task(self, spec: TaskSpec) -> TaskRecord: ...
-
-    @actormethod(name="get_task")
-    async def get_task(self) -> TaskRecord: ...
-
-    @actormethod(name="record_allocation")
-    async def record_allocation(self, result: AllocationResult) -> TaskRecord: ...
-
-    @actormethod(name="announce")
-    async def announce(self) -> TaskRecord: ...
-
-    @actormethod(name="acknowledge_award")
-    async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
-
-    @actormethod(name="mark_outcome")
-    async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from agora.core.errors import NoStateFound
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import TaskActors
+from agora.runtime.clients import task_actors
 from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
@@ -34,7 +34,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         ctx.host_actor(
             Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
         )
-        tasks = TaskActors(ActorClient(ctx.sidecar))
+        tasks = task_actors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
@@ -43,7 +43,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
             try:
-                return await tasks.get(task_id)
+                return await tasks(task_id).get_task()
             except NoStateFound as exc:
                 raise NotFound(exc.message, task_id=task_id) from exc
 

@@ -8,8 +8,6 @@ arrives on `agora.escalation.resolved`; ABORT ends the session with a typed erro
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from dapr.actor import ActorInterface, actormethod
-
 from agora.core.contracts import (
     CheckpointAnswer,
     CheckpointRequest,
@@ -44,7 +42,8 @@ from agora.core.uncertainty import (
     UncertaintyPolicy,
 )
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
-from agora.runtime.clients import EscalationActors
+from agora.runtime.clients import escalation_actors
+from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.pubsub import Publisher
 
 
@@ -53,29 +52,6 @@ class SessionNotRunning(AgoraError):
 
     code = "SESSION_NOT_RUNNING"
     http_status = 409
-
-
-class SessionUncertaintyInterface(ActorInterface):
-    @actormethod(name="observe_llm_response")
-    async def observe_llm_response(self, report: StepReport) -> StepVerdict: ...
-
-    @actormethod(name="observe_tool_call")
-    async def observe_tool_call(self, report: StepReport) -> StepVerdict: ...
-
-    @actormethod(name="checkpoint")
-    async def checkpoint(self, request: CheckpointRequest) -> CheckpointAnswer: ...
-
-    @actormethod(name="get_belief_state")
-    async def get_belief_state(self) -> SessionState: ...
-
-    @actormethod(name="summary_metadata")
-    async def summary_metadata(self) -> SessionSummary: ...
-
-    @actormethod(name="reset")
-    async def reset(self) -> SessionState: ...
-
-    @actormethod(name="apply_decision")
-    async def apply_decision(self, resolved: EscalationResolved) -> SessionState: ...
 
 
 @dataclass(frozen=True)
@@ -197,7 +173,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
             who="uncertainty-monitor",
             why=why,
         )
-        await EscalationActors(self.deps.actors).park(escalation_id, request)
+        await escalation_actors(self.deps.actors)(escalation_id).park(request)
         self.state.status = "WAITING_FOR_HUMAN"
         self.state.escalation_id = escalation_id
 
@@ -269,40 +245,3 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
 
 
 ACTOR_TYPE = SessionUncertainty.__name__  # the Dapr actor type is the class name
-
-
-class SessionActors:
-    """`SessionUncertainty` actors, one per agent session: one typed method per actor method."""
-
-    def __init__(self, actors: ActorClient) -> None:
-        self._actors = actors
-
-    async def observe_llm_response(self, session_id: str, report: StepReport) -> StepVerdict:
-        answer = await self._actors.call(ACTOR_TYPE, session_id, "observe_llm_response", report)
-        return StepVerdict.model_validate(answer)
-
-    async def observe_tool_call(self, session_id: str, report: StepReport) -> StepVerdict:
-        return StepVerdict.model_validate(
-            await self._actors.call(ACTOR_TYPE, session_id, "observe_tool_call", report)
-        )
-
-    async def checkpoint(self, session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
-        answer = await self._actors.call(ACTOR_TYPE, session_id, "checkpoint", request)
-        return CheckpointAnswer.model_validate(answer)
-
-    async def get_belief_state(self, session_id: str) -> SessionState:
-        return SessionState.model_validate(
-            await self._actors.call(ACTOR_TYPE, session_id, "get_belief_state")
-        )
-
-    async def summary_metadata(self, session_id: str) -> SessionSummary:
-        return SessionSummary.model_validate(
-            await self._actors.call(ACTOR_TYPE, session_id, "summary_metadata")
-        )
-
-    async def reset(self, session_id: str) -> SessionState:
-        return SessionState.model_validate(await self._actors.call(ACTOR_TYPE, session_id, "reset"))
-
-    async def apply_decision(self, session_id: str, resolved: EscalationResolved) -> SessionState:
-        answer = await self._actors.call(ACTOR_TYPE, session_id, "apply_decision", resolved)
-        return SessionState.model_validate(answer)

@@ -24,8 +24,9 @@ from agora.core.messages import EscalationResolved, Topic
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
-from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors
+from agora.runtime.actor import ActorClient, Actors
+from agora.runtime.clients import escalation_actors
+from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.service import (
     PathId,
     ServiceContext,
@@ -35,7 +36,7 @@ from agora.runtime.service import (
     serve,
 )
 from agora.runtime.settings import ServiceSettings
-from agora.uncertainty.actors import SessionActors, SessionUncertainty, UncertaintyDeps
+from agora.uncertainty.actors import SessionUncertainty, UncertaintyDeps
 
 M = TypeVar("M")
 
@@ -91,7 +92,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
             ),
         )
 
-        sessions = SessionActors(actors)
+        sessions = Actors(actors, SessionUncertaintyInterface)
 
         async def answered(call: Awaitable[M], session_id: str) -> M:
             """The actor's answer; its refusal is the API's SESSION_REFUSED, naming the cause."""
@@ -102,32 +103,32 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
         @app.post("/v1/sessions/{session_id}/llm-responses", response_model=StepVerdict)
         async def llm_response(session_id: PathId, report: StepReport) -> StepVerdict:
-            return await answered(sessions.observe_llm_response(session_id, report), session_id)
+            return await answered(sessions(session_id).observe_llm_response(report), session_id)
 
         @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
         async def tool_call(session_id: PathId, report: StepReport) -> StepVerdict:
-            return await answered(sessions.observe_tool_call(session_id, report), session_id)
+            return await answered(sessions(session_id).observe_tool_call(report), session_id)
 
         @app.post("/v1/sessions/{session_id}/checkpoints", response_model=CheckpointAnswer)
         async def checkpoint(session_id: PathId, request: CheckpointRequest) -> CheckpointAnswer:
-            return await answered(sessions.checkpoint(session_id, request), session_id)
+            return await answered(sessions(session_id).checkpoint(request), session_id)
 
         @app.get("/v1/sessions/{session_id}", response_model=SessionState)
         async def show(session_id: PathId) -> SessionState:
-            return await answered(sessions.get_belief_state(session_id), session_id)
+            return await answered(sessions(session_id).get_belief_state(), session_id)
 
         @app.get("/v1/sessions/{session_id}/summary", response_model=SessionSummary)
         async def summary(session_id: PathId) -> SessionSummary:
-            return await answered(sessions.summary_metadata(session_id), session_id)
+            return await answered(sessions(session_id).summary_metadata(), session_id)
 
         @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
         async def reset(session_id: PathId) -> SessionState:
-            return await answered(sessions.reset(session_id), session_id)
+            return await answered(sessions(session_id).reset(), session_id)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind == "session":
-                await decisions.verified(EscalationActors(actors), event)
-                await sessions.apply_decision(event.waiting_party.id, event)
+                await decisions.verified(escalation_actors(actors), event)
+                await sessions(event.waiting_party.id).apply_decision(event)
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 

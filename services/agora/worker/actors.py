@@ -44,7 +44,7 @@ from datetime import timedelta
 from http import HTTPStatus
 from typing import Literal
 
-from dapr.actor import ActorInterface, Remindable, actormethod
+from dapr.actor import Remindable
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
@@ -81,8 +81,9 @@ from agora.core.triage import (
 )
 from agora.core.triage import Step as TriageStep
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
-from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
-from agora.runtime.clients import EscalationActors, UncertaintyClient
+from agora.runtime.actor import ActorClient, Actors, PydanticActor, actor_endpoint
+from agora.runtime.clients import UncertaintyClient, escalation_actors
+from agora.runtime.interfaces import WorkerAgentInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprError, DaprSidecar
 from agora.runtime.tracing import tracer
@@ -167,17 +168,6 @@ class Run:
     history: list[tuple[FailureType, str]] = field(default_factory=list)
     aborted: bool = False
     """Ended by an abort (a person's decision, or the ladder's last rung)."""
-
-
-class WorkerAgentInterface(ActorInterface):
-    @actormethod(name="execute")
-    async def execute(self, award: TaskAwarded) -> TaskOutcome | None: ...
-
-    @actormethod(name="resume")
-    async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None: ...
-
-    @actormethod(name="learning")
-    async def learning(self) -> AgentLearning: ...
 
 
 @dataclass(frozen=True)
@@ -448,7 +438,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             who=f"worker:{task.agent_id}",
             why=decision.action.reason or f"{decision.failure_type.value}: automated recovery exhausted",
         )
-        await EscalationActors(ActorClient(self.deps.sidecar)).park(escalation_id, request)
+        await escalation_actors(ActorClient(self.deps.sidecar))(escalation_id).park(request)
         self.state.parked[task.task_id] = ParkedTask(
             award=task,
             transcript=transcript,
@@ -616,33 +606,21 @@ def _learnt(done: TaskOutcome, run: Run) -> SheetOutcome:
 ACTOR_TYPE = WorkerAgent.__name__  # the Dapr actor type is the class name
 
 
-class WorkerAgents:
-    """`WorkerAgent` actors, one per agent this worker hosts."""
+class WorkerAgents(Actors[WorkerAgentInterface]):
+    """`WorkerAgent` actors, one per agent this worker hosts: `agents(agent_id).execute(award)`,
+    and the reminders registered on an agent from outside its turn."""
 
     def __init__(self, actors: ActorClient) -> None:
-        self._actors = actors
+        super().__init__(actors, WorkerAgentInterface)
 
     async def watch(self, agent_id: str, award: TaskAwarded) -> None:
         """Register the run's reminder before the run starts (outside the agent's turn, which
         a running task may hold): from here a crash cannot lose the award."""
         name, state = run_reminder(award.task_id), award.model_dump_json().encode()
-        await self._actors.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
+        await self.client.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
 
     async def hold_decision(self, agent_id: str, resolved: EscalationResolved) -> None:
         """Keep the decision as a reminder on the agent before its delivery is acknowledged:
         it applies the decision within `RUN_WATCHDOG` unless `resume` did it first."""
         name, state = decision_reminder(resolved.escalation_id), resolved.model_dump_json().encode()
-        await self._actors.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)
-
-    async def execute(self, agent_id: str, award: TaskAwarded) -> TaskOutcome | None:
-        return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "execute", award))
-
-    async def resume(self, agent_id: str, resolved: EscalationResolved) -> TaskOutcome | None:
-        return _outcome(await self._actors.call(ACTOR_TYPE, agent_id, "resume", resolved))
-
-    async def learning(self, agent_id: str) -> AgentLearning:
-        return AgentLearning.model_validate(await self._actors.call(ACTOR_TYPE, agent_id, "learning"))
-
-
-def _outcome(answer: object) -> TaskOutcome | None:
-    return None if answer is None else TaskOutcome.model_validate(answer)
+        await self.client.register_reminder(ACTOR_TYPE, agent_id, name, state, RUN_WATCHDOG, RUN_WATCHDOG)

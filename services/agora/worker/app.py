@@ -29,7 +29,7 @@ from agora.core.triage import DEFAULT_REPEAT_LIMIT
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors, RegistryClient, TaskActors
+from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -88,7 +88,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             ),
         )
         actors = ActorClient(ctx.sidecar)
-        tasks = TaskActors(actors)
+        tasks = task_actors(actors)
         agents = WorkerAgents(actors)
         run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
 
@@ -106,7 +106,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             """What the agent learnt from its recent runs, and how its patterns fare."""
             if agent_id not in profiles:
                 raise NotFound(f"no agent {agent_id!r} runs on this worker", agent_id=agent_id)
-            return await agents.learning(agent_id)
+            return await agents(agent_id).learning()
 
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in profiles:
@@ -114,9 +114,8 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             # Take the award on the board first: it proves the award (its token) and starts the
             # work within the acknowledgment window; then the actor runs the task and publishes
             # its outcome while this delivery is acknowledged.
-            board = await tasks.acknowledge_award(
-                award.task_id, AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
-            )
+            acknowledgement = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
+            board = await tasks(award.task_id).acknowledge_award(acknowledgement)
             held = board.allocation.winning_bid if board.allocation else None
             if board.spec != award.spec or held != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
@@ -129,7 +128,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
                 # period; nothing more is held here.
                 return
             await run_slots.acquire()
-            spawn_run(lambda: agents.execute(award.agent_id, award), name=f"execute {award.task_id}")
+            spawn_run(lambda: agents(award.agent_id).execute(award), name=f"execute {award.task_id}")
 
         # The board admits one acknowledgment per award and an agent runs a task once (it keeps
         # the outcome and re-announces it), so redeliveries are recognised there.
@@ -141,18 +140,18 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             # A parked task waits in the actor of the agent that holds it on the board; a session
             # that is not a task on the board is someone else's to continue.
             try:
-                board = await tasks.get(event.waiting_party.id)
+                board = await tasks(event.waiting_party.id).get_task()
             except NoStateFound:
                 return
             holder = board.allocation.winning_agent_id if board.allocation else None
             if holder not in profiles:
                 return
-            await decisions.verified(EscalationActors(actors), event)
+            await decisions.verified(escalation_actors(actors), event)
             await agents.hold_decision(holder, event)
             if run_slots.locked():
                 return  # as for an award: the decision's reminder applies it
             await run_slots.acquire()
-            spawn_run(lambda: agents.resume(holder, event), name=f"resume {event.escalation_id}")
+            spawn_run(lambda: agents(holder).resume(event), name=f"resume {event.escalation_id}")
 
         ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
 

@@ -1,0 +1,129 @@
+"""Every actor interface of Agora, in one place: the methods each actor type answers and the
+contract models they take and return.
+
+Hosts implement an interface (`class Task(PydanticActor[...], TaskActorInterface)`); callers
+reach an actor through a proxy typed as the same interface (`ActorClient.proxy`, or an
+`Actors` family: `await tasks(task_id).record_allocation(result)`), so a call is checked by
+mypy against what the host declares, and an actor method is named as a string only here (the
+`actormethod` names are the wire names Dapr routes by).
+"""
+
+from __future__ import annotations
+
+from agora.core.contracts import (
+    AgentLearning,
+    CheckpointAnswer,
+    CheckpointRequest,
+    Decision,
+    OutcomeReport,
+    SessionState,
+    SessionSummary,
+    StepReport,
+    StepVerdict,
+)
+from agora.core.escalation import EscalationRecord, ParkRequest
+from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved, TaskAwarded
+from agora.core.task_lifecycle import TaskRecord
+from agora.runtime.actor import AgoraActorInterface, actor_method
+
+__all__ = [
+    "EscalationInterface",
+    "ReputationActorInterface",
+    "SessionUncertaintyInterface",
+    "TaskActorInterface",
+    "WorkerAgentInterface",
+]
+
+
+class TaskActorInterface(AgoraActorInterface):
+    """A task on the board, one actor per task id."""
+
+    actor_type = ActorType.TASK
+
+    @actor_method("post_task")
+    async def post_task(self, spec: TaskSpec) -> TaskRecord: ...
+
+    @actor_method("get_task")
+    async def get_task(self) -> TaskRecord: ...
+
+    @actor_method("record_allocation")
+    async def record_allocation(self, result: AllocationResult) -> TaskRecord: ...
+
+    @actor_method("announce")
+    async def announce(self) -> TaskRecord: ...
+
+    @actor_method("acknowledge_award")
+    async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
+
+    @actor_method("mark_outcome")
+    async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
+
+
+class ReputationActorInterface(AgoraActorInterface):
+    """An agent's reputation, one actor per agent id."""
+
+    actor_type = ActorType.REPUTATION
+
+    @actor_method("get_record")
+    async def get_record(self) -> ReputationRecord: ...
+
+    @actor_method("apply_outcome")
+    async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord: ...
+
+
+class EscalationInterface(AgoraActorInterface):
+    """A parked escalation and its decision, one actor per escalation id."""
+
+    actor_type = ActorType.ESCALATION
+
+    @actor_method("park")
+    async def park(self, request: ParkRequest) -> EscalationRecord: ...
+
+    @actor_method("get")
+    async def get(self) -> EscalationRecord: ...
+
+    @actor_method("resolve")
+    async def resolve(self, decision: Decision) -> EscalationRecord: ...
+
+
+class SessionUncertaintyInterface(AgoraActorInterface):
+    """An agent session's uncertainty, one actor per session."""
+
+    actor_type = ActorType.SESSION_UNCERTAINTY
+
+    @actor_method("observe_llm_response")
+    async def observe_llm_response(self, report: StepReport) -> StepVerdict: ...
+
+    @actor_method("observe_tool_call")
+    async def observe_tool_call(self, report: StepReport) -> StepVerdict: ...
+
+    @actor_method("checkpoint")
+    async def checkpoint(self, request: CheckpointRequest) -> CheckpointAnswer: ...
+
+    @actor_method("get_belief_state")
+    async def get_belief_state(self) -> SessionState: ...
+
+    @actor_method("summary_metadata")
+    async def summary_metadata(self) -> SessionSummary: ...
+
+    @actor_method("reset")
+    async def reset(self) -> SessionState: ...
+
+    @actor_method("apply_decision")
+    async def apply_decision(self, resolved: EscalationResolved) -> SessionState: ...
+
+
+class WorkerAgentInterface(AgoraActorInterface):
+    """A reference worker's agent, one actor per agent id."""
+
+    actor_type = ActorType.WORKER_AGENT
+
+    @actor_method("execute")
+    async def execute(self, award: TaskAwarded) -> TaskOutcome | None: ...
+
+    @actor_method("resume")
+    async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None: ...
+
+    @actor_method("learning")
+    async def learning(self) -> AgentLearning: ...
