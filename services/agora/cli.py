@@ -45,6 +45,7 @@ from agora.core.debate import (
     DebateState,
     DebateSubmission,
 )
+from agora.core.errors import ErrorBody, FieldError, error_from
 from agora.core.escalation import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Topic
@@ -290,18 +291,12 @@ def _load_models(file: str, model: type[Model], id_field: str) -> list[Model]:
     return valid
 
 
-def _remote_error_lines(errors: Any) -> list[str]:
-    """`details.errors` of an Agora 422 answer, one indented `field: message` line each."""
-    if not isinstance(errors, list):
-        return []
+def _remote_error_lines(errors: list[FieldError]) -> list[str]:
+    """The field errors of an Agora 422 answer, one indented `field: message` line each."""
     lines = []
     for error in errors:
-        if not isinstance(error, Mapping):
-            continue
-        loc = [str(part) for part in error.get("loc") or []]
-        field = _dotted(loc[1:] if loc[:1] == ["body"] else loc)
-        message = _one_line(error.get("msg") or error.get("type") or "invalid")
-        lines.append(f"  {field + ': ' if field else ''}{message}")
+        field = _dotted(error.loc[1:] if error.loc[:1] == ["body"] else error.loc)
+        lines.append(f"  {field + ': ' if field else ''}{_one_line(error.msg or error.type or 'invalid')}")
     return _capped(lines, indent="  ")
 
 
@@ -318,14 +313,17 @@ def _describe_refusal(response: httpx.Response, target: str) -> str:
         return f"{target} answered {status}: {_shorten(_one_line(text), MAX_TEXT_CHARS)}"
     if not isinstance(body, dict):
         return f"{target} answered {status} (the error body gives no code or message)"
-    error = body.get("error")
-    if isinstance(error, str):  # Agora: {"error": CODE, "message": ..., "details": {...}}
-        details = body.get("details")
-        fields = _remote_error_lines(details.get("errors") if isinstance(details, Mapping) else None)
-        head = f"{target} refused the request ({response.status_code} {error})"
+    try:  # Agora's ErrorBody: {"error": CODE, "message": ..., "details": {...}}
+        answered: ErrorBody | None = ErrorBody.model_validate(body)
+    except ValidationError:
+        answered = None
+    if answered is not None:
+        head = f"{target} refused the request ({response.status_code} {answered.error})"
+        refusal = error_from(answered.error, answered.message, answered.details)
+        fields = _remote_error_lines(refusal.field_errors)
         if fields:  # the message only sums up the same field errors on one line
             return "\n".join([f"{head}:", *fields])
-        message = _one_line(body.get("message"))
+        message = _one_line(answered.message)
         return f"{head}: {message}" if message else head
     if isinstance(body.get("errorCode"), str):  # the Dapr sidecar: {"errorCode": ..., "message": ...}
         message = _one_line(body.get("message"))
@@ -336,8 +334,6 @@ def _describe_refusal(response: httpx.Response, target: str) -> str:
     detail = body.get("detail")  # a plain FastAPI answer
     if isinstance(detail, str):
         return f"{target} refused the request ({status}): {_one_line(detail)}"
-    if isinstance(detail, list):
-        return "\n".join([f"{target} refused the request ({status}):", *_remote_error_lines(detail)])
     return f"{target} answered {status} (the error body gives no code or message)"
 
 

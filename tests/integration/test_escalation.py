@@ -133,7 +133,7 @@ def test_each_decision_continues_the_session_as_decided(
 
 def test_unknown_escalation_and_invalid_decisions_are_refused(default_cluster: LocalCluster) -> None:
     missing = resume(default_cluster, "nobody", {"action": "retry"})
-    assert missing.status_code == 404 and missing.json()["details"]["error_code"] == "NO_STATE_FOUND"
+    assert missing.status_code == 404 and missing.json()["details"]["error_code"] == "NOT_FOUND"
     _, escalation_id = pause(default_cluster)
     no_prompt = resume(default_cluster, escalation_id, {"action": "modify_prompt"})
     assert no_prompt.status_code == 422

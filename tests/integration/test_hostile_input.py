@@ -118,7 +118,7 @@ def test_a_decision_for_an_unknown_escalation_is_dead_lettered(default_cluster: 
         app.dapr_http, "agora.escalation.resolved", forged_decision(f"nope-{uuid.uuid4().hex[:6]}", "nobody")
     )
     [refusal] = eventually(lambda: refusals_in_log(app, event_id))
-    assert refusal["reason"].startswith("NO_STATE_FOUND")
+    assert refusal["reason"].startswith("NOT_FOUND")
 
 
 def test_only_the_escalation_service_may_publish_decisions(redis_cluster: LocalCluster) -> None:

@@ -205,7 +205,7 @@ def test_only_the_task_board_announces_lapses_and_a_lapse_the_board_disowns_susp
     board = replicas_of(redis_cluster, "taskboard")[0]
     unknown_task = publish_event(board.dapr_http, "agora.task.award_lapsed", notice)
     letter = dead_letter_for(redis_cluster, unknown_task, timeout=30)
-    assert letter["subscriber"] == "registry" and letter["reason"].startswith("NO_STATE_FOUND")
+    assert letter["subscriber"] == "registry" and letter["reason"].startswith("NOT_FOUND")
 
     # A real task whose winner took the award: a lapse notice for it is refused too.
     allocator = replicas_of(redis_cluster, "allocator")[0]

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 from starlette.testclient import TestClient
 
-from agora.core.errors import InvalidInput
+from agora.core.errors import InvalidArgument
 from agora.runtime import service
 from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
@@ -151,7 +151,7 @@ class Ledger(PydanticActor[CounterState, None], LedgerInterface):
     @actor_endpoint
     async def record_or_refuse(self, label: str) -> int:
         self.state.history.append(label)  # changed before the check fails, and never saved
-        raise InvalidInput(f"{label!r} refused")
+        raise InvalidArgument(f"{label!r} refused")
 
 
 def _hosted_ledger(store: FlakyStore) -> ActorManager:
@@ -187,7 +187,7 @@ async def test_a_change_made_by_a_turn_that_answered_an_error_is_not_seen_by_the
     store = FlakyStore()
     manager = _hosted_ledger(store)
     refused = await _call(manager, "RecordOrRefuse", "bad")
-    assert refused.error is not None and refused.error.code == InvalidInput.code
+    assert refused.error is not None and refused.error.error == InvalidArgument.code
 
     assert (await _call(manager, "Record", "good")).result == 1
     assert store.saved[STATE_KEY]["history"] == ["good"]

@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
 
-from agora.core.errors import NoStateFound
+from agora.core.errors import Internal, InvalidArgument, NotFound
 from agora.core.escalation import (
     EscalationContext,
     EscalationResponse,
@@ -27,7 +27,7 @@ from agora.core.market import TaskSpec
 from agora.core.messages import EscalationResolved
 from agora.core.models import CapabilityProfile
 from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
-from agora.runtime.service import InvalidArgument, NotFound, ServiceError, create_service_app
+from agora.runtime.service import create_service_app
 from agora.runtime.settings import ServiceSettings
 
 # -- bounds -----------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ def app_with_routes() -> FastAPI:
 
         @app.get("/v1/domain")
         async def domain() -> None:
-            raise NoStateFound("no task 'x' on the board")
+            raise NotFound("no task 'x' on the board")
 
         @app.get("/v1/boom")
         async def boom() -> None:
@@ -120,7 +120,7 @@ async def test_every_failure_answers_the_same_error_body(client: httpx.AsyncClie
     )
     assert malformed["details"]["errors"][0]["type"] == "json_invalid"
     assert_error_body(await client.get("/v1/missing"), 404, "NOT_FOUND")
-    assert_error_body(await client.get("/v1/domain"), 404, "NO_STATE_FOUND")
+    assert_error_body(await client.get("/v1/domain"), 404, "NOT_FOUND")
     assert_error_body(await client.get("/v1/nowhere"), 404, "NOT_FOUND")
     assert_error_body(await client.delete("/v1/echo"), 405, "METHOD_NOT_ALLOWED")
     internal = assert_error_body(await client.get("/v1/boom"), 500, "INTERNAL")
@@ -148,11 +148,6 @@ class Ping(BaseModel):
     n: int
 
 
-class Unavailable(ServiceError):
-    status_code = 503
-    code = "UNAVAILABLE"
-
-
 class Letters:
     def __init__(self) -> None:
         self.sent: list[Any] = []
@@ -164,10 +159,10 @@ class Letters:
 @pytest.mark.parametrize(
     ("failure", "status", "dead_lettered"),
     [
-        (NoStateFound("no escalation x"), "SUCCESS", "NO_STATE_FOUND: no escalation x"),
+        (NotFound("no escalation x"), "SUCCESS", "NOT_FOUND: no escalation x"),
         (NotFound("no escalation x"), "SUCCESS", "NOT_FOUND: no escalation x"),
         (InvalidArgument("bad"), "SUCCESS", "INVALID_ARGUMENT: bad"),
-        (Unavailable("state store unavailable"), "RETRY", None),
+        (Internal("state store unavailable"), "RETRY", None),
         (ConnectionError("sidecar restarting"), "RETRY", None),
     ],
     ids=["domain", "404", "422", "503", "transport"],

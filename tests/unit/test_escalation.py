@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agora.core.errors import AgoraError, IllegalTransition, NoStateFound
+from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.escalation import (
     DEFAULT_ESCALATION_CONFIG,
     AbortSummary,
@@ -367,9 +367,9 @@ def test_resolve_applies_a_decision_exactly_once() -> None:
 
 
 def test_unknown_escalation_is_no_state_found() -> None:
-    with pytest.raises(NoStateFound) as info:
+    with pytest.raises(NotFound) as info:
         require_record(None, "esc-404")
-    assert info.value.code == "NO_STATE_FOUND"
+    assert info.value.code == "NOT_FOUND"
     record = parked()
     assert require_record(record, "esc-1") is record
 

@@ -79,7 +79,7 @@ async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
 
     # Alice retries: the stored decision goes out, and hers is refused as a second one.
     again = answer_of(await actor.resolve(decision("skip", "alice")))
-    assert again.error is not None and again.error.code == "AGENT_NOT_WAITING"
+    assert again.error is not None and again.error.error == "AGENT_NOT_WAITING"
     [(topic, event, message_id)] = publisher.sent
     assert topic == "agora.escalation.resolved" and message_id == "resolved:e-1"
     assert event["decision"]["action"] == "retry" and event["decided_by"] == "alice"

@@ -142,13 +142,13 @@ def test_an_allocated_result_must_name_its_winner() -> None:
 
 
 def test_typed_errors_come_back_from_their_codes() -> None:
-    from agora.core.errors import AgoraError, IllegalTransition, error_from
+    from agora.core.errors import IllegalTransition, Internal, error_from
     from agora.core.escalation import AgentNotWaiting
 
     assert isinstance(error_from("ILLEGAL_TRANSITION", "x"), IllegalTransition)
     assert isinstance(error_from("AGENT_NOT_WAITING", "x"), AgentNotWaiting)
     unknown = error_from("SOMETHING_NEW", "x")
-    assert type(unknown) is AgoraError and unknown.message == "x"
+    assert type(unknown) is Internal and unknown.message == "SOMETHING_NEW: x"
 
 
 def test_an_error_needing_more_than_a_message_comes_back_without_its_details() -> None:

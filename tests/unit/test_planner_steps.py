@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
-from agora.core.planning import PlanningConfig, SubGoalStatus, VerificationResult, execution_waves
+from agora.core.planning import (
+    PlanningConfig,
+    PlanNotMade,
+    SubGoalStatus,
+    VerificationResult,
+    execution_waves,
+)
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.planner.steps import (
-    PlanNotMade,
     create_plan,
     estimate_complexity,
     lookahead,

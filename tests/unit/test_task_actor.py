@@ -86,7 +86,7 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
             AwardAcknowledgement(agent_id="a1", award_token="guessed-award-token-0000")
         )
     )
-    assert forged.error is not None and forged.error.code == "AWARD_NOT_HELD"
+    assert forged.error is not None and forged.error.error == "AWARD_NOT_HELD"
     taken = record_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token)))
     assert taken.current_award is not None and taken.current_award.acknowledged_at is not None
     assert AWARD_REMINDER not in actor._state_manager._mock_reminders  # type: ignore[attr-defined]
@@ -95,7 +95,7 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
         task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2
     )
     refused = answer_of(await actor.mark_outcome(outcome))
-    assert refused.error is not None and refused.error.code == "AWARD_NOT_HELD"
+    assert refused.error is not None and refused.error.error == "AWARD_NOT_HELD"
     done = record_of(await actor.mark_outcome(outcome.model_copy(update={"award_token": token})))
     assert done.status is AllocationStatus.COMPLETED
 
@@ -185,7 +185,7 @@ async def test_a_finished_task_is_kept_for_its_retention_then_dropped() -> None:
 
     assert actor.state.record is None and "state" not in mock_state(actor)
     gone = answer_of(await actor.get_task())
-    assert gone.error is not None and gone.error.code == "NO_STATE_FOUND"
+    assert gone.error is not None and gone.error.error == "NOT_FOUND"
 
 
 async def test_an_argument_that_fails_validation_is_answered_with_the_typed_error() -> None:
@@ -196,7 +196,7 @@ async def test_an_argument_that_fails_validation_is_answered_with_the_typed_erro
     argument = ModelSerializer().deserialize(b'{"task_id": "t1"}', TaskSpec)
     assert isinstance(argument, InvalidActorArgument)
     refused = answer_of(await actor.post_task(argument))  # type: ignore[arg-type]
-    assert refused.error is not None and refused.error.code == "INVALID_ARGUMENT"
+    assert refused.error is not None and refused.error.error == "INVALID_ARGUMENT"
     assert "description" in refused.error.message
     assert actor.state.record is None and publisher.sent == []
 

@@ -23,7 +23,6 @@ from agora.core.uncertainty import (
     StepUncertainty,
     UncertaintyAbort,
     UncertaintyAction,
-    UncertaintyError,
     UncertaintyEstimator,
     UncertaintyLevel,
     UncertaintyPolicy,
@@ -495,7 +494,6 @@ async def test_critical_aborts_with_a_typed_error_carrying_the_step() -> None:
         raise UncertaintyAbort(step)
     assert info.value.step is step
     assert "d1" in info.value.message and "critical" in info.value.message
-    assert isinstance(info.value, UncertaintyError)
     assert isinstance(info.value, AgoraError)
     assert info.value.code == "UNCERTAINTY_ABORT"
 

@@ -12,9 +12,8 @@ import pytest
 from dapr.ext.workflow import DaprWorkflowContext, TaskFailedError
 from dapr.ext.workflow._durabletask.internal import protos as pb
 
-from agora.core.errors import ConflictingRequest, NoStateFound, conflict_between
+from agora.core.errors import ConflictingRequest, InvalidArgument, NotFound, conflict_between
 from agora.core.plans import PlanSubmission
-from agora.runtime.errors import InvalidArgument
 from agora.runtime.service import check_deadline_ahead
 from agora.runtime.sidecar import SidecarUnavailable
 from agora.runtime.state import ConcurrencyConflict
@@ -90,7 +89,7 @@ def test_the_world_out_of_reach_is_retried(error: Exception) -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [KeyError("k"), TypeError("t"), ValueError("v"), NoStateFound("no task"), InvalidArgument("bad")],
+    [KeyError("k"), TypeError("t"), ValueError("v"), NotFound("no task"), InvalidArgument("bad")],
 )
 def test_a_defect_or_a_typed_refusal_is_not_retried(error: Exception) -> None:
     assert not is_transient(error)
@@ -114,7 +113,7 @@ def test_a_deadline_without_a_time_zone_is_refused() -> None:
 def test_a_deadline_already_past_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidArgument) as refused:
         check_deadline_ahead(datetime.now(UTC) - timedelta(seconds=1))
-    assert refused.value.status_code == 422
-    assert refused.value.details["errors"][0]["loc"] == ["body", "deadline"]
+    assert refused.value.http_status == 422
+    assert refused.value.field_errors[0].loc == ["body", "deadline"]
     check_deadline_ahead(datetime.now(UTC) + timedelta(minutes=1))
     check_deadline_ahead(None)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from agora.core.allocation import allocate
 from agora.core.contracts import FilterAnswer, OutcomeReport
-from agora.core.errors import AgoraError, ConflictingTask, NoStateFound
+from agora.core.errors import AgoraError, ConflictingTask, NotFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
@@ -227,7 +227,7 @@ class MarketAllocator:
                 try:
                     await self.run(task_id, known)
                     return
-                except NoStateFound:
+                except NotFound:
                     log.error("task vanished from the board", extra={"task_id": task_id})
                     return
                 except Exception:
@@ -306,7 +306,7 @@ class MarketAllocator:
                     continue
                 try:
                     record = await self._task(task_id)
-                except NoStateFound:
+                except NotFound:
                     continue  # listed, but its record is gone (past its retention)
                 if (
                     record.status in RESUMABLE

@@ -38,6 +38,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agora.core.errors import AgoraError
 from agora.core.escalation import EscalationAction, EscalationResponse
 from agora.core.limits import ID_PATTERN, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
 from agora.core.planning import TokenUsage
@@ -350,6 +351,20 @@ MAX_RETRIES_BY_PERSON = 5
 """Debates a person may ask for again (retry) before the next retry is refused."""
 
 DebateId = Annotated[str, Field(min_length=1, max_length=MAX_DEBATE_ID_CHARS, pattern=ID_PATTERN)]
+
+
+class NotDecidable(AgoraError):
+    """A debate cannot be labelled with its right answer: it has not ended with a final round."""
+
+    code = "NOT_DECIDABLE"
+    http_status = 409
+
+
+class UnusableModel(AgoraError):
+    """A debater's model cannot be used here (e.g. the openai backend without a model id)."""
+
+    code = "UNUSABLE_MODEL"
+    http_status = 422
 
 
 class DebateState(StrEnum):

@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from agora.core.errors import AgoraError, IllegalTransition, NoStateFound
+from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 
 # --------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 
 class AgentNotWaiting(AgoraError):
     """A decision arrived for an escalation that no longer waits for one (already resolved or
-    expired). Same code as the reference's `AgentRunner.resume` error."""
+    expired)."""
 
     code = "AGENT_NOT_WAITING"
     http_status = 409
@@ -82,7 +82,7 @@ class InvalidDecision(AgoraError):
     http_status = 422
 
 
-"""The error types this module adds; `NoStateFound` (unknown escalation id) is reused."""
+"""The error types this module adds; `NotFound` (unknown escalation id) is reused."""
 
 SYSTEM_ACTOR = "system"
 """The `who` of audit entries written by the system itself (expiry)."""
@@ -687,9 +687,9 @@ def _evolve(record: EscalationRecord, **update: Any) -> EscalationRecord:
 
 
 def require_record(record: EscalationRecord | None, escalation_id: str) -> EscalationRecord:
-    """The stored record, or NoStateFound for an unknown escalation id."""
+    """The stored record, or NotFound for an unknown escalation id."""
     if record is None:
-        raise NoStateFound(f"no escalation {escalation_id}")
+        raise NotFound(f"no escalation {escalation_id}")
     return record
 
 

@@ -28,12 +28,12 @@ Choices where the reference is vague:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
@@ -178,6 +178,13 @@ class PlanResult(BaseModel):
     success: bool = Field(description="True when all subgoals completed.")
 
 
+class PlanNotMade(AgoraError):
+    """The model did not produce a valid plan within the attempts allowed."""
+
+    code = "PLAN_NOT_MADE"
+    http_status = 502
+
+
 class InvalidPlan(AgoraError):
     """A plan that cannot run; `problems` names each reason (all of them, so a planner model can
     be asked to fix them in one go)."""
@@ -190,7 +197,7 @@ class InvalidPlan(AgoraError):
         self.problems = list(problems)
 
     @classmethod
-    def from_message(cls, message: str) -> InvalidPlan:
+    def from_message(cls, message: str, details: Mapping[str, JsonValue] | None = None) -> InvalidPlan:
         return cls(message.removeprefix("invalid plan: ").split("; "))
 
 

@@ -67,11 +67,11 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Literal, Protocol, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from agora.core.errors import AgoraError
 
@@ -360,17 +360,20 @@ class SessionBelief(BaseModel):
         return self.step_uncertainties[-1] if self.step_uncertainties else None
 
 
-class UncertaintyError(AgoraError):
-    """Base of the uncertainty errors."""
+class SessionNotRunning(AgoraError):
+    """A step was reported for a session that waits for a person or was aborted."""
 
-    code = "UNCERTAINTY_ERROR"
+    code = "SESSION_NOT_RUNNING"
+    http_status = 409
 
 
-class UncertaintyAbort(UncertaintyError):
-    """A step reached CRITICAL uncertainty: the session ends. `step` is the step that did it
-    (None on the far side of Dapr, where only the code and message arrive)."""
+class UncertaintyAbort(AgoraError):
+    """A step reached CRITICAL uncertainty: the session ends and takes no more steps. `step` is
+    the step that did it (None on the far side of Dapr, where only the code and message
+    arrive)."""
 
     code = "UNCERTAINTY_ABORT"
+    http_status = 409
 
     def __init__(self, step: StepUncertainty | None, message: str | None = None) -> None:
         if message is None:
@@ -383,7 +386,7 @@ class UncertaintyAbort(UncertaintyError):
         self.step = step
 
     @classmethod
-    def from_message(cls, message: str) -> UncertaintyAbort:
+    def from_message(cls, message: str, details: Mapping[str, JsonValue] | None = None) -> UncertaintyAbort:
         return cls(None, message)
 
 

@@ -22,9 +22,11 @@ from agora.core.debate import (
     DebateRequest,
     DebateState,
     DebateSubmission,
+    NotDecidable,
+    UnusableModel,
     submission_of,
 )
-from agora.core.errors import AgoraError, conflict_between
+from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved, Topic
@@ -43,7 +45,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import escalation_actors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.workflows import RunRecords, run_trace
@@ -58,18 +60,6 @@ STATUS_INDEX_NAMESPACE = "debate:status"
 
 class DebateSettings(ServiceSettings):
     app_id: str = APP_ID
-
-
-class NotDecidable(AgoraError):
-    code = "NOT_DECIDABLE"
-    http_status = 409
-
-
-class UnusableModel(AgoraError):
-    """A debater's model cannot be used here (e.g. the openai backend without a model id)."""
-
-    code = "UNUSABLE_MODEL"
-    http_status = 422
 
 
 def debate_module(settings: DebateSettings | None = None) -> ServiceModule:

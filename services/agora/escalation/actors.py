@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agora.core import escalation as rules
 from agora.core.contracts import Decision
-from agora.core.errors import NoStateFound
+from agora.core.errors import NotFound
 from agora.core.escalation import (
     EscalationContext,
     EscalationRecord,
@@ -221,4 +221,4 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
 
 ACTOR_TYPE = Escalation.__name__  # the Dapr actor type is the class name
 
-__all__ = ["ACTOR_TYPE", "Decision", "Escalation", "NoStateFound", "ParkRequest"]
+__all__ = ["ACTOR_TYPE", "Decision", "Escalation", "NotFound", "ParkRequest"]

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import Awaitable
 
 from fastapi import FastAPI, Header, Query
 
 from agora.core.contracts import Decision, EscalationList, ResumeRequest
-from agora.core.errors import NoStateFound
+from agora.core.errors import NotFound, Unauthorized
 from agora.core.escalation import (
     EscalationRecord,
     EscalationStatus,
@@ -25,10 +24,8 @@ from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import escalation_actors
 from agora.runtime.service import (
-    NotFound,
     PathId,
     ServiceContext,
-    ServiceError,
     ServiceModule,
     create_service_app,
     serve,
@@ -46,11 +43,6 @@ class EscalationSettings(ServiceSettings):
     app_id: str = APP_ID
     api_token: str | None = None
     """AGORA_API_TOKEN: when set, deciding an escalation needs header `x-agora-token` with it."""
-
-
-class Unauthorized(ServiceError):
-    status_code = 401
-    code = "UNAUTHORIZED"
 
 
 PAGE_READS_AT_ONCE = 16
@@ -72,14 +64,6 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         )
         ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner, settings.retention_seconds))
         escalations = escalation_actors(ActorClient(ctx.sidecar))
-
-        async def answered(call: Awaitable[EscalationRecord], escalation_id: str) -> EscalationRecord:
-            """The actor's answer; an unknown id is the API's NOT_FOUND (other refusals answer
-            with their own code and status)."""
-            try:
-                return await call
-            except NoStateFound as exc:
-                raise NotFound(exc.message, escalation_id=escalation_id, error_code=exc.code) from exc
 
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(
@@ -105,17 +89,17 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             try:
                 async with page_reads:
                     return await escalations(escalation_id).get()
-            except NoStateFound:
+            except NotFound:
                 log.warning("listed escalation has no record", extra={"escalation_id": escalation_id})
                 return None
 
         @app.get("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def show(escalation_id: PathId) -> EscalationRecord:
-            return await answered(escalations(escalation_id).get(), escalation_id)
+            return await escalations(escalation_id).get()
 
         @app.put("/v1/escalations/{escalation_id}", response_model=EscalationRecord)
         async def park(escalation_id: PathId, request: ParkRequest) -> EscalationRecord:
-            return await answered(escalations(escalation_id).park(request), escalation_id)
+            return await escalations(escalation_id).park(request)
 
         @app.post("/v1/escalations/{escalation_id}/resume", response_model=EscalationRecord)
         async def resume(
@@ -124,10 +108,10 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
             decision = Decision(response=request.decision, who=request.who, why=request.why)
-            return await answered(escalations(escalation_id).resolve(decision), escalation_id)
+            return await escalations(escalation_id).resolve(decision)
 
         async def on_outcome(event: EscalationOutcome) -> None:
-            record = await answered(escalations(event.escalation_id).get(), event.escalation_id)
+            record = await escalations(event.escalation_id).get()
             learnt = outcome_of(record, event.succeeded)
             if learnt is not None:
                 await learner.record(learnt)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agora.core.errors import NoStateFound
+from agora.core.errors import NotFound
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import Topic
-from agora.core.planning import InvalidPlan, SubGoalStatus, TokenUsage, VerificationResult
+from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult
 from agora.core.plans import (
     FINAL_STATES,
     AttemptEnd,
@@ -109,7 +109,7 @@ class PlannerActivities:
                 plan = await steps.create_plan(
                     model, record.request.task, record.request.config, skills=record.request.skills
                 )
-            except steps.PlanNotMade as exc:
+            except PlanNotMade as exc:
                 span.set_attribute("agora.problem", exc.message)
                 return Drafted(usage=_usage(model), problem=exc.message)
             except ModelError as exc:
@@ -131,7 +131,7 @@ class PlannerActivities:
                 replanned = await steps.replan(
                     model, plan, plan.subgoal(step.failed_subgoal), record.request.config
                 )
-            except (steps.PlanNotMade, InvalidPlan) as exc:
+            except (PlanNotMade, InvalidPlan) as exc:
                 span.set_attribute("agora.problem", exc.message)
                 return Drafted(usage=_usage(model), problem=f"replan failed: {exc.message}"[:2048])
             except ModelError as exc:
@@ -307,7 +307,7 @@ class PlannerActivities:
         """The task's end as the board recorded it, if it has one."""
         try:
             record = await self.tasks(step.task_id).get_task()
-        except NoStateFound:
+        except NotFound:
             return None
         if record.outcome is not None:
             return TaskEnded(task_id=step.task_id, outcome=record.outcome)

@@ -14,7 +14,7 @@ import logging
 
 from fastapi import FastAPI, Query
 
-from agora.core.errors import AgoraError, NoStateFound, conflict_between
+from agora.core.errors import AgoraError, NotFound, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
@@ -50,7 +50,6 @@ from agora.runtime.actor import ActorClient
 from agora.runtime.clients import escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import (
-    NotFound,
     PathId,
     ServiceContext,
     ServiceModule,
@@ -179,7 +178,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
                 return
             try:
                 record = await tasks(rejected.task_id).get_task()
-            except NoStateFound as exc:
+            except NotFound as exc:
                 raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
             if record.status is not AllocationStatus.REJECTED:
                 raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")

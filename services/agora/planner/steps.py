@@ -21,13 +21,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from agora.core.errors import AgoraError
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
 from agora.core.planning import (
     MAX_PLAN_SUBGOALS,
     InvalidPlan,
     Plan,
     PlanningConfig,
+    PlanNotMade,
     SubGoal,
     SubGoalId,
     VerificationResult,
@@ -88,13 +88,6 @@ class CandidatePath(BaseModel):
 
 class LookaheadAnswer(BaseModel):
     paths: list[CandidatePath] = Field(min_length=1, max_length=8)
-
-
-class PlanNotMade(AgoraError):
-    """The model did not produce a valid plan within the attempts allowed."""
-
-    code = "PLAN_NOT_MADE"
-    http_status = 502
 
 
 async def estimate_complexity(model: ModelClient, task: str) -> int:

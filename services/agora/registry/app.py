@@ -8,6 +8,7 @@ import logging
 from fastapi import FastAPI, Query
 
 from agora.core.contracts import AgentList, Deregistered, FilterAnswer, RegisteredAgent
+from agora.core.errors import NotFound
 from agora.core.messages import (
     DEFAULT_LEASE_SECONDS,
     MAX_LEASE_SECONDS,
@@ -23,7 +24,7 @@ from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import task_actors
-from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
 
         async def on_award_lapsed(lapse: AwardLapsed) -> None:
             # Only the task board may publish lapses, but a notice suspends an agent only if the
-            # task's own record bears it out (an unknown task: NO_STATE_FOUND, dead-lettered).
+            # task's own record bears it out (an unknown task: NOT_FOUND, dead-lettered).
             await current().apply_lapse(lapse, await tasks(lapse.task_id).get_task())
 
         # A lapse already counted changes nothing (the suspension remembers the last one), so

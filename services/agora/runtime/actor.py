@@ -33,8 +33,14 @@ from dapr.serializers import DefaultJSONSerializer, Serializer
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agora.core.errors import AgoraError, InvalidInput, error_from
-from agora.runtime.errors import describe_field_errors, field_errors
+from agora.core.errors import (
+    AgoraError,
+    ErrorBody,
+    InvalidArgument,
+    describe_field_errors,
+    error_from,
+    field_errors,
+)
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
@@ -240,7 +246,7 @@ def actor_endpoint(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, C
                 result = await method(*args, **kwargs)
             except AgoraError as exc:
                 actor.doubt_state()
-                return ActorAnswer(error=ActorFault(code=exc.code, message=exc.message))
+                return ActorAnswer(error=exc.body())
             except ValidationError as exc:
                 actor.doubt_state()
                 return _invalid(exc)
@@ -251,20 +257,16 @@ def actor_endpoint(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, C
 
 def _invalid(exc: ValidationError) -> ActorAnswer:
     errors = field_errors(exc.errors())
-    invalid = InvalidInput(f"invalid {exc.title}: {describe_field_errors(errors, exc.error_count())}")
-    return ActorAnswer(error=ActorFault(code=invalid.code, message=invalid.message))
-
-
-class ActorFault(BaseModel):
-    code: str
-    message: str
+    summary = describe_field_errors(errors, exc.error_count())
+    return ActorAnswer(error=InvalidArgument(f"invalid {exc.title}: {summary}", errors=errors).body())
 
 
 class ActorAnswer(BaseModel):
-    """What every actor method answers (`actor_endpoint`): its result, or the typed error."""
+    """What every actor method answers (`actor_endpoint`): its result, or the typed error as
+    the `ErrorBody` every error answer has."""
 
     result: Any = None
-    error: ActorFault | None = None
+    error: ErrorBody | None = None
 
 
 ACTOR_CALL_TIMEOUT_SECONDS = 60.0
@@ -296,7 +298,7 @@ class ActorClient:
             response = await self._sidecar.request("PUT", path, json_body=payload, timeout=self._timeout)
         envelope = ActorAnswer.model_validate_json(response.content) if response.content else ActorAnswer()
         if envelope.error is not None:
-            raise error_from(envelope.error.code, envelope.error.message)
+            raise error_from(envelope.error.error, envelope.error.message, envelope.error.details)
         return envelope.result
 
     def proxy(self, interface: type[Iface], actor_id: str) -> Iface:

@@ -15,7 +15,7 @@ from agora.runtime.clients import EscalationActors
 
 async def verified(escalations: EscalationActors, event: EscalationResolved) -> EscalationRecord:
     """The escalation's record when it holds exactly the announced decision; else
-    `UnverifiedDecision` (and `NoStateFound` for an escalation that does not exist), both
+    `UnverifiedDecision` (and `NotFound` for an escalation that does not exist), both
     permanent, so the message is dead-lettered with the reason."""
     record = await escalations(event.escalation_id).get()
     disagreement = event.disagreement_with(record)

@@ -10,7 +10,7 @@ its deliveries skip the shared marker's read and write and keep only the in-proc
 A message that cannot be accepted is published to the dead-letter topic wrapped in a
 `DeadLetter` that names the reason, then acknowledged: not a CloudEvent, a payload failing
 validation, or a handler failing with a *permanent* error (`RejectMessage`, a domain error
-such as an unknown id or an illegal transition, a 4xx `ServiceError`), which would fail the
+such as an unknown id or an illegal transition: a permanent `AgoraError`), which would fail the
 same way on every delivery. A handler failing otherwise (a sidecar or dependency unreachable,
 a timeout, a lost optimistic-concurrency race) is *transient*: it answers RETRY, Dapr retries
 with backoff (`components/common/resiliency.yaml`), and when those retries run out Dapr moves
@@ -34,10 +34,9 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agora.core.errors import AgoraError
+from agora.core.errors import AgoraError, field_errors
 from agora.core.limits import MAX_JSON_DEPTH, json_depth
 from agora.core.messages import DeadLetter
-from agora.runtime.errors import ServiceError, field_errors
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
@@ -307,7 +306,7 @@ class Subscriptions:
             await self._refuse(
                 sub, message_id, "message refused by its handler", field_errors(exc.errors()), data
             )
-        except (AgoraError, ServiceError) as exc:
+        except AgoraError as exc:
             if not exc.permanent:
                 return self._retry(sub, message_id, exc)
             await self._refuse(sub, message_id, f"{exc.code}: {exc.message}", [], data)

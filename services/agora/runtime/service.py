@@ -8,7 +8,7 @@ import contextlib
 import io
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
@@ -21,18 +21,17 @@ from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agora.core.errors import AgoraError
-from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
-from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
-from agora.runtime.errors import (
+from agora.core.errors import (
+    AgoraError,
+    Internal,
     InvalidArgument,
-    NotFound,
     PayloadTooLarge,
-    ServiceError,
     describe_field_errors,
-    error_body,
+    error_for_status,
     field_errors,
 )
+from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
+from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
@@ -61,12 +60,10 @@ HTTP_TELEMETRY: TelemetryConfig = {
 
 
 __all__ = [
-    "InvalidArgument",
-    "NotFound",
     "PathId",
     "ServiceContext",
-    "ServiceError",
     "ServiceModule",
+    "answer_error",
     "check_deadline_ahead",
     "create_service_app",
     "serve",
@@ -76,17 +73,6 @@ PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_P
 """An id in a route's path: anything but a valid id (control characters, `|`, too long) is
 refused at the edge with 422 INVALID_ARGUMENT, before it reaches an actor or a key."""
 
-HTTP_ERROR_CODES = {
-    400: "BAD_REQUEST",
-    401: "UNAUTHORIZED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    409: "CONFLICT",
-    413: "PAYLOAD_TOO_LARGE",
-    415: "UNSUPPORTED_MEDIA_TYPE",
-    422: "INVALID_ARGUMENT",
-}
 LIMITED_PATH_PREFIX = "/v1/"
 """The public APIs, whose bodies are bounded by `MAX_BODY_BYTES`. Dapr's own calls into the
 app (actor methods, pub/sub deliveries) are bounded by the sidecar's body limit instead, and
@@ -108,9 +94,7 @@ class BodyLimit:
             return
         declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self._max:
-            too_large = self._refusal(int(declared))
-            response = JSONResponse(too_large.body(), status_code=too_large.status_code)
-            await response(scope, receive, send)
+            await answer_error(self._refusal(int(declared)))(scope, receive, send)
             return
         received = 0
 
@@ -147,6 +131,11 @@ def check_deadline_ahead(deadline: datetime | None, field: str = "deadline") -> 
             f"invalid request: {field}: {message}",
             errors=[{"loc": ["body", field], "msg": message, "type": "deadline_passed"}],
         )
+
+
+def answer_error(error: AgoraError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The one way every app answers an error: its `ErrorBody` with its HTTP status."""
+    return JSONResponse(error.body().model_dump(mode="json"), status_code=error.http_status, headers=headers)
 
 
 @dataclass
@@ -270,37 +259,28 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
     app = FastAPI(title=title, lifespan=lifespan, telemetry=HTTP_TELEMETRY)
     app.state.ctx = ctx
 
-    @app.exception_handler(ServiceError)
-    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code)
-
     @app.exception_handler(AgoraError)
-    async def domain_error(_: Request, exc: AgoraError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status)
+    async def typed_error(_: Request, exc: AgoraError) -> JSONResponse:
+        return answer_error(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         everything = list(exc.errors())
         errors = field_errors(everything)
-        invalid = InvalidArgument(
-            f"invalid request: {describe_field_errors(errors, len(everything))}", errors=errors
-        )
-        return JSONResponse(invalid.body(), status_code=invalid.status_code)
+        summary = describe_field_errors(errors, len(everything))
+        return answer_error(InvalidArgument(f"invalid request: {summary}", errors=errors))
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        code = HTTP_ERROR_CODES.get(exc.status_code, "HTTP_ERROR")
-        return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
-        )
+        if exc.status_code == PayloadTooLarge.http_status:
+            return answer_error(PayloadTooLarge(str(exc.detail), limit_bytes=MAX_BODY_BYTES))
+        return answer_error(error_for_status(exc.status_code, str(exc.detail)), headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The cause goes to the log (with the trace id); the caller gets a typed body, no traceback.
         log.error("request failed", exc_info=exc, extra={"path": request.url.path})
-        return JSONResponse(
-            error_body("INTERNAL", "the service failed to handle the request; see its log"), status_code=500
-        )
+        return answer_error(Internal("the service failed to handle the request; see its log"))
 
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
+from agora.core.errors import AgoraError, ErrorBody, error_from
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.tracing import inject_headers
 
@@ -32,11 +34,15 @@ rather than opening and closing sockets."""
 class DaprError(Exception):
     """The sidecar refused a request; `error_code` is Dapr's (e.g. ERR_STATE_SAVE)."""
 
-    def __init__(self, status_code: int, error_code: str | None, message: str) -> None:
+    def __init__(
+        self, status_code: int, error_code: str | None, message: str, app_error: AgoraError | None = None
+    ) -> None:
         super().__init__(f"{status_code} {error_code or ''} {message}".strip())
         self.status_code = status_code
         self.error_code = error_code
         self.message = message
+        self.app_error = app_error
+        """The typed error an app answered with (service invocation passes its `ErrorBody` on)."""
 
 
 class EtagMismatch(DaprError):
@@ -165,9 +171,15 @@ class DaprSidecar:
         )
 
     async def invoke(self, app_id: str, method: str, http_method: str = "POST", json_body: Any = None) -> Any:
-        response = await self.request(
-            http_method, f"/v1.0/invoke/{app_id}/method/{method}", json_body=json_body
-        )
+        """Call another app's route through service invocation. Its error answer (an
+        `ErrorBody`) is raised as the same typed error it raised over there; the sidecar's own
+        refusals (the app unreachable, a policy) stay `DaprError`s."""
+        try:
+            response = await self.request(
+                http_method, f"/v1.0/invoke/{app_id}/method/{method}", json_body=json_body
+            )
+        except DaprError as exc:
+            raise exc.app_error or exc from None
         return response.json() if response.content else None
 
 
@@ -180,6 +192,13 @@ def _error_from(response: SidecarResponse) -> DaprError:
         message = body.get("message", message)
     except (ValueError, AttributeError):
         pass
+    try:  # an Agora app's answer, passed on by service invocation
+        answered = ErrorBody.model_validate_json(response.content)
+    except ValidationError:
+        answered = None
+    if answered is not None:
+        app_error = error_from(answered.error, answered.message, answered.details)
+        return DaprError(response.status_code, answered.error, answered.message, app_error)
     if response.status_code == 409 or (error_code or "").endswith("ETAG_MISMATCH"):
         return EtagMismatch(response.status_code, error_code, message)
     return DaprError(response.status_code, error_code, message)

@@ -51,7 +51,6 @@ from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_NOTE_CHARS
-from agora.runtime.errors import ServiceError
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
 from agora.runtime.state import ConcurrencyConflict, StateRepository
 from agora.runtime.status_index import StatusIndex
@@ -135,7 +134,7 @@ def guarded(steps: WorkflowFunction, on_failure: FailureHandler) -> WorkflowFunc
 
 
 def is_transient(error: BaseException) -> bool:
-    if isinstance(error, AgoraError | ServiceError):
+    if isinstance(error, AgoraError):
         return not error.permanent
     return isinstance(error, TRANSIENT_ERRORS)
 

@@ -28,7 +28,7 @@ from opentelemetry.trace import Link
 from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
-from agora.core.errors import NoStateFound
+from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected, Topic
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
@@ -75,7 +75,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
 
     def _record(self) -> TaskRecord:
         if self.state.record is None:
-            raise NoStateFound(f"no task {self.id.id!r} on the board")
+            raise NotFound(f"no task {self.id.id!r} on the board")
         return self.state.record
 
     async def _save(self, updated: TaskRecord) -> TaskRecord:

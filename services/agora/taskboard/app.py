@@ -6,12 +6,11 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from agora.core.contracts import TaskList
-from agora.core.errors import NoStateFound
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import task_actors
-from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
@@ -42,10 +41,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
-            try:
-                return await tasks(task_id).get_task()
-            except NoStateFound as exc:
-                raise NotFound(exc.message, task_id=task_id) from exc
+            return await tasks(task_id).get_task()
 
     return ServiceModule("taskboard", setup=setup)
 

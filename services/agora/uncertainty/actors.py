@@ -17,7 +17,6 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
 )
-from agora.core.errors import AgoraError
 from agora.core.escalation import (
     CheckpointAction,
     CheckpointContext,
@@ -35,6 +34,7 @@ from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
 from agora.core.uncertainty import (
     ConfidenceModel,
     ModelMessage,
+    SessionNotRunning,
     StepUncertainty,
     UncertaintyAbort,
     UncertaintyAction,
@@ -45,13 +45,6 @@ from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.clients import escalation_actors
 from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.pubsub import Publisher
-
-
-class SessionNotRunning(AgoraError):
-    """A step was reported for a session that waits for a person or was aborted."""
-
-    code = "SESSION_NOT_RUNNING"
-    http_status = 409
 
 
 @dataclass(frozen=True)

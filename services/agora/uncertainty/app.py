@@ -3,7 +3,6 @@ continues sessions when their escalation is decided."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +17,6 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
 )
-from agora.core.errors import AgoraError
 from agora.core.escalation import CheckpointTrigger
 from agora.core.messages import EscalationResolved, Topic
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
@@ -30,7 +28,6 @@ from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.service import (
     PathId,
     ServiceContext,
-    ServiceError,
     ServiceModule,
     create_service_app,
     serve,
@@ -55,11 +52,6 @@ def load_triggers(path: Path | None) -> list[CheckpointTrigger]:
     if path is None:
         return []
     return [CheckpointTrigger.model_validate(t) for t in yaml.safe_load(path.read_text()) or []]
-
-
-class SessionRefused(ServiceError):
-    status_code = 409
-    code = "SESSION_REFUSED"
 
 
 def confidence_model(client: ModelClient) -> Any:
@@ -94,36 +86,29 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
         sessions = Actors(actors, SessionUncertaintyInterface)
 
-        async def answered(call: Awaitable[M], session_id: str) -> M:
-            """The actor's answer; its refusal is the API's SESSION_REFUSED, naming the cause."""
-            try:
-                return await call
-            except AgoraError as exc:
-                raise SessionRefused(exc.message, session_id=session_id, error_code=exc.code) from exc
-
         @app.post("/v1/sessions/{session_id}/llm-responses", response_model=StepVerdict)
         async def llm_response(session_id: PathId, report: StepReport) -> StepVerdict:
-            return await answered(sessions(session_id).observe_llm_response(report), session_id)
+            return await sessions(session_id).observe_llm_response(report)
 
         @app.post("/v1/sessions/{session_id}/tool-calls", response_model=StepVerdict)
         async def tool_call(session_id: PathId, report: StepReport) -> StepVerdict:
-            return await answered(sessions(session_id).observe_tool_call(report), session_id)
+            return await sessions(session_id).observe_tool_call(report)
 
         @app.post("/v1/sessions/{session_id}/checkpoints", response_model=CheckpointAnswer)
         async def checkpoint(session_id: PathId, request: CheckpointRequest) -> CheckpointAnswer:
-            return await answered(sessions(session_id).checkpoint(request), session_id)
+            return await sessions(session_id).checkpoint(request)
 
         @app.get("/v1/sessions/{session_id}", response_model=SessionState)
         async def show(session_id: PathId) -> SessionState:
-            return await answered(sessions(session_id).get_belief_state(), session_id)
+            return await sessions(session_id).get_belief_state()
 
         @app.get("/v1/sessions/{session_id}/summary", response_model=SessionSummary)
         async def summary(session_id: PathId) -> SessionSummary:
-            return await answered(sessions(session_id).summary_metadata(), session_id)
+            return await sessions(session_id).summary_metadata()
 
         @app.post("/v1/sessions/{session_id}/reset", response_model=SessionState)
         async def reset(session_id: PathId) -> SessionState:
-            return await answered(sessions(session_id).reset(), session_id)
+            return await sessions(session_id).reset()
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind == "session":

@@ -41,7 +41,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from http import HTTPStatus
 from typing import Literal
 
 from dapr.actor import Remindable
@@ -80,6 +79,7 @@ from agora.core.triage import (
     triage,
 )
 from agora.core.triage import Step as TriageStep
+from agora.core.uncertainty import SessionNotRunning, UncertaintyAbort
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
 from agora.runtime.actor import ActorClient, Actors, PydanticActor, actor_endpoint
 from agora.runtime.clients import UncertaintyClient, escalation_actors
@@ -516,9 +516,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         monitor = UncertaintyClient(self.deps.sidecar, self.deps.uncertainty_app_id)
         try:
             return (await monitor.llm_response(task.task_id, report)).parked
-        except DaprError as exc:
-            if exc.status_code != HTTPStatus.CONFLICT:
-                raise
+        except (SessionNotRunning, UncertaintyAbort):
             # The session takes no more steps: the monitor ended it, or it waits for a person
             # (a run cut short by a crash and started again after the monitor parked it).
             session = await monitor.session(task.task_id)

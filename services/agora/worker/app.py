@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from agora.core.contracts import AgentLearning
-from agora.core.errors import NoStateFound
+from agora.core.errors import NotFound
 from agora.core.escalation import WaitingPartyKind
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
@@ -31,7 +31,7 @@ from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import NotFound, PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
 
@@ -141,7 +141,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             # that is not a task on the board is someone else's to continue.
             try:
                 board = await tasks(event.waiting_party.id).get_task()
-            except NoStateFound:
+            except NotFound:
                 return
             holder = board.allocation.winning_agent_id if board.allocation else None
             if holder not in profiles:
