@@ -5,6 +5,7 @@ from bench import (
     debate_run,
     escalations,
     flood,
+    input_bounds,
     market_e2e,
     market_hops,
     market_simulation,
@@ -15,6 +16,7 @@ from bench import (
 
 if __name__ == "__main__":
     registry_filter.main()
+    input_bounds.main()
     market_simulation.main()
     market_e2e.main()
     market_hops.main()

@@ -11,8 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc  # type: ignore[import-untyped]
 import httpx
 import pytest
+from dapr.ext.workflow._durabletask.internal import protos as pb
+from dapr.ext.workflow._durabletask.internal.orchestrator_service_pb2_grpc import TaskHubSidecarServiceStub
 
 from agora.harness import LocalCluster, ServiceReplica
 
@@ -72,6 +75,23 @@ def recorded_message(cluster: LocalCluster, topic: str, key: str, value: str) ->
     recorder = replicas_of(cluster, "recorder")[0]
     answer = httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).json()
     return next((m for m in answer["messages"] if isinstance(m, dict) and m.get(key) == value), None)
+
+
+def recorded_activity_inputs(
+    replica: ServiceReplica, instance_id: str, activity: str
+) -> list[dict[str, Any]]:
+    """The inputs of the calls of `activity` whose results the workflow `instance_id` (run by
+    `replica`'s sidecar) has recorded in its history, read from the state store: the steps a
+    restart of the app or its sidecar will not take again."""
+    with grpc.insecure_channel(f"127.0.0.1:{replica.endpoints.dapr_grpc_port}") as channel:
+        sidecar = TaskHubSidecarServiceStub(channel)  # type: ignore[no-untyped-call]
+        history: pb.GetInstanceHistoryResponse = sidecar.GetInstanceHistory(
+            pb.GetInstanceHistoryRequest(instanceId=instance_id), timeout=10
+        )
+    events = history.events
+    scheduled = {e.eventId: e.taskScheduled for e in events if e.HasField("taskScheduled")}
+    completed = [scheduled[e.taskCompleted.taskScheduledId] for e in events if e.HasField("taskCompleted")]
+    return [json.loads(task.input.value) for task in completed if task.name == activity]
 
 
 def error_line(app: ServiceReplica, key: str, value: str) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from agora.debate.steps import DEBATER_PROMPT
+from agora.debate.workflow import Activity
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
@@ -28,6 +29,7 @@ from tests.integration.helpers import (
     eventually,
     record_at,
     record_in_state,
+    recorded_activity_inputs,
     recorded_message,
     replicas_of,
 )
@@ -166,13 +168,21 @@ def test_a_retry_debates_again_with_the_persons_guidance(debates: Debates) -> No
     assert len(record["earlier"]) == 1 and record["final_answer"] == "green"
 
 
+def debaters_recorded(debates: Debates, debate_id: str, round_number: int) -> set[str]:
+    """The debaters whose answer in `round_number` the debate's workflow has recorded."""
+    answers = recorded_activity_inputs(debates.app, debate_id, Activity.ANSWER)
+    return {a["debater"]["debater_id"] for a in answers if a["round_number"] == round_number}
+
+
 @pytest.mark.parametrize("kill", ["app", "sidecar"])
 def test_a_debate_resumes_after_a_restart_mid_round_without_asking_again(debates: Debates, kill: str) -> None:
     marker = f"crash{kill}"
     debates.model.hold(marker, "debater d2.", "Round 2.", prompt=DEBATER_PROMPT)
     debate_id = debates.ask(marker, "A | B")
     eventually(lambda: debates.model.holding(marker), timeout=30)
-    time.sleep(0.5)  # the other debaters' round-2 answers are recorded
+    # The other debaters' round-2 answers are in the run's history before the crash: what the
+    # test then checks is that they are not asked again.
+    eventually(lambda: {"d0", "d1"} <= debaters_recorded(debates, debate_id, round_number=2), timeout=30)
     if kill == "app":
         debates.app.kill_app()
         time.sleep(1)

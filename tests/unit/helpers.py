@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from dapr.actor import Actor
@@ -61,3 +62,17 @@ class FakeModel:
 
     async def aclose(self) -> None:
         return None
+
+
+async def until(condition: Callable[[], bool], timeout: float = 1.0) -> None:
+    """Let other tasks run until `condition()` holds; fail if it does not within `timeout`
+    seconds. A test waits on what it is about to check, not for a time it hopes is enough."""
+
+    async def holds() -> None:
+        while not condition():
+            await asyncio.sleep(0)
+
+    try:
+        await asyncio.wait_for(holds(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"the awaited condition did not hold within {timeout}s") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from dapr.actor import ActorId, ActorInterface, actormethod
@@ -24,7 +24,7 @@ from agora.runtime import service
 from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
 from agora.runtime.settings import ServiceSettings
-from tests.unit.helpers import mock_state
+from tests.unit.helpers import mock_state, until
 
 
 class CounterState(BaseModel):
@@ -114,7 +114,31 @@ class FlakyStore(DaprActorClientBase):  # type: ignore[misc]
         raise NotImplementedError
 
 
-LET_GO = asyncio.Event()
+class TurnWatch:
+    """What a test sees of the calls on a `Ledger`: how many are blocked waiting for the
+    actor's turn, which `RecordWhenLetGo` calls have theirs, and the event that lets those
+    finish."""
+
+    def __init__(self) -> None:
+        self.waiting_for_turn = 0
+        self.started: list[str] = []
+        self.let_go = asyncio.Event()
+
+
+class WatchedTurnLock(asyncio.Lock):
+    """The actor's turn lock, counting in `watch` the calls blocked on it (a call that takes
+    it at once counts in and out within one step, so no other task ever sees it counted)."""
+
+    def __init__(self, watch: TurnWatch) -> None:
+        super().__init__()
+        self._watch = watch
+
+    async def acquire(self) -> Literal[True]:
+        self._watch.waiting_for_turn += 1
+        try:
+            return await super().acquire()
+        finally:
+            self._watch.waiting_for_turn -= 1
 
 
 class LedgerInterface(ActorInterface):
@@ -128,10 +152,14 @@ class LedgerInterface(ActorInterface):
     async def record_when_let_go(self, label: str) -> ActorAnswer: ...
 
 
-class Ledger(PydanticActor[CounterState, None], LedgerInterface):
+class Ledger(PydanticActor[CounterState, TurnWatch], LedgerInterface):
     """Records each label once, as an idempotent handler of a redelivered message does."""
 
     state_model = CounterState
+
+    def __init__(self, ctx: ActorRuntimeContext, actor_id: ActorId, deps: TurnWatch) -> None:
+        super().__init__(ctx, actor_id, deps)
+        self._turn_lock = WatchedTurnLock(deps)  # the lock `turn` takes, so a test sees who waits
 
     @actor_endpoint
     async def record(self, label: str) -> int:
@@ -143,7 +171,8 @@ class Ledger(PydanticActor[CounterState, None], LedgerInterface):
     @actor_endpoint
     async def record_when_let_go(self, label: str) -> int:
         self.state.history.append(f"start {label}")
-        await LET_GO.wait()
+        self.deps.started.append(label)
+        await self.deps.let_go.wait()
         self.state.history.append(f"end {label}")
         await self.commit()
         return len(self.state.history)
@@ -154,13 +183,13 @@ class Ledger(PydanticActor[CounterState, None], LedgerInterface):
         raise InvalidArgument(f"{label!r} refused")
 
 
-def _hosted_ledger(store: FlakyStore) -> ActorManager:
+def _hosted_ledger(store: FlakyStore, watch: TurnWatch | None = None) -> ActorManager:
     context = ActorRuntimeContext(
         ActorTypeInformation.create(Ledger),
         ModelSerializer(),
         DefaultJSONSerializer(),
         store,
-        lambda ctx, actor_id: Ledger(ctx, actor_id, None),
+        lambda ctx, actor_id: Ledger(ctx, actor_id, watch or TurnWatch()),
     )
     return ActorManager(context)
 
@@ -213,14 +242,14 @@ def test_an_app_hosting_actors_has_dapr_deactivate_them_after_the_idle_time(
 async def test_calls_that_reach_the_app_together_run_one_after_the_other() -> None:
     """As when the sidecar let a second call in because the first one's caller gave up."""
     store = FlakyStore()
-    manager = _hosted_ledger(store)
+    watch = TurnWatch()
+    manager = _hosted_ledger(store, watch)
     await _call(manager, "Record", "activated")
-    LET_GO.clear()
     first = asyncio.create_task(_call(manager, "RecordWhenLetGo", "first"))
     second = asyncio.create_task(_call(manager, "RecordWhenLetGo", "second"))
-    await asyncio.sleep(0.05)
-    assert not first.done() and not second.done()
-    LET_GO.set()
+    # Both calls reached the actor: the first has its turn, the second waits for it.
+    await until(lambda: watch.started == ["first"] and watch.waiting_for_turn == 1)
+    watch.let_go.set()
     await asyncio.gather(first, second)
     history = store.saved[STATE_KEY]["history"]
     assert history == ["activated", "start first", "end first", "start second", "end second"]

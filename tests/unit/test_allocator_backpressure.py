@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from agora.allocator.service import MarketAllocator
 from agora.core.market import TaskSpec
 from agora.core.task_lifecycle import TaskRecord
 from agora.llm import ModelClient
 from agora.runtime.service import ServiceContext
+from tests.unit.helpers import until
 
 
 class Context:
@@ -38,6 +39,24 @@ class Board:
         return None
 
 
+class SlotWatch:
+    """How many intakes are blocked waiting for one of the allocator's slots (its own
+    semaphore, watched in place, so the bound stays the one `max_in_flight` set). An intake
+    that takes a free slot counts in and out within one step, so no other task sees it."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self.waiting = 0
+        self._acquire = slots.acquire
+        slots.acquire = self._counted_acquire  # type: ignore[method-assign]
+
+    async def _counted_acquire(self) -> Literal[True]:
+        self.waiting += 1
+        try:
+            return await self._acquire()
+        finally:
+            self.waiting -= 1
+
+
 def spec(task_id: str) -> TaskSpec:
     return TaskSpec.model_validate({"task_id": task_id, "description": "d", "required_skills": ["s"]})
 
@@ -54,6 +73,7 @@ async def test_intake_waits_for_a_free_allocation_slot() -> None:
         max_in_flight=2,
     )
     allocator._tasks = Board()  # type: ignore[assignment]
+    slots = SlotWatch(allocator._slots)
     release = asyncio.Event()
     running: list[str] = []
 
@@ -65,10 +85,10 @@ async def test_intake_waits_for_a_free_allocation_slot() -> None:
     await allocator.on_task(spec("t1"))
     await allocator.on_task(spec("t2"))
     third = asyncio.create_task(allocator.on_task(spec("t3")))
-    await asyncio.sleep(0.05)
+    await until(lambda: slots.waiting == 1)  # the third intake got as far as it can
     assert running == ["t1", "t2"] and not third.done()  # the delivery is not acknowledged
 
     release.set()
     await asyncio.wait_for(third, timeout=1)
-    await asyncio.sleep(0)
+    await until(lambda: len(running) == 3)  # its allocation runs in the background
     assert running == ["t1", "t2", "t3"]
