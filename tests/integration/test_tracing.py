@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -14,9 +14,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from pydantic import BaseModel
 
+from agora.core import topics
 from agora.core.market import TaskSpec
-from agora.core.messages import RegisterAgent, Topic
+from agora.core.messages import RegisterAgent
 from agora.core.models import CapabilityProfile
+from agora.core.topics import Channel
 from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.pubsub import Publisher
 from agora.runtime.settings import ServiceSettings
@@ -69,7 +71,10 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
         parent = _parent(parent, by_id)
 
 
-async def publish_traced(replica: ServiceReplica, topic: str, payload: BaseModel, span: str) -> str:
+P = TypeVar("P", bound=BaseModel)
+
+
+async def publish_traced(replica: ServiceReplica, topic: Channel[P], payload: P, span: str) -> str:
     """Publish through `replica`'s sidecar inside a client span, as a traced client would;
     returns the trace id."""
     settings = ServiceSettings(app_id="agora-tests", dapr_http_port=replica.endpoints.dapr_http_port)
@@ -89,7 +94,7 @@ async def test_publish_to_state_save_is_one_linked_trace(
     command = RegisterAgent(
         profile=CapabilityProfile(agent_id="traced-agent", agent_name="Traced", skill_tags=["tracing"])
     )
-    trace_id = await publish_traced(registry, Topic.REGISTRY_COMMANDS, command, "client request")
+    trace_id = await publish_traced(registry, topics.REGISTRY_COMMANDS, command, "client request")
     test_tracer.force_flush()
 
     eventually(lambda: _linked_chain(_trace(redis_cluster, trace_id)), timeout=30)
@@ -165,7 +170,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         preferred_skills=["summarize"],
         min_success_threshold=0.0,
     )
-    trace_id = await publish_traced(allocator, Topic.TASKS, spec, "submit task")
+    trace_id = await publish_traced(allocator, topics.TASKS, spec, "submit task")
     test_tracer.force_flush()
 
     def whole_path() -> bool:
@@ -265,7 +270,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
                 required_skills=["web_search"],
                 min_success_threshold=0.0,
             )
-            traces[spec.task_id] = await publish_traced(allocator, Topic.TASKS, spec, "submit task")
+            traces[spec.task_id] = await publish_traced(allocator, topics.TASKS, spec, "submit task")
 
         def parked() -> dict[str, Any] | None:
             listed = httpx.get(

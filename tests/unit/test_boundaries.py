@@ -26,6 +26,7 @@ from agora.core.limits import MAX_BODY_BYTES, MAX_SKILL_TAGS, MAX_TEXT_CHARS, cl
 from agora.core.market import TaskSpec
 from agora.core.messages import EscalationResolved
 from agora.core.models import CapabilityProfile
+from agora.core.topics import channel
 from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
 from agora.runtime.service import create_service_app
 from agora.runtime.settings import ServiceSettings
@@ -180,6 +181,9 @@ class Ping(BaseModel):
     n: int
 
 
+PING = channel("agora.ping", Ping)
+
+
 class Letters:
     def __init__(self) -> None:
         self.sent: list[Any] = []
@@ -208,7 +212,7 @@ async def test_permanent_failures_are_dead_lettered_at_once_transient_ones_retri
     async def handler(_: Ping) -> None:
         raise failure
 
-    subs.subscribe("agora.ping", Ping, handler)
+    subs.subscribe(PING, handler)
     [sub] = subs._subscriptions
     event = json.dumps({"id": f"e-{id(failure)}", "data": {"n": 1}}).encode()
     assert await subs.deliver(sub, event, {}) == status
@@ -221,7 +225,7 @@ async def test_a_payload_nested_too_deep_to_serialize_is_dead_lettered_as_its_te
 
     async def handler(_: Ping) -> None: ...
 
-    subs.subscribe("agora.ping", Ping, handler)
+    subs.subscribe(PING, handler)
     [sub] = subs._subscriptions
     nested: Any = "bottom"
     for _ in range(300):

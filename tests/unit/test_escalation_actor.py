@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from agora.core.contracts import Decision
 from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
+from agora.core.topics import Channel
 from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalation, EscalationDeps
 from agora.escalation.outcomes import outcome_of
 from agora.runtime.actor import EXPIRE_REMINDER
@@ -28,11 +29,13 @@ class FlakyPublisher:
         self.failures = failures
         self.sent: list[tuple[str, dict[str, Any], str | None]] = []
 
-    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
+    async def publish(
+        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+    ) -> str:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("pub/sub unavailable")
-        self.sent.append((topic, payload.model_dump(mode="json"), message_id))
+        self.sent.append((channel.name, payload.model_dump(mode="json"), message_id))
         return message_id or ""
 
 

@@ -7,12 +7,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agora.core import topics
+from agora.core.market import TaskSpec
+from agora.core.messages import DeregisterAgent, Topic
+from agora.core.topics import EVERY_CHANNEL, channel
 from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
 from agora.runtime.settings import ServiceSettings
 
 
 class Ping(BaseModel):
     n: int
+
+
+PING = channel("agora.ping", Ping)
 
 
 class Pong(BaseModel):
@@ -33,8 +40,8 @@ async def test_handlers_of_one_topic_share_one_subscription_and_all_run() -> Non
     async def second(p: Ping) -> None:
         seen.append(("second", p.n))
 
-    subs.subscribe("agora.ping", Ping, first)
-    subs.subscribe("agora.ping", Ping, second)
+    subs.subscribe(PING, first)
+    subs.subscribe(PING, second)
     [sub] = subs._subscriptions
     event: dict[str, Any] = {"id": "e-1", "data": {"n": 7}}
     import json
@@ -50,9 +57,9 @@ def test_one_topic_keeps_one_payload_type() -> None:
 
     async def handle(_: Any) -> None: ...
 
-    subs.subscribe("agora.ping", Ping, handle)
-    with pytest.raises(ValueError, match="already has payload type"):
-        subs.subscribe("agora.ping", Pong, handle)
+    subs.subscribe(PING, handle)
+    with pytest.raises(ValueError, match="already subscribed with another payload type"):
+        subs.subscribe(channel("agora.ping", Pong), handle)
 
 
 class _OtherReplicaHandledEverything:
@@ -80,8 +87,8 @@ async def test_fan_out_topics_are_handled_by_every_replica_work_topics_once() ->
     async def on_work(p: Ping) -> None:
         handled.append("work")
 
-    subs.subscribe("agora.changed", Ping, on_change, pubsub=settings.broadcast_pubsub)
-    subs.subscribe("agora.work", Ping, on_work)
+    subs.subscribe(channel("agora.changed", Ping), on_change, pubsub=settings.broadcast_pubsub)
+    subs.subscribe(channel("agora.work", Ping), on_work)
     import json
 
     event = json.dumps({"id": "e-9", "data": {"n": 1}}).encode()
@@ -90,3 +97,16 @@ async def test_fan_out_topics_are_handled_by_every_replica_work_topics_once() ->
     assert handled == ["broadcast"], (
         "the work topic's marker counts across replicas; the fan-out one does not"
     )
+
+
+def test_every_topic_has_one_channel() -> None:
+    assert sorted(c.name for c in EVERY_CHANNEL) == sorted(t.value for t in Topic)
+
+
+def test_a_channel_reads_its_messages_into_its_payload_type() -> None:
+    spec = topics.TASKS.adapter.validate_python(
+        {"task_id": "t", "description": "d", "required_skills": ["s"]}
+    )
+    assert isinstance(spec, TaskSpec)
+    command = topics.REGISTRY_COMMANDS.adapter.validate_python({"kind": "deregister", "agent_id": "a"})
+    assert isinstance(command, DeregisterAgent)

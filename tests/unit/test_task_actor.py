@@ -5,7 +5,7 @@ called with the models their interfaces declare."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -13,6 +13,7 @@ from agora.core.contracts import OutcomeReport
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, Topic
 from agora.core.task_lifecycle import TaskRecord
+from agora.core.topics import Channel
 from agora.reputation.actors import Reputation
 from agora.runtime.actor import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
@@ -26,8 +27,10 @@ class RecordingPublisher:
     def __init__(self) -> None:
         self.sent: list[tuple[str, BaseModel, str | None]] = []
 
-    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
-        self.sent.append((topic, payload, message_id))
+    async def publish(
+        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+    ) -> str:
+        self.sent.append((channel.name, payload, message_id))
         return message_id or ""
 
 
@@ -139,10 +142,12 @@ class FailingLapsePublisher(RecordingPublisher):
 
     failing = True
 
-    async def publish(self, topic: str, payload: BaseModel, *, message_id: str | None = None) -> str:
-        if topic == Topic.TASK_AWARD_LAPSED and self.failing:
+    async def publish(
+        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+    ) -> str:
+        if channel.name == Topic.TASK_AWARD_LAPSED and self.failing:
             raise ConnectionError("broker unreachable")
-        return await super().publish(topic, payload, message_id=message_id)
+        return await super().publish(channel, payload, message_id=message_id)
 
 
 async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder() -> None:

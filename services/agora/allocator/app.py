@@ -6,8 +6,7 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from agora.allocator.service import DEFAULT_MAX_IN_FLIGHT, MarketAllocator
-from agora.core.market import TaskOutcome, TaskSpec
-from agora.core.messages import Topic
+from agora.core import topics
 from agora.core.scoring import MARKET_EXPLORATION
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
@@ -54,8 +53,8 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.
-        ctx.subscriptions.subscribe(Topic.TASKS, TaskSpec, allocator.on_task, idempotent=True)
-        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, allocator.on_outcome, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASKS, allocator.on_task, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_OUTCOME, allocator.on_outcome, idempotent=True)
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agora.core import topics
 from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity
 from agora.core.debate import (
     FINAL_DEBATE_STATES,
@@ -28,7 +29,6 @@ from agora.core.debate import (
 )
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
-from agora.core.messages import Topic
 from agora.debate import steps
 from agora.debate.workflow import (
     Activity,
@@ -196,7 +196,7 @@ class DebateActivities:
         )
         with step_span("debate.completed", record.traceparent, {"agora.debate_state": str(record.state)}):
             await self.publisher.publish(
-                Topic.DEBATE_COMPLETED,
+                topics.DEBATE_COMPLETED,
                 completed,
                 message_id=f"{record.debate_id}.completed.{record.revision}",
             )

@@ -9,6 +9,7 @@ import logging
 
 from fastapi import FastAPI, Query
 
+from agora.core import topics
 from agora.core.debate import (
     FINAL_DEBATE_STATES,
     Calibration,
@@ -29,7 +30,7 @@ from agora.core.debate import (
 from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
-from agora.core.messages import EscalationResolved, Topic
+from agora.core.messages import EscalationResolved
 from agora.debate import steps
 from agora.debate.activities import DebateActivities
 from agora.debate.workflow import (
@@ -193,10 +194,8 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
                 data=decision.model_dump(mode="json"),
             )
 
-        ctx.subscriptions.subscribe(Topic.DEBATES, DebateRequest, on_debate)
-        ctx.subscriptions.subscribe(
-            Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved, idempotent=True
-        )
+        ctx.subscriptions.subscribe(topics.DEBATES, on_debate)
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
     return ServiceModule("debate", setup=setup)
 

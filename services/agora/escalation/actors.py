@@ -15,6 +15,7 @@ from opentelemetry.trace import Link
 from pydantic import BaseModel
 
 from agora.core import escalation as rules
+from agora.core import topics
 from agora.core.contracts import Decision
 from agora.core.errors import NotFound
 from agora.core.escalation import (
@@ -23,7 +24,7 @@ from agora.core.escalation import (
     EscalationStatus,
     ParkRequest,
 )
-from agora.core.messages import EscalationResolved, Topic
+from agora.core.messages import EscalationResolved
 from agora.core.outcomes import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
@@ -211,7 +212,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             },
         ):
             await self.deps.publisher.publish(
-                Topic.ESCALATION_RESOLVED,
+                topics.ESCALATION_RESOLVED,
                 EscalationResolved.of(record),
                 message_id=f"resolved:{record.escalation_id}",
             )

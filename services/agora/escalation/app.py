@@ -9,6 +9,7 @@ import logging
 
 from fastapi import FastAPI, Header, Query
 
+from agora.core import topics
 from agora.core.contracts import Decision, EscalationList, ResumeRequest
 from agora.core.errors import NotFound, Unauthorized
 from agora.core.escalation import (
@@ -17,7 +18,7 @@ from agora.core.escalation import (
     ParkRequest,
 )
 from agora.core.limits import MAX_PAGE_SIZE
-from agora.core.messages import EscalationOutcome, Topic
+from agora.core.messages import EscalationOutcome
 from agora.core.outcomes import OutcomeLearner, SheetOutcome
 from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
@@ -116,7 +117,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             if learnt is not None:
                 await learner.record(learnt)
 
-        ctx.subscriptions.subscribe(Topic.ESCALATION_OUTCOME, EscalationOutcome, on_outcome)
+        ctx.subscriptions.subscribe(topics.ESCALATION_OUTCOME, on_outcome)
 
     return ServiceModule("escalation", setup=setup)
 

@@ -58,7 +58,7 @@ def create_app(settings: RecorderSettings | None = None) -> FastAPI:
             # The recorder must see malformed payloads too, so it accepts anything and never
             # dead-letters what it records. Recording a delivery twice changes nothing anyone
             # relies on, so no shared dedupe marker is kept (it would double its cost).
-            ctx.subscriptions.subscribe(topic, Any, record, pubsub=pubsub, dead_letter=False, idempotent=True)
+            ctx.subscriptions.subscribe_any(topic, record, pubsub=pubsub, dead_letter=False, idempotent=True)
 
         @app.get("/v1/messages/{topic}", response_model=Recorded)
         async def messages(topic: str) -> Recorded:

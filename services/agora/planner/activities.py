@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from agora.core import topics
 from agora.core.errors import NotFound
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import Topic
 from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult
 from agora.core.plans import (
     FINAL_STATES,
@@ -242,7 +242,7 @@ class PlannerActivities:
         )
         with step_span("planning.completed", record.traceparent, {"agora.plan_state": str(record.state)}):
             await self.publisher.publish(
-                Topic.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"
+                topics.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"
             )
 
     async def fail(self, step: PlanFailed) -> None:
@@ -301,7 +301,7 @@ class PlannerActivities:
             "task_id": step.task_id,
         }
         with step_span("planning.subgoal", job.traceparent, attributes):
-            await self.publisher.publish(Topic.TASKS, spec, message_id=step.task_id)
+            await self.publisher.publish(topics.TASKS, spec, message_id=step.task_id)
 
     async def check(self, step: Check) -> TaskEnded | None:
         """The task's end as the board recorded it, if it has one."""

@@ -14,11 +14,12 @@ import logging
 
 from fastapi import FastAPI, Query
 
+from agora.core import topics
 from agora.core.errors import AgoraError, NotFound, conflict_between
 from agora.core.escalation import EscalationResponse, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
-from agora.core.messages import EscalationResolved, TaskRejected, Topic
+from agora.core.messages import EscalationResolved, TaskRejected
 from agora.core.plans import (
     PlanAccepted,
     PlanDecision,
@@ -202,12 +203,10 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
                 data=decision.model_dump(mode="json"),
             )
 
-        ctx.subscriptions.subscribe(Topic.PLANS, PlanRequest, on_plan)
-        ctx.subscriptions.subscribe(Topic.TASK_OUTCOME, TaskOutcome, on_outcome, idempotent=True)
-        ctx.subscriptions.subscribe(Topic.TASK_REJECTED, TaskRejected, on_rejected, idempotent=True)
-        ctx.subscriptions.subscribe(
-            Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved, idempotent=True
-        )
+        ctx.subscriptions.subscribe(topics.PLANS, on_plan)
+        ctx.subscriptions.subscribe(topics.TASK_OUTCOME, on_outcome, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_REJECTED, on_rejected, idempotent=True)
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
     return ServiceModule("planner", setup=setup)
 

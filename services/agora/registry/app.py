@@ -7,6 +7,7 @@ import logging
 
 from fastapi import FastAPI, Query
 
+from agora.core import topics
 from agora.core.contracts import AgentList, Deregistered, FilterAnswer, RegisteredAgent
 from agora.core.errors import NotFound
 from agora.core.messages import (
@@ -16,9 +17,6 @@ from agora.core.messages import (
     AwardLapsed,
     DeregisterAgent,
     RegisterAgent,
-    RegistryChanged,
-    Topic,
-    registry_command_adapter,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
@@ -96,7 +94,7 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
             else:
                 await current().deregister(command.agent_id)
 
-        ctx.subscriptions.subscribe(Topic.REGISTRY_COMMANDS, registry_command_adapter, on_command)
+        ctx.subscriptions.subscribe(topics.REGISTRY_COMMANDS, on_command)
 
         tasks = task_actors(ActorClient(ctx.sidecar))
 
@@ -107,9 +105,9 @@ def registry_module(settings: RegistrySettings | None = None) -> ServiceModule:
 
         # A lapse already counted changes nothing (the suspension remembers the last one), so
         # redeliveries are recognised against the stored registration.
-        ctx.subscriptions.subscribe(Topic.TASK_AWARD_LAPSED, AwardLapsed, on_award_lapsed, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_AWARD_LAPSED, on_award_lapsed, idempotent=True)
         ctx.subscriptions.subscribe(
-            Topic.REGISTRY_CHANGED, RegistryChanged, current().apply_change, pubsub=settings.broadcast_pubsub
+            topics.REGISTRY_CHANGED, current().apply_change, pubsub=settings.broadcast_pubsub
         )
 
     async def warm_up(ctx: ServiceContext) -> None:

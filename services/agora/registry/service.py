@@ -28,9 +28,10 @@ from itertools import chain, islice
 
 from pydantic import BaseModel, ValidationError
 
+from agora.core import topics
 from agora.core.capability_index import CapabilityIndex
 from agora.core.contracts import RegisteredAgent
-from agora.core.messages import DEFAULT_LEASE_SECONDS, AwardLapsed, RegistryChange, RegistryChanged, Topic
+from agora.core.messages import DEFAULT_LEASE_SECONDS, AwardLapsed, RegistryChange, RegistryChanged
 from agora.core.models import CapabilityProfile
 from agora.core.suspension import Suspension, UnverifiedLapse, after_lapse
 from agora.core.task_lifecycle import TaskRecord
@@ -422,7 +423,7 @@ class CapabilityRegistry:
 
     async def _announce(self, agent_id: str, change: RegistryChange) -> None:
         await self._publisher.publish(
-            Topic.REGISTRY_CHANGED,
+            topics.REGISTRY_CHANGED,
             RegistryChanged(agent_id=agent_id, change=change),
             pubsub=self._broadcast,
         )

@@ -37,6 +37,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from agora.core.errors import AgoraError, field_errors
 from agora.core.limits import MAX_JSON_DEPTH, json_depth
 from agora.core.messages import DeadLetter
+from agora.core.topics import Channel
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
@@ -45,6 +46,9 @@ from agora.runtime.tracing import current_traceparent, extract_context, tracer
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = TypeVar("P", bound=BaseModel)
+
+_ANY_JSON: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 class RejectMessage(Exception):
@@ -59,6 +63,18 @@ class Publisher:
 
     async def publish(
         self,
+        channel: Channel[P],
+        payload: P,
+        *,
+        pubsub: str | None = None,
+        message_id: str | None = None,
+    ) -> str:
+        """Publish `payload` on `channel`'s topic as the data of a CloudEvent; returns the
+        event id."""
+        return await self._send(channel.name, payload, pubsub=pubsub, message_id=message_id)
+
+    async def _send(
+        self,
         topic: str,
         payload: BaseModel,
         *,
@@ -66,7 +82,6 @@ class Publisher:
         message_id: str | None = None,
         event_type: str | None = None,
     ) -> str:
-        """Publish `payload` as the data of a CloudEvent; returns the event id."""
         pubsub_name = pubsub or self._settings.pubsub
         event_id = message_id or str(uuid.uuid4())
         data = payload.model_dump(mode="json")
@@ -97,7 +112,7 @@ class Publisher:
         return event_id
 
     async def dead_letter(self, letter: DeadLetter) -> None:
-        await self.publish(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
+        await self._send(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
 
 
 class ProcessedMarker(BaseModel):
@@ -158,7 +173,6 @@ class Subscription(Generic[T]):
 
     pubsub: str
     topic: str
-    payload_type: Any
     adapter: TypeAdapter[T]
     handlers: list[Callable[[T], Awaitable[None]]]
     dead_letter: bool
@@ -185,26 +199,49 @@ class Subscriptions:
 
     def subscribe(
         self,
+        channel: Channel[P],
+        handler: Callable[[P], Awaitable[None]],
+        *,
+        pubsub: str | None = None,
+        dead_letter: bool = True,
+        idempotent: bool = False,
+    ) -> None:
+        """Handle `channel`'s messages (validated into its payload type first) with `handler`."""
+        self._add(channel.name, channel.adapter, handler, pubsub, dead_letter, idempotent)
+
+    def subscribe_any(
+        self,
         topic: str,
-        payload_type: Any,
         handler: Callable[[Any], Awaitable[None]],
         *,
         pubsub: str | None = None,
         dead_letter: bool = True,
         idempotent: bool = False,
     ) -> None:
+        """Handle whatever JSON arrives on `topic`: for tools that watch any topic (a recorder),
+        never for a service's own contracts."""
+        self._add(topic, _ANY_JSON, handler, pubsub, dead_letter, idempotent)
+
+    def _add(
+        self,
+        topic: str,
+        adapter: TypeAdapter[Any],
+        handler: Callable[[Any], Awaitable[None]],
+        pubsub: str | None,
+        dead_letter: bool,
+        idempotent: bool,
+    ) -> None:
         pubsub_name = pubsub or self._settings.pubsub
         for existing in self._subscriptions:
             if (existing.pubsub, existing.topic) == (pubsub_name, topic):
-                if existing.payload_type is not payload_type:
-                    raise ValueError(f"topic {topic} already has payload type {existing.payload_type!r}")
+                if existing.adapter is not adapter:
+                    raise ValueError(f"topic {topic} is already subscribed with another payload type")
                 existing.handlers.append(handler)
                 existing.dead_letter = existing.dead_letter or dead_letter
                 existing.idempotent = existing.idempotent and idempotent
                 return
-        adapter = payload_type if isinstance(payload_type, TypeAdapter) else TypeAdapter(payload_type)
         self._subscriptions.append(
-            Subscription(pubsub_name, topic, payload_type, adapter, [handler], dead_letter, idempotent)
+            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent)
         )
 
     def install(self, app: FastAPI) -> None:

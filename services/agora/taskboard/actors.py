@@ -28,9 +28,10 @@ from opentelemetry.trace import Link
 from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
+from agora.core import topics
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected, Topic
+from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import TaskActorInterface
@@ -226,7 +227,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             return
         try:
             for lapse in pending:
-                await self.deps.publisher.publish(Topic.TASK_AWARD_LAPSED, lapse, message_id=lapse.message_id)
+                await self.deps.publisher.publish(
+                    topics.TASK_AWARD_LAPSED, lapse, message_id=lapse.message_id
+                )
         except Exception as exc:
             log.warning(
                 "announcing a lapsed award failed; retrying",
@@ -255,7 +258,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             assert self.state.award_token is not None
             turn = len(record.awards)
             await self.deps.publisher.publish(
-                Topic.TASK_AWARDED,
+                topics.TASK_AWARDED,
                 TaskAwarded(
                     task_id=record.task_id,
                     agent_id=allocation.winning_bid.agent_id,
@@ -268,7 +271,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             )
         else:
             await self.deps.publisher.publish(
-                Topic.TASK_REJECTED,
+                topics.TASK_REJECTED,
                 TaskRejected(
                     task_id=record.task_id, reason=allocation.reject_reason or "rejected", result=allocation
                 ),

@@ -8,6 +8,7 @@ arrives on `agora.escalation.resolved`; ABORT ends the session with a typed erro
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from agora.core import topics
 from agora.core.contracts import (
     CheckpointAnswer,
     CheckpointRequest,
@@ -30,7 +31,7 @@ from agora.core.escalation import (
     WaitingPartyKind,
     evaluate_checkpoint,
 )
-from agora.core.messages import EscalationOutcome, EscalationResolved, Topic
+from agora.core.messages import EscalationOutcome, EscalationResolved
 from agora.core.uncertainty import (
     ConfidenceModel,
     ModelMessage,
@@ -112,7 +113,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         if self.state.awaiting_outcome is not None and self.deps.publisher is not None:
             confident = action in (UncertaintyAction.PROCEED, UncertaintyAction.PROCEED_WITH_LOG)
             await self.deps.publisher.publish(
-                Topic.ESCALATION_OUTCOME,
+                topics.ESCALATION_OUTCOME,
                 EscalationOutcome(escalation_id=self.state.awaiting_outcome, succeeded=confident),
                 message_id=f"outcome:{self.state.awaiting_outcome}",
             )

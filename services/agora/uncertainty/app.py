@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import yaml
 from fastapi import FastAPI
 
+from agora.core import topics
 from agora.core.contracts import (
     CheckpointAnswer,
     CheckpointRequest,
@@ -18,7 +19,7 @@ from agora.core.contracts import (
     StepVerdict,
 )
 from agora.core.escalation import CheckpointTrigger
-from agora.core.messages import EscalationResolved, Topic
+from agora.core.messages import EscalationResolved
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
@@ -115,7 +116,7 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
                 await decisions.verified(escalation_actors(actors), event)
                 await sessions(event.waiting_party.id).apply_decision(event)
 
-        ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved)
 
     return ServiceModule("uncertainty", setup=setup)
 

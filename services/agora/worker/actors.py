@@ -47,6 +47,7 @@ from dapr.actor import Remindable
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
+from agora.core import topics
 from agora.core.contracts import AgentLearning, StepReport
 from agora.core.errors import AgoraError
 from agora.core.escalation import (
@@ -60,7 +61,7 @@ from agora.core.escalation import (
     next_level,
 )
 from agora.core.market import TaskOutcome
-from agora.core.messages import EscalationResolved, TaskAwarded, Topic
+from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes import (
     DetectedPattern,
@@ -552,7 +553,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         await self._announce(done)
 
     async def _announce(self, done: TaskOutcome) -> None:
-        await self.deps.publisher.publish(Topic.TASK_OUTCOME, done, message_id=f"outcome:{done.task_id}")
+        await self.deps.publisher.publish(topics.TASK_OUTCOME, done, message_id=f"outcome:{done.task_id}")
 
 
 def run_reminder(task_id: str) -> str:

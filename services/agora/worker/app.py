@@ -13,6 +13,7 @@ import yaml
 from fastapi import FastAPI
 from pydantic import Field
 
+from agora.core import topics
 from agora.core.contracts import AgentLearning
 from agora.core.errors import NotFound
 from agora.core.escalation import WaitingPartyKind
@@ -22,7 +23,6 @@ from agora.core.messages import (
     AwardAcknowledgement,
     EscalationResolved,
     TaskAwarded,
-    Topic,
 )
 from agora.core.models import CapabilityProfile
 from agora.core.triage import DEFAULT_REPEAT_LIMIT
@@ -132,7 +132,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
 
         # The board admits one acknowledgment per award and an agent runs a task once (it keeps
         # the outcome and re-announces it), so redeliveries are recognised there.
-        ctx.subscriptions.subscribe(Topic.TASK_AWARDED, TaskAwarded, on_award, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
@@ -153,7 +153,7 @@ def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
             await run_slots.acquire()
             spawn_run(lambda: agents(holder).resume(event), name=f"resume {event.escalation_id}")
 
-        ctx.subscriptions.subscribe(Topic.ESCALATION_RESOLVED, EscalationResolved, on_resolved)
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved)
 
     async def register_agents(ctx: ServiceContext) -> None:
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)

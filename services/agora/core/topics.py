@@ -1,0 +1,106 @@
+"""Every topic and the one payload type its messages carry (`Channel`): services publish and
+subscribe through these, so a payload of the wrong type, or a handler that expects another,
+fails mypy rather than a delivery.
+
+    await publisher.publish(topics.TASK_OUTCOME, outcome)
+    ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award)   # on_award(award: TaskAwarded)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from agora.core.debate import DebateCompleted, DebateRequest
+from agora.core.market import TaskOutcome, TaskSpec
+from agora.core.messages import (
+    AwardLapsed,
+    DeadLetter,
+    DeregisterAgent,
+    EscalationOutcome,
+    EscalationResolved,
+    RegisterAgent,
+    RegistryChanged,
+    TaskAwarded,
+    TaskRejected,
+    Topic,
+    registry_command_adapter,
+)
+from agora.core.plans import PlanCompleted, PlanRequest
+
+__all__ = [
+    "DEAD_LETTER",
+    "DEBATES",
+    "DEBATE_COMPLETED",
+    "ESCALATION_OUTCOME",
+    "ESCALATION_RESOLVED",
+    "EVERY_CHANNEL",
+    "PLANS",
+    "PLAN_COMPLETED",
+    "REGISTRY_CHANGED",
+    "REGISTRY_COMMANDS",
+    "TASKS",
+    "TASK_AWARDED",
+    "TASK_AWARD_LAPSED",
+    "TASK_OUTCOME",
+    "TASK_REJECTED",
+    "Channel",
+    "channel",
+]
+
+P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Channel(Generic[P]):
+    """A topic and the type of its payload (a union, for a topic of several kinds of message)."""
+
+    topic: str
+    """The topic's name (a `Topic` for Agora's own)."""
+    adapter: TypeAdapter[P]
+
+    @property
+    def name(self) -> str:
+        return str(self.topic)
+
+
+def channel(topic: str, payload: type[P]) -> Channel[P]:
+    return Channel(topic, TypeAdapter(payload))
+
+
+REGISTRY_COMMANDS: Channel[RegisterAgent | DeregisterAgent] = Channel(
+    Topic.REGISTRY_COMMANDS, registry_command_adapter
+)
+REGISTRY_CHANGED = channel(Topic.REGISTRY_CHANGED, RegistryChanged)
+DEAD_LETTER = channel(Topic.DEAD_LETTER, DeadLetter)
+TASKS = channel(Topic.TASKS, TaskSpec)
+TASK_AWARDED = channel(Topic.TASK_AWARDED, TaskAwarded)
+TASK_REJECTED = channel(Topic.TASK_REJECTED, TaskRejected)
+TASK_AWARD_LAPSED = channel(Topic.TASK_AWARD_LAPSED, AwardLapsed)
+TASK_OUTCOME = channel(Topic.TASK_OUTCOME, TaskOutcome)
+ESCALATION_RESOLVED = channel(Topic.ESCALATION_RESOLVED, EscalationResolved)
+ESCALATION_OUTCOME = channel(Topic.ESCALATION_OUTCOME, EscalationOutcome)
+PLANS = channel(Topic.PLANS, PlanRequest)
+PLAN_COMPLETED = channel(Topic.PLAN_COMPLETED, PlanCompleted)
+DEBATES = channel(Topic.DEBATES, DebateRequest)
+DEBATE_COMPLETED = channel(Topic.DEBATE_COMPLETED, DebateCompleted)
+
+EVERY_CHANNEL: tuple[Channel[Any], ...] = (
+    REGISTRY_COMMANDS,
+    REGISTRY_CHANGED,
+    DEAD_LETTER,
+    TASKS,
+    TASK_AWARDED,
+    TASK_REJECTED,
+    TASK_AWARD_LAPSED,
+    TASK_OUTCOME,
+    ESCALATION_RESOLVED,
+    ESCALATION_OUTCOME,
+    PLANS,
+    PLAN_COMPLETED,
+    DEBATES,
+    DEBATE_COMPLETED,
+)
+"""One channel per topic (a unit test holds it to `Topic`)."""
