@@ -34,7 +34,7 @@ def _context(i: int) -> dict[str, object]:
         "kind": "escalation",
         "job_id": f"session-{i}",
         "sheet_num": i % 50,
-        "validation_results": [{"name": "schema", "passed": False}],
+        "validation_results": [{"kind": "schema", "passed": False}],
         "confidence": 0.42,
         "retry_count": 1,
         "error_history": ["step 3: high uncertainty (0.42)"],

@@ -679,7 +679,12 @@ def escalation_context(**fields: Any) -> EscalationContext:
         "job_id": "job-7",
         "sheet_num": 2,
         "validation_results": [
-            {"round": 1, "convergence": 0.3333333333333333, "passed": False, "clusters": [0.5, 0.25]}
+            {
+                "kind": "round",
+                "subject": "1",
+                "passed": False,
+                "figures": {"convergence": 0.3333333333333333},
+            }
         ],
         "confidence": 0.2333333333333333,
         "retry_count": 1,
@@ -739,7 +744,7 @@ def test_an_escalation_is_shown_field_by_field_with_two_decimals() -> None:
         "  output summary: Not sure the ledger balances",
         "    1. step 1: the totals differ",
         "    2. step 2: still differ",
-        "    1. round: 1, convergence: 0.33, passed: no, clusters: [0.5, 0.25]",
+        "    1. round 1: failed, convergence 0.33",
         "  1. retry (succeeded): similarity 0.88, confidence then 0.42, escalation e-past",
         "    guidance: Check the currency first",
         "  2. skip (outcome unknown): similarity 0.50, confidence then 0.10",

@@ -60,7 +60,7 @@ def esc_context(**overrides: Any) -> EscalationContext:
     data: dict[str, Any] = {
         "job_id": "job-1",
         "sheet_num": 3,
-        "validation_results": [{"rule": "file_exists", "passed": False, "detail": None}],
+        "validation_results": [{"kind": "file_exists", "passed": False}],
         "confidence": 0.4,
         "retry_count": 2,
         "error_history": ["timeout", "missing output file"],

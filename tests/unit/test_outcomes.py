@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agora.core.checks import ValidationResult
 from agora.core.escalation import EscalationAction, HistoricalSuggestion
 from agora.core.outcomes import (
     MIN_OUTCOMES_FOR_PATTERNS,
@@ -69,17 +70,17 @@ def failed(**fields: Any) -> SheetOutcome:
     return outcome(**(defaults | fields))
 
 
-def not_created(name: str, fix: str = "Ensure file is created in workspace/") -> dict[str, Any]:
-    return {
-        "validation_type": "file_exists",
-        "passed": False,
-        "failure_category": "missing",
-        "failure_reason": f"File '{name}' was not created",
-        "suggested_fix": fix,
-    }
+def not_created(name: str, fix: str = "Ensure file is created in workspace/") -> ValidationResult:
+    return ValidationResult(
+        kind="file_exists",
+        passed=False,
+        failure_category="missing",
+        failure_reason=f"File '{name}' was not created",
+        suggested_fix=fix,
+    )
 
 
-PASSED = {"validation_type": "content_contains", "passed": True}
+PASSED = ValidationResult(kind="content_contains", passed=True)
 
 
 # --- the record ------------------------------------------------------------------------------
@@ -141,7 +142,12 @@ def test_normalise_phrase_drops_names_paths_and_numbers() -> None:
 
 def test_summarise_validation_reads_the_failed_results() -> None:
     summary = summarise_validation(
-        [not_created("a.md"), not_created("b.md", "Add missing import"), PASSED, {"passed": False}]
+        [
+            not_created("a.md"),
+            not_created("b.md", "Add missing import"),
+            PASSED,
+            ValidationResult(passed=False),
+        ]
     )
     assert summary.failure_category_counts == {"missing": 2}
     assert summary.semantic_patterns == ["file was not created"]

@@ -43,6 +43,7 @@ from pydantic import (
     model_validator,
 )
 
+from agora.core.checks import ValidationResult
 from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 
@@ -320,8 +321,9 @@ class EscalationContext(BaseModel):
 
     job_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     sheet_num: int = Field(ge=0)
-    validation_results: list[dict[str, JsonValue]] = Field(
-        max_length=MAX_ITEMS, description="Serialized validation results from the sheet."
+    validation_results: list[ValidationResult] = Field(
+        max_length=MAX_ITEMS,
+        description="The checks of the work so far (a plan's subgoals, a debate's rounds).",
     )
     confidence: Probability = Field(
         ge=0.0, le=1.0, description="Aggregate confidence score that triggered escalation (0.0-1.0)."

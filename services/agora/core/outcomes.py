@@ -46,7 +46,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agora.core.checks import RecordedError, ValidationResult
 from agora.core.escalation import EscalationAction, HistoricalSuggestion, rank_suggestions
+from agora.core.limits import MAX_ITEMS
 from agora.core.triage import FailureType, content_tokens
 
 MIN_OUTCOMES_FOR_PATTERNS = 5
@@ -81,19 +83,14 @@ class OutcomeStatus(StrEnum):
 
 
 class SheetOutcome(BaseModel):
-    """Structured outcome of one sheet execution, kept for learning and pattern detection.
-
-    `validation_results` entries are serialised validation results; the keys read here are
-    `passed` (bool), `validation_type` (or `rule_type`), `failure_category`, `failure_reason`
-    and `suggested_fix`. `error_history` entries are read for `error_code`, `category` and
-    `message`.
-    """
+    """Structured outcome of one sheet execution, kept for learning and pattern detection:
+    its checks (`validation_results`) and errors (`error_history`) among the rest."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     sheet_id: str = Field(min_length=1)
     job_id: str = Field(min_length=1)
-    validation_results: list[dict[str, Any]] = Field(default_factory=list)
+    validation_results: list[ValidationResult] = Field(default_factory=list, max_length=MAX_ITEMS)
     execution_duration: float | None = Field(
         default=None, ge=0.0, description="Seconds; None when nothing was timed (an escalation's record)."
     )
@@ -122,10 +119,7 @@ class SheetOutcome(BaseModel):
     )
     stdout_tail: str = ""
     stderr_tail: str = ""
-    error_history: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="e.g. [{'error_code': 'E009', 'category': 'transient', 'message': ...}]",
-    )
+    error_history: list[RecordedError] = Field(default_factory=list, max_length=MAX_ITEMS)
     grounding_passed: bool | None = None
     grounding_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     grounding_guidance: str | None = None
@@ -162,7 +156,7 @@ class SheetOutcome(BaseModel):
     @property
     def error_codes(self) -> list[str]:
         """Normalised (stripped, upper-case) error codes of `error_history`, in order, with repeats."""
-        codes = (str(entry.get("error_code") or "").strip().upper() for entry in self.error_history)
+        codes = (entry.error_code.strip().upper() for entry in self.error_history)
         return [code for code in codes if code]
 
     @property
@@ -179,12 +173,12 @@ FAILURE_CATEGORIES = ("missing", "malformed", "incomplete", "stale", "error")
 # --- deriving an outcome's fields from its validation results --------------------------------
 
 
-def _failed(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [result for result in results if result.get("passed") is False]
+def _failed(results: Iterable[ValidationResult]) -> list[ValidationResult]:
+    return [result for result in results if result.passed is False]
 
 
-def _validation_type(result: Mapping[str, Any]) -> str:
-    return str(result.get("validation_type") or result.get("rule_type") or "").strip()
+def _validation_type(result: ValidationResult) -> str:
+    return result.kind.strip()
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
@@ -210,19 +204,19 @@ class ValidationSummary(BaseModel):
     fix_suggestions: list[str]
 
 
-def summarise_validation(validation_results: Iterable[Mapping[str, Any]]) -> ValidationSummary:
+def summarise_validation(validation_results: Iterable[ValidationResult]) -> ValidationSummary:
     """Failure-category counts, normalised semantic phrases (first-seen order, no repeats) and
     suggested fixes (same) of the failed validations."""
     counts: Counter[str] = Counter()
     phrases: dict[str, None] = {}
     fixes: dict[str, None] = {}
     for result in _failed(validation_results):
-        category = str(result.get("failure_category") or "").strip().lower()
+        category = result.failure_category.strip().lower()
         if category:
             counts[category] += 1
-        if reason := normalise_phrase(str(result.get("failure_reason") or "")):
+        if reason := normalise_phrase(result.failure_reason):
             phrases.setdefault(reason)
-        if fix := str(result.get("suggested_fix") or "").strip():
+        if fix := result.suggested_fix.strip():
             fixes.setdefault(fix)
     return ValidationSummary(
         failure_category_counts=dict(counts), semantic_patterns=list(phrases), fix_suggestions=list(fixes)
@@ -340,11 +334,11 @@ def detect_patterns(
     tallies: dict[tuple[PatternType, str], _Tally] = defaultdict(_Tally)
     for outcome in outcomes:
         for result in _failed(outcome.validation_results):
-            fix = str(result.get("suggested_fix") or "").strip()
+            fix = result.suggested_fix.strip()
             keys = [
                 (PatternType.VALIDATION_FAILURE, _validation_type(result)),
-                (PatternType.FAILURE_CATEGORY, str(result.get("failure_category") or "").strip().lower()),
-                (PatternType.SEMANTIC_FAILURE, normalise_phrase(str(result.get("failure_reason") or ""))),
+                (PatternType.FAILURE_CATEGORY, result.failure_category.strip().lower()),
+                (PatternType.SEMANTIC_FAILURE, normalise_phrase(result.failure_reason)),
             ]
             for kind, key in keys:
                 if key and fix:
@@ -357,13 +351,13 @@ def detect_patterns(
         for phrase in {normalise_phrase(p) for p in outcome.semantic_patterns} - {""}:
             tallies[(PatternType.SEMANTIC_FAILURE, phrase)].add(outcome)
         for entry in outcome.error_history:
-            code = str(entry.get("error_code") or "").strip().upper()
+            code = entry.error_code.strip().upper()
             if not code:
                 continue
             tally = tallies[(PatternType.ERROR_CODE, code)]
             tally.add(outcome)
-            category = str(entry.get("category") or "").strip()
-            message = str(entry.get("message") or "").strip()
+            category = entry.category.strip()
+            message = entry.message.strip()
             if category or message:
                 tally.details[": ".join(part for part in (category, message) if part)] += 1
 
@@ -436,10 +430,8 @@ def outcome_text(outcome: SheetOutcome) -> str:
     two outcomes look different), the error messages and the grounding guidance. (Not the
     stdout/stderr tails: long logs would swamp the Jaccard ratio with unrelated words.)"""
     parts = [*outcome.semantic_patterns]
-    parts += [
-        normalise_phrase(str(r.get("failure_reason") or "")) for r in _failed(outcome.validation_results)
-    ]
-    parts += [str(e.get("message") or "") for e in outcome.error_history]
+    parts += [normalise_phrase(r.failure_reason) for r in _failed(outcome.validation_results)]
+    parts += [e.message for e in outcome.error_history]
     parts.append(outcome.grounding_guidance or "")
     return " ".join(parts)
 

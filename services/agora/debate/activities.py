@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agora.core import topics
+from agora.core.checks import ValidationResult
 from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity
 from agora.core.debate import (
     FINAL_DEBATE_STATES,
@@ -156,7 +157,12 @@ class DebateActivities:
             job_id=record.debate_id,
             sheet_num=result.total_rounds_run,
             validation_results=[
-                {"round": r.round_number, "convergence": r.convergence_score, "clusters": r.clusters}
+                ValidationResult(
+                    kind="round",
+                    subject=str(r.round_number),
+                    passed=r.convergence_score >= record.request.config.convergence_threshold,
+                    figures={"convergence": r.convergence_score, "clusters": len(r.clusters)},
+                )
                 for r in result.rounds
             ],
             confidence=result.confidence,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from agora.core.checks import RecordedError
 from agora.core.escalation import EscalationContext, EscalationRecord, HistoricalSuggestion
 from agora.core.outcomes import OutcomeLearner, OutcomeStatus, SheetOutcome
 from agora.runtime.state import StateRepository
@@ -86,7 +87,9 @@ def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None
         final_status=status,
         success_without_retry=succeeded and context.retry_count == 0,
         # Similarity compares error messages: what went wrong, and what the party produced.
-        error_history=[{"message": m} for m in [*context.error_history, context.output_summary[:500]]],
+        error_history=[
+            RecordedError(message=m) for m in [*context.error_history, context.output_summary[:500]]
+        ],
         stdout_tail=context.output_summary[-500:],
         escalation_action=decision.action,  # type: ignore[arg-type]
         escalation_guidance=decision.guidance,

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from pydantic import JsonValue
 
+from agora.core.checks import ValidationResult
 from agora.core.escalation import (
     AbortSummary,
     CheckpointContext,
@@ -136,12 +137,20 @@ def context_lines(context: EscalationContext | CheckpointContext) -> list[str]:
         lines += _numbered([_flat(e) for e in context.error_history], indent + INDENT)
     if context.validation_results:
         lines.append(f"{indent}validation results:")
-        results = [
-            ", ".join(f"{key}: {shown_value(value)}" for key, value in result.items()) or "(empty)"
-            for result in context.validation_results
-        ]
-        lines += _numbered(results, indent + INDENT)
+        lines += _numbered(
+            [validation_line(result) for result in context.validation_results], indent + INDENT
+        )
     return lines
+
+
+def validation_line(result: ValidationResult) -> str:
+    """One check on one line: `subgoal collect_data: failed (FAILED), attempts 2.00: no data`."""
+    verdict = {True: "passed", False: "failed", None: "open"}[result.passed]
+    head = " ".join(part for part in (result.kind, result.subject) if part) or "check"
+    state = f"{verdict} ({result.detail})" if result.detail else verdict
+    figures = ", ".join(f"{name} {number(value)}" for name, value in result.figures.items())
+    reason = _flat(result.failure_reason) if result.failure_reason else ""
+    return ": ".join(part for part in (head, ", ".join(p for p in (state, figures) if p), reason) if part)
 
 
 def suggestion_lines(context: EscalationContext | CheckpointContext) -> list[str]:

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from agora.core import topics
+from agora.core.checks import ValidationResult
 from agora.core.errors import NotFound
 from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
@@ -170,7 +171,14 @@ class PlannerActivities:
             job_id=record.plan_id,
             sheet_num=sheet,
             validation_results=[
-                {"subgoal": s.id, "status": str(s.status), "attempts": s.attempts, "reason": s.failure_reason}
+                ValidationResult(
+                    kind="subgoal",
+                    subject=s.id,
+                    passed=_subgoal_passed(s.status),
+                    detail=str(s.status),
+                    failure_reason=s.failure_reason or "",
+                    figures={"attempts": s.attempts},
+                )
                 for s in plan.subgoals
             ],
             confidence=0.0,
@@ -395,3 +403,12 @@ def _progress(record: PlanRecord) -> str:
             line += f": {subgoal.failure_reason}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _subgoal_passed(status: SubGoalStatus) -> bool | None:
+    """A subgoal as a check: completed passed, failed or skipped did not, the rest is open."""
+    if status is SubGoalStatus.COMPLETED:
+        return True
+    if status in (SubGoalStatus.FAILED, SubGoalStatus.SKIPPED):
+        return False
+    return None

@@ -48,6 +48,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, Field
 
 from agora.core import topics
+from agora.core.checks import RecordedError
 from agora.core.contracts import AgentLearning, StepReport
 from agora.core.errors import AgoraError
 from agora.core.escalation import (
@@ -594,7 +595,7 @@ def _learnt(done: TaskOutcome, run: Run) -> SheetOutcome:
         success_without_retry=done.actual_success and not run.history,
         patterns_applied=run.patterns_applied,
         error_history=[
-            {"error_code": kind.value, "category": kind.value, "message": f"{kind.value}: {recovery}"}
+            RecordedError(error_code=kind.value, category=kind.value, message=f"{kind.value}: {recovery}")
             for kind, recovery in run.history
         ],
         failure_type=run.history[-1][0] if run.history else None,
