@@ -9,19 +9,27 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from dapr.actor.runtime._type_utils import get_dispatchable_attrs
 from pydantic import BaseModel
 
 from agora.core.messages import ActorType, EscalationResolved
 from agora.core.task_lifecycle import TaskRecord
 from agora.escalation.actors import Escalation
 from agora.reputation.actors import Reputation
-from agora.runtime.actor import ActorClient, Actors, AgoraActorInterface, actor_methods, wire_name
+from agora.runtime.actor import (
+    ActorClient,
+    Actors,
+    AgoraActorInterface,
+    PydanticActor,
+    actor_methods,
+    wire_name,
+)
 from agora.runtime.interfaces import TaskActorInterface, WorkerAgentInterface
 from agora.taskboard.actors import Task
 from agora.uncertainty.actors import SessionUncertainty
 from agora.worker.actors import WorkerAgent
 
-HOSTS = [Task, Reputation, WorkerAgent, Escalation, SessionUncertainty]
+HOSTS: list[type[PydanticActor[Any, Any]]] = [Task, Reputation, WorkerAgent, Escalation, SessionUncertainty]
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"task_id": "t-1", "description": "d", "required_skills": ["s"]}
 
@@ -111,3 +119,9 @@ def test_the_models_actors_take_are_the_contract_models() -> None:
             for name, kind in method.__annotations__.items():
                 if name != "return" and isinstance(kind, type):
                     assert issubclass(kind, BaseModel), f"{host.__name__}.{method.__name__}({name})"
+
+
+def test_the_actor_runtime_routes_every_interface_method_to_its_host() -> None:
+    for host in HOSTS:
+        routed = set(get_dispatchable_attrs(host))
+        assert routed == {wire_name(m) for m in actor_methods(interface_of(host)).values()}, host.__name__

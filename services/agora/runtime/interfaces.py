@@ -6,9 +6,14 @@ reach an actor through a proxy typed as the same interface (`ActorClient.proxy`,
 `Actors` family: `await tasks(task_id).record_allocation(result)`), so a call is checked by
 mypy against what the host declares, and an actor method is named as a string only here (the
 `actormethod` names are the wire names Dapr routes by).
+
+Each interface names `ActorInterface` among its direct bases as well: the Dapr actor runtime
+builds an actor type's method table only from the classes that subclass it directly.
 """
 
 from __future__ import annotations
+
+from dapr.actor import ActorInterface
 
 from agora.core.contracts import (
     AgentLearning,
@@ -36,7 +41,7 @@ __all__ = [
 ]
 
 
-class TaskActorInterface(AgoraActorInterface):
+class TaskActorInterface(AgoraActorInterface, ActorInterface):
     """A task on the board, one actor per task id."""
 
     actor_type = ActorType.TASK
@@ -60,7 +65,7 @@ class TaskActorInterface(AgoraActorInterface):
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
 
 
-class ReputationActorInterface(AgoraActorInterface):
+class ReputationActorInterface(AgoraActorInterface, ActorInterface):
     """An agent's reputation, one actor per agent id."""
 
     actor_type = ActorType.REPUTATION
@@ -72,7 +77,7 @@ class ReputationActorInterface(AgoraActorInterface):
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord: ...
 
 
-class EscalationInterface(AgoraActorInterface):
+class EscalationInterface(AgoraActorInterface, ActorInterface):
     """A parked escalation and its decision, one actor per escalation id."""
 
     actor_type = ActorType.ESCALATION
@@ -87,7 +92,7 @@ class EscalationInterface(AgoraActorInterface):
     async def resolve(self, decision: Decision) -> EscalationRecord: ...
 
 
-class SessionUncertaintyInterface(AgoraActorInterface):
+class SessionUncertaintyInterface(AgoraActorInterface, ActorInterface):
     """An agent session's uncertainty, one actor per session."""
 
     actor_type = ActorType.SESSION_UNCERTAINTY
@@ -114,7 +119,7 @@ class SessionUncertaintyInterface(AgoraActorInterface):
     async def apply_decision(self, resolved: EscalationResolved) -> SessionState: ...
 
 
-class WorkerAgentInterface(AgoraActorInterface):
+class WorkerAgentInterface(AgoraActorInterface, ActorInterface):
     """A reference worker's agent, one actor per agent id."""
 
     actor_type = ActorType.WORKER_AGENT
