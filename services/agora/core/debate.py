@@ -11,7 +11,7 @@ confidence of its members, JUDGE leaves the synthesis to a judge model (the call
 A debate whose final convergence is below `escalate_threshold` is for a person to decide
 (`escalate_to_human`).
 
-Choices where the reference is vague, as users would expect them:
+Choices made as users would expect them:
 
 * words are lower-cased runs of letters and digits; two answers are in one cluster when the
   Jaccard similarity of their word sets is at least 0.5 to the cluster's first answer
@@ -25,7 +25,7 @@ Choices where the reference is vague, as users would expect them:
   confidence of its members times its share of the debaters; WEIGHTED_VOTE its score over the
   sum of every debater's weight;
 * strategies and statuses are upper-case strings like every status in Agora; the routing
-  decision is `"debate"` or `"single_agent"` as the reference spells it.
+  decision is `"debate"` or `"single_agent"` (lower case: it names a route, not a status).
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ class DebaterConfig(BaseModel):
     role_hint: Note = Field(default="", description="An optional persona, e.g. a skeptical devil's advocate.")
     weight: float = Field(default=1.0, gt=0.0, le=100.0, description="Vote weight for WEIGHTED_VOTE.")
     usd_per_1k_tokens: float = Field(
-        default=0.0, ge=0.0, le=1000.0, description="Addition: the model's price, for the cost budget."
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="The model's price in USD per 1,000 tokens, for the cost budget.",
     )
 
 
@@ -101,11 +104,11 @@ class DebateConfig(BaseModel):
     escalate_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     gate: Literal["threshold", "conformal"] = Field(
         default="threshold",
-        description="Addition: how to choose between acting and escalating: the convergence threshold "
+        description="How to choose between acting and escalating: the convergence threshold "
         "(`escalate_threshold`), or the conformal gate calibrated on recorded debate outcomes.",
     )
     conformal_alpha: float = Field(
-        default=0.1, gt=0.0, lt=1.0, description="Addition: the conformal gate's error rate."
+        default=0.1, gt=0.0, lt=1.0, description="The conformal gate's error rate (alpha)."
     )
 
     @model_validator(mode="after")
@@ -179,11 +182,9 @@ class DebateResult(BaseModel):
     total_token_usage: TokenUsage = Field(description="Cumulative tokens across all rounds.")
     total_cost_usd: float = Field(ge=0.0, description="Total spend.")
     duration_seconds: float = Field(ge=0.0, description="Wall-clock time.")
-    budget_exhausted: bool = Field(
-        default=False, description="Addition: rounds stopped because the budget was spent."
-    )
+    budget_exhausted: bool = Field(default=False, description="Rounds stopped because the budget was spent.")
     gate_decision: ConformalDecision | None = Field(
-        default=None, description="Addition: the conformal gate's verdict, when the debate used it."
+        default=None, description="The conformal gate's verdict, when the debate used it."
     )
 
 

@@ -1,7 +1,8 @@
 """Market allocation models: tasks, bids, scores, allocation results, reputation, outcomes.
 
-Field names and defaults follow the reference semantics (orchestration-api, "Market-Based
-Allocation"). Additions beyond the reference are marked as such in their field descriptions.
+A task is posted, capable agents bid (each bid states the agent's own success probability and
+cost estimate), every bid is scored (`agora.core.scoring`) and the best one is awarded; the
+winner's outcome then updates its reputation (`agora.core.reputation`).
 """
 
 from __future__ import annotations
@@ -71,17 +72,17 @@ class Bid(BaseModel):
     rationale: Note = ""
     fallback: bool = Field(
         default=False,
-        description="Addition: True when the agent's answer timed out or did not parse and this bid "
+        description="True when the agent's answer timed out or did not parse and this bid "
         "was derived from its capability profile instead.",
     )
-    fallback_reason: Note | None = Field(default=None, description="Addition: why the fallback was used.")
+    fallback_reason: Note | None = Field(default=None, description="Why the fallback bid was used.")
 
 
 class BidScore(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bid_id: str = Field(description="Addition: the scored bid.")
-    agent_id: str = Field(description="Addition: the bidding agent.")
+    bid_id: str = Field(description="Id of the bid this score is for.")
+    agent_id: str = Field(description="Id of the agent that made the bid.")
     raw_success_prob: Probability
     calibrated_success_prob: Probability
     reputation_score: float
@@ -100,7 +101,7 @@ class AllocationResult(BaseModel):
     winning_bid: Bid | None = None
     winning_score: BidScore | None = None
     all_scores: list[BidScore] = Field(default_factory=list)
-    all_bids: list[Bid] = Field(default_factory=list, description="Addition: every bid received.")
+    all_bids: list[Bid] = Field(default_factory=list, description="Every bid received, the losing ones too.")
     capability_filtered_out: list[str] = Field(default_factory=list)
     reject_reason: str | None = None
 
@@ -117,7 +118,7 @@ class AllocationResult(BaseModel):
 class ReputationRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent_id: str = Field(default="", description="Addition: whose record this is.")
+    agent_id: str = Field(default="", description="Id of the agent this record belongs to.")
     total_tasks: int = Field(default=0, ge=0)
     successful_tasks: int = Field(default=0, ge=0)
     success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -126,7 +127,8 @@ class ReputationRecord(BaseModel):
     ucb_confidence: float = Field(default=1.0, ge=0.0)
     pending_self_reports: dict[str, Probability] = Field(
         default_factory=dict,
-        description="Addition: self-reported success per task id, kept until that task's outcome arrives.",
+        description="The agent's self-reported success probability per task id it bid on, kept until "
+        "that task's outcome arrives and calibrates it.",
     )
 
     @model_validator(mode="after")
@@ -144,10 +146,10 @@ class TaskOutcome(BaseModel):
     actual_success: bool
     actual_cost_usd: float = Field(ge=0.0)
     actual_steps: int = Field(ge=0)
-    partial: bool = Field(default=False, description="Addition: the agent finished part of the task.")
-    summary: Text = Field(default="", description="Addition: what the agent produced, briefly.")
+    partial: bool = Field(default=False, description="The agent finished part of the task.")
+    summary: Text = Field(default="", description="What the agent produced, briefly.")
     award_token: AwardToken | None = Field(
         default=None,
-        description="Addition: the award's token (from `TaskAwarded`); the task board accepts an "
+        description="The award's token (from `TaskAwarded`); the task board accepts an "
         "outcome only with the token of the award it belongs to.",
     )

@@ -15,7 +15,7 @@ replan keeps every completed subgoal as it is and bumps `version` (`merge_replan
 continues from the first wave that still has work (`next_wave`). `plan_result` assembles the
 outcome: `success` only when every subgoal completed.
 
-Choices where the reference is vague:
+Choices made:
 
 * statuses are upper-case strings (`"COMPLETED"`), like every other status in Agora;
 * a subgoal id is a snake_case slug: a lower-case letter, then lower-case letters, digits and

@@ -8,7 +8,7 @@ status and attempts, replans, cost so far), `PlanCompleted` (topic `agora.plan.c
 and the pure steps the durable run takes (`begin_wave`, `end_wave`, `next_step`,
 `apply_decision`, `finish`), so the run's decisions are tested without Dapr.
 
-Choices where the reference is vague, as users would expect them:
+Choices made as users would expect them:
 
 * a task estimated at or below `complexity_threshold` still gets a record and a result: a
   plan of one subgoal (`DIRECT_SUBGOAL_ID`) that goes to the market as the task itself, with

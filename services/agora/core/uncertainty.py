@@ -1,6 +1,6 @@
 """Uncertainty quantification for agent sessions: a confidence per step, and what to do about it.
 
-Why (orchestration-api, "Uncertainty Quantification"): an agent that is unsure should not
+Why: an agent that is unsure should not
 silently act as if it were sure. Each step gets a confidence in [0, 1]; the session keeps a
 belief state across steps; a three-tier ladder turns the confidence into an action.
 
@@ -21,8 +21,8 @@ Pipeline for one model response (`UncertaintyEstimator.observe_llm_response`), "
          fused = calibrated(verbalized, 0.25)       when P(True) did not run
 
      Consequence, by design: verbalized confidence alone is capped at 0.75, so a session that
-     never runs P(True) cannot stay at LOW uncertainty for long (the seed calls the verbalized
-     signal weak: documented ECE >= 0.377).
+     never runs P(True) cannot stay at LOW uncertainty for long (a model's stated confidence is
+     a weak signal on its own: expected calibration errors of 0.377 and more are measured).
 
 * System 2 (slow, opt-in with `enable_semantic_sampling`): when the fused confidence lies in the
   trigger zone ``0.50 <= fused <= 0.72`` (both ends included), the prompt is re-sampled at
@@ -308,16 +308,16 @@ class StepUncertainty(BaseModel):
     reflection_injected: bool = Field(default=False, description="Whether System-2 reflection applies")
     verbalized_found: bool = Field(
         default=False,
-        description="Addition: the response stated a confidence (False: default used, or no response).",
+        description="The response stated a confidence (False: default used, or no response).",
     )
     semantic_confidence: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Addition: 1 - normalised semantic entropy, when sampled."
+        default=None, ge=0.0, le=1.0, description="1 - normalised semantic entropy, when sampled."
     )
-    tool_name: str | None = Field(default=None, description="Addition: the tool checked (tool checks only).")
-    irreversible: bool = Field(default=False, description="Addition: the tool matched an irreversible name.")
+    tool_name: str | None = Field(default=None, description="The tool checked (tool checks only).")
+    irreversible: bool = Field(default=False, description="The tool matched an irreversible name.")
     signal_errors: list[str] = Field(
         default_factory=list,
-        description="Addition: model calls that failed or did not parse and were left out of the estimate.",
+        description="Model calls that failed or did not parse and were left out of the estimate.",
     )
 
     @field_validator("verbalized_confidence", "p_true_confidence")
@@ -550,9 +550,9 @@ class UncertaintyEstimator:
 
     `policy` sets thresholds and switches; `model` is the default `ConfidenceModel` for P(True)
     and sampling (each `observe_llm_response` may pass its own); `belief` resumes a saved
-    session. The keyword tunables default to the reference values; the additions are
-    `cluster_jaccard`, `default_verbalized` and `history_limit` (keep only the newest N steps in
-    the belief state — counters and the cumulative confidence still cover every step).
+    session. The keyword tunables default to the values of the module docstring's formulas;
+    `history_limit` keeps only the newest N steps in the belief state (counters and the cumulative
+    confidence still cover every step).
     """
 
     def __init__(
@@ -791,7 +791,7 @@ class UncertaintyEstimator:
     def observe_step(
         self, step_id: str, confidence: float, *, step_type: StepType = "tool_call"
     ) -> tuple[StepUncertainty, UncertaintyAction]:
-        """Addition: record a step whose confidence is known without a model (a tool result's
+        """Record a step whose confidence is known without a model (a tool result's
         success, a retrieval score), taken as its fused confidence and propagated by type."""
         _check_unit("confidence", confidence)
         fused = _unit(confidence)
