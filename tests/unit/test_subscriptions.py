@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.messages import DeadLetter
+from agora.runtime.pubsub import MessageDeduplicator, RejectMessage, Subscriptions
 from agora.runtime.settings import ServiceSettings
 
 
@@ -90,3 +93,28 @@ async def test_fan_out_topics_are_handled_by_every_replica_work_topics_once() ->
     assert handled == ["broadcast"], (
         "the work topic's marker counts across replicas; the fan-out one does not"
     )
+
+
+class _Letters:
+    def __init__(self) -> None:
+        self.sent: list[DeadLetter] = []
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        self.sent.append(letter)
+
+
+async def test_a_dead_letter_keeps_within_its_bounds_whatever_the_message_brings() -> None:
+    letters = _Letters()
+    subs = Subscriptions(ServiceSettings(), publisher=letters, deduplicator=MessageDeduplicator(None, 60))  # type: ignore[arg-type]
+
+    async def refuse(p: Ping) -> None:
+        raise RejectMessage("r" * (MAX_TEXT_CHARS + 10))
+
+    subs.subscribe("agora.ping", Ping, refuse)
+    [sub] = subs._subscriptions
+    event = json.dumps({"id": "i" * (MAX_NOTE_CHARS + 10), "data": {"n": 1}}).encode()
+    assert await subs.deliver(sub, event, {}) == "SUCCESS"
+    [letter] = letters.sent
+    assert letter.message_id == "i" * MAX_NOTE_CHARS
+    assert letter.reason == "r" * MAX_TEXT_CHARS
+    DeadLetter.model_validate(letter.model_dump(mode="json"))

@@ -39,7 +39,18 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.escalation import EscalationAction, EscalationResponse
-from agora.core.limits import ID_PATTERN, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
+from agora.core.limits import (
+    ID_PATTERN,
+    MAX_NOTE_CHARS,
+    MAX_PAGE_SIZE,
+    MAX_TEXT_CHARS,
+    IdRef,
+    Name,
+    NameRef,
+    Note,
+    Text,
+    Traceparent,
+)
 from agora.core.planning import TokenUsage
 
 SIMILARITY_THRESHOLD = 0.5
@@ -142,8 +153,10 @@ class DebateRound(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     round_number: int = Field(ge=1)
-    positions: list[Position]
-    clusters: list[list[DebaterId]] = Field(description="The debaters whose answers agree, largest first.")
+    positions: list[Position] = Field(max_length=MAX_DEBATERS)
+    clusters: list[Annotated[list[DebaterId], Field(max_length=MAX_DEBATERS)]] = Field(
+        max_length=MAX_DEBATERS, description="The debaters whose answers agree, largest first."
+    )
     convergence_score: float = Field(ge=0.0, le=1.0)
 
 
@@ -156,13 +169,17 @@ class ConformalDecision(BaseModel):
     """The conformal gate's verdict on a debate (`agora.core.conformal`)."""
 
     act: bool
-    answer: str | None = Field(default=None, description="The one answer in the set, when it acts.")
-    prediction_set: list[str]
+    answer: Text | None = Field(default=None, description="The one answer in the set, when it acts.")
+    prediction_set: list[Text] = Field(
+        max_length=MAX_DEBATERS + 1,
+        description="The candidate answers the gate could not rule out (at most one per group of agreeing "
+        "debaters, and one for an answer no debater gave).",
+    )
     quantile: float | None = Field(
         description="The calibrated score bound; None: unbounded (too few debates)."
     )
     calibration_size: int
-    reason: str
+    reason: Note
 
 
 class DebateResult(BaseModel):
@@ -172,7 +189,7 @@ class DebateResult(BaseModel):
     final_reasoning: Text = Field(description="Reasoning from the winning position.")
     confidence: float = Field(ge=0.0, le=1.0, description="Aggregated confidence (0-1).")
     escalate_to_human: bool = Field(description="True when final_convergence_score < escalate_threshold.")
-    rounds: list[DebateRound] = Field(description="Full per-round transcript.")
+    rounds: list[DebateRound] = Field(max_length=MAX_ROUNDS, description="Full per-round transcript.")
     routing_decision: RoutingDecision = Field(description='"debate" or "single_agent".')
     total_rounds_run: int = Field(ge=0, description="Rounds actually completed.")
     converged: bool = Field(description="Whether early stopping triggered.")
@@ -388,7 +405,11 @@ class DebateRequest(DebateSubmission):
 
 
 class DebateRecord(BaseModel):
-    """`GET /v1/debates/{id}`; state `debate:record:<debate id>`, written after every step."""
+    """A debate as it runs: the question as debated, the routing decision, every round's
+    positions, earlier debates a person sent back, the result and who gave the final answer.
+
+    Kept as state `debate:record:<debate id>` and answered by `GET /v1/debates/{id}`; written
+    after every step."""
 
     debate_id: DebateId
     request: DebateSubmission
@@ -397,7 +418,9 @@ class DebateRecord(BaseModel):
         description="The question as debated now (with a person's guidance after a retry)."
     )
     routing_decision: RoutingDecision | None = None
-    rounds: list[DebateRound] = Field(default_factory=list, description="The current debate's rounds so far.")
+    rounds: list[DebateRound] = Field(
+        default_factory=list, max_length=MAX_ROUNDS, description="The current debate's rounds so far."
+    )
     earlier: list[DebateResult] = Field(
         default_factory=list,
         max_length=MAX_RETRIES_BY_PERSON,
@@ -406,17 +429,24 @@ class DebateRecord(BaseModel):
     result: DebateResult | None = None
     final_answer: Text | None = None
     answer_source: AnswerSource | None = None
-    escalation_id: str | None = None
-    decided_by: str | None = None
-    decisions: list[Note] = Field(default_factory=list)
+    escalation_id: IdRef | None = None
+    decided_by: NameRef | None = None
+    decisions: list[Note] = Field(
+        default_factory=list,
+        # Every retry a person asks for is one decision, and the one after the last retry ends it.
+        max_length=MAX_RETRIES_BY_PERSON + 1,
+        description="Who decided what, in order.",
+    )
     reason: Note = ""
-    traceparent: str | None = None
+    traceparent: Traceparent | None = None
     created_at: datetime
     updated_at: datetime
     revision: int = 0
 
 
 class DebateAccepted(BaseModel):
+    """`PUT /v1/debates/{id}`'s answer: the debate runs (or already ran) under this id."""
+
     debate_id: DebateId
     state: DebateState
     created: bool
@@ -428,7 +458,7 @@ class DebateList(BaseModel):
 
     state: DebateState | None = Field(default=None, description="The state listed; None: every state.")
     total: int = Field(description="How many debates the listing has; `debates` is one page of them.")
-    debates: list[DebateRecord]
+    debates: list[DebateRecord] = Field(max_length=MAX_PAGE_SIZE)
 
 
 class DebateCompleted(BaseModel):
@@ -439,7 +469,7 @@ class DebateCompleted(BaseModel):
     final_answer: Text | None
     answer_source: AnswerSource | None
     result: DebateResult | None
-    decided_by: str | None = Field(default=None, description="The person who decided, if one did.")
+    decided_by: NameRef | None = Field(default=None, description="The person who decided, if one did.")
     reason: Note = ""
 
 

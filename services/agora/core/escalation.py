@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from agora.core.errors import AgoraError, IllegalTransition, NoStateFound
-from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, IdRef, Name, NameRef, Note, Text
 
 # --------------------------------------------------------------------------------------------
 # Errors (registered with agora.core.errors.error_from by subclassing AgoraError)
@@ -216,7 +216,7 @@ class CheckpointVerdict(BaseModel):
 
     gate: CheckpointGate
     trigger: CheckpointTrigger | None = None
-    message: str = ""
+    message: Note = ""
 
 
 def trigger_matches(trigger: CheckpointTrigger, context: CheckpointContext) -> bool:
@@ -301,7 +301,7 @@ class HistoricalSuggestion(BaseModel):
     similarity: Probability = Field(
         default=1.0, ge=0.0, le=1.0, description="How close that situation was to this one."
     )
-    escalation_id: str | None = Field(default=None, description="The past escalation, when known.")
+    escalation_id: IdRef | None = Field(default=None, description="The past escalation, when known.")
 
 
 def rank_suggestions(suggestions: Sequence[HistoricalSuggestion]) -> list[HistoricalSuggestion]:
@@ -607,9 +607,9 @@ class AbortSummary(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    escalation_id: str
+    escalation_id: IdRef
     waiting_party: WaitingParty
-    aborted_by: str
+    aborted_by: NameRef
     aborted_at: AwareDatetime
     reason: Note = Field(description="Why the abort was necessary.")
     stopped_at_sheet: int | None = Field(default=None, description="The step that was waiting.")
@@ -649,10 +649,14 @@ class EscalationRecord(BaseModel):
     )
     default_decision: AnyResponse | None = None
     decision: AnyResponse | None = Field(default=None, description="The decision applied (once).")
-    decided_by: str | None = None
+    decided_by: NameRef | None = None
     decided_at: AwareDatetime | None = None
     abort_summary: AbortSummary | None = None
-    audit: list[AuditEntry] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Who did what when: parked, decided (or expired), cleaned up (three entries at most).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> EscalationRecord:
@@ -877,6 +881,9 @@ def expire(
     )
 
 
+CLEANUP_COMPLETED = "cleanup completed"
+
+
 def complete_cleanup(
     record: EscalationRecord,
     *,
@@ -888,7 +895,8 @@ def complete_cleanup(
     """Record that the aborted party finished its cleanup (saved partial progress, documented
     what completed). `progress` replaces the progress known at abort time; `progress_summary`
     replaces the generated summary (otherwise it is regenerated from the progress). Repeating it
-    is harmless. Raises IllegalTransition when the escalation did not end in abort."""
+    is harmless: the repeat's audit entry replaces the earlier cleanup's, so the trail keeps one.
+    Raises IllegalTransition when the escalation did not end in abort."""
     summary = record.abort_summary
     if summary is None:
         raise IllegalTransition(
@@ -901,8 +909,9 @@ def complete_cleanup(
     updated = summary.model_copy(
         update={"progress": new_progress, "progress_summary": text, "cleanup_completed": True}
     )
-    entry = AuditEntry(who=who, when=now, what="cleanup completed", why=text)
-    return _evolve(record, abort_summary=updated, audit=[*record.audit, entry])
+    entry = AuditEntry(who=who, when=now, what=CLEANUP_COMPLETED, why=text)
+    earlier = [e for e in record.audit if e.what != CLEANUP_COMPLETED]
+    return _evolve(record, abort_summary=updated, audit=[*earlier, entry])
 
 
 def resume_message(response: EscalationResponse | CheckpointResponse) -> str:

@@ -13,7 +13,16 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agora.core.limits import MAX_TASK_SKILLS, Identifier, Note, Text, clean_skill_tags
+from agora.core.limits import (
+    MAX_CANDIDATES,
+    MAX_ITEMS,
+    MAX_TASK_SKILLS,
+    Identifier,
+    Note,
+    SkillTag,
+    Text,
+    clean_skill_tags,
+)
 
 Probability = float
 AwardToken = Annotated[str, Field(min_length=16, max_length=64)]
@@ -43,12 +52,15 @@ TERMINAL_STATUSES = frozenset(
 
 
 class TaskSpec(BaseModel):
+    """A task to allocate: what to do, the skills it needs, and what its owner accepts (budget,
+    success threshold, deadline, partial results)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     task_id: Identifier
     description: Text = Field(min_length=1)
-    required_skills: list[str] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
-    preferred_skills: list[str] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
+    required_skills: list[SkillTag] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    preferred_skills: list[SkillTag] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
     budget_usd: float | None = Field(default=None, gt=0.0, description="Hard cost cap; None = unlimited")
     min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
     deadline_ms: int | None = Field(default=None, gt=0)
@@ -81,8 +93,8 @@ class Bid(BaseModel):
 class BidScore(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bid_id: str = Field(description="Id of the bid this score is for.")
-    agent_id: str = Field(description="Id of the agent that made the bid.")
+    bid_id: Identifier = Field(description="Id of the bid this score is for.")
+    agent_id: Identifier = Field(description="Id of the agent that made the bid.")
     raw_success_prob: Probability
     calibrated_success_prob: Probability
     reputation_score: float
@@ -95,15 +107,23 @@ class BidScore(BaseModel):
 class AllocationResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str
+    task_id: Identifier
     status: AllocationStatus
-    winning_agent_id: str | None = None
+    winning_agent_id: Identifier | None = None
     winning_bid: Bid | None = None
     winning_score: BidScore | None = None
-    all_scores: list[BidScore] = Field(default_factory=list)
-    all_bids: list[Bid] = Field(default_factory=list, description="Every bid received, the losing ones too.")
-    capability_filtered_out: list[str] = Field(default_factory=list)
-    reject_reason: str | None = None
+    all_scores: list[BidScore] = Field(default_factory=list, max_length=MAX_CANDIDATES)
+    all_bids: list[Bid] = Field(
+        default_factory=list,
+        max_length=MAX_CANDIDATES,
+        description="Every bid received, the losing ones too.",
+    )
+    capability_filtered_out: list[Identifier] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Registered agents the capability filter did not keep (at most 100 of them are named).",
+    )
+    reject_reason: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> AllocationResult:
@@ -139,6 +159,9 @@ class ReputationRecord(BaseModel):
 
 
 class TaskOutcome(BaseModel):
+    """How an awarded task went, as the winning agent's runtime reports it: success, cost, steps
+    and a summary, with the award's token."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     task_id: Identifier

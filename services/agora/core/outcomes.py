@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.escalation import EscalationAction, HistoricalSuggestion, rank_suggestions
+from agora.core.limits import Text
 from agora.core.triage import FailureType, content_tokens
 
 MIN_OUTCOMES_FOR_PATTERNS = 5
@@ -595,7 +596,7 @@ class PatternEffectiveness(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pattern: str
+    pattern: Text
     applied_count: int = Field(ge=0)
     applied_successes: int = Field(ge=0)
     applied_success_rate: float | None = Field(ge=0.0, le=1.0, description="None when never applied.")
