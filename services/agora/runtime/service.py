@@ -86,7 +86,12 @@ HTTP_ERROR_CODES = {
     413: "PAYLOAD_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
     422: "INVALID_ARGUMENT",
+    500: "INTERNAL",
 }
+"""The code of an error answer by its HTTP status, for errors the framework raises and for an
+unexpected failure (500); Agora's own errors carry their own code."""
+OTHER_HTTP_ERROR_CODE = "HTTP_ERROR"
+"""The code of an error the framework raises with a status not in `HTTP_ERROR_CODES`."""
 LIMITED_PATH_PREFIX = "/v1/"
 """The public APIs, whose bodies are bounded by `MAX_BODY_BYTES`. Dapr's own calls into the
 app (actor methods, pub/sub deliveries) are bounded by the sidecar's body limit instead, and
@@ -289,7 +294,7 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        code = HTTP_ERROR_CODES.get(exc.status_code, "HTTP_ERROR")
+        code = HTTP_ERROR_CODES.get(exc.status_code, OTHER_HTTP_ERROR_CODE)
         return JSONResponse(
             error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
         )
@@ -299,7 +304,8 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
         # The cause goes to the log (with the trace id); the caller gets a typed body, no traceback.
         log.error("request failed", exc_info=exc, extra={"path": request.url.path})
         return JSONResponse(
-            error_body("INTERNAL", "the service failed to handle the request; see its log"), status_code=500
+            error_body(HTTP_ERROR_CODES[500], "the service failed to handle the request; see its log"),
+            status_code=500,
         )
 
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
