@@ -24,7 +24,7 @@ draws, outcome draws) is the same random stream:
 
 Policies: Agora (the production `allocate` pipeline: `BidScorer` over a `ReputationTracker`
 that records bids and learns from every outcome) as the allocator service runs it (UCB1 bonus
-weighted by `MARKET_EXPLORATION`) and with the reference's full bonus (`AGORA_EXPLORATION_WEIGHT`
+weighted by `MARKET_EXPLORATION`) and with the plain, unweighted UCB1 bonus (`AGORA_EXPLORATION_WEIGHT`
 1.0); random, round-robin, highest self-report, and an oracle that knows the true
 probabilities. Every policy respects the hard budget cap.
 
@@ -35,7 +35,7 @@ sum over tasks of p_best - p_chosen (p_chosen = 0 for a rejected task).
 
 Tasks use the default `min_success_threshold` 0.5 and a budget of 1.0-1.5x the typical cost of
 the 85th-percentile agent. The production formulas are used unchanged. Two settings the
-reference leaves open were chosen with this benchmark: the calibration EMA weight
+formulas leave open were chosen with this benchmark: the calibration EMA weight
 (`DEFAULT_EMA_WEIGHT`) and the service's exploration weight (`MARKET_EXPLORATION`). The "variants"
 rows (first scenario only) show the other values tried, and a diagnostic that swaps in the
 true calibration factors to show where the gap to the oracle comes from; it is an

@@ -1,6 +1,6 @@
 """The first hour of a new user: `agora run` (what `make run` starts) comes up clean, every
-command the README shows runs as written, from the clone and from any other directory, and
-mistakes get a readable message and a non-zero exit code, never a traceback."""
+command the README and docs/usage.md show runs as written, from the clone and from any other
+directory, and mistakes get a readable message and a non-zero exit code, never a traceback."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from tests.integration.helpers import eventually, present, start_agora_run
 REPO = Path(__file__).resolve().parents[2]
 AGORA = [sys.executable, "-m", "agora.cli"]
 RELOAD_SECONDS = 30
+DOCUMENTS_WITH_COMMANDS = (REPO / "README.md", REPO / "docs" / "usage.md")
+"""Read in this order: the README's first task and escalations, then the plans and debates."""
 
 
 @dataclass
@@ -39,10 +41,12 @@ class RunningSystem:
 
 
 def _readme_commands() -> list[list[str]]:
-    """Every `.venv/bin/agora ...` line of the README's shell blocks, in order."""
+    """Every `.venv/bin/agora ...` line of the shell blocks of the README and docs/usage.md, in
+    order."""
     commands = []
     in_shell = False
-    for line in (REPO / "README.md").read_text().splitlines():
+    lines = [line for document in DOCUMENTS_WITH_COMMANDS for line in document.read_text().splitlines()]
+    for line in lines:
         if line.startswith("```"):
             in_shell = line.strip() == "```sh"
             continue
@@ -91,7 +95,7 @@ def test_the_banner_names_jaeger_services_that_exist(system: RunningSystem) -> N
 
 def test_every_readme_command_runs_as_written_from_the_clone(system: RunningSystem) -> None:
     commands = _readme_commands()
-    assert len(commands) >= 8, commands
+    assert len(commands) >= 15, commands
     for command in commands:
         assert command[0] == ".venv/bin/agora"
         done = subprocess.run(

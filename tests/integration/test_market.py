@@ -122,7 +122,7 @@ def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> Non
     assert "below min_success_threshold" in record["allocation"]["reject_reason"]
     assert all(s["final_score"] == -1.0 for s in record["allocation"]["all_scores"])
     assert len(record["allocation"]["all_bids"]) == 2
-    # Agents without history (N = 0): the reference bonus sqrt(2 ln 2), weighted as configured.
+    # Agents without history (N = 0): the plain UCB1 bonus sqrt(2 ln 2), weighted as configured.
     fresh_bonus = MARKET_EXPLORATION * math.sqrt(2 * math.log(2))
     assert [s["ucb_bonus"] for s in record["allocation"]["all_scores"]] == [pytest.approx(fresh_bonus)] * 2
 

@@ -12,7 +12,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import ValidationError
 
 from agora.core.allocation import FALLBACK_SUCCESS_PROB, allocate, fallback_bid
+from agora.core.limits import MAX_ITEMS, MAX_SKILL_TAG_CHARS, MAX_TASK_SKILLS
 from agora.core.market import AllocationStatus, Bid, TaskSpec
+from agora.core.messages import TaskRejected
 from agora.core.models import CapabilityProfile
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import DISQUALIFIED, BidScorer
@@ -115,6 +117,18 @@ async def test_no_capable_agent_is_rejected_without_soliciting() -> None:
     assert result.capability_filtered_out == ["a", "b"]
     assert result.all_bids == []
     assert ports.solicited == []
+
+
+async def test_the_largest_rejection_fits_its_announcement() -> None:
+    """Every required skill at its longest, and more agents filtered out than a result names."""
+    scorer, _ = new_scorer()
+    skills = [f"{n:02d}" + "s" * (MAX_SKILL_TAG_CHARS - 2) for n in range(MAX_TASK_SKILLS)]
+    ports = FakePorts({}, [f"agent-{n}" for n in range(MAX_ITEMS + 50)])
+    result = await allocate(spec(required_skills=skills), ports, scorer)
+    assert len(result.capability_filtered_out) == MAX_ITEMS
+    assert result.reject_reason is not None
+    rejected = TaskRejected(task_id=result.task_id, reason=result.reject_reason, result=result)
+    TaskRejected.model_validate(rejected.model_dump(mode="json"))
 
 
 async def test_all_bids_below_the_threshold_are_rejected_with_the_nearest_miss() -> None:

@@ -1,4 +1,4 @@
-"""Debate's pure core: the reference's defaults, clustering, convergence, the aggregations,
+"""Debate's pure core: its defaults, clustering, convergence, the aggregations,
 the escalate rule and the result."""
 
 from __future__ import annotations

@@ -507,6 +507,14 @@ def test_complete_cleanup() -> None:
         )
 
 
+def test_a_repeated_cleanup_keeps_one_entry_in_the_audit_trail() -> None:
+    record = resolve(parked(), EscalationResponse(action="abort"), "alice", "stop", T0)
+    for minutes in range(1, 5):
+        record = complete_cleanup(record, who="plan-1", now=T0 + timedelta(minutes=minutes))
+    assert [e.what for e in record.audit] == ["parked", "resolved: abort", "cleanup completed"]
+    assert record.audit[-1].when == T0 + timedelta(minutes=4)
+
+
 # ---------------------------------------------------------------------- audit, JSON, helpers
 
 

@@ -1,4 +1,4 @@
-"""Long-horizon planning's pure core: the reference's defaults, DAG validation, waves, the
+"""Long-horizon planning's pure core: its defaults, DAG validation, waves, the
 verification, skip and replan rules, and the plan's result."""
 
 from __future__ import annotations

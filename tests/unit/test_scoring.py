@@ -1,4 +1,4 @@
-"""Bid scoring: the reference formulas, the hard gates, and the choices where it is silent."""
+"""Bid scoring: the formulas, the hard gates, and the choices they leave open."""
 
 from __future__ import annotations
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from agora.core import topics
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskSpec
-from agora.core.messages import DeregisterAgent, Topic
+from agora.core.messages import DeadLetter, DeregisterAgent, Topic
 from agora.core.topics import EVERY_CHANNEL, channel
-from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
+from agora.runtime.pubsub import MessageDeduplicator, RejectMessage, Subscriptions
 from agora.runtime.settings import ServiceSettings
 
 
@@ -110,3 +112,28 @@ def test_a_channel_reads_its_messages_into_its_payload_type() -> None:
     assert isinstance(spec, TaskSpec)
     command = topics.REGISTRY_COMMANDS.adapter.validate_python({"kind": "deregister", "agent_id": "a"})
     assert isinstance(command, DeregisterAgent)
+
+
+class _Letters:
+    def __init__(self) -> None:
+        self.sent: list[DeadLetter] = []
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        self.sent.append(letter)
+
+
+async def test_a_dead_letter_keeps_within_its_bounds_whatever_the_message_brings() -> None:
+    letters = _Letters()
+    subs = Subscriptions(ServiceSettings(), publisher=letters, deduplicator=MessageDeduplicator(None, 60))  # type: ignore[arg-type]
+
+    async def refuse(p: Ping) -> None:
+        raise RejectMessage("r" * (MAX_TEXT_CHARS + 10))
+
+    subs.subscribe(PING, refuse)
+    [sub] = subs._subscriptions
+    event = json.dumps({"id": "i" * (MAX_NOTE_CHARS + 10), "data": {"n": 1}}).encode()
+    assert await subs.deliver(sub, event, {}) == "SUCCESS"
+    [letter] = letters.sent
+    assert letter.message_id == "i" * MAX_NOTE_CHARS
+    assert letter.reason == "r" * MAX_TEXT_CHARS
+    DeadLetter.model_validate(letter.model_dump(mode="json"))

@@ -12,8 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from agora.core.errors import AgoraError
+from agora.core.limits import MAX_NOTE_CHARS
 from agora.core.uncertainty import (
     DEFAULT_STEP_WEIGHTS,
+    MAX_KEPT_STEPS,
     NOT_RUN,
     P_TRUE_PROMPT,
     SAMPLING_TEMPERATURE,
@@ -136,6 +138,7 @@ def test_policy_rejects_bad_configuration(data: dict[str, object]) -> None:
         {"semantic_trigger_low": 0.8, "semantic_trigger_high": 0.7},
         {"early_stop_jaccard": -0.1},
         {"history_limit": 0},
+        {"history_limit": MAX_KEPT_STEPS + 1},
     ],
 )
 def test_estimator_rejects_bad_tunables(kwargs: dict[str, float]) -> None:
@@ -693,6 +696,34 @@ async def test_history_limit_keeps_the_newest_steps_and_every_count() -> None:
     belief = est.get_belief_state()
     assert [s.step_id for s in belief.step_uncertainties] == ["t1", "s2"]
     assert (belief.total_steps, belief.high_uncertainty_steps) == (3, 1)
+
+
+def test_a_session_keeps_its_newest_steps_and_counts_every_one() -> None:
+    est = UncertaintyEstimator(NO_P_TRUE)
+    for n in range(MAX_KEPT_STEPS + 5):
+        est.observe_step(f"s{n}", 0.9)
+    belief = est.get_belief_state()
+    assert len(belief.step_uncertainties) == MAX_KEPT_STEPS
+    assert belief.step_uncertainties[0].step_id == "s5"
+    assert belief.total_steps == MAX_KEPT_STEPS + 5
+    stored_before_the_cap = {
+        **belief.model_dump(mode="json"),
+        "step_uncertainties": [belief.step_uncertainties[0].model_dump(mode="json")] * (MAX_KEPT_STEPS + 5),
+    }
+    assert len(SessionBelief.model_validate(stored_before_the_cap).step_uncertainties) == MAX_KEPT_STEPS
+
+
+@dataclass
+class LongWindedFailure:
+    async def __call__(self, messages: list[ModelMessage], *, temperature: float) -> str:
+        raise ConnectionError("x" * (2 * MAX_NOTE_CHARS))
+
+
+async def test_a_signal_error_is_cut_to_a_note() -> None:
+    estimator = UncertaintyEstimator(model=LongWindedFailure())
+    step, _ = await estimator.observe_llm_response("Confidence: 90%", "s1")
+    [error] = step.signal_errors
+    assert error.startswith("p_true: ConnectionError: xxx") and len(error) == MAX_NOTE_CHARS
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ class AllocatorSettings(ServiceSettings):
     taskboard_app_id: str = "taskboard"
     bid_timeout_seconds: float = 10.0
     exploration_weight: float = Field(default=MARKET_EXPLORATION, ge=0.0, allow_inf_nan=False)
-    """AGORA_EXPLORATION_WEIGHT: multiplier on the UCB1 bonus; 1.0 is the reference formula."""
+    """AGORA_EXPLORATION_WEIGHT: multiplier on the UCB1 bonus; 1.0 is the plain UCB1 bonus."""
     reputation_cache_seconds: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
     """AGORA_REPUTATION_CACHE_SECONDS: how long an agent's reputation, once read, serves scoring
     (outcomes this replica applies count at once; other replicas' within this time)."""

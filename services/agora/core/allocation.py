@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from opentelemetry import trace
 
+from agora.core.limits import MAX_ITEMS
 from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.scoring import BidScorer, over_budget
@@ -208,7 +209,7 @@ async def allocate(
             winning_score=winner,
             all_scores=scores,
             all_bids=bids,
-            capability_filtered_out=list(filtered_out),
+            capability_filtered_out=list(filtered_out)[:MAX_ITEMS],
         )
 
 
@@ -228,6 +229,6 @@ def _rejected(
         status=AllocationStatus.REJECTED,
         all_scores=list(scores),
         all_bids=list(bids),
-        capability_filtered_out=list(filtered_out),
+        capability_filtered_out=list(filtered_out)[:MAX_ITEMS],
         reject_reason=reason,
     )

@@ -24,7 +24,18 @@ from agora.core.escalation import (
     EscalationStatus,
     PartialProgress,
 )
-from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
+from agora.core.limits import (
+    MAX_CANDIDATES,
+    MAX_ID_CHARS,
+    MAX_ITEMS,
+    MAX_PAGE_SIZE,
+    Identifier,
+    IdRef,
+    Name,
+    NameRef,
+    Note,
+    Text,
+)
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes import PatternEffectiveness
@@ -56,19 +67,20 @@ class AgentList(BaseModel):
     """`GET /v1/agents`: every registered agent, by id, suspended ones too."""
 
     agents: list[RegisteredAgent]
+    """Not paged: as many as are registered."""
 
 
 class FilterAnswer(BaseModel):
     """`POST /v1/agents/filter`: the capable agents, best first."""
 
-    agents: list[CapabilityProfile]
-    filtered_out: list[str] = Field(default_factory=list)
+    agents: list[CapabilityProfile] = Field(max_length=MAX_CANDIDATES)
+    filtered_out: list[Identifier] = Field(default_factory=list, max_length=MAX_ITEMS)
     """Ids of registered agents not kept (at most 100; all of them when fewer)."""
     filtered_out_count: int = 0
 
 
 class Deregistered(BaseModel):
-    """`DELETE /v1/agents/{id}`."""
+    """`DELETE /v1/agents/{id}`: whether the agent was registered until this call."""
 
     deregistered: bool
 
@@ -80,7 +92,8 @@ class TaskList(BaseModel):
     """`GET /v1/tasks?status=...`: the ids of the tasks in one status."""
 
     status: AllocationStatus
-    task_ids: list[str]
+    task_ids: list[Identifier]
+    """Not paged: every task the board holds in that status."""
 
 
 # -- reputation ----------------------------------------------------------------------------------
@@ -126,7 +139,7 @@ class EscalationList(BaseModel):
         default=None, description="The status listed; None: every status."
     )
     total: int = Field(description="How many escalations the listing has; `escalations` is one page of them.")
-    escalations: list[EscalationRecord]
+    escalations: list[EscalationRecord] = Field(max_length=MAX_PAGE_SIZE)
 
 
 # -- uncertainty monitor -------------------------------------------------------------------------
@@ -137,11 +150,11 @@ SessionStatus = Literal["RUNNING", "WAITING_FOR_HUMAN", "ABORTED"]
 class Continuation(BaseModel):
     """How a session went on after a person (or a deadline) decided."""
 
-    escalation_id: str
+    escalation_id: IdRef
     action: EscalationAction | CheckpointAction
-    next_prompt: str | None = None
-    guidance: str | None = None
-    decided_by: str
+    next_prompt: Text | None = None
+    guidance: Note | None = None
+    decided_by: NameRef
     at: datetime
 
 
@@ -150,10 +163,11 @@ class SessionState(BaseModel):
 
     belief: SessionBelief | None = None
     status: SessionStatus = "RUNNING"
-    escalation_id: str | None = None
-    awaiting_outcome: str | None = None
+    escalation_id: IdRef | None = None
+    awaiting_outcome: IdRef | None = None
     """The escalation whose decision the next step will prove right or wrong."""
     continuations: list[Continuation] = Field(default_factory=list)
+    """One per decision the session received, for as long as the session lives (not capped)."""
     abort_summary: AbortSummary | None = None
 
 
@@ -162,10 +176,10 @@ class AgentLearning(BaseModel):
     what an agent learnt from its recent runs: the patterns they show (added to the prompts of
     relevant tasks) and how runs fared with each pattern applied against without."""
 
-    agent_id: str
+    agent_id: Identifier
     outcomes: int = Field(ge=0, description="Recent runs the agent learns from.")
-    patterns: list[str] = Field(default_factory=list)
-    effectiveness: list[PatternEffectiveness] = Field(default_factory=list)
+    patterns: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS)
+    effectiveness: list[PatternEffectiveness] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class SessionSummary(BaseModel):
@@ -176,7 +190,7 @@ class SessionSummary(BaseModel):
     cumulative_confidence: float
     total_steps: int
     high_uncertainty_steps: int
-    last_step_id: str | None = None
+    last_step_id: IdRef | None = None
     last_action: UncertaintyAction | None = None
     status: SessionStatus
 
@@ -197,7 +211,7 @@ class StepVerdict(BaseModel):
     step: StepUncertainty
     action: UncertaintyAction
     status: SessionStatus
-    escalation_id: str | None = None
+    escalation_id: IdRef | None = None
 
     @property
     def parked(self) -> str | None:
@@ -217,6 +231,9 @@ class CheckpointRequest(BaseModel):
 
 
 class CheckpointAnswer(BaseModel):
+    """The monitor's answer to a checkpoint: the verdict, where the session stands, and the
+    escalation it waits on when a trigger required confirmation."""
+
     verdict: CheckpointVerdict
     status: SessionStatus
-    escalation_id: str | None = None
+    escalation_id: IdRef | None = None

@@ -11,7 +11,7 @@ confidence of its members, JUDGE leaves the synthesis to a judge model (the call
 A debate whose final convergence is below `escalate_threshold` is for a person to decide
 (`escalate_to_human`).
 
-Choices where the reference is vague, as users would expect them:
+Choices made as users would expect them:
 
 * words are lower-cased runs of letters and digits; two answers are in one cluster when the
   Jaccard similarity of their word sets is at least 0.5 to the cluster's first answer
@@ -25,7 +25,7 @@ Choices where the reference is vague, as users would expect them:
   confidence of its members times its share of the debaters; WEIGHTED_VOTE its score over the
   sum of every debater's weight;
 * strategies and statuses are upper-case strings like every status in Agora; the routing
-  decision is `"debate"` or `"single_agent"` as the reference spells it.
+  decision is `"debate"` or `"single_agent"` (lower case: it names a route, not a status).
 """
 
 from __future__ import annotations
@@ -40,7 +40,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.errors import AgoraError
 from agora.core.escalation import EscalationAction, EscalationResponse
-from agora.core.limits import ID_PATTERN, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
+from agora.core.limits import (
+    ID_PATTERN,
+    MAX_NOTE_CHARS,
+    MAX_PAGE_SIZE,
+    MAX_TEXT_CHARS,
+    IdRef,
+    Name,
+    NameRef,
+    Note,
+    Text,
+    Traceparent,
+)
 from agora.core.planning import TokenUsage
 
 SIMILARITY_THRESHOLD = 0.5
@@ -77,7 +88,10 @@ class DebaterConfig(BaseModel):
     role_hint: Note = Field(default="", description="An optional persona, e.g. a skeptical devil's advocate.")
     weight: float = Field(default=1.0, gt=0.0, le=100.0, description="Vote weight for WEIGHTED_VOTE.")
     usd_per_1k_tokens: float = Field(
-        default=0.0, ge=0.0, le=1000.0, description="Addition: the model's price, for the cost budget."
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="The model's price in USD per 1,000 tokens, for the cost budget.",
     )
 
 
@@ -102,11 +116,11 @@ class DebateConfig(BaseModel):
     escalate_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     gate: Literal["threshold", "conformal"] = Field(
         default="threshold",
-        description="Addition: how to choose between acting and escalating: the convergence threshold "
+        description="How to choose between acting and escalating: the convergence threshold "
         "(`escalate_threshold`), or the conformal gate calibrated on recorded debate outcomes.",
     )
     conformal_alpha: float = Field(
-        default=0.1, gt=0.0, lt=1.0, description="Addition: the conformal gate's error rate."
+        default=0.1, gt=0.0, lt=1.0, description="The conformal gate's error rate (alpha)."
     )
 
     @model_validator(mode="after")
@@ -140,8 +154,10 @@ class DebateRound(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     round_number: int = Field(ge=1)
-    positions: list[Position]
-    clusters: list[list[DebaterId]] = Field(description="The debaters whose answers agree, largest first.")
+    positions: list[Position] = Field(max_length=MAX_DEBATERS)
+    clusters: list[Annotated[list[DebaterId], Field(max_length=MAX_DEBATERS)]] = Field(
+        max_length=MAX_DEBATERS, description="The debaters whose answers agree, largest first."
+    )
     convergence_score: float = Field(ge=0.0, le=1.0)
 
 
@@ -154,13 +170,17 @@ class ConformalDecision(BaseModel):
     """The conformal gate's verdict on a debate (`agora.core.conformal`)."""
 
     act: bool
-    answer: str | None = Field(default=None, description="The one answer in the set, when it acts.")
-    prediction_set: list[str]
+    answer: Text | None = Field(default=None, description="The one answer in the set, when it acts.")
+    prediction_set: list[Text] = Field(
+        max_length=MAX_DEBATERS + 1,
+        description="The candidate answers the gate could not rule out (at most one per group of agreeing "
+        "debaters, and one for an answer no debater gave).",
+    )
     quantile: float | None = Field(
         description="The calibrated score bound; None: unbounded (too few debates)."
     )
     calibration_size: int
-    reason: str
+    reason: Note
 
 
 class DebateResult(BaseModel):
@@ -170,7 +190,7 @@ class DebateResult(BaseModel):
     final_reasoning: Text = Field(description="Reasoning from the winning position.")
     confidence: float = Field(ge=0.0, le=1.0, description="Aggregated confidence (0-1).")
     escalate_to_human: bool = Field(description="True when final_convergence_score < escalate_threshold.")
-    rounds: list[DebateRound] = Field(description="Full per-round transcript.")
+    rounds: list[DebateRound] = Field(max_length=MAX_ROUNDS, description="Full per-round transcript.")
     routing_decision: RoutingDecision = Field(description='"debate" or "single_agent".')
     total_rounds_run: int = Field(ge=0, description="Rounds actually completed.")
     converged: bool = Field(description="Whether early stopping triggered.")
@@ -180,11 +200,9 @@ class DebateResult(BaseModel):
     total_token_usage: TokenUsage = Field(description="Cumulative tokens across all rounds.")
     total_cost_usd: float = Field(ge=0.0, description="Total spend.")
     duration_seconds: float = Field(ge=0.0, description="Wall-clock time.")
-    budget_exhausted: bool = Field(
-        default=False, description="Addition: rounds stopped because the budget was spent."
-    )
+    budget_exhausted: bool = Field(default=False, description="Rounds stopped because the budget was spent.")
     gate_decision: ConformalDecision | None = Field(
-        default=None, description="Addition: the conformal gate's verdict, when the debate used it."
+        default=None, description="The conformal gate's verdict, when the debate used it."
     )
 
 
@@ -402,7 +420,11 @@ class DebateRequest(DebateSubmission):
 
 
 class DebateRecord(BaseModel):
-    """`GET /v1/debates/{id}`; state `debate:record:<debate id>`, written after every step."""
+    """A debate as it runs: the question as debated, the routing decision, every round's
+    positions, earlier debates a person sent back, the result and who gave the final answer.
+
+    Kept as state `debate:record:<debate id>` and answered by `GET /v1/debates/{id}`; written
+    after every step."""
 
     debate_id: DebateId
     request: DebateSubmission
@@ -411,7 +433,9 @@ class DebateRecord(BaseModel):
         description="The question as debated now (with a person's guidance after a retry)."
     )
     routing_decision: RoutingDecision | None = None
-    rounds: list[DebateRound] = Field(default_factory=list, description="The current debate's rounds so far.")
+    rounds: list[DebateRound] = Field(
+        default_factory=list, max_length=MAX_ROUNDS, description="The current debate's rounds so far."
+    )
     earlier: list[DebateResult] = Field(
         default_factory=list,
         max_length=MAX_RETRIES_BY_PERSON,
@@ -420,17 +444,24 @@ class DebateRecord(BaseModel):
     result: DebateResult | None = None
     final_answer: Text | None = None
     answer_source: AnswerSource | None = None
-    escalation_id: str | None = None
-    decided_by: str | None = None
-    decisions: list[Note] = Field(default_factory=list)
+    escalation_id: IdRef | None = None
+    decided_by: NameRef | None = None
+    decisions: list[Note] = Field(
+        default_factory=list,
+        # Every retry a person asks for is one decision, and the one after the last retry ends it.
+        max_length=MAX_RETRIES_BY_PERSON + 1,
+        description="Who decided what, in order.",
+    )
     reason: Note = ""
-    traceparent: str | None = None
+    traceparent: Traceparent | None = None
     created_at: datetime
     updated_at: datetime
     revision: int = 0
 
 
 class DebateAccepted(BaseModel):
+    """`PUT /v1/debates/{id}`'s answer: the debate runs (or already ran) under this id."""
+
     debate_id: DebateId
     state: DebateState
     created: bool
@@ -442,7 +473,7 @@ class DebateList(BaseModel):
 
     state: DebateState | None = Field(default=None, description="The state listed; None: every state.")
     total: int = Field(description="How many debates the listing has; `debates` is one page of them.")
-    debates: list[DebateRecord]
+    debates: list[DebateRecord] = Field(max_length=MAX_PAGE_SIZE)
 
 
 class DebateCompleted(BaseModel):
@@ -453,7 +484,7 @@ class DebateCompleted(BaseModel):
     final_answer: Text | None
     answer_source: AnswerSource | None
     result: DebateResult | None
-    decided_by: str | None = Field(default=None, description="The person who decided, if one did.")
+    decided_by: NameRef | None = Field(default=None, description="The person who decided, if one did.")
     reason: Note = ""
 
 

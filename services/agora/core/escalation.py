@@ -1,6 +1,6 @@
 """Escalation: asking a person (or another decision-maker) before or after a risky step.
 
-Two mechanisms, both from the references (escalation-protocol, escalation-pattern):
+Two mechanisms:
 
 * **Proactive checkpoints** (`CheckpointTrigger`, `should_checkpoint`): *before* a step runs,
   configured triggers (step numbers, prompt keywords, retry count) either warn or require an
@@ -16,11 +16,10 @@ A wait for a decision is an `EscalationRecord`, held by the `Escalation` actor. 
 
 A decision is applied exactly once: resolving or expiring a record that no longer waits raises
 `AgentNotWaiting` (resolve) or does nothing (expire). A decision to abort produces an
-`AbortSummary` (partial progress and what completed), as the pattern's "Graceful Abort" asks.
+`AbortSummary` (partial progress and what completed), so an abort is graceful.
 
-"Sheet" is the references' word for one step of a job; here `sheet_num` is the step number of
-whatever waits (a plan step, a task's attempt, a debate round...). Fields named in the references
-keep their names, defaults and numbers; additions are marked "Addition" in their descriptions.
+A "sheet" is one step of a job: `sheet_num` is the step number of whatever waits (a plan step, a
+task's attempt, a debate round...).
 
 Everything here is pure and deterministic: time comes in as `now` (a timezone-aware datetime).
 """
@@ -45,7 +44,7 @@ from pydantic import (
 
 from agora.core.checks import ValidationResult
 from agora.core.errors import AgoraError, IllegalTransition, NotFound
-from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, IdRef, Name, NameRef, Note, Text
 
 # --------------------------------------------------------------------------------------------
 # Errors (registered with agora.core.errors.error_from by subclassing AgoraError)
@@ -162,7 +161,7 @@ class CheckpointContext(BaseModel):
         description="Errors of the earlier attempts of this step, oldest first.",
     )
     kind: Literal["checkpoint"] = Field(
-        default="checkpoint", description="Addition: tells a checkpoint from an escalation in a record."
+        default="checkpoint", description="Tells a checkpoint from an escalation in a record."
     )
 
 
@@ -193,7 +192,7 @@ class CheckpointResponse(BaseModel):
         default=None, description="Optional guidance or reasoning for the decision."
     )
     kind: Literal["checkpoint"] = Field(
-        default="checkpoint", description="Addition: tells a checkpoint answer from an escalation answer."
+        default="checkpoint", description="Tells a checkpoint answer from an escalation answer."
     )
 
     @field_validator("modified_prompt")
@@ -218,7 +217,7 @@ class CheckpointVerdict(BaseModel):
 
     gate: CheckpointGate
     trigger: CheckpointTrigger | None = None
-    message: str = ""
+    message: Note = ""
 
 
 def trigger_matches(trigger: CheckpointTrigger, context: CheckpointContext) -> bool:
@@ -256,9 +255,8 @@ def evaluate_checkpoint(
     """Whether the step may run, must warn first, or must wait for confirmation.
 
     Among the matching triggers, the first that requires confirmation wins; otherwise the first
-    warn-only one. (The reference's `should_checkpoint` returns the first match whatever its kind;
-    here a warn-only trigger listed earlier must not let a step through that a later trigger
-    guards with a confirmation.)
+    warn-only one. (Not simply the first match: a warn-only trigger listed earlier must not let a step
+    through that a later trigger guards with a confirmation.)
     """
     candidates = [triggers] if isinstance(triggers, CheckpointTrigger) else list(triggers)
     matching = [trigger for trigger in candidates if trigger_matches(trigger, context)]
@@ -289,8 +287,8 @@ class EscalationAction(StrEnum):
 class HistoricalSuggestion(BaseModel):
     """A past escalation decision similar to the current one, and how it turned out.
 
-    The reference names the class but not its fields; these are the ones a decision-maker needs:
-    what was decided, in what situation, and whether it worked.
+    Its fields are what a decision-maker needs: what was decided, in what situation, and whether
+    it worked.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -304,11 +302,11 @@ class HistoricalSuggestion(BaseModel):
     similarity: Probability = Field(
         default=1.0, ge=0.0, le=1.0, description="How close that situation was to this one."
     )
-    escalation_id: str | None = Field(default=None, description="The past escalation, when known.")
+    escalation_id: IdRef | None = Field(default=None, description="The past escalation, when known.")
 
 
 def rank_suggestions(suggestions: Sequence[HistoricalSuggestion]) -> list[HistoricalSuggestion]:
-    """Order by relevance as the reference asks: successful outcomes first, then unknown, then
+    """Order by relevance: successful outcomes first, then unknown, then
     failed; within each group most similar first; ties keep their given order (stable sort)."""
     outcome_rank = {True: 0, None: 1, False: 2}
     return sorted(suggestions, key=lambda s: (outcome_rank[s.outcome_succeeded], -s.similarity))
@@ -341,7 +339,7 @@ class EscalationContext(BaseModel):
         "relevance (successful outcomes first; see rank_suggestions).",
     )
     kind: Literal["escalation"] = Field(
-        default="escalation", description="Addition: tells an escalation from a checkpoint in a record."
+        default="escalation", description="Tells an escalation from a checkpoint in a record."
     )
 
 
@@ -370,7 +368,7 @@ class EscalationResponse(BaseModel):
         description="Amount to boost confidence threshold for next attempt (0.0-1.0).",
     )
     kind: Literal["escalation"] = Field(
-        default="escalation", description="Addition: tells an escalation answer from a checkpoint answer."
+        default="escalation", description="Tells an escalation answer from a checkpoint answer."
     )
 
     @field_validator("modified_prompt")
@@ -394,7 +392,7 @@ def _check_modified_prompt(value: str | None, action: Any, allowed_with: set[Any
 
 
 class EscalationLevel(StrEnum):
-    """The rungs of the escalation ladder (escalation-pattern, "Escalation Levels"), lowest first."""
+    """The rungs of the escalation ladder, lowest first."""
 
     AUTO_RETRY = "auto_retry"
     """Retry automatically, no one is involved."""
@@ -417,8 +415,8 @@ class EscalationLevel(StrEnum):
 
 
 class EscalationConfig(BaseModel):
-    """When to escalate and how far. Defaults are the references' numbers where they give them
-    (threshold 0.6, auto-retry on first failure, retry limit 3) and chosen otherwise."""
+    """When to escalate and how far: confidence threshold 0.6, auto-retry on the first failure,
+    retry limit 3, one attempt each of agent analysis and notify-and-continue, abort at 10."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -434,19 +432,19 @@ class EscalationConfig(BaseModel):
         default=3,
         ge=1,
         description="Attempts handled by plain automatic retry: after attempt n fails, retry while "
-        "n < retry_limit (the pattern's `current_iteration < 3`), escalate from then on.",
+        "n < retry_limit, escalate from then on.",
     )
     agent_analysis_attempts: int = Field(
-        default=1, ge=0, description="Addition: failed attempts handled by agent analysis (0 skips the rung)."
+        default=1, ge=0, description="Failed attempts handled by agent analysis (0 skips the rung)."
     )
     notify_attempts: int = Field(
-        default=1, ge=0, description="Addition: failed attempts handled by notify-and-continue (0 skips)."
+        default=1, ge=0, description="Failed attempts handled by notify-and-continue (0 skips the rung)."
     )
     max_attempts: int | None = Field(
         default=10,
         ge=1,
-        description="Addition: after this many failed attempts the workflow aborts whatever was decided "
-        "before (the pattern's guard against infinite loops); None = only a decision aborts.",
+        description="After this many failed attempts the workflow aborts whatever was decided "
+        "before (so a step cannot be retried for ever); None = only a decision aborts.",
     )
 
 
@@ -476,7 +474,7 @@ def should_escalate(
     confidence_boost: float = 0.0,
 ) -> bool:
     """Whether attempt number `attempt` (1 = the first attempt, i.e. retry_count + 1) scored so
-    low that a decision-maker must be asked (reference semantics): confidence below the
+    low that a decision-maker must be asked: confidence below the
     threshold, AND (not the first attempt OR auto_retry_on_first_failure is off).
 
     The comparison is strict: a confidence exactly at the threshold does not escalate.
@@ -492,8 +490,8 @@ def should_escalate(
 
 
 def within_retry_limit(attempt: int, config: EscalationConfig = DEFAULT_ESCALATION_CONFIG) -> bool:
-    """Whether failed attempt number `attempt` may simply be retried (attempt < retry_limit),
-    the pattern's "check-retry-limit" node. False means escalate."""
+    """Whether failed attempt number `attempt` may simply be retried (attempt < retry_limit).
+    False means escalate."""
     _check_attempt(attempt)
     return attempt < config.retry_limit
 
@@ -509,9 +507,9 @@ def escalation_level(attempt: int, config: EscalationConfig = DEFAULT_ESCALATION
         attempt <  R + A + N      -> NOTIFY
         otherwise                 -> REQUIRE_DECISION
 
-    Defaults (R=3, A=1, N=1, M=10): attempts 1-2 auto-retry ("auto-retry: first 3 attempts":
-    attempts 1-3 ran automatically), 3 agent analysis, 4 notify, 5-9 require a decision, 10 and
-    later abort. A=N=0 gives the pattern's simple form: retry twice, then ask the user.
+    Defaults (R=3, A=1, N=1, M=10): attempts 1-2 auto-retry (so attempts 1-3 run
+    automatically), 3 agent analysis, 4 notify, 5-9 require a decision, 10 and
+    later abort. A=N=0 gives the simple form: retry twice, then ask a person.
     """
     _check_attempt(attempt)
     if config.max_attempts is not None and attempt >= config.max_attempts:
@@ -590,8 +588,8 @@ class AuditEntry(BaseModel):
 
 
 class PartialProgress(BaseModel):
-    """What the waiting party had achieved when it was aborted (the pattern's "save partial
-    progress" and "document what was completed")."""
+    """What the waiting party had achieved when it was aborted: its partial results kept and
+    what completed, so nothing done is lost with the abort."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -607,13 +605,13 @@ class PartialProgress(BaseModel):
 class AbortSummary(BaseModel):
     """Produced when an escalation ends in abort (decided or by default): why, where it stopped,
     what completed. `cleanup_completed` turns True once the waiting party reports its cleanup
-    (`complete_cleanup`), as the pattern's "workflow-aborted" node requires."""
+    (`complete_cleanup`), so an aborted workflow is known to have cleaned up after itself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    escalation_id: str
+    escalation_id: IdRef
     waiting_party: WaitingParty
-    aborted_by: str
+    aborted_by: NameRef
     aborted_at: AwareDatetime
     reason: Note = Field(description="Why the abort was necessary.")
     stopped_at_sheet: int | None = Field(default=None, description="The step that was waiting.")
@@ -653,10 +651,14 @@ class EscalationRecord(BaseModel):
     )
     default_decision: AnyResponse | None = None
     decision: AnyResponse | None = Field(default=None, description="The decision applied (once).")
-    decided_by: str | None = None
+    decided_by: NameRef | None = None
     decided_at: AwareDatetime | None = None
     abort_summary: AbortSummary | None = None
-    audit: list[AuditEntry] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Who did what when: parked, decided (or expired), cleaned up (three entries at most).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> EscalationRecord:
@@ -881,6 +883,9 @@ def expire(
     )
 
 
+CLEANUP_COMPLETED = "cleanup completed"
+
+
 def complete_cleanup(
     record: EscalationRecord,
     *,
@@ -892,7 +897,8 @@ def complete_cleanup(
     """Record that the aborted party finished its cleanup (saved partial progress, documented
     what completed). `progress` replaces the progress known at abort time; `progress_summary`
     replaces the generated summary (otherwise it is regenerated from the progress). Repeating it
-    is harmless. Raises IllegalTransition when the escalation did not end in abort."""
+    is harmless: the repeat's audit entry replaces the earlier cleanup's, so the trail keeps one.
+    Raises IllegalTransition when the escalation did not end in abort."""
     summary = record.abort_summary
     if summary is None:
         raise IllegalTransition(
@@ -905,13 +911,14 @@ def complete_cleanup(
     updated = summary.model_copy(
         update={"progress": new_progress, "progress_summary": text, "cleanup_completed": True}
     )
-    entry = AuditEntry(who=who, when=now, what="cleanup completed", why=text)
-    return _evolve(record, abort_summary=updated, audit=[*record.audit, entry])
+    entry = AuditEntry(who=who, when=now, what=CLEANUP_COMPLETED, why=text)
+    earlier = [e for e in record.audit if e.what != CLEANUP_COMPLETED]
+    return _evolve(record, abort_summary=updated, audit=[*earlier, entry])
 
 
 def resume_message(response: EscalationResponse | CheckpointResponse) -> str:
-    """The text to hand back to a paused session when it resumes (the reference's `human_response`,
-    injected as a user message): the decision, then the modified prompt and guidance if given."""
+    """The text to hand back to a paused session when it resumes (injected as a user message):
+    the decision, then the modified prompt and guidance if given."""
     lines = [f"Decision: {response.action}."]
     if response.modified_prompt is not None:
         lines.append(f"Use this prompt instead:\n{response.modified_prompt}")

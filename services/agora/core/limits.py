@@ -17,6 +17,7 @@ partial results) are bounded by the request body limit as a whole.
 | `MAX_TEXT_CHARS` | 16,384 | descriptions, prompts, step texts, outputs, summaries |
 | `MAX_NOTE_CHARS` | 2,048 | reasons, rationales, guidance, `why` |
 | `MAX_ITEMS` | 100 | other lists: error histories, validation results, triggers, suggestions |
+| `MAX_CANDIDATES` | 1,000 | agents one capability filter answers: bids, scores, awards of a task |
 | `MAX_PAGE_SIZE` | 500 | one page of a listing |
 | `MAX_JSON_DEPTH` | 64 | nesting of a refused payload kept as JSON in its dead letter (deeper: as its text) |
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_ID_CHARS = 256
@@ -36,6 +37,7 @@ MAX_TASK_SKILLS = 32
 MAX_TEXT_CHARS = 16_384
 MAX_NOTE_CHARS = 2_048
 MAX_ITEMS = 100
+MAX_CANDIDATES = 1000
 MAX_PAGE_SIZE = 500
 MAX_JSON_DEPTH = 64
 
@@ -61,9 +63,19 @@ ID_PATTERN = r"^[^\s|\x00-\x1f\x7f]+$"
 
 Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 """An id chosen by a client (task, agent, escalation, session)."""
+IdRef = Annotated[str, Field(max_length=MAX_ID_CHARS)]
+"""An id quoted in a record, an answer or an event (an escalation's, a session's, a step's): it
+was checked where it was chosen, so only its length is bounded here."""
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+NameRef = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+"""A name or identity (`who`) quoted in a record or an answer."""
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Note = Annotated[str, Field(max_length=MAX_NOTE_CHARS)]
+SkillTag = Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_SKILL_TAG_CHARS)]
+"""One skill tag, stripped before its length is checked (`clean_skill_tags` then refuses blank
+ones and drops repeats)."""
+Traceparent = Annotated[str, Field(max_length=MAX_ID_CHARS)]
+"""A W3C traceparent as the tracing layer writes it (55 characters in version 00)."""
 
 
 def clean_skill_tags(tags: list[str]) -> list[str]:

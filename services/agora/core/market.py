@@ -1,7 +1,8 @@
 """Market allocation models: tasks, bids, scores, allocation results, reputation, outcomes.
 
-Field names and defaults follow the reference semantics (orchestration-api, "Market-Based
-Allocation"). Additions beyond the reference are marked as such in their field descriptions.
+A task is posted, capable agents bid (each bid states the agent's own success probability and
+cost estimate), every bid is scored (`agora.core.scoring`) and the best one is awarded; the
+winner's outcome then updates its reputation (`agora.core.reputation`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agora.core.limits import MAX_TASK_SKILLS, Identifier, Note, Text, clean_skill_tags
+from agora.core.limits import (
+    MAX_CANDIDATES,
+    MAX_ITEMS,
+    MAX_TASK_SKILLS,
+    Identifier,
+    Note,
+    SkillTag,
+    Text,
+    clean_skill_tags,
+)
 
 Probability = float
 AwardToken = Annotated[str, Field(min_length=16, max_length=64)]
@@ -42,12 +52,15 @@ TERMINAL_STATUSES = frozenset(
 
 
 class TaskSpec(BaseModel):
+    """A task to allocate: what to do, the skills it needs, and what its owner accepts (budget,
+    success threshold, deadline, partial results)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     task_id: Identifier
     description: Text = Field(min_length=1)
-    required_skills: list[str] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
-    preferred_skills: list[str] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
+    required_skills: list[SkillTag] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    preferred_skills: list[SkillTag] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
     budget_usd: float | None = Field(default=None, gt=0.0, description="Hard cost cap; None = unlimited")
     min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
     deadline_ms: int | None = Field(default=None, gt=0)
@@ -71,17 +84,17 @@ class Bid(BaseModel):
     rationale: Note = ""
     fallback: bool = Field(
         default=False,
-        description="Addition: True when the agent's answer timed out or did not parse and this bid "
+        description="True when the agent's answer timed out or did not parse and this bid "
         "was derived from its capability profile instead.",
     )
-    fallback_reason: Note | None = Field(default=None, description="Addition: why the fallback was used.")
+    fallback_reason: Note | None = Field(default=None, description="Why the fallback bid was used.")
 
 
 class BidScore(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bid_id: str = Field(description="Addition: the scored bid.")
-    agent_id: str = Field(description="Addition: the bidding agent.")
+    bid_id: Identifier = Field(description="Id of the bid this score is for.")
+    agent_id: Identifier = Field(description="Id of the agent that made the bid.")
     raw_success_prob: Probability
     calibrated_success_prob: Probability
     reputation_score: float
@@ -94,15 +107,23 @@ class BidScore(BaseModel):
 class AllocationResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str
+    task_id: Identifier
     status: AllocationStatus
-    winning_agent_id: str | None = None
+    winning_agent_id: Identifier | None = None
     winning_bid: Bid | None = None
     winning_score: BidScore | None = None
-    all_scores: list[BidScore] = Field(default_factory=list)
-    all_bids: list[Bid] = Field(default_factory=list, description="Addition: every bid received.")
-    capability_filtered_out: list[str] = Field(default_factory=list)
-    reject_reason: str | None = None
+    all_scores: list[BidScore] = Field(default_factory=list, max_length=MAX_CANDIDATES)
+    all_bids: list[Bid] = Field(
+        default_factory=list,
+        max_length=MAX_CANDIDATES,
+        description="Every bid received, the losing ones too.",
+    )
+    capability_filtered_out: list[Identifier] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Registered agents the capability filter did not keep (at most 100 of them are named).",
+    )
+    reject_reason: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> AllocationResult:
@@ -117,7 +138,7 @@ class AllocationResult(BaseModel):
 class ReputationRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent_id: str = Field(default="", description="Addition: whose record this is.")
+    agent_id: str = Field(default="", description="Id of the agent this record belongs to.")
     total_tasks: int = Field(default=0, ge=0)
     successful_tasks: int = Field(default=0, ge=0)
     success_rate: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -126,7 +147,8 @@ class ReputationRecord(BaseModel):
     ucb_confidence: float = Field(default=1.0, ge=0.0)
     pending_self_reports: dict[str, Probability] = Field(
         default_factory=dict,
-        description="Addition: self-reported success per task id, kept until that task's outcome arrives.",
+        description="The agent's self-reported success probability per task id it bid on, kept until "
+        "that task's outcome arrives and calibrates it.",
     )
 
     @model_validator(mode="after")
@@ -137,6 +159,9 @@ class ReputationRecord(BaseModel):
 
 
 class TaskOutcome(BaseModel):
+    """How an awarded task went, as the winning agent's runtime reports it: success, cost, steps
+    and a summary, with the award's token."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     task_id: Identifier
@@ -144,10 +169,10 @@ class TaskOutcome(BaseModel):
     actual_success: bool
     actual_cost_usd: float = Field(ge=0.0)
     actual_steps: int = Field(ge=0)
-    partial: bool = Field(default=False, description="Addition: the agent finished part of the task.")
-    summary: Text = Field(default="", description="Addition: what the agent produced, briefly.")
+    partial: bool = Field(default=False, description="The agent finished part of the task.")
+    summary: Text = Field(default="", description="What the agent produced, briefly.")
     award_token: AwardToken | None = Field(
         default=None,
-        description="Addition: the award's token (from `TaskAwarded`); the task board accepts an "
+        description="The award's token (from `TaskAwarded`); the task board accepts an "
         "outcome only with the token of the award it belongs to.",
     )

@@ -16,7 +16,7 @@ from agora.core.escalation import (
     EscalationStatus,
     WaitingParty,
 )
-from agora.core.limits import MAX_ID_CHARS, Identifier, Name, Note
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Identifier, Name, Note, Text
 from agora.core.market import AllocationResult, AwardToken, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.task_lifecycle import TaskRecord
@@ -109,18 +109,23 @@ class RegistryChanged(BaseModel):
 class DeadLetter(BaseModel):
     """Why a message was refused, with the message itself, so nothing is lost."""
 
-    topic: str
-    message_id: str | None
-    subscriber: str
-    reason: str
-    errors: list[dict[str, Any]] = Field(default_factory=list)
+    topic: Name
+    message_id: Note | None = Field(
+        description="The refused message's id (any publisher's: one over 2,048 characters is kept cut)."
+    )
+    subscriber: Name
+    reason: Text
+    errors: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
     payload: Any = None
     refused_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
 class TaskAwarded(BaseModel):
-    task_id: str
-    agent_id: str
+    """A task awarded to the agent whose bid scored best, with that bid, its score and the
+    award's token."""
+
+    task_id: Identifier
+    agent_id: Identifier
     spec: TaskSpec
     bid: Bid
     score: BidScore
@@ -189,8 +194,11 @@ class AwardLapsed(BaseModel):
 
 
 class TaskRejected(BaseModel):
-    task_id: str
-    reason: Note
+    """A task no agent got (no capable agent, or no eligible bid), with why and the allocation."""
+
+    task_id: Identifier
+    reason: Text
+    """Why no agent got the task (the allocation's `reject_reason`)."""
     result: AllocationResult
 
 
@@ -235,6 +243,9 @@ class EscalationResolved(BaseModel):
 
 
 class EscalationOutcome(BaseModel):
+    """Whether a waiting party got on after a retry or modify decision; the escalation service
+    learns from it which decisions work."""
+
     escalation_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     succeeded: bool
     """Whether the waiting party got on after the decision (its next step was confident)."""

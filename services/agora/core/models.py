@@ -6,7 +6,15 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agora.core.limits import MAX_SKILL_TAGS, MAX_TASK_SKILLS, Identifier, Name, clean_skill_tags
+from agora.core.limits import (
+    MAX_CANDIDATES,
+    MAX_SKILL_TAGS,
+    MAX_TASK_SKILLS,
+    Identifier,
+    Name,
+    SkillTag,
+    clean_skill_tags,
+)
 
 
 class AgentTier(StrEnum):
@@ -22,7 +30,7 @@ class CapabilityProfile(BaseModel):
 
     agent_id: Identifier
     agent_name: Name
-    skill_tags: list[str] = Field(min_length=1, max_length=MAX_SKILL_TAGS)
+    skill_tags: list[SkillTag] = Field(min_length=1, max_length=MAX_SKILL_TAGS)
     model_tier: AgentTier = AgentTier.BALANCED
     cost_per_step_usd: float = Field(default=0.0, ge=0.0)
     max_steps: int = Field(default=20, ge=1)
@@ -39,9 +47,9 @@ class CapabilityQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    required_skills: list[str] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
-    preferred_skills: list[str] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
-    limit: int | None = Field(default=None, ge=1, le=1000)
+    required_skills: list[SkillTag] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    preferred_skills: list[SkillTag] = Field(default_factory=list, max_length=MAX_TASK_SKILLS)
+    limit: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)
 
     @field_validator("required_skills", "preferred_skills")
     @classmethod

@@ -1,7 +1,7 @@
 """Outcome learning: remember how past sheet executions went and feed what recurs back into prompts.
 
 A run that failed because a file was not created will likely fail the same way next time unless
-the prompt says so. This module keeps one `SheetOutcome` per execution (outcomes-learning) and
+the prompt says so. This module keeps one `SheetOutcome` per execution and
 derives from the history:
 
 * patterns (`detect_patterns`), once at least `MIN_OUTCOMES_FOR_PATTERNS` (5) outcomes exist —
@@ -11,22 +11,22 @@ derives from the history:
 * `get_relevant_patterns`: pattern texts ready to inject into the next prompt; the caller stores
   the injected texts in `patterns_applied`, which is what makes effectiveness measurable;
 * `pattern_effectiveness`: success rate (`success_without_retry`) with a pattern applied vs without;
-* `historical_suggestions`: similar past escalations, successful outcomes first
-  (escalation-protocol, `EscalationContext.historical_suggestions`).
+* `historical_suggestions`: similar past escalations, successful outcomes first (what
+  `EscalationContext.historical_suggestions` shows a person deciding a new escalation).
 
 All of that is pure functions over a list of outcomes. Storage is the `OutcomeStore` protocol
-(the seed's JSON file becomes a Dapr state store in a service; `InMemoryOutcomeStore` serves
-tests), and `OutcomeLearner` composes the two under the seed's method names.
+(a Dapr state store in a service, `DaprOutcomeStore`; `InMemoryOutcomeStore` serves tests), and
+`OutcomeLearner` composes the two.
 
-Choices where the seed is vague:
+Choices behind the data model:
 
 * `validation_pass_rate` is a fraction in [0, 1], like every other rate in Agora.
 * `execution_duration`, `completion_mode_used` and `validation_pass_rate` may be None: an
   outcome records what was measured, and an escalation's record or an agent's task run has no
   timing, completion mode or validations to report, rather than made-up values.
 * `final_status` is an `OutcomeStatus`; an outcome *succeeded* when it is COMPLETED.
-* Additions, marked in the field descriptions: `outcome_id` (stable store key, makes re-recording
-  idempotent), `failure_type` (the triage classification), and `escalation_action`,
+* Besides what was measured, an outcome carries `outcome_id` (stable store key, makes
+  re-recording idempotent), `failure_type` (the triage classification), and `escalation_action`,
   `escalation_guidance`, `escalation_confidence`, `escalation_id` (the escalation decision taken
   for this sheet, if any), which `historical_suggestions` turns into the escalation module's
   `HistoricalSuggestion`.
@@ -48,11 +48,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.checks import RecordedError, ValidationResult
 from agora.core.escalation import EscalationAction, HistoricalSuggestion, rank_suggestions
-from agora.core.limits import MAX_ITEMS
+from agora.core.limits import MAX_ITEMS, Text
 from agora.core.triage import FailureType, content_tokens
 
 MIN_OUTCOMES_FOR_PATTERNS = 5
-"""Pattern detection runs only over at least this many outcomes (outcomes-learning: ">= 5")."""
+"""Pattern detection runs only over at least this many outcomes: fewer is anecdote."""
 
 MIN_PATTERN_FREQUENCY = 2
 """A pattern must show in at least this many distinct outcomes: once is an event, twice recurs."""
@@ -126,22 +126,22 @@ class SheetOutcome(BaseModel):
     outcome_id: str = Field(
         default_factory=lambda: str(uuid.uuid4()),
         min_length=1,
-        description="Addition: stable key in the store; recording the same id again replaces it.",
+        description="Stable key in the store; recording the same id again replaces it.",
     )
     failure_type: FailureType | None = Field(
-        default=None, description="Addition: the triage classification of the failure, if any."
+        default=None, description="The triage classification of the failure, if any."
     )
     escalation_action: EscalationAction | None = Field(
-        default=None, description="Addition: the escalation decision taken for this sheet, if any."
+        default=None, description="The escalation decision taken for this sheet, if any."
     )
-    escalation_guidance: str | None = Field(default=None, description="Addition: guidance given with it.")
+    escalation_guidance: str | None = Field(default=None, description="Guidance given with that decision.")
     escalation_confidence: float | None = Field(
         default=None,
         ge=0.0,
         le=1.0,
-        description="Addition: the confidence that triggered the escalation (required with the action).",
+        description="The confidence that triggered the escalation (required with the action).",
     )
-    escalation_id: str | None = Field(default=None, description="Addition: that escalation's id, when known.")
+    escalation_id: str | None = Field(default=None, description="That escalation's id, when known.")
 
     @model_validator(mode="after")
     def _escalation_is_complete(self) -> SheetOutcome:
@@ -167,7 +167,7 @@ class SheetOutcome(BaseModel):
 
 
 FAILURE_CATEGORIES = ("missing", "malformed", "incomplete", "stale", "error")
-"""The seed's failure categories. Others are accepted and counted as given."""
+"""The usual `failure_category` values of a validation result. Others are accepted and counted as given."""
 
 
 # --- deriving an outcome's fields from its validation results --------------------------------
@@ -587,7 +587,7 @@ class PatternEffectiveness(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pattern: str
+    pattern: Text
     applied_count: int = Field(ge=0)
     applied_successes: int = Field(ge=0)
     applied_success_rate: float | None = Field(ge=0.0, le=1.0, description="None when never applied.")

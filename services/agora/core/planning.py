@@ -15,7 +15,7 @@ replan keeps every completed subgoal as it is and bumps `version` (`merge_replan
 continues from the first wave that still has work (`next_wave`). `plan_result` assembles the
 outcome: `success` only when every subgoal completed.
 
-Choices where the reference is vague:
+Choices made:
 
 * statuses are upper-case strings (`"COMPLETED"`), like every other status in Agora;
 * a subgoal id is a snake_case slug: a lower-case letter, then lower-case letters, digits and
@@ -170,8 +170,12 @@ class PlanResult(BaseModel):
     task: Text
     plan: Plan = Field(description="Final plan version executed.")
     final_output: Text = Field(description="Synthesized answer from all completed subgoals.")
-    completed_subgoals: list[SubGoalId] = Field(description="IDs of successfully completed subgoals.")
-    failed_subgoals: list[SubGoalId] = Field(description="IDs of subgoals that could not be completed.")
+    completed_subgoals: list[SubGoalId] = Field(
+        max_length=MAX_PLAN_SUBGOALS, description="IDs of successfully completed subgoals."
+    )
+    failed_subgoals: list[SubGoalId] = Field(
+        max_length=MAX_PLAN_SUBGOALS, description="IDs of subgoals that could not be completed."
+    )
     replans_triggered: int = Field(ge=0, description="Number of replan cycles that occurred.")
     total_token_usage: TokenUsage | None = Field(default=None, description="Accumulated token usage.")
     duration_seconds: float = Field(ge=0.0, description="Wall-clock duration.")

@@ -8,7 +8,7 @@ status and attempts, replans, cost so far), `PlanCompleted` (topic `agora.plan.c
 and the pure steps the durable run takes (`begin_wave`, `end_wave`, `next_step`,
 `apply_decision`, `finish`), so the run's decisions are tested without Dapr.
 
-Choices where the reference is vague, as users would expect them:
+Choices made as users would expect them:
 
 * a task estimated at or below `complexity_threshold` still gets a record and a result: a
   plan of one subgoal (`DIRECT_SUBGOAL_ID`) that goes to the market as the task itself, with
@@ -38,11 +38,15 @@ from agora.core.escalation import EscalationAction, EscalationResponse
 from agora.core.limits import (
     ID_PATTERN,
     MAX_NOTE_CHARS,
+    MAX_PAGE_SIZE,
     MAX_SKILL_TAG_CHARS,
     MAX_TASK_SKILLS,
+    Identifier,
+    IdRef,
     Name,
     Note,
     Text,
+    Traceparent,
 )
 from agora.core.market import Probability, TaskOutcome
 from agora.core.planning import (
@@ -160,11 +164,11 @@ class SubGoalAttempt(BaseModel):
 
     subgoal_id: SubGoalId
     attempt: int = Field(ge=1, description="1 for the first run of this subgoal in its round.")
-    task_id: str
+    task_id: Identifier = Field(description="`<plan_id>.<subgoal_id>.<round>.<attempt>`.")
     description: Text
     started_at: datetime
     finished_at: datetime | None = None
-    agent_id: str | None = None
+    agent_id: Identifier | None = None
     ended: AttemptEnd | None = None
     verdict: VerificationResult | None = None
     reason: Note = ""
@@ -227,20 +231,25 @@ class PlanStop(BaseModel):
 
     reason: StopReason
     subgoal_id: SubGoalId | None = None
-    escalation_id: str
+    escalation_id: IdRef = Field(description="`plan.<plan_id>.stop<n>`.")
     detail: Note = ""
 
 
 class PlanRecord(BaseModel):
-    """`GET /v1/plans/{id}`; state `planner:plan:<plan id>`, written by the plan's workflow
-    after every step (`revision` counts the writes)."""
+    """A plan as it runs: its version, waves, every subgoal's status and attempts, replans, cost
+    so far, a stop waiting for a person, the result.
+
+    Kept as state `planner:plan:<plan id>` and answered by `GET /v1/plans/{id}`; written by the
+    plan's workflow after every step (`revision` counts the writes)."""
 
     plan_id: PlanId
     request: PlanSubmission
     state: PlanState = PlanState.PLANNING
     direct: bool = Field(default=False, description="The task was simple enough to run as one market task.")
     plan: Plan | None = None
-    waves: list[list[SubGoalId]] = Field(default_factory=list)
+    waves: list[Annotated[list[SubGoalId], Field(max_length=MAX_PLAN_SUBGOALS)]] = Field(
+        default_factory=list, max_length=MAX_PLAN_SUBGOALS
+    )
     current_wave: int | None = None
     replans: int = 0
     rounds: int = Field(default=0, description="Subgoal starts so far (numbers market task ids).")
@@ -250,13 +259,21 @@ class PlanRecord(BaseModel):
         description="The planner's own model calls (the agents' are in their cost).",
     )
     budget_lifted: bool = False
-    waived: list[SubGoalId] = Field(default_factory=list, description="Subgoals a person skipped.")
+    waived: list[SubGoalId] = Field(
+        default_factory=list,
+        description="Subgoals a person skipped, one entry per skip (not capped: a plan may stop for "
+        "a person any number of times).",
+    )
     attempts: list[SubGoalAttempt] = Field(default_factory=list, max_length=MAX_RECORDED_ATTEMPTS)
     stop: PlanStop | None = None
-    decisions: list[Note] = Field(default_factory=list, description="Who decided what, in order.")
+    decisions: list[Note] = Field(
+        default_factory=list,
+        description="Who decided what, in order (not capped: a plan may stop for a person any number "
+        "of times).",
+    )
     result: PlanResult | None = None
     reason: Note = ""
-    traceparent: str | None = Field(default=None, description="The run's trace (W3C traceparent).")
+    traceparent: Traceparent | None = Field(default=None, description="The run's trace (W3C traceparent).")
     created_at: datetime
     updated_at: datetime
     revision: int = 0
@@ -286,7 +303,7 @@ class PlanList(BaseModel):
 
     state: PlanState | None = Field(default=None, description="The state listed; None: every state.")
     total: int = Field(description="How many plans the listing has; `plans` is one page of them.")
-    plans: list[PlanRecord]
+    plans: list[PlanRecord] = Field(max_length=MAX_PAGE_SIZE)
 
 
 class PlanDecision(BaseModel):

@@ -1,6 +1,6 @@
 """Per-agent reputation: success counts, cost accuracy, self-report calibration, UCB exploration.
 
-Why these pieces exist (orchestration-api, "Market-Based Allocation"):
+Why these pieces exist:
 
 * `success_rate` is the reputation term of the bid score: what the agent actually delivered.
 * `calibration_factor` discounts what an agent *says* (its self-reported success probability)
@@ -9,7 +9,7 @@ Why these pieces exist (orchestration-api, "Market-Based Allocation"):
   as they are tried, so a newcomer is not starved by incumbents with a good record.
 
 `apply_outcome` is the pure update rule; `ReputationTracker` is an in-memory store around it
-with the reference's async API (a service may persist `records()` and rebuild a snapshot with
+with an async API (a service may persist `records()` and rebuild a snapshot with
 `ReputationTracker.from_records`).
 """
 
@@ -138,7 +138,7 @@ def apply_outcome(
 
 
 class ReputationTracker:
-    """In-memory reputation store with the reference's async API.
+    """In-memory reputation store with an async API.
 
     Methods are `async` so a persistent implementation can share the interface; this one never
     awaits inside an update, so concurrent tasks on one event loop cannot interleave a

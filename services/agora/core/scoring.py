@@ -1,6 +1,6 @@
 """Bid scoring: calibrated success, reputation and cost blended into one comparable number.
 
-Formulas (orchestration-api, "Market-Based Allocation"):
+Formulas:
 
     calibrated_success = clamp(raw_prob * calibration_factor, 0, 1)
     cost_score         = 1 / (1 + estimated_cost / budget)
@@ -8,7 +8,7 @@ Formulas (orchestration-api, "Market-Based Allocation"):
     final_score        = composite + ucb_bonus
     final_score        = -1.0 when calibrated_success < min_success_threshold
 
-Choices where the reference is silent:
+Choices the formulas leave open:
 
 * Over budget: a bid whose `estimated_cost_usd` exceeds `spec.budget_usd` also gets
   `final_score = -1.0` — the budget is a hard cap, so such a bid cannot be awarded.
@@ -16,12 +16,12 @@ Choices where the reference is silent:
 * No budget (`budget_usd is None`): costs are normalised by a reference cost instead of the
   budget. `score_all` uses the median estimated cost of the bids being compared, so the
   typical bid scores 0.5, cheaper ones more; `score` (one bid, nothing to compare with) uses
-  the bid's own cost, giving 0.5. A free bid (cost 0) always scores 1.0; when the reference is
+  the bid's own cost, giving 0.5. A free bid (cost 0) always scores 1.0; when that reference cost is
   0 (at least half the bids are free) a paid bid scores 0.0.
 * Ties: `score_all` orders by final score, then higher calibrated success, then lower
   estimated cost, then agent id and bid id, so the ranking is deterministic.
 * Exploration weight: `exploration_weight` multiplies the tracker's UCB1 bonus; the default,
-  `REFERENCE_EXPLORATION` (1.0), is the reference's formula exactly. `BidScore.ucb_bonus` is the
+  `REFERENCE_EXPLORATION` (1.0), is the plain UCB1 formula. `BidScore.ucb_bonus` is the
   bonus as applied, so `final_score = composite + ucb_bonus` holds for every score. The
   allocator service runs with `MARKET_EXPLORATION` (see there for why).
 """
@@ -39,7 +39,7 @@ DISQUALIFIED = -1.0
 """Final score of a bid that may not be awarded (moral-hazard guard or budget cap)."""
 
 REFERENCE_EXPLORATION = 1.0
-"""Weight of the UCB1 bonus in the reference formula `final_score = composite + ucb_bonus`."""
+"""Weight 1: the plain UCB1 bonus, unweighted, in `final_score = composite + ucb_bonus`."""
 
 MARKET_EXPLORATION = 0.1
 """Weight of the UCB1 bonus in the allocator service (`AGORA_EXPLORATION_WEIGHT`).
@@ -93,7 +93,7 @@ def disqualification(bid: Bid, score: BidScore, spec: TaskSpec) -> str | None:
 
 
 class BidScorer:
-    """Scores bids with the reference's composite formula (see module docstring)."""
+    """Scores bids with the composite formula (see module docstring)."""
 
     def __init__(
         self,

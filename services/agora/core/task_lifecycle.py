@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidOutcome
-from agora.core.limits import Note
+from agora.core.limits import MAX_CANDIDATES, Identifier, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
 S = AllocationStatus
@@ -44,7 +44,7 @@ class AwardNotHeld(AgoraError):
 class AwardAttempt(BaseModel):
     """One agent's turn at a task: awarded, then acknowledged by its runtime or expired."""
 
-    agent_id: str
+    agent_id: Identifier
     awarded_at: datetime
     acknowledged_at: datetime | None = None
     expired_at: datetime | None = None
@@ -75,12 +75,15 @@ class TaskRecord(BaseModel):
     """The decision with every bid and score (`all_bids`, `all_scores`)."""
     outcome: TaskOutcome | None = None
     history: list[StatusChange] = Field(
-        default_factory=lambda: [StatusChange(status=AllocationStatus.PENDING)]
+        default_factory=lambda: [StatusChange(status=AllocationStatus.PENDING)],
+        # The lifecycle only moves forward, so each status appears at most once.
+        max_length=len(AllocationStatus),
     )
     award_published: bool = False
     """Whether the current award/rejection event went out (resumption republishes if not)."""
-    awards: list[AwardAttempt] = Field(default_factory=list)
-    """Every agent the task was awarded to, in order; the last one holds it."""
+    awards: list[AwardAttempt] = Field(default_factory=list, max_length=MAX_CANDIDATES)
+    """Every agent the task was awarded to, in order; the last one holds it (one per eligible
+    bid at most, and a task gets at most `MAX_CANDIDATES` bids)."""
     failure_reason: Note | None = None
     """Why the task FAILED without an outcome (no agent acknowledged its award)."""
 

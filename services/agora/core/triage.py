@@ -2,32 +2,32 @@
 
 Without a reason every failure gets the same blunt answer (retry from scratch, or give up). A
 wrong tool call needs the manifest, a schema mismatch needs the schema, a 503 needs a pause;
-retrying blindly fixes only the last. So a failed trajectory goes through three pure steps
-(failure-taxonomy):
+retrying blindly fixes only the last. So a failed trajectory goes through three pure steps:
 
     diagnose / classify  ─►  FailureContext  ─►  triage(context, strategy)  ─►  TriageDecision
 
 * `classify` assigns exactly one `FailureType` by the documented, ordered rules in `diagnose`.
-* `DEFAULT_RECOVERY` is the seed's table of default recoveries; `triage` fills it in with what the
-  context knows (the violated constraint, the expected schema, the checkpoint...). A strategy
-  callable (or a mapping of them per failure type) overrides the default.
+* `DEFAULT_RECOVERY` is the table of default recoveries, one per failure type; `triage` fills
+  it in with what the context knows (the violated constraint, the expected schema, the
+  checkpoint...). A strategy callable (or a mapping of them per failure type) overrides the
+  default.
 * Repeated failures escalate: once the same failure type has had `repeat_limit` recovery attempts
   in this run (`attempt_history`), the next one goes to a person whatever the strategy says,
-  so a run cannot retry the same broken thing forever (escalation-pattern: "retries < 3 → retry,
-  retries >= 3 → escalate to user"; "Auto-retry: first 3 attempts").
+  so a run cannot retry the same broken thing forever (fewer than 3 recoveries of a type: retry;
+  from the third on: escalate to a person).
 
-Choices where the seeds are vague:
+Choices behind the data model:
 
 * `raw_error` is kept as text (``"TypeName: message"``), not as an exception object, so a
   `FailureContext` survives a JSON round trip (it crosses Dapr as state or events).
 * `critical_step_index` and `loop_steps` are positions in `trajectory` (equal to `Step.index`
   when steps are recorded in order, as `record_step` does).
-* `available_tools` and `constraints` are additions to `FailureContext`: the classifier needs the
+* `FailureContext` carries `available_tools` and `constraints`: the classifier needs the
   manifest to spot a wrong tool, and the task's constraints to spot one being ignored.
 * `RecoveryAction` is one model with a `kind` (retry, replan, rollback, resume, escalate) and the
   details for that kind; "Backoff and retry" is a retry with `backoff_s > 0`, "Replan with
   compressed context" a replan with `compress_context`. `attempt_history` records the kind's
-  string value, so the seed's ``kind == "retry"`` test works as written.
+  string value, so a strategy can test ``kind == "retry"`` against plain strings.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ class RecoveryAction(BaseModel):
     def escalate(cls, reason: str) -> RecoveryAction:
         return cls(kind=RecoveryKind.ESCALATE, description="Escalate", reason=reason)
 
-    # The seed writes strategies as `RecoveryAction.ESCALATE("Too many retries.")`: same factories.
+    # Upper-case aliases, so a strategy reads like the action it names:
+    # `RecoveryAction.ESCALATE("Too many retries.")`.
     @classmethod
     def RETRY(cls, hint: str | None = None, *, backoff_s: float = 0.0) -> RecoveryAction:
         return cls.retry(hint, backoff_s=backoff_s)
@@ -163,11 +164,11 @@ DEFAULT_RECOVERY: dict[FailureType, RecoveryAction] = {
         kind=K.ESCALATE, description="Escalate", reason="The failure could not be classified."
     ),
 }
-"""The seed's default recovery per failure type, before `default_recovery` adds the context's details."""
+"""The default recovery per failure type, before `default_recovery` adds the context's details."""
 
 DEFAULT_REPEAT_LIMIT = 3
-"""Recovery attempts allowed per failure type in one run; the next failure of that type escalates.
-From escalation-pattern (retry while `current_iteration < 3`, then escalate to the user)."""
+"""Recovery attempts allowed per failure type in one run; the next failure of that type escalates
+(retry while fewer than 3 recoveries were tried, then escalate to a person)."""
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -222,9 +223,9 @@ class FailureContext(BaseModel):
         default_factory=list, description="(failure type, action kind) of every prior recovery in this run."
     )
     available_tools: list[str] | None = Field(
-        default=None, description="Addition: the tool manifest, when known (None = not known)."
+        default=None, description="The tool manifest, when known (None = not known)."
     )
-    constraints: list[str] = Field(default_factory=list, description="Addition: the task's constraints.")
+    constraints: list[str] = Field(default_factory=list, description="The task's constraints.")
 
     @property
     def failed_step(self) -> Step | None:
@@ -676,7 +677,7 @@ def default_recovery(context: FailureContext) -> RecoveryAction:
     * wrong tool: a hint naming the tool and the manifest;
     * constraint ignored: a hint restating the violated constraint (or the task's constraints);
     * loop: replan with a hint naming the repeated steps — or, when a replan for a loop was
-      already tried in this run and a checkpoint exists, roll back to it (the seed's "or rollback");
+      already tried in this run and a checkpoint exists, roll back to it instead;
     * hallucinated state: roll back to `last_checkpoint_id` (None = start over), hint with the error;
     * plan incomplete: resume from `metadata["subgoal"]` when given, else from the original task;
     * schema mismatch: a hint with the expected schema (compact JSON) or the error;

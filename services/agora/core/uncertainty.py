@@ -1,6 +1,6 @@
 """Uncertainty quantification for agent sessions: a confidence per step, and what to do about it.
 
-Why (orchestration-api, "Uncertainty Quantification"): an agent that is unsure should not
+Why: an agent that is unsure should not
 silently act as if it were sure. Each step gets a confidence in [0, 1]; the session keeps a
 belief state across steps; a three-tier ladder turns the confidence into an action.
 
@@ -21,8 +21,8 @@ Pipeline for one model response (`UncertaintyEstimator.observe_llm_response`), "
          fused = calibrated(verbalized, 0.25)       when P(True) did not run
 
      Consequence, by design: verbalized confidence alone is capped at 0.75, so a session that
-     never runs P(True) cannot stay at LOW uncertainty for long (the seed calls the verbalized
-     signal weak: documented ECE >= 0.377).
+     never runs P(True) cannot stay at LOW uncertainty for long (a model's stated confidence is
+     a weak signal on its own: expected calibration errors of 0.377 and more are measured).
 
 * System 2 (slow, opt-in with `enable_semantic_sampling`): when the fused confidence lies in the
   trigger zone ``0.50 <= fused <= 0.72`` (both ends included), the prompt is re-sampled at
@@ -74,6 +74,7 @@ from typing import Any, Literal, Protocol, Self
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from agora.core.errors import AgoraError
+from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, MAX_NOTE_CHARS, IdRef, NameRef, Note
 
 StepType = Literal["llm_call", "tool_call", "memory_read", "decision"]
 MessageRole = Literal["system", "user", "assistant", "tool"]
@@ -104,6 +105,10 @@ CLUSTER_JACCARD = 0.40
 """Word-set Jaccard similarity at which two samples count as the same answer when clustering."""
 
 ROUND_DIGITS = 12
+
+MAX_KEPT_STEPS = 100
+"""Steps a session's belief state keeps, the newest (its counters and cumulative confidence still
+cover every step): a session may report steps for as long as it lives."""
 
 P_TRUE_PROMPT = (
     "Consider the question and your previous answer. How likely is it that your answer is "
@@ -290,7 +295,7 @@ class StepUncertainty(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    step_id: str = Field(min_length=1, description="Unique step identifier")
+    step_id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="Unique step identifier")
     step_type: StepType = Field(description='"llm_call", "tool_call", "memory_read" or "decision"')
     verbalized_confidence: float = Field(
         ge=-1.0,
@@ -308,16 +313,17 @@ class StepUncertainty(BaseModel):
     reflection_injected: bool = Field(default=False, description="Whether System-2 reflection applies")
     verbalized_found: bool = Field(
         default=False,
-        description="Addition: the response stated a confidence (False: default used, or no response).",
+        description="The response stated a confidence (False: default used, or no response).",
     )
     semantic_confidence: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Addition: 1 - normalised semantic entropy, when sampled."
+        default=None, ge=0.0, le=1.0, description="1 - normalised semantic entropy, when sampled."
     )
-    tool_name: str | None = Field(default=None, description="Addition: the tool checked (tool checks only).")
-    irreversible: bool = Field(default=False, description="Addition: the tool matched an irreversible name.")
-    signal_errors: list[str] = Field(
+    tool_name: NameRef | None = Field(default=None, description="The tool checked (tool checks only).")
+    irreversible: bool = Field(default=False, description="The tool matched an irreversible name.")
+    signal_errors: list[Note] = Field(
         default_factory=list,
-        description="Addition: model calls that failed or did not parse and were left out of the estimate.",
+        max_length=MAX_ITEMS,
+        description="Model calls that failed or did not parse and were left out of the estimate.",
     )
 
     @field_validator("verbalized_confidence", "p_true_confidence")
@@ -334,10 +340,12 @@ class SessionBelief(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    session_id: str = ""
-    agent_id: str = ""
+    session_id: IdRef = ""
+    agent_id: IdRef = ""
     step_uncertainties: tuple[StepUncertainty, ...] = Field(
-        default=(), description="Observed steps, oldest first (the newest `history_limit` when capped)"
+        default=(),
+        max_length=MAX_KEPT_STEPS,
+        description="Observed steps, oldest first (the newest `history_limit`, at most 100)",
     )
     cumulative_confidence: float = Field(
         default=1.0, ge=0.0, le=1.0, description="Propagated confidence after the last step; 1.0 before any"
@@ -346,6 +354,14 @@ class SessionBelief(BaseModel):
         default=0, ge=0, description="Steps observed, including any dropped from history"
     )
     high_uncertainty_steps: int = Field(default=0, ge=0, description="Steps classified HIGH or CRITICAL")
+
+    @field_validator("step_uncertainties", mode="before")
+    @classmethod
+    def _newest_kept(cls, steps: Any) -> Any:
+        """A belief saved before steps were capped loads with its newest `MAX_KEPT_STEPS`."""
+        if isinstance(steps, list | tuple) and len(steps) > MAX_KEPT_STEPS:
+            return steps[-MAX_KEPT_STEPS:]
+        return steps
 
     @model_validator(mode="after")
     def _counts_agree(self) -> SessionBelief:
@@ -544,6 +560,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _signal_error(signal: str, exc: BaseException) -> str:
+    """One `signal_errors` entry, cut to a note's length (a model client's error may quote a
+    whole response)."""
+    return f"{signal}: {_describe(exc)}"[:MAX_NOTE_CHARS]
+
+
 # --------------------------------------------------------------------------- estimator
 
 
@@ -553,9 +575,9 @@ class UncertaintyEstimator:
 
     `policy` sets thresholds and switches; `model` is the default `ConfidenceModel` for P(True)
     and sampling (each `observe_llm_response` may pass its own); `belief` resumes a saved
-    session. The keyword tunables default to the reference values; the additions are
-    `cluster_jaccard`, `default_verbalized` and `history_limit` (keep only the newest N steps in
-    the belief state — counters and the cumulative confidence still cover every step).
+    session. The keyword tunables default to the values of the module docstring's formulas;
+    `history_limit` keeps only the newest N steps in the belief state (at most and by default
+    `MAX_KEPT_STEPS`; counters and the cumulative confidence still cover every step).
     """
 
     def __init__(
@@ -576,7 +598,7 @@ class UncertaintyEstimator:
         semantic_trigger_high: float = 0.72,
         cluster_jaccard: float = CLUSTER_JACCARD,
         default_verbalized: float = DEFAULT_VERBALIZED,
-        history_limit: int | None = None,
+        history_limit: int = MAX_KEPT_STEPS,
     ) -> None:
         for name, value in (
             ("verbalized_weight", verbalized_weight),
@@ -598,8 +620,8 @@ class UncertaintyEstimator:
             raise ValueError("max_samples must be at least min_samples")
         if semantic_trigger_low > semantic_trigger_high:
             raise ValueError("semantic_trigger_low must not exceed semantic_trigger_high")
-        if history_limit is not None and history_limit < 1:
-            raise ValueError("history_limit must be at least 1 (or None for no limit)")
+        if not 1 <= history_limit <= MAX_KEPT_STEPS:
+            raise ValueError(f"history_limit must be between 1 and {MAX_KEPT_STEPS}")
         self.policy = policy or UncertaintyPolicy()
         self.model = model
         self.propagator = propagator or UncertaintyPropagator()
@@ -724,7 +746,7 @@ class UncertaintyEstimator:
             try:
                 p_true = await self.p_true(response_text, prompt, model)
             except Exception as exc:  # a failed self-check must not fail the agent's step
-                errors.append(f"p_true: {_describe(exc)}")
+                errors.append(_signal_error("p_true", exc))
             else:
                 if p_true is None:
                     errors.append("p_true: the answer held no probability")
@@ -741,7 +763,7 @@ class UncertaintyEstimator:
             try:
                 semantic, samples_used = await self.semantic_entropy(prompt, model)
             except Exception as exc:
-                errors.append(f"semantic_sampling: {_describe(exc)}")
+                errors.append(_signal_error("semantic_sampling", exc))
             else:
                 fused = min(fused, semantic)
 
@@ -794,7 +816,7 @@ class UncertaintyEstimator:
     def observe_step(
         self, step_id: str, confidence: float, *, step_type: StepType = "tool_call"
     ) -> tuple[StepUncertainty, UncertaintyAction]:
-        """Addition: record a step whose confidence is known without a model (a tool result's
+        """Record a step whose confidence is known without a model (a tool result's
         success, a retrieval score), taken as its fused confidence and propagated by type."""
         _check_unit("confidence", confidence)
         fused = _unit(confidence)
@@ -815,9 +837,7 @@ class UncertaintyEstimator:
 
     def _record(self, step: StepUncertainty) -> None:
         belief = self._belief
-        history = (*belief.step_uncertainties, step)
-        if self.history_limit is not None:
-            history = history[-self.history_limit :]
+        history = (*belief.step_uncertainties, step)[-self.history_limit :]
         high = step.level in (UncertaintyLevel.HIGH, UncertaintyLevel.CRITICAL)
         self._belief = belief.model_copy(
             update={

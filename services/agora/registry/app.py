@@ -6,10 +6,12 @@ import asyncio
 import logging
 
 from fastapi import FastAPI, Query
+from pydantic import Field
 
 from agora.core import topics
 from agora.core.contracts import AgentList, Deregistered, FilterAnswer, RegisteredAgent
 from agora.core.errors import NotFound
+from agora.core.limits import MAX_CANDIDATES
 from agora.core.messages import (
     DEFAULT_LEASE_SECONDS,
     MAX_LEASE_SECONDS,
@@ -32,7 +34,7 @@ APP_ID = "registry"
 
 class RegistrySettings(ServiceSettings):
     app_id: str = APP_ID
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    max_candidates: int = Field(default=DEFAULT_MAX_CANDIDATES, ge=1, le=MAX_CANDIDATES)
     reload_seconds: float = 30.0
     """AGORA_RELOAD_SECONDS: how often a replica also reloads every profile from the state
     store (0 = never), so it converges even if a change notification was lost."""

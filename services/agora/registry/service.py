@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 from agora.core import topics
 from agora.core.capability_index import CapabilityIndex
 from agora.core.contracts import RegisteredAgent
+from agora.core.limits import MAX_CANDIDATES, MAX_ITEMS
 from agora.core.messages import DEFAULT_LEASE_SECONDS, AwardLapsed, RegistryChange, RegistryChanged
 from agora.core.models import CapabilityProfile
 from agora.core.suspension import Suspension, UnverifiedLapse, after_lapse
@@ -99,8 +100,8 @@ class CapabilityRegistry:
         max_candidates: int = DEFAULT_MAX_CANDIDATES,
         renewal_grace_seconds: float = RENEWAL_GRACE_SECONDS,
     ) -> None:
-        if max_candidates < 1:
-            raise ValueError("max_candidates must be at least 1")
+        if not 1 <= max_candidates <= MAX_CANDIDATES:
+            raise ValueError(f"max_candidates must be between 1 and {MAX_CANDIDATES}")
         self._profiles = profiles
         self._index = index
         self._publisher = publisher
@@ -248,7 +249,7 @@ class CapabilityRegistry:
             span.set_attribute("agora.num_candidates", len(found))
             return found
 
-    def filtered_out(self, kept: list[CapabilityProfile], limit: int = 100) -> tuple[list[str], int]:
+    def filtered_out(self, kept: list[CapabilityProfile], limit: int = MAX_ITEMS) -> tuple[list[str], int]:
         """Registered agents a filter did not keep (suspended ones first): up to `limit` of
         their ids, and how many."""
         kept_ids = {p.agent_id for p in kept}

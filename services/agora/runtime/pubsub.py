@@ -35,7 +35,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agora.core.errors import AgoraError, field_errors
-from agora.core.limits import MAX_JSON_DEPTH, json_depth
+from agora.core.limits import MAX_ITEMS, MAX_JSON_DEPTH, MAX_NOTE_CHARS, MAX_TEXT_CHARS, json_depth
 from agora.core.messages import DeadLetter
 from agora.core.topics import Channel
 from agora.runtime.settings import ServiceSettings
@@ -373,12 +373,14 @@ class Subscriptions:
         if json_depth(payload) > MAX_JSON_DEPTH:
             # Too deep to serialize as a JSON value: kept verbatim as its text, nothing lost.
             payload = json.dumps(payload)
+        # Cut to the letter's bounds: the id and the refusal's text may come from anyone, and a
+        # letter that does not validate would lose the message it is meant to keep.
         letter = DeadLetter(
             topic=sub.topic,
-            message_id=message_id,
+            message_id=None if message_id is None else message_id[:MAX_NOTE_CHARS],
             subscriber=self._settings.app_id,
-            reason=reason,
-            errors=[dict(e) for e in errors],
+            reason=reason[:MAX_TEXT_CHARS],
+            errors=[dict(e) for e in errors[:MAX_ITEMS]],
             payload=payload,
         )
         log.warning(

@@ -61,6 +61,7 @@ from agora.core.escalation import (
     WaitingPartyKind,
     next_level,
 )
+from agora.core.limits import MAX_ITEMS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
@@ -313,11 +314,13 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
     @actor_endpoint
     async def learning(self) -> AgentLearning:
         history = self.state.learning
+        # A worker's runs show a few patterns (one per failure type at most); the cut only keeps
+        # the answer within its bounds whatever the history holds.
         return AgentLearning(
             agent_id=self.id.id,
             outcomes=len(history),
-            patterns=[p.description for p in detect_patterns(history)],
-            effectiveness=pattern_effectiveness(history),
+            patterns=[p.description[:MAX_TEXT_CHARS] for p in detect_patterns(history)][:MAX_ITEMS],
+            effectiveness=pattern_effectiveness(history)[:MAX_ITEMS],
         )
 
     def _patterns(self) -> list[DetectedPattern]:
