@@ -82,7 +82,7 @@ def pause(cluster: LocalCluster, doubt: str = DOUBTFUL) -> tuple[str, str]:
     assert answer.status_code == 200, answer.text
     assert escalation_id in [e["escalation_id"] for e in answer.json()["escalations"]]
     refused = step(cluster, session, "3", CONFIDENT)
-    assert refused.status_code == 409 and refused.json()["details"]["error_code"] == "SESSION_NOT_RUNNING"
+    assert refused.status_code == 409 and refused.json()["error"] == "SESSION_NOT_RUNNING"
     return session, escalation_id
 
 
@@ -133,7 +133,7 @@ def test_each_decision_continues_the_session_as_decided(
 
 def test_unknown_escalation_and_invalid_decisions_are_refused(default_cluster: LocalCluster) -> None:
     missing = resume(default_cluster, "nobody", {"action": "retry"})
-    assert missing.status_code == 404 and missing.json()["details"]["error_code"] == "NOT_FOUND"
+    assert missing.status_code == 404 and missing.json()["error"] == "NOT_FOUND"
     _, escalation_id = pause(default_cluster)
     no_prompt = resume(default_cluster, escalation_id, {"action": "modify_prompt"})
     assert no_prompt.status_code == 422

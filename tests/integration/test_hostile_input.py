@@ -464,6 +464,6 @@ def test_an_actor_call_with_a_malformed_argument_gets_the_typed_error_and_change
     )
     assert answer.status_code == 200, answer.text
     error = answer.json()["error"]
-    assert error["code"] == "INVALID_ARGUMENT"
+    assert error["error"] == "INVALID_ARGUMENT"
     assert "required_skills" in error["message"] and "description" in error["message"]
     assert task_record(default_cluster, task_id) is None
