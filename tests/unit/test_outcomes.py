@@ -27,7 +27,6 @@ from agora.core.outcomes import (
     format_patterns_for_prompt,
     get_relevant_patterns,
     historical_suggestions,
-    jaccard,
     normalise_phrase,
     pattern_effectiveness,
     query_similar,
@@ -37,6 +36,7 @@ from agora.core.outcomes import (
     summarise_validation,
     with_derived_fields,
 )
+from agora.core.similarity import jaccard
 from agora.core.triage import FailureType
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -273,11 +273,6 @@ def test_detected_pattern_json_round_trip() -> None:
 
 
 # --- similarity ------------------------------------------------------------------------------
-
-
-def test_jaccard() -> None:
-    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
-    assert jaccard([], []) == 0.0
 
 
 def test_similarity_is_the_weighted_mean_of_the_components_given() -> None:

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agora.core.checks import RecordedError, ValidationResult
 from agora.core.escalation import EscalationAction, HistoricalSuggestion, rank_suggestions
 from agora.core.limits import MAX_ITEMS
+from agora.core.similarity import jaccard
 from agora.core.triage import FailureType, content_tokens
 
 MIN_OUTCOMES_FOR_PATTERNS = 5
@@ -415,13 +416,6 @@ QueryLike = OutcomeQuery | Mapping[str, Any]
 
 def as_query(context: QueryLike) -> OutcomeQuery:
     return context if isinstance(context, OutcomeQuery) else OutcomeQuery.model_validate(dict(context))
-
-
-def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
-    """Size of the intersection over size of the union; 0.0 when both are empty."""
-    left, right = set(a), set(b)
-    union = left | right
-    return len(left & right) / len(union) if union else 0.0
 
 
 def outcome_text(outcome: SheetOutcome) -> str:
