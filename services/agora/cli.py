@@ -46,7 +46,7 @@ from agora.core.debate import (
     DebateSubmission,
 )
 from agora.core.errors import ErrorBody, FieldError, error_from
-from agora.core.escalation import EscalationRecord, EscalationStatus
+from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, Topic
 from agora.core.models import CapabilityProfile

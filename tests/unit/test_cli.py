@@ -17,19 +17,18 @@ import yaml
 from agora import cli
 from agora.core.contracts import EscalationList
 from agora.core.debate import DebateConfig, DebaterConfig
-from agora.core.escalation import (
-    CheckpointContext,
-    CheckpointTrigger,
-    EscalationContext,
+from agora.core.escalation.checkpoints import CheckpointContext, CheckpointTrigger
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.record import (
     EscalationRecord,
-    EscalationResponse,
     EscalationStatus,
-    HistoricalSuggestion,
     WaitingParty,
     WaitingPartyKind,
     park,
     resolve,
 )
+from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.plans import PlanList, PlanRequest, PlanState, given_plan, new_record

@@ -34,7 +34,7 @@ from agora.core.debate import (
     waiting,
     words,
 )
-from agora.core.escalation import EscalationResponse
+from agora.core.escalation.decisions import EscalationResponse
 from agora.core.planning import TokenUsage
 
 

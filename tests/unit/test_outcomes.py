@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from agora.core.checks import ValidationResult
-from agora.core.escalation import EscalationAction, HistoricalSuggestion
+from agora.core.escalation.decisions import EscalationAction
+from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.core.outcomes import (
     MIN_OUTCOMES_FOR_PATTERNS,
     DetectedPattern,

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from agora.core.contracts import AgentLearning
-from agora.core.escalation import EscalationConfig
+from agora.core.escalation.ladder import EscalationConfig
 from agora.core.market import Bid, TaskOutcome, TaskSpec
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile

@@ -13,17 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agora.core.escalation import (
-    AbortSummary,
-    AnyResponse,
-    CheckpointAction,
-    CheckpointTrigger,
-    CheckpointVerdict,
-    EscalationAction,
-    EscalationRecord,
-    EscalationStatus,
-    PartialProgress,
-)
+from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
+from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
+from agora.core.escalation.record import AbortSummary, EscalationRecord, EscalationStatus, PartialProgress
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile

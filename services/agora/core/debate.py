@@ -39,7 +39,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.errors import AgoraError
-from agora.core.escalation import EscalationAction, EscalationResponse
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.limits import ID_PATTERN, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note, Text
 from agora.core.planning import TokenUsage
 from agora.core.similarity import greedy_clusters

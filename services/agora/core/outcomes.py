@@ -47,7 +47,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.checks import RecordedError, ValidationResult
-from agora.core.escalation import EscalationAction, HistoricalSuggestion, rank_suggestions
+from agora.core.escalation.decisions import EscalationAction
+from agora.core.escalation.suggestions import HistoricalSuggestion, rank_suggestions
 from agora.core.limits import MAX_ITEMS
 from agora.core.similarity import jaccard
 from agora.core.triage import FailureType, content_tokens

@@ -12,11 +12,7 @@ from fastapi import FastAPI, Header, Query
 from agora.core import topics
 from agora.core.contracts import Decision, EscalationList, ResumeRequest
 from agora.core.errors import NotFound, Unauthorized
-from agora.core.escalation import (
-    EscalationRecord,
-    EscalationStatus,
-    ParkRequest,
-)
+from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome
 from agora.core.outcomes import OutcomeLearner, SheetOutcome

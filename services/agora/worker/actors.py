@@ -25,7 +25,7 @@ trajectory (`agora.core.triage`): the recovery the policy picks (retry, replan, 
 tried automatically as a new attempt with the hint in the transcript, until the policy
 escalates (an unclassifiable failure, or the same failure type again after its repeat
 limit); then the task is parked for a person exactly like an uncertain step. Between the two,
-failed attempts climb the escalation ladder (`agora.core.escalation.next_level`): the first
+failed attempts climb the escalation ladder (`agora.core.escalation.ladder.next_level`): the first
 attempts are retried automatically, the next one after the agent has analysed the failure,
 the next with a notice to the people watching, and from then on a person decides; after the
 ladder's last attempt the task is aborted. A low-confidence failure (after the first attempt)
@@ -51,16 +51,14 @@ from agora.core import topics
 from agora.core.checks import RecordedError
 from agora.core.contracts import AgentLearning, StepReport
 from agora.core.errors import AgoraError
-from agora.core.escalation import (
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.ladder import (
     DEFAULT_ESCALATION_CONFIG,
     EscalationConfig,
-    EscalationContext,
     EscalationLevel,
-    ParkRequest,
-    WaitingParty,
-    WaitingPartyKind,
     next_level,
 )
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile

@@ -16,7 +16,7 @@ from pydantic import Field
 from agora.core import topics
 from agora.core.contracts import AgentLearning
 from agora.core.errors import NotFound
-from agora.core.escalation import WaitingPartyKind
+from agora.core.escalation.record import WaitingPartyKind
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
