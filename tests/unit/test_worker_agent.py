@@ -15,7 +15,8 @@ from agora.core.escalation.ladder import EscalationConfig
 from agora.core.market import Bid, TaskOutcome, TaskSpec
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.core.outcomes import PROMPT_HEADING, OutcomeStatus
+from agora.core.outcomes.prompts import PROMPT_HEADING
+from agora.core.outcomes.record import OutcomeStatus
 from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar

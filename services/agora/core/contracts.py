@@ -19,7 +19,7 @@ from agora.core.escalation.record import AbortSummary, EscalationRecord, Escalat
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Name, Note, Text
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
-from agora.core.outcomes import PatternEffectiveness
+from agora.core.outcomes.effectiveness import PatternEffectiveness
 from agora.core.uncertainty import (
     SessionBelief,
     StepType,

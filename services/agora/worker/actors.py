@@ -62,15 +62,10 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.core.outcomes import (
-    DetectedPattern,
-    OutcomeStatus,
-    SheetOutcome,
-    detect_patterns,
-    format_patterns_for_prompt,
-    pattern_effectiveness,
-    select_relevant_patterns,
-)
+from agora.core.outcomes.effectiveness import pattern_effectiveness
+from agora.core.outcomes.patterns import DetectedPattern, detect_patterns
+from agora.core.outcomes.prompts import format_patterns_for_prompt, select_relevant_patterns
+from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.core.triage import (
     DEFAULT_REPEAT_LIMIT,
     FailureType,
