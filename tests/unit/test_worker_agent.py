@@ -20,14 +20,9 @@ from agora.core.outcomes.record import OutcomeStatus
 from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
-from agora.worker.actors import (
-    RUN_WATCHDOG,
-    ParkedTask,
-    WorkerAgent,
-    WorkerDeps,
-    decision_reminder,
-    run_reminder,
-)
+from agora.worker.actors import WorkerAgent, WorkerDeps
+from agora.worker.reminders import RUN_WATCHDOG, decision_reminder, run_reminder
+from agora.worker.runs import ParkedTask
 from tests.unit.helpers import FakeModel, answer_of, hosted
 
 

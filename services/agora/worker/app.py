@@ -33,7 +33,8 @@ from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
+from agora.worker.actors import WorkerAgent, WorkerDeps
+from agora.worker.client import WorkerAgents
 
 log = logging.getLogger(__name__)
 
