@@ -23,7 +23,7 @@ from agora.cli.plans import plan_list_lines
 from agora.cli.problems import CliError, describe_refusal
 from agora.cli.sidecar import Sidecar, loopback, point_link, unlink_if_pointing_at
 from agora.cli.text import MAX_ERROR_LINES, MAX_VALUE_CHARS
-from agora.core.contracts import EscalationList
+from agora.core.contracts import EscalationList, ResumeRequest
 from agora.core.debate import DebateConfig, DebaterConfig
 from agora.core.escalation.checkpoints import CheckpointContext, CheckpointTrigger
 from agora.core.escalation.context import EscalationContext
@@ -37,9 +37,10 @@ from agora.core.escalation.record import (
     resolve,
 )
 from agora.core.escalation.suggestions import HistoricalSuggestion
-from agora.core.market import TaskSpec
-from agora.core.models import CapabilityProfile
+from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
+from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans import PlanList, PlanRequest, PlanState, given_plan, new_record
+from agora.core.task_lifecycle import StatusChange, TaskRecord
 from agora.escalation.view import escalation_lines, escalation_row
 from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec
 from agora.worker.app import SAMPLE_AGENTS
@@ -827,3 +828,142 @@ def test_escalations_list_shows_every_status_newest_first_as_the_service_answers
     assert rows[1].split()[1] == EscalationStatus.RESOLVED and "deadline" not in rows[1]  # decided: moot
     code, out, _ = run_cli(capsys, "escalations", "list", "--json")
     assert code == 0 and EscalationList.model_validate_json(out) == listing
+
+
+# -- answers read as their contract models, requests sent as them -------------------------------
+
+
+def exchanging(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[tuple[str, str, Any]]:
+    """Every request is answered with `answer` (JSON); each request's method, path and body
+    are returned."""
+    sent: list[tuple[str, str, Any]] = []
+
+    def reply(method: str, url: str, **kwargs: Any) -> httpx.Response:
+        sent.append((method, url.split("/method/", 1)[1], kwargs.get("json")))
+        return httpx.Response(200, json=answer)
+
+    monkeypatch.setattr(httpx, "request", reply)
+    monkeypatch.setattr(cli_sidecar, "find_sidecar", lambda _port: Sidecar("http://127.0.0.1:3500"))
+    return sent
+
+
+def scored(agent_id: str, final: float) -> BidScore:
+    return BidScore(
+        bid_id=f"b-{agent_id}", agent_id=agent_id, raw_success_prob=0.8, calibrated_success_prob=0.75,
+        reputation_score=0.5, cost_score=0.25, composite=final - 0.125, ucb_bonus=0.125, final_score=final,
+    )  # fmt: skip
+
+
+def test_a_task_is_shown_from_its_record(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = TaskSpec.model_validate(VALID_TASK)
+    bid = Bid(task_id="t-1", agent_id="a1", self_reported_success_prob=0.8, estimated_cost_usd=0.01,
+              estimated_steps=2)  # fmt: skip
+    allocation = AllocationResult(
+        task_id="t-1", status=AllocationStatus.ALLOCATED, winning_agent_id="a1", winning_bid=bid,
+        winning_score=scored("a1", 0.5), all_scores=[scored("a1", 0.5), scored("a2", -0.25)],
+    )  # fmt: skip
+    outcome = TaskOutcome(
+        task_id="t-1", agent_id="a1", actual_success=True, actual_cost_usd=0.002, actual_steps=2
+    )
+    record = TaskRecord(
+        spec=spec,
+        status=AllocationStatus.COMPLETED,
+        allocation=allocation,
+        outcome=outcome,
+        history=[StatusChange(status=s) for s in ("PENDING", "BIDDING", "ALLOCATED", "COMPLETED")],
+    )
+    sent = exchanging(monkeypatch, record.model_dump(mode="json"))
+    code, out, err = run_cli(capsys, "task", "show", "t-1")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "t-1: COMPLETED  (Do it)",
+        "  history: PENDING → BIDDING → ALLOCATED → COMPLETED",
+        "  ★ a1             final=+0.500 calibrated=0.75 reputation=0.50 cost=0.25 ucb=0.12",
+        "    a2             final=-0.250 calibrated=0.75 reputation=0.50 cost=0.25 ucb=0.12",
+        "  outcome: success by a1, 2 steps, $0.0020",
+    ]
+    code, out, _ = run_cli(capsys, "task", "show", "t-1", "--json")
+    assert code == 0 and TaskRecord.model_validate_json(out) == record
+    assert [path for _, path, _ in sent] == ["v1/tasks/t-1", "v1/tasks/t-1"]
+
+
+def test_an_answer_that_does_not_read_as_its_contract_model_is_a_readable_failure(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exchanging(monkeypatch, {"agents": [{"agent_id": "a1", "skill_tags": "not a list"}]})
+    code, out, err = run_cli(capsys, "registry", "list")
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == (
+        "error: registry answered with a body that does not read as AgentList; "
+        "is 127.0.0.1:3500 an Agora sidecar?"
+    )
+    assert "  AgentList: agents.0.agent_name: Field required" in lines
+    assert "Traceback" not in err
+
+
+def test_agents_are_listed_and_filtered_from_their_answers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = {"agent_id": "a1", "agent_name": "A", "skill_tags": ["sql", "python"], "cost_per_step_usd": 0.002}
+    sent = exchanging(monkeypatch, {"agents": [agent]})
+    code, out, _ = run_cli(capsys, "registry", "filter", "--required", "sql", "--limit", "3")
+    assert code == 0 and out.split() == ["a1", "balanced", "$0.0020", "sql,", "python"]
+    [(method, path, body)] = sent
+    assert (method, path) == ("POST", "v1/agents/filter")
+    assert body == CapabilityQuery(required_skills=["sql"], limit=3).model_dump(mode="json")
+
+
+def test_a_capability_query_that_does_not_validate_is_refused_before_it_is_sent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = exchanging(monkeypatch, {"agents": []})
+    code, out, err = run_cli(capsys, "registry", "filter", "--required", "sql", "--limit", "5000")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: the capability query: limit: Input should be less than or equal to 1000")
+    assert sent == []
+
+
+def test_a_registration_says_until_when_in_utc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = {"agent_id": "a1", "agent_name": "A", "skill_tags": ["sql"]}
+    agents = write_yaml(tmp_path / "agents.yaml", [profile])
+    answer = {**profile, "lease_expires_at": "2030-01-01T10:30:00+01:00"}
+    sent = exchanging(monkeypatch, answer)
+    code, out, _ = run_cli(capsys, "registry", "register", str(agents))
+    assert (code, out) == (0, "registered a1 until 2030-01-01 09:30:00 UTC (register again to renew)\n")
+    [(_, path, body)] = sent
+    assert path.startswith("v1/agents?lease_seconds=")
+    assert body == CapabilityProfile.model_validate(profile).model_dump(mode="json")
+
+
+def test_a_decision_is_sent_as_a_resume_request(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decision = EscalationResponse(action="modify_prompt", modified_prompt="Use EUR", guidance="check first")
+    decided = resolve(parked(escalation_context()), decision, "alice", "wrong currency", PARKED_AT)
+    sent = exchanging(monkeypatch, decided.model_dump(mode="json"))
+    argv = ["escalations", "resume", "e-7", "--action", "modify_prompt", "--prompt", "Use EUR",
+            "--guidance", "check first", "--who", "alice", "--why", "wrong currency"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *argv)
+    assert (code, out) == (0, "e-7: RESOLVED with modify_prompt by alice\n")
+    [(method, path, body)] = sent
+    assert (method, path) == ("POST", "v1/escalations/e-7/resume")
+    assert ResumeRequest.model_validate(body) == ResumeRequest(
+        decision=decision, who="alice", why="wrong currency"
+    )
+
+
+def test_a_decision_that_does_not_validate_is_refused_before_it_is_sent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = exchanging(monkeypatch, {})
+    code, out, err = run_cli(capsys, "escalations", "resume", "e-7", "--action", "modify_prompt")
+    assert (code, out, sent) == (1, "", [])
+    assert err == (
+        "error: the decision: modified_prompt: "
+        "Value error, modified_prompt is required when action is modify_prompt (given None)\n"
+    )

@@ -14,9 +14,9 @@ system running) are printed as `error: ...` lines, exit code 1.
 One module per idea: `sidecar` (finding the running system), `transport` (requests through
 it, answers read as their contract models), `problems` (expected failures told readably),
 `files` (input files read as models), `text` and `listings` (rendering), one module per group
-of commands (`run`, `registry`, `tasks`, `plans`, `debates`, `escalations`), and `parser` (the
-arguments and the entry point, `main`, also the `agora` console script and `python -m
-agora.cli`).
+of commands (`run`, with the demo it shows in `demo`; `registry`, `tasks`, `plans`, `debates`,
+`escalations`), and `parser` (the arguments and the entry point, `main`: also the `agora`
+console script and `python -m agora.cli`).
 """
 
 from agora.cli.parser import main

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from agora.cli.files import load_models
 from agora.cli.listings import created, listing_summary, page_query
-from agora.cli.problems import CliError, validation_lines
-from agora.cli.text import capped, shorten
+from agora.cli.problems import invalid_input
+from agora.cli.text import shorten
 from agora.cli.transport import invoke
 from agora.core.debate import (
     FINAL_DEBATE_STATES,
@@ -51,12 +51,9 @@ def cmd_debate_ask(args: argparse.Namespace) -> int:
             ),
         )
     except ValidationError as exc:
-        raise CliError("\n".join(capped(validation_lines("the debate", exc), indent="  "))) from None
+        raise invalid_input("the debate", exc) from None
     debate_id = args.id or f"debate-{uuid.uuid4().hex[:8]}"
-    body = submission.model_dump(mode="json")
-    accepted = DebateAccepted.model_validate(
-        invoke(args, "PUT", f"v1/debates/{debate_id}", body, service="debate")
-    )
+    accepted = invoke(args, "PUT", f"v1/debates/{debate_id}", DebateAccepted, submission, service="debate")
     print(f"{debate_id}: {'started' if accepted.created else f'already exists ({accepted.state})'}")
     if args.wait:
         args.debate_id, args.watch, args.json = debate_id, True, False
@@ -67,9 +64,7 @@ def cmd_debate_ask(args: argparse.Namespace) -> int:
 def cmd_debate_show(args: argparse.Namespace) -> int:
     shown: list[str] = []
     while True:
-        record = DebateRecord.model_validate(
-            invoke(args, "GET", f"v1/debates/{args.debate_id}", service="debate")
-        )
+        record = invoke(args, "GET", f"v1/debates/{args.debate_id}", DebateRecord, service="debate")
         if args.json:
             print(record.model_dump_json(indent=2))
             return 0
@@ -100,6 +95,6 @@ def debate_list_lines(listing: DebateList, offset: int, limit: int) -> list[str]
 
 def cmd_debate_list(args: argparse.Namespace) -> int:
     query = page_query("v1/debates", args.limit, args.offset, state=args.state)
-    listing = DebateList.model_validate(invoke(args, "GET", query, service="debate"))
+    listing = invoke(args, "GET", query, DebateList, service="debate")
     print("\n".join(debate_list_lines(listing, args.offset, args.limit)))
     return 0

@@ -10,7 +10,7 @@ from agora.cli.files import load_models
 from agora.cli.listings import created, listing_summary, page_query
 from agora.cli.text import shorten
 from agora.cli.transport import invoke
-from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest
+from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest, PlanSubmission
 from agora.planner.view import plan_lines
 
 __all__ = ["cmd_plan_list", "cmd_plan_show", "cmd_plan_submit", "plan_list_lines"]
@@ -19,9 +19,9 @@ __all__ = ["cmd_plan_list", "cmd_plan_show", "cmd_plan_submit", "plan_list_lines
 def cmd_plan_submit(args: argparse.Namespace) -> int:
     requests = load_models(args.file, PlanRequest, "plan_id")
     for request in requests:
-        body = request.model_dump(mode="json", exclude={"plan_id"})
-        accepted = PlanAccepted.model_validate(
-            invoke(args, "PUT", f"v1/plans/{request.plan_id}", body, service="planner")
+        submission = PlanSubmission.model_validate(request.model_dump(exclude={"plan_id"}))
+        accepted = invoke(
+            args, "PUT", f"v1/plans/{request.plan_id}", PlanAccepted, submission, service="planner"
         )
         state = "submitted" if accepted.created else f"already exists ({accepted.state})"
         print(f"{request.plan_id}: {state}")
@@ -31,7 +31,7 @@ def cmd_plan_submit(args: argparse.Namespace) -> int:
 def cmd_plan_show(args: argparse.Namespace) -> int:
     shown: list[str] = []
     while True:
-        record = PlanRecord.model_validate(invoke(args, "GET", f"v1/plans/{args.plan_id}", service="planner"))
+        record = invoke(args, "GET", f"v1/plans/{args.plan_id}", PlanRecord, service="planner")
         if args.json:
             print(record.model_dump_json(indent=2))
             return 0
@@ -58,6 +58,6 @@ def plan_list_lines(listing: PlanList, offset: int, limit: int) -> list[str]:
 
 def cmd_plan_list(args: argparse.Namespace) -> int:
     query = page_query("v1/plans", args.limit, args.offset, state=args.state)
-    listing = PlanList.model_validate(invoke(args, "GET", query, service="planner"))
+    listing = invoke(args, "GET", query, PlanList, service="planner")
     print("\n".join(plan_list_lines(listing, args.offset, args.limit)))
     return 0

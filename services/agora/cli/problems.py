@@ -14,7 +14,14 @@ from pydantic import ValidationError
 from agora.cli.text import MAX_TEXT_CHARS, capped, dotted, one_line, shorten, shown
 from agora.core.errors import ErrorBody, FieldError, error_from
 
-__all__ = ["CliError", "describe_refusal", "print_error", "remote_error_lines", "validation_lines"]
+__all__ = [
+    "CliError",
+    "describe_refusal",
+    "invalid_input",
+    "print_error",
+    "remote_error_lines",
+    "validation_lines",
+]
 
 
 class CliError(Exception):
@@ -32,6 +39,12 @@ def validation_lines(where: str, exc: ValidationError) -> list[str]:
         value = f" (given {shown(given)})" if visible else ""
         lines.append(f"{where}: {field + ': ' if field else ''}{one_line(error['msg'])}{value}")
     return lines
+
+
+def invalid_input(what: str, exc: ValidationError) -> CliError:
+    """The failure of input given on the command line that does not validate as `what` (the
+    request is not sent): one line per field."""
+    return CliError("\n".join(capped(validation_lines(what, exc), indent="  ")))
 
 
 def remote_error_lines(errors: list[FieldError]) -> list[str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from agora.cli.demo import invoker, run_demo, session_continuation
 from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
-from agora.demo import invoker, run_demo, session_continuation
 from agora.harness.cluster import LocalCluster
 from agora.harness.processes import ProcessFailed
 from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
@@ -74,7 +74,7 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     if watching:
         try:
             run_demo(tools.dapr_http, app_id_for)
-        except (httpx.HTTPError, TimeoutError, KeyError, ValueError) as exc:
+        except (httpx.HTTPError, TimeoutError, KeyError, ValueError, CliError) as exc:
             watching = False
             print(
                 f"the demo stopped: {shorten(one_line(exc), MAX_TEXT_CHARS)}; see the logs", file=sys.stderr

@@ -1,8 +1,10 @@
-"""Text for people: values shortened to fit a line, blanks made visible, long lists capped."""
+"""Text for people: values shortened to fit a line, blanks made visible, long lists capped,
+times in UTC."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -11,6 +13,7 @@ __all__ = [
     "MAX_VALUE_CHARS",
     "capped",
     "dotted",
+    "moment",
     "one_line",
     "shorten",
     "shown",
@@ -42,3 +45,9 @@ def capped(lines: list[str], indent: str = "") -> list[str]:
 
 def dotted(loc: Iterable[Any]) -> str:
     return ".".join(str(part) for part in loc)
+
+
+def moment(when: datetime) -> str:
+    """A point in time for people: UTC, to the second (`2030-01-01 09:30:00 UTC`)."""
+    utc = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return utc.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,23 +1,27 @@
-"""Talking to the running system through its sidecar: a request, with the sidecar's token,
-to a service (service invocation) or a topic (publish); a failure to reach it or a refusal
-becomes a readable `CliError`."""
+"""Talking to the running system through its sidecar: a contract model sent, with the
+sidecar's token, to a service (service invocation) or a topic (publish), and the service's
+answer read as its contract model; a failure to reach it, a refusal or an answer that is not
+the model becomes a readable `CliError`."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from typing import TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
-from agora.cli.problems import CliError, describe_refusal
+from agora.cli.problems import CliError, describe_refusal, validation_lines
 from agora.cli.sidecar import Sidecar, sidecar_for, token_header
-from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.cli.text import MAX_TEXT_CHARS, capped, one_line, shorten
 from agora.harness.system import app_id_hosting
 
 __all__ = ["REQUEST_TIMEOUT_S", "invoke", "send"]
 
 REQUEST_TIMEOUT_S = 30.0
+
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 def send(
@@ -25,13 +29,15 @@ def send(
     method: str,
     url: str,
     target: str,
-    body: Any = None,
+    body: BaseModel | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
+    """`body` (as JSON) to `url` through the sidecar; the answer unless it is a refusal."""
     where = sidecar.where
+    sent = body.model_dump(mode="json") if body is not None else None
     try:
         response = httpx.request(
-            method, url, json=body, timeout=REQUEST_TIMEOUT_S, headers={**token_header(), **(headers or {})}
+            method, url, json=sent, timeout=REQUEST_TIMEOUT_S, headers={**token_header(), **(headers or {})}
         )
     except httpx.ConnectError as exc:
         reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).lower() or "cannot connect"
@@ -55,18 +61,29 @@ def invoke(
     args: argparse.Namespace,
     method: str,
     path: str,
-    body: Any = None,
+    answer: type[Answer],
+    body: BaseModel | None = None,
     service: str = "registry",
     headers: dict[str, str] | None = None,
-) -> Any:
+) -> Answer:
+    """Call `service`'s API at `path` with `body`; its answer as `answer`, the contract model
+    the route answers."""
     sidecar = sidecar_for(args)
     app_id = app_id_hosting(service, sidecar.app_ids)
     url = f"{sidecar.url}/v1.0/invoke/{app_id}/method/{path}"
     response = send(sidecar, method, url, service, body, headers)
     try:
-        return response.json()
+        answered = response.json()
     except ValueError:
         raise CliError(
             f"{service} answered {response.status_code} with a body that is not JSON; "
             f"is {sidecar.where} an Agora sidecar?"
         ) from None
+    try:
+        return answer.model_validate(answered)
+    except ValidationError as exc:
+        kind = answer.__name__
+        lines = [f"  {line}" for line in validation_lines(kind, exc)]
+        head = f"{service} answered with a body that does not read as {kind}"
+        head += f"; is {sidecar.where} an Agora sidecar?"
+        raise CliError("\n".join([head, *capped(lines, indent="  ")])) from None
