@@ -36,6 +36,17 @@ from agora.runtime.settings import ServiceSettings
 from agora.worker.actors import WorkerAgent, WorkerDeps
 from agora.worker.client import WorkerAgents
 
+__all__ = [
+    "APP_ID",
+    "RENEW_RETRY_SECONDS",
+    "SAMPLE_AGENTS",
+    "WorkerSettings",
+    "create_app",
+    "load_profiles",
+    "main",
+    "worker_module",
+]
+
 log = logging.getLogger(__name__)
 
 APP_ID = "worker"
