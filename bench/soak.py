@@ -37,7 +37,8 @@ from typing import Any
 
 import httpx
 
-from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.processes import ManagedProcess

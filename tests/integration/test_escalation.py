@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agora.core.escalation import EscalationContext
+from agora.core.escalation.context import EscalationContext
 from agora.escalation.app import STATUS_INDEX_NAMESPACE as ESCALATION_STATUS_INDEX
 from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.settings import ServiceSettings

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from agora.cli import DEFAULT_DEBATERS
+from agora.cli.debates import DEFAULT_DEBATERS
 from agora.core.debate import DebateConfig, DebateSubmission
 from agora.core.plans import PlanSubmission
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec

@@ -143,6 +143,10 @@ def test_an_invalid_file_is_reported_by_field(system: RunningSystem, tmp_path: P
         agora("registry", "register", str(crowded), cwd=tmp_path),
         "skill_tags: List should have at most 64 items",
     )
+    readable_failure(  # a query is checked before it is sent, like a file
+        agora("registry", "filter", "--required", " ", cwd=tmp_path),
+        "the capability query: required_skills",
+    )
 
 
 def test_each_kind_of_server_error_is_readable(system: RunningSystem, tmp_path: Path) -> None:
@@ -156,9 +160,9 @@ def test_each_kind_of_server_error_is_readable(system: RunningSystem, tmp_path: 
         "(404 NOT_FOUND)",
     )
     readable_failure(
-        agora("registry", "filter", "--required", " ", cwd=tmp_path),
+        agora("plan", "list", "--limit", "5000", cwd=tmp_path),
         "(422 INVALID_ARGUMENT)",
-        "required_skills",
+        "limit",
     )
     readable_failure(
         agora("escalations", "resume", "demo-session.2", "--action", "retry", cwd=tmp_path),

@@ -14,14 +14,9 @@ from pydantic import BaseModel, ValidationError
 
 from agora.core import models
 from agora.core.errors import Internal, InvalidArgument, NotFound
-from agora.core.escalation import (
-    EscalationContext,
-    EscalationResponse,
-    WaitingParty,
-    WaitingPartyKind,
-    park,
-    resolve,
-)
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.record import WaitingParty, WaitingPartyKind, park, resolve
 from agora.core.limits import MAX_BODY_BYTES, MAX_SKILL_TAGS, MAX_TEXT_CHARS, clean_skill_tags
 from agora.core.market import TaskSpec
 from agora.core.messages import EscalationResolved

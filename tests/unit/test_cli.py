@@ -14,27 +14,36 @@ import httpx
 import pytest
 import yaml
 
-from agora import cli
-from agora.core.contracts import EscalationList
+from agora.cli import main
+from agora.cli import run as cli_run
+from agora.cli import sidecar as cli_sidecar
+from agora.cli.files import load_models
+from agora.cli.listings import listing_summary
+from agora.cli.plans import plan_list_lines
+from agora.cli.problems import CliError, describe_refusal
+from agora.cli.sidecar import Sidecar, loopback, point_link, unlink_if_pointing_at
+from agora.cli.text import MAX_ERROR_LINES, MAX_VALUE_CHARS
+from agora.core.contracts import EscalationList, ResumeRequest
 from agora.core.debate import DebateConfig, DebaterConfig
-from agora.core.escalation import (
-    CheckpointContext,
-    CheckpointTrigger,
-    EscalationContext,
+from agora.core.escalation.checkpoints import CheckpointContext, CheckpointTrigger
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.record import (
     EscalationRecord,
-    EscalationResponse,
     EscalationStatus,
-    HistoricalSuggestion,
     WaitingParty,
     WaitingPartyKind,
     park,
     resolve,
 )
-from agora.core.market import TaskSpec
-from agora.core.models import CapabilityProfile
+from agora.core.escalation.suggestions import HistoricalSuggestion
+from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
+from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans import PlanList, PlanRequest, PlanState, given_plan, new_record
+from agora.core.task_lifecycle import StatusChange, TaskRecord
 from agora.escalation.view import escalation_lines, escalation_row
 from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec
+from agora.worker.app import SAMPLE_AGENTS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -47,7 +56,7 @@ def write_yaml(path: Path, content: Any) -> Path:
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -104,7 +113,7 @@ def test_long_values_are_shortened(tmp_path: Path, capsys: pytest.CaptureFixture
         f"error: {tasks}: item 1 (task_id 't-1'): budget_usd: Input should be a valid number"
     )
     given = line.split(" (given ", 1)[1]
-    assert given == "'" + "x" * (cli.MAX_VALUE_CHARS - 4) + "...)"
+    assert given == "'" + "x" * (MAX_VALUE_CHARS - 4) + "...)"
 
 
 def test_many_errors_are_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,9 +121,9 @@ def test_many_errors_are_capped(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, _, err = run_cli(capsys, "task", "publish", str(tasks))
     assert code == 1
     lines = err.splitlines()
-    assert len(lines) == cli.MAX_ERROR_LINES + 1
+    assert len(lines) == MAX_ERROR_LINES + 1
     assert all(line.startswith("error: ") for line in lines[:-1])
-    assert lines[-1] == f"  ... and {15 * 2 - cli.MAX_ERROR_LINES} more"  # description, required_skills
+    assert lines[-1] == f"  ... and {15 * 2 - MAX_ERROR_LINES} more"  # description, required_skills
 
 
 def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,7 +190,7 @@ def test_profiles_are_validated_before_anything_is_sent(
 
 def test_usage_errors_stay_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        cli.main(["task"])
+        main(["task"])
     assert exited.value.code == 2
     assert "usage:" in capsys.readouterr().err
 
@@ -190,24 +199,24 @@ def test_usage_errors_stay_argparse_errors(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_the_example_tasks_are_valid_and_match_the_sample_agents() -> None:
-    specs = cli._load_models(str(EXAMPLES / "tasks.yaml"), TaskSpec, "task_id")
+    specs = load_models(str(EXAMPLES / "tasks.yaml"), TaskSpec, "task_id")
     assert 2 <= len(specs) <= 3
     assert all(spec.task_id.startswith("example-") for spec in specs)
-    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    sample = yaml.safe_load((SAMPLE_AGENTS).read_text())
     skills = {tag for agent in sample for tag in agent["skill_tags"]}
     assert all(set(spec.required_skills) <= skills for spec in specs)
 
 
 def test_the_example_agents_are_valid_and_new() -> None:
-    profiles = cli._load_models(str(EXAMPLES / "my-agents.yaml"), CapabilityProfile, "agent_id")
+    profiles = load_models(str(EXAMPLES / "my-agents.yaml"), CapabilityProfile, "agent_id")
     assert 1 <= len(profiles) <= 2
-    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    sample = yaml.safe_load((SAMPLE_AGENTS).read_text())
     assert not {p.agent_id for p in profiles} & {agent["agent_id"] for agent in sample}
 
 
 def test_the_example_plans_are_valid_and_match_the_sample_agents() -> None:
-    requests = cli._load_models(str(EXAMPLES / "plan.yaml"), PlanRequest, "plan_id")
-    sample = yaml.safe_load((Path(cli.__file__).parent / "worker" / "sample_agents.yaml").read_text())
+    requests = load_models(str(EXAMPLES / "plan.yaml"), PlanRequest, "plan_id")
+    sample = yaml.safe_load((SAMPLE_AGENTS).read_text())
     skills = {tag for agent in sample for tag in agent["skill_tags"]}
     assert len(requests) == 2
     drafted, given = requests
@@ -217,7 +226,7 @@ def test_the_example_plans_are_valid_and_match_the_sample_agents() -> None:
 
 
 def test_the_example_debaters_make_a_debate() -> None:
-    debaters = cli._load_models(str(EXAMPLES / "debaters.yaml"), DebaterConfig, "debater_id")
+    debaters = load_models(str(EXAMPLES / "debaters.yaml"), DebaterConfig, "debater_id")
     assert DebateConfig(debaters=debaters).router.debater_id == "careful"
 
 
@@ -247,7 +256,7 @@ def test_publishing_the_examples_sends_each_task(
 
 
 def refusal(status: int, **kwargs: Any) -> str:
-    return cli._describe_refusal(httpx.Response(status, **kwargs), "registry")
+    return describe_refusal(httpx.Response(status, **kwargs), "registry")
 
 
 def test_an_agora_error_is_its_code_and_message() -> None:
@@ -281,7 +290,7 @@ def test_many_remote_validation_errors_are_capped() -> None:
     errors = [{"loc": ["body", f"f{i}"], "msg": "bad", "type": "x"} for i in range(25)]
     body = {"error": "INVALID_ARGUMENT", "message": "invalid", "details": {"errors": errors}}
     lines = refusal(422, json=body).splitlines()
-    assert len(lines) == 1 + cli.MAX_ERROR_LINES + 1
+    assert len(lines) == 1 + MAX_ERROR_LINES + 1
     assert lines[-1] == "  ... and 5 more"
 
 
@@ -299,7 +308,7 @@ def test_a_dapr_sidecar_error_names_the_sidecar() -> None:
         "failed to invoke, id: registry, err: not found"
     )
     forbidden = {"errorCode": "ERR_PUBSUB_FORBIDDEN", "message": "topic agora.tasks is not allowed"}
-    assert cli._describe_refusal(httpx.Response(403, json=forbidden), "topic agora.tasks") == (
+    assert describe_refusal(httpx.Response(403, json=forbidden), "topic agora.tasks") == (
         "the Dapr sidecar refused the request to topic agora.tasks (403 ERR_PUBSUB_FORBIDDEN): "
         "topic agora.tasks is not allowed"
     )
@@ -391,22 +400,22 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     for name in ("DAPR_HTTP_PORT", "DAPR_HTTP_ENDPOINT", "DAPR_API_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     live: set[int] = set()
-    monkeypatch.setattr(cli, "_sidecar_answers", lambda url: int(url.rsplit(":", 1)[1]) in live)
+    monkeypatch.setattr(cli_sidecar, "sidecar_answers", lambda url: int(url.rsplit(":", 1)[1]) in live)
     return SimpleNamespace(work=work, cache=cache, live=live, tmp=tmp_path)
 
 
 def link_here(places: SimpleNamespace, run: Path) -> None:
-    cli._point_link(places.work / ".run" / "current", run)
+    point_link(places.work / ".run" / "current", run)
 
 
 def link_user_wide(places: SimpleNamespace, run: Path) -> None:
-    cli._point_link(places.cache / "current", run)
+    point_link(places.cache / "current", run)
 
 
 def test_an_explicit_port_wins_and_the_services_are_unknown(places: SimpleNamespace) -> None:
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     places.live.add(4001)
-    assert cli._find_sidecar(5000) == cli._Sidecar(cli._loopback(5000), frozenset())
+    assert cli_sidecar.find_sidecar(5000) == Sidecar(loopback(5000), frozenset())
 
 
 def test_the_run_of_this_directory_comes_before_the_user_wide_one(
@@ -416,7 +425,7 @@ def test_the_run_of_this_directory_comes_before_the_user_wide_one(
     link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
     places.live.update({4001, 4002})
-    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4001), frozenset({"agora"}))
+    assert cli_sidecar.find_sidecar(None) == Sidecar(loopback(4001), frozenset({"agora"}))
 
 
 def test_the_user_wide_run_is_found_from_any_directory(
@@ -427,12 +436,12 @@ def test_the_user_wide_run_is_found_from_any_directory(
     )
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
     places.live.update({4002, 4005})
-    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4005), frozenset({"registry", "console"}))
+    assert cli_sidecar.find_sidecar(None) == Sidecar(loopback(4005), frozenset({"registry", "console"}))
 
 
 def test_dapr_http_port_is_the_last_resort(places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
-    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4003), frozenset())
+    assert cli_sidecar.find_sidecar(None) == Sidecar(loopback(4003), frozenset())
 
 
 def test_dapr_http_endpoint_names_a_remote_sidecar_and_the_token_goes_with_every_request(
@@ -448,8 +457,8 @@ def test_dapr_http_endpoint_names_a_remote_sidecar_and_the_token_goes_with_every
         return httpx.Response(200, json={"id": "console"}, request=httpx.Request("GET", url))
 
     monkeypatch.setattr(httpx, "get", metadata)
-    found = cli._find_sidecar(None)
-    assert found == cli._Sidecar("http://agora-console.agora.svc:3500", frozenset({"console"}))
+    found = cli_sidecar.find_sidecar(None)
+    assert found == Sidecar("http://agora-console.agora.svc:3500", frozenset({"console"}))
     assert asked == [
         ("http://agora-console.agora.svc:3500/v1.0/metadata", {"dapr-api-token": "s3cret-token"})
     ]
@@ -460,24 +469,24 @@ def test_a_dapr_http_endpoint_that_is_not_an_address_is_refused(
     places: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DAPR_HTTP_ENDPOINT", "agora-console:3500")
-    with pytest.raises(cli.CliError) as failed:
-        cli._find_sidecar(None)
+    with pytest.raises(CliError) as failed:
+        cli_sidecar.find_sidecar(None)
     assert (
         str(failed.value) == "DAPR_HTTP_ENDPOINT='agora-console:3500' is not an http(s)://host[:port] address"
     )
 
 
 def test_with_nothing_running_it_says_how_to_start(places: SimpleNamespace) -> None:
-    with pytest.raises(cli.CliError) as failed:
-        cli._find_sidecar(None)
+    with pytest.raises(CliError) as failed:
+        cli_sidecar.find_sidecar(None)
     assert str(failed.value) == "no running Agora found: start one with `make run`, or pass --dapr-http-port"
 
 
 def test_a_run_that_does_not_answer_is_not_trusted(places: SimpleNamespace) -> None:
     run = write_run(places.tmp / "clone" / ".run" / "b", {"agora": 4002})
     link_user_wide(places, run)
-    with pytest.raises(cli.CliError) as failed:
-        cli._find_sidecar(None)
+    with pytest.raises(CliError) as failed:
+        cli_sidecar.find_sidecar(None)
     assert str(failed.value) == (
         f"no running Agora found (the last run at {run.resolve()} is not answering): "
         "start one with `make run`, or pass --dapr-http-port"
@@ -486,8 +495,8 @@ def test_a_run_that_does_not_answer_is_not_trusted(places: SimpleNamespace) -> N
 
 def test_a_run_folder_that_is_gone_is_not_trusted(places: SimpleNamespace) -> None:
     link_user_wide(places, places.tmp / "removed")
-    with pytest.raises(cli.CliError) as failed:
-        cli._find_sidecar(None)
+    with pytest.raises(CliError) as failed:
+        cli_sidecar.find_sidecar(None)
     assert f"(the last run at {(places.tmp / 'removed').resolve()} is gone)" in str(failed.value)
 
 
@@ -495,7 +504,7 @@ def test_a_stale_run_here_gives_way_to_a_live_one_elsewhere(places: SimpleNamesp
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     link_user_wide(places, write_run(places.tmp / "elsewhere" / "b", {"agora": 4002}))
     places.live.add(4002)
-    assert cli._find_sidecar(None).url == "http://127.0.0.1:4002"
+    assert cli_sidecar.find_sidecar(None).url == "http://127.0.0.1:4002"
 
 
 def test_a_stale_run_gives_way_to_dapr_http_port(
@@ -503,7 +512,7 @@ def test_a_stale_run_gives_way_to_dapr_http_port(
 ) -> None:
     link_here(places, write_run(places.work / ".run" / "a", {"agora": 4001}))
     monkeypatch.setenv("DAPR_HTTP_PORT", "4003")
-    assert cli._find_sidecar(None) == cli._Sidecar(cli._loopback(4003), frozenset())
+    assert cli_sidecar.find_sidecar(None) == Sidecar(loopback(4003), frozenset())
 
 
 def test_the_embedded_app_is_invoked_for_every_service(
@@ -528,11 +537,11 @@ def test_a_run_leaves_a_link_that_a_later_run_took_over(places: SimpleNamespace)
     first, second = places.tmp / "first", places.tmp / "second"
     first.mkdir()
     second.mkdir()
-    cli._point_link(link, first)
-    cli._point_link(link, second)  # a second `agora run` started meanwhile
-    cli._unlink_if_pointing_at(link, first)
+    point_link(link, first)
+    point_link(link, second)  # a second `agora run` started meanwhile
+    unlink_if_pointing_at(link, first)
     assert link.resolve() == second.resolve()
-    cli._unlink_if_pointing_at(link, second)
+    unlink_if_pointing_at(link, second)
     assert not link.is_symlink()
 
 
@@ -557,7 +566,7 @@ def test_the_banner_names_the_services_jaeger_knows(capsys: pytest.CaptureFixtur
         processes=lambda: iter([stopped]),
     )
     args = argparse.Namespace(profile="default", no_demo=True)
-    assert cli._serve_locally(cast(LocalCluster, cluster), args, Path(".run/x")) == 1
+    assert cli_run.serve_locally(cast(LocalCluster, cluster), args, Path(".run/x")) == 1
     assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in capsys.readouterr().out
 
 
@@ -582,10 +591,10 @@ def test_a_run_points_both_links_at_its_folder_while_it_runs(
         seen["run_dir"] = cluster.run_dir
         return 0
 
-    monkeypatch.setattr(cli, "LocalCluster", FakeCluster)
-    monkeypatch.setattr(cli, "_serve_locally", serve)
+    monkeypatch.setattr(cli_run, "LocalCluster", FakeCluster)
+    monkeypatch.setattr(cli_run, "serve_locally", serve)
     args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True)
-    assert cli.cmd_run(args) == 0
+    assert cli_run.cmd_run(args) == 0
     assert seen["run_dir"].is_absolute()
     assert seen["here"] == seen["user-wide"] == seen["run_dir"]
     assert not (places.work / ".run" / "current").is_symlink()
@@ -606,7 +615,7 @@ def answering(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[str]:
         return httpx.Response(200, json=answer)
 
     monkeypatch.setattr(httpx, "request", reply)
-    monkeypatch.setattr(cli, "_find_sidecar", lambda _port: cli._Sidecar("http://127.0.0.1:3500"))
+    monkeypatch.setattr(cli_sidecar, "find_sidecar", lambda _port: Sidecar("http://127.0.0.1:3500"))
     return asked
 
 
@@ -659,7 +668,7 @@ def test_an_empty_listing_says_so_and_no_state_given_lists_every_state(
 def test_a_listing_says_how_many_there_are_in_all(
     shown: int, total: int, offset: int, limit: int, line: str
 ) -> None:
-    assert cli.listing_summary("plan", None, shown, total, offset, limit) == line
+    assert listing_summary("plan", None, shown, total, offset, limit) == line
 
 
 def test_a_listing_of_every_state_shows_each_plans_state_and_creation() -> None:
@@ -668,7 +677,7 @@ def test_a_listing_of_every_state_shows_each_plans_state_and_creation() -> None:
     listing = PlanList(
         total=3, plans=[later.model_copy(update={"state": PlanState.RUNNING}), first]
     )  # newest first, as the service answers
-    lines = cli.plan_list_lines(listing, offset=0, limit=2)
+    lines = plan_list_lines(listing, offset=0, limit=2)
     assert lines[0].split() == ["p-new", "RUNNING", "--", "2030-01-01", "10:30", "Count", "the", "pears"]
     assert lines[1].split()[:2] == ["p-old", "PLANNING"]
     assert lines[2] == "(1-2 of 3 plans; --offset 2 for more)"
@@ -819,3 +828,142 @@ def test_escalations_list_shows_every_status_newest_first_as_the_service_answers
     assert rows[1].split()[1] == EscalationStatus.RESOLVED and "deadline" not in rows[1]  # decided: moot
     code, out, _ = run_cli(capsys, "escalations", "list", "--json")
     assert code == 0 and EscalationList.model_validate_json(out) == listing
+
+
+# -- answers read as their contract models, requests sent as them -------------------------------
+
+
+def exchanging(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[tuple[str, str, Any]]:
+    """Every request is answered with `answer` (JSON); each request's method, path and body
+    are returned."""
+    sent: list[tuple[str, str, Any]] = []
+
+    def reply(method: str, url: str, **kwargs: Any) -> httpx.Response:
+        sent.append((method, url.split("/method/", 1)[1], kwargs.get("json")))
+        return httpx.Response(200, json=answer)
+
+    monkeypatch.setattr(httpx, "request", reply)
+    monkeypatch.setattr(cli_sidecar, "find_sidecar", lambda _port: Sidecar("http://127.0.0.1:3500"))
+    return sent
+
+
+def scored(agent_id: str, final: float) -> BidScore:
+    return BidScore(
+        bid_id=f"b-{agent_id}", agent_id=agent_id, raw_success_prob=0.8, calibrated_success_prob=0.75,
+        reputation_score=0.5, cost_score=0.25, composite=final - 0.125, ucb_bonus=0.125, final_score=final,
+    )  # fmt: skip
+
+
+def test_a_task_is_shown_from_its_record(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = TaskSpec.model_validate(VALID_TASK)
+    bid = Bid(task_id="t-1", agent_id="a1", self_reported_success_prob=0.8, estimated_cost_usd=0.01,
+              estimated_steps=2)  # fmt: skip
+    allocation = AllocationResult(
+        task_id="t-1", status=AllocationStatus.ALLOCATED, winning_agent_id="a1", winning_bid=bid,
+        winning_score=scored("a1", 0.5), all_scores=[scored("a1", 0.5), scored("a2", -0.25)],
+    )  # fmt: skip
+    outcome = TaskOutcome(
+        task_id="t-1", agent_id="a1", actual_success=True, actual_cost_usd=0.002, actual_steps=2
+    )
+    record = TaskRecord(
+        spec=spec,
+        status=AllocationStatus.COMPLETED,
+        allocation=allocation,
+        outcome=outcome,
+        history=[StatusChange(status=s) for s in ("PENDING", "BIDDING", "ALLOCATED", "COMPLETED")],
+    )
+    sent = exchanging(monkeypatch, record.model_dump(mode="json"))
+    code, out, err = run_cli(capsys, "task", "show", "t-1")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "t-1: COMPLETED  (Do it)",
+        "  history: PENDING → BIDDING → ALLOCATED → COMPLETED",
+        "  ★ a1             final=+0.500 calibrated=0.75 reputation=0.50 cost=0.25 ucb=0.12",
+        "    a2             final=-0.250 calibrated=0.75 reputation=0.50 cost=0.25 ucb=0.12",
+        "  outcome: success by a1, 2 steps, $0.0020",
+    ]
+    code, out, _ = run_cli(capsys, "task", "show", "t-1", "--json")
+    assert code == 0 and TaskRecord.model_validate_json(out) == record
+    assert [path for _, path, _ in sent] == ["v1/tasks/t-1", "v1/tasks/t-1"]
+
+
+def test_an_answer_that_does_not_read_as_its_contract_model_is_a_readable_failure(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exchanging(monkeypatch, {"agents": [{"agent_id": "a1", "skill_tags": "not a list"}]})
+    code, out, err = run_cli(capsys, "registry", "list")
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == (
+        "error: registry answered with a body that does not read as AgentList; "
+        "is 127.0.0.1:3500 an Agora sidecar?"
+    )
+    assert "  AgentList: agents.0.agent_name: Field required" in lines
+    assert "Traceback" not in err
+
+
+def test_agents_are_listed_and_filtered_from_their_answers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = {"agent_id": "a1", "agent_name": "A", "skill_tags": ["sql", "python"], "cost_per_step_usd": 0.002}
+    sent = exchanging(monkeypatch, {"agents": [agent]})
+    code, out, _ = run_cli(capsys, "registry", "filter", "--required", "sql", "--limit", "3")
+    assert code == 0 and out.split() == ["a1", "balanced", "$0.0020", "sql,", "python"]
+    [(method, path, body)] = sent
+    assert (method, path) == ("POST", "v1/agents/filter")
+    assert body == CapabilityQuery(required_skills=["sql"], limit=3).model_dump(mode="json")
+
+
+def test_a_capability_query_that_does_not_validate_is_refused_before_it_is_sent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = exchanging(monkeypatch, {"agents": []})
+    code, out, err = run_cli(capsys, "registry", "filter", "--required", "sql", "--limit", "5000")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: the capability query: limit: Input should be less than or equal to 1000")
+    assert sent == []
+
+
+def test_a_registration_says_until_when_in_utc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = {"agent_id": "a1", "agent_name": "A", "skill_tags": ["sql"]}
+    agents = write_yaml(tmp_path / "agents.yaml", [profile])
+    answer = {**profile, "lease_expires_at": "2030-01-01T10:30:00+01:00"}
+    sent = exchanging(monkeypatch, answer)
+    code, out, _ = run_cli(capsys, "registry", "register", str(agents))
+    assert (code, out) == (0, "registered a1 until 2030-01-01 09:30:00 UTC (register again to renew)\n")
+    [(_, path, body)] = sent
+    assert path.startswith("v1/agents?lease_seconds=")
+    assert body == CapabilityProfile.model_validate(profile).model_dump(mode="json")
+
+
+def test_a_decision_is_sent_as_a_resume_request(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decision = EscalationResponse(action="modify_prompt", modified_prompt="Use EUR", guidance="check first")
+    decided = resolve(parked(escalation_context()), decision, "alice", "wrong currency", PARKED_AT)
+    sent = exchanging(monkeypatch, decided.model_dump(mode="json"))
+    argv = ["escalations", "resume", "e-7", "--action", "modify_prompt", "--prompt", "Use EUR",
+            "--guidance", "check first", "--who", "alice", "--why", "wrong currency"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *argv)
+    assert (code, out) == (0, "e-7: RESOLVED with modify_prompt by alice\n")
+    [(method, path, body)] = sent
+    assert (method, path) == ("POST", "v1/escalations/e-7/resume")
+    assert ResumeRequest.model_validate(body) == ResumeRequest(
+        decision=decision, who="alice", why="wrong currency"
+    )
+
+
+def test_a_decision_that_does_not_validate_is_refused_before_it_is_sent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = exchanging(monkeypatch, {})
+    code, out, err = run_cli(capsys, "escalations", "resume", "e-7", "--action", "modify_prompt")
+    assert (code, out, sent) == (1, "", [])
+    assert err == (
+        "error: the decision: modified_prompt: "
+        "Value error, modified_prompt is required when action is modify_prompt (given None)\n"
+    )

@@ -9,44 +9,49 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from agora.core.errors import AgoraError, IllegalTransition, NotFound
-from agora.core.escalation import (
-    DEFAULT_ESCALATION_CONFIG,
-    AbortSummary,
-    AgentNotWaiting,
-    CheckpointAction,
+from agora.core.escalation.checkpoints import (
     CheckpointContext,
     CheckpointGate,
-    CheckpointResponse,
     CheckpointTrigger,
-    ConflictingEscalation,
+    evaluate_checkpoint,
+    should_checkpoint,
+    trigger_matches,
+)
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import (
+    CheckpointAction,
+    CheckpointResponse,
     EscalationAction,
-    EscalationConfig,
-    EscalationContext,
-    EscalationLevel,
-    EscalationRecord,
     EscalationResponse,
+    resume_message,
+)
+from agora.core.escalation.ladder import (
+    DEFAULT_ESCALATION_CONFIG,
+    EscalationConfig,
+    EscalationLevel,
+    escalation_level,
+    next_level,
+    should_escalate,
+    within_retry_limit,
+)
+from agora.core.escalation.record import (
+    AbortSummary,
+    AgentNotWaiting,
+    ConflictingEscalation,
+    EscalationRecord,
     EscalationStatus,
-    HistoricalSuggestion,
     InvalidDecision,
     PartialProgress,
     WaitingParty,
     WaitingPartyKind,
     complete_cleanup,
-    escalation_level,
-    evaluate_checkpoint,
     expire,
     is_overdue,
-    next_level,
     park,
-    rank_suggestions,
     require_record,
     resolve,
-    resume_message,
-    should_checkpoint,
-    should_escalate,
-    trigger_matches,
-    within_retry_limit,
 )
+from agora.core.escalation.suggestions import HistoricalSuggestion, rank_suggestions
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 PARTY = WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="plan-1/step-3")

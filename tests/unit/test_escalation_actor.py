@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from agora.core.contracts import Decision
-from agora.core.escalation import EscalationContext, EscalationRecord, ParkRequest
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.topics import Channel
 from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalation, EscalationDeps
 from agora.escalation.outcomes import outcome_of

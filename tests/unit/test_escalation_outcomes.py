@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from agora.core.outcomes import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.escalation.outcomes import DaprOutcomeStore
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import IdSet

@@ -143,7 +143,7 @@ def test_an_allocated_result_must_name_its_winner() -> None:
 
 def test_typed_errors_come_back_from_their_codes() -> None:
     from agora.core.errors import IllegalTransition, Internal, error_from
-    from agora.core.escalation import AgentNotWaiting
+    from agora.core.escalation.record import AgentNotWaiting
 
     assert isinstance(error_from("ILLEGAL_TRANSITION", "x"), IllegalTransition)
     assert isinstance(error_from("AGENT_NOT_WAITING", "x"), AgentNotWaiting)

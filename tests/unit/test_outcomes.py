@@ -10,33 +10,28 @@ import pytest
 from pydantic import ValidationError
 
 from agora.core.checks import ValidationResult
-from agora.core.escalation import EscalationAction, HistoricalSuggestion
-from agora.core.outcomes import (
+from agora.core.escalation.decisions import EscalationAction
+from agora.core.escalation.suggestions import HistoricalSuggestion
+from agora.core.outcomes.derived import normalise_phrase, summarise_validation, with_derived_fields
+from agora.core.outcomes.effectiveness import (
+    PatternEffectiveness,
+    effectiveness_of,
+    pattern_effectiveness,
+    stable_pattern_text,
+)
+from agora.core.outcomes.learner import OutcomeLearner
+from agora.core.outcomes.patterns import (
     MIN_OUTCOMES_FOR_PATTERNS,
     DetectedPattern,
-    InMemoryOutcomeStore,
-    OutcomeLearner,
-    OutcomeQuery,
-    OutcomeStatus,
-    OutcomeStore,
-    PatternEffectiveness,
     PatternType,
-    SheetOutcome,
     detect_patterns,
-    effectiveness_of,
-    format_patterns_for_prompt,
-    get_relevant_patterns,
-    historical_suggestions,
-    jaccard,
-    normalise_phrase,
-    pattern_effectiveness,
-    query_similar,
-    rank_similar,
-    similarity,
-    stable_pattern_text,
-    summarise_validation,
-    with_derived_fields,
 )
+from agora.core.outcomes.prompts import format_patterns_for_prompt, get_relevant_patterns
+from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.similar import OutcomeQuery, query_similar, rank_similar, similarity
+from agora.core.outcomes.store import InMemoryOutcomeStore, OutcomeStore
+from agora.core.outcomes.suggestions import historical_suggestions
+from agora.core.similarity import jaccard
 from agora.core.triage import FailureType
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -273,11 +268,6 @@ def test_detected_pattern_json_round_trip() -> None:
 
 
 # --- similarity ------------------------------------------------------------------------------
-
-
-def test_jaccard() -> None:
-    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
-    assert jaccard([], []) == 0.0
 
 
 def test_similarity_is_the_weighted_mean_of_the_components_given() -> None:

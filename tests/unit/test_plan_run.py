@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agora.core.escalation import EscalationAction, EscalationResponse
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.planning import (
     InvalidPlan,
     Plan,

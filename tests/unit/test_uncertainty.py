@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_NOTE_CHARS
+from agora.core.similarity import jaccard
 from agora.core.uncertainty import (
     DEFAULT_STEP_WEIGHTS,
     MAX_KEPT_STEPS,
@@ -31,9 +32,9 @@ from agora.core.uncertainty import (
     UncertaintyPropagator,
     calibrate,
     cluster_responses,
-    jaccard,
     parse_p_true,
     parse_verbalized_confidence,
+    response_words,
     semantic_confidence,
 )
 
@@ -595,9 +596,10 @@ async def test_failed_sampling_is_left_out() -> None:
 
 
 def test_jaccard_and_clustering() -> None:
-    assert jaccard("The capital is Paris.", "paris, the CAPITAL is") == 1.0
-    assert jaccard("", "") == 1.0
-    assert jaccard("a", "") == 0.0
+    same = response_words("The capital is Paris."), response_words("paris, the CAPITAL is")
+    assert jaccard(*same) == 1.0
+    assert jaccard(response_words(""), response_words("")) == 1.0
+    assert jaccard(response_words("a"), response_words("")) == 0.0
     assert cluster_responses(["a b", "a b c", "x y"]) == [["a b", "a b c"], ["x y"]]
     assert semantic_confidence(["only one"]) == 1.0
     assert semantic_confidence(["a", "b"]) == 0.0

@@ -9,6 +9,7 @@ from typing import get_args
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agora.core.similarity import jaccard
 from agora.core.uncertainty import (
     SessionBelief,
     StepType,
@@ -17,9 +18,9 @@ from agora.core.uncertainty import (
     UncertaintyLevel,
     UncertaintyPolicy,
     UncertaintyPropagator,
-    jaccard,
     parse_p_true,
     parse_verbalized_confidence,
+    response_words,
     semantic_confidence,
 )
 
@@ -75,8 +76,9 @@ def test_less_confidence_is_never_a_lesser_level(a: float, b: float) -> None:
 @given(st.lists(st.text(alphabet="abc ", max_size=12), min_size=1, max_size=6), st.text(max_size=12))
 def test_similarity_and_semantic_confidence_are_bounded(responses: list[str], other: str) -> None:
     assert 0.0 <= semantic_confidence(responses) <= 1.0
-    assert jaccard(responses[0], other) == jaccard(other, responses[0])
-    assert 0.0 <= jaccard(responses[0], other) <= 1.0
+    first, then = response_words(responses[0]), response_words(other)
+    assert jaccard(first, then) == jaccard(then, first)
+    assert 0.0 <= jaccard(first, then) <= 1.0
 
 
 steps = st.lists(

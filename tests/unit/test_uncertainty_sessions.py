@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agora.core.contracts import StepReport, StepVerdict
-from agora.core.escalation import EscalationRecord, ParkRequest, park
+from agora.core.escalation.record import EscalationRecord, ParkRequest, park
 from agora.core.messages import EscalationResolved
 from agora.runtime.actor import ActorClient, wire_name
 from agora.runtime.interfaces import EscalationInterface

@@ -11,22 +11,18 @@ import pytest
 from pydantic import BaseModel
 
 from agora.core.contracts import AgentLearning
-from agora.core.escalation import EscalationConfig
+from agora.core.escalation.ladder import EscalationConfig
 from agora.core.market import Bid, TaskOutcome, TaskSpec
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.core.outcomes import PROMPT_HEADING, OutcomeStatus
+from agora.core.outcomes.prompts import PROMPT_HEADING
+from agora.core.outcomes.record import OutcomeStatus
 from agora.llm import ChatMessage
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprSidecar
-from agora.worker.actors import (
-    RUN_WATCHDOG,
-    ParkedTask,
-    WorkerAgent,
-    WorkerDeps,
-    decision_reminder,
-    run_reminder,
-)
+from agora.worker.actors import WorkerAgent, WorkerDeps
+from agora.worker.reminders import RUN_WATCHDOG, decision_reminder, run_reminder
+from agora.worker.runs import ParkedTask
 from tests.unit.helpers import FakeModel, answer_of, hosted
 
 

@@ -35,9 +35,9 @@ from agora.core.debate import (
     ConformalDecision,
     DebateRound,
     cluster_positions,
-    jaccard,
     words,
 )
+from agora.core.similarity import jaccard
 
 MIN_CALIBRATION = 20
 """Fewer recorded debates than this and the gate cannot be trusted: it escalates."""

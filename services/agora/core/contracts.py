@@ -13,17 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agora.core.escalation import (
-    AbortSummary,
-    AnyResponse,
-    CheckpointAction,
-    CheckpointTrigger,
-    CheckpointVerdict,
-    EscalationAction,
-    EscalationRecord,
-    EscalationStatus,
-    PartialProgress,
-)
+from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
+from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
+from agora.core.escalation.record import AbortSummary, EscalationRecord, EscalationStatus, PartialProgress
 from agora.core.limits import (
     MAX_CANDIDATES,
     MAX_ID_CHARS,
@@ -38,7 +30,7 @@ from agora.core.limits import (
 )
 from agora.core.market import AllocationStatus, Bid, TaskOutcome
 from agora.core.models import CapabilityProfile
-from agora.core.outcomes import PatternEffectiveness
+from agora.core.outcomes.effectiveness import PatternEffectiveness
 from agora.core.uncertainty import (
     SessionBelief,
     StepType,

@@ -39,7 +39,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agora.core.errors import AgoraError
-from agora.core.escalation import EscalationAction, EscalationResponse
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.limits import (
     ID_PATTERN,
     MAX_NOTE_CHARS,
@@ -53,6 +53,7 @@ from agora.core.limits import (
     Traceparent,
 )
 from agora.core.planning import TokenUsage
+from agora.core.similarity import greedy_clusters
 
 SIMILARITY_THRESHOLD = 0.5
 """Jaccard similarity of word sets at or above which two answers count as the same position."""
@@ -215,26 +216,13 @@ def words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
-
-
 def cluster_positions(
     positions: Sequence[Position], threshold: float = SIMILARITY_THRESHOLD
 ) -> list[list[int]]:
-    """Indices of `positions` grouped by answer: each joins the first cluster whose first answer
-    is at least `threshold` similar to it, else starts one. Largest first (stable)."""
-    sets = [words(p.answer) for p in positions]
-    clusters: list[list[int]] = []
-    for index, answer in enumerate(sets):
-        for cluster in clusters:
-            if jaccard(sets[cluster[0]], answer) >= threshold:
-                cluster.append(index)
-                break
-        else:
-            clusters.append([index])
+    """Indices of `positions` grouped by answer (`greedy_clusters` over their `words`): each
+    joins the first cluster whose first answer is at least `threshold` similar to it, else
+    starts one. Largest first (stable)."""
+    clusters = greedy_clusters([words(p.answer) for p in positions], threshold)
     return sorted(clusters, key=len, reverse=True)
 
 

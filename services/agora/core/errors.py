@@ -226,7 +226,7 @@ def conflict_between(kind: str, run_id: str, earlier: BaseModel, later: BaseMode
 
 DOMAIN_ERROR_MODULES = (
     "agora.core.task_lifecycle",
-    "agora.core.escalation",
+    "agora.core.escalation.record",
     "agora.core.planning",
     "agora.core.uncertainty",
     "agora.core.suspension",

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agora.core.escalation import (
+from agora.core.escalation.decisions import AnyResponse
+from agora.core.escalation.record import (
     SYSTEM_ACTOR,
     AbortSummary,
-    AnyResponse,
     EscalationRecord,
     EscalationStatus,
     WaitingParty,

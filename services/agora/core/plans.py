@@ -34,7 +34,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from agora.core.escalation import EscalationAction, EscalationResponse
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.limits import (
     ID_PATTERN,
     MAX_NOTE_CHARS,

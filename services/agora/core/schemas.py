@@ -44,7 +44,7 @@ from agora.core.debate import (
     DebateRequest,
     DebateSubmission,
 )
-from agora.core.escalation import EscalationRecord, ParkRequest
+from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardAcknowledgement,

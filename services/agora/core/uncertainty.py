@@ -75,6 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, MAX_NOTE_CHARS, IdRef, NameRef, Note
+from agora.core.similarity import greedy_clusters, jaccard
 
 StepType = Literal["llm_call", "tool_call", "memory_read", "decision"]
 MessageRole = Literal["system", "user", "assistant", "tool"]
@@ -519,28 +520,18 @@ def calibrate(raw: float, bias: float) -> float:
     return _unit(raw * (1.0 - bias))
 
 
-def jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of the two texts' lower-cased word sets (1.0 when both are empty)."""
-    words_a = set(_WORDS.findall(a.lower()))
-    words_b = set(_WORDS.findall(b.lower()))
-    union = words_a | words_b
-    if not union:
-        return 1.0
-    return len(words_a & words_b) / len(union)
+def response_words(text: str) -> frozenset[str]:
+    """The lower-cased words of a sampled response: what two samples are compared by
+    (`jaccard`) when sampling stops early and when samples are clustered."""
+    return frozenset(_WORDS.findall(text.lower()))
 
 
 def cluster_responses(responses: Sequence[str], threshold: float = CLUSTER_JACCARD) -> list[list[str]]:
-    """Greedy clustering, in order: a response joins the first cluster whose first member it
-    matches with Jaccard >= `threshold`, else it starts a new cluster."""
-    clusters: list[list[str]] = []
-    for response in responses:
-        for cluster in clusters:
-            if jaccard(response, cluster[0]) >= threshold:
-                cluster.append(response)
-                break
-        else:
-            clusters.append([response])
-    return clusters
+    """Greedy clustering, in order (`greedy_clusters` over `response_words`): a response joins
+    the first cluster whose first member it matches with Jaccard >= `threshold`, else it starts a
+    new cluster. Responses without words match each other."""
+    clusters = greedy_clusters([response_words(response) for response in responses], threshold)
+    return [[responses[index] for index in cluster] for cluster in clusters]
 
 
 def semantic_confidence(responses: Sequence[str], threshold: float = CLUSTER_JACCARD) -> float:
@@ -710,7 +701,7 @@ class UncertaintyEstimator:
             return [answer for answer in answers if isinstance(answer, str)]
 
         samples = await batch(self.min_samples)
-        if jaccard(samples[0], samples[1]) < self.early_stop_jaccard:
+        if jaccard(response_words(samples[0]), response_words(samples[1])) < self.early_stop_jaccard:
             samples += await batch(self.max_samples - len(samples))
         return semantic_confidence(samples, self.cluster_jaccard), len(samples)
 

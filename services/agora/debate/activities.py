@@ -28,7 +28,8 @@ from agora.core.debate import (
     position_cost,
     transcript,
 )
-from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.debate import steps
 from agora.debate.workflow import (

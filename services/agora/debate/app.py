@@ -28,7 +28,8 @@ from agora.core.debate import (
     submission_of,
 )
 from agora.core.errors import NotFound, conflict_between
-from agora.core.escalation import EscalationResponse, WaitingPartyKind
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved
 from agora.debate import steps

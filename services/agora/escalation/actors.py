@@ -14,18 +14,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Link
 from pydantic import BaseModel
 
-from agora.core import escalation as rules
 from agora.core import topics
 from agora.core.contracts import Decision
 from agora.core.errors import NotFound
-from agora.core.escalation import (
-    EscalationContext,
-    EscalationRecord,
-    EscalationStatus,
-    ParkRequest,
-)
+from agora.core.escalation import record as rules
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.messages import EscalationResolved
-from agora.core.outcomes import OutcomeLearner
+from agora.core.outcomes.learner import OutcomeLearner
 from agora.escalation.outcomes import outcome_of, suggestions_for
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import EscalationInterface

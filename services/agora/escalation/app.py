@@ -12,14 +12,11 @@ from fastapi import FastAPI, Header, Query
 from agora.core import topics
 from agora.core.contracts import Decision, EscalationList, ResumeRequest
 from agora.core.errors import NotFound, Unauthorized
-from agora.core.escalation import (
-    EscalationRecord,
-    EscalationStatus,
-    ParkRequest,
-)
+from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome
-from agora.core.outcomes import OutcomeLearner, SheetOutcome
+from agora.core.outcomes.learner import OutcomeLearner
+from agora.core.outcomes.record import SheetOutcome
 from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient

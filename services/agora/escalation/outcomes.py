@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from agora.core.checks import RecordedError
-from agora.core.escalation import EscalationContext, EscalationRecord, HistoricalSuggestion
-from agora.core.outcomes import OutcomeLearner, OutcomeStatus, SheetOutcome
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import EscalationRecord
+from agora.core.escalation.suggestions import HistoricalSuggestion
+from agora.core.outcomes.learner import OutcomeLearner
+from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
 

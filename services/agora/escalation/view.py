@@ -10,15 +10,11 @@ from datetime import UTC, datetime
 from pydantic import JsonValue
 
 from agora.core.checks import ValidationResult
-from agora.core.escalation import (
-    AbortSummary,
-    CheckpointContext,
-    CheckpointResponse,
-    EscalationContext,
-    EscalationRecord,
-    EscalationResponse,
-    HistoricalSuggestion,
-)
+from agora.core.escalation.checkpoints import CheckpointContext
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import CheckpointResponse, EscalationResponse
+from agora.core.escalation.record import AbortSummary, EscalationRecord
+from agora.core.escalation.suggestions import HistoricalSuggestion
 
 INDENT = "  "
 OUTCOMES = {True: "succeeded", False: "failed", None: "outcome unknown"}

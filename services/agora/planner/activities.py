@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from agora.core import topics
 from agora.core.checks import ValidationResult
 from agora.core.errors import NotFound
-from agora.core.escalation import EscalationContext, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult

@@ -16,7 +16,8 @@ from fastapi import FastAPI, Query
 
 from agora.core import topics
 from agora.core.errors import AgoraError, NotFound, conflict_between
-from agora.core.escalation import EscalationResponse, WaitingPartyKind
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import EscalationResolved, TaskRejected

@@ -8,7 +8,7 @@ injected into the broker, a replay altered on the way).
 
 from __future__ import annotations
 
-from agora.core.escalation import EscalationRecord, UnverifiedDecision
+from agora.core.escalation.record import EscalationRecord, UnverifiedDecision
 from agora.core.messages import EscalationResolved
 from agora.runtime.clients import EscalationActors
 

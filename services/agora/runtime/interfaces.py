@@ -26,7 +26,7 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
 )
-from agora.core.escalation import EscalationRecord, ParkRequest
+from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved, TaskAwarded
 from agora.core.task_lifecycle import TaskRecord

@@ -18,19 +18,15 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
 )
-from agora.core.escalation import (
-    CheckpointAction,
+from agora.core.escalation.checkpoints import (
     CheckpointContext,
     CheckpointGate,
     CheckpointTrigger,
-    EscalationAction,
-    EscalationContext,
-    ParkRequest,
-    UnverifiedDecision,
-    WaitingParty,
-    WaitingPartyKind,
     evaluate_checkpoint,
 )
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import CheckpointAction, EscalationAction
+from agora.core.escalation.record import ParkRequest, UnverifiedDecision, WaitingParty, WaitingPartyKind
 from agora.core.messages import EscalationOutcome, EscalationResolved
 from agora.core.uncertainty import (
     ConfidenceModel,

@@ -18,7 +18,7 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
 )
-from agora.core.escalation import CheckpointTrigger
+from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.messages import EscalationResolved
 from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings

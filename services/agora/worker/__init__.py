@@ -1,1 +1,3 @@
 """Reference worker: executes awarded tasks for its agents and reports outcomes."""
+
+__all__: list[str] = []

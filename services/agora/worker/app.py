@@ -16,7 +16,7 @@ from pydantic import Field
 from agora.core import topics
 from agora.core.contracts import AgentLearning
 from agora.core.errors import NotFound
-from agora.core.escalation import WaitingPartyKind
+from agora.core.escalation.record import WaitingPartyKind
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
@@ -33,7 +33,19 @@ from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.worker.actors import WorkerAgent, WorkerAgents, WorkerDeps
+from agora.worker.actors import WorkerAgent, WorkerDeps
+from agora.worker.client import WorkerAgents
+
+__all__ = [
+    "APP_ID",
+    "RENEW_RETRY_SECONDS",
+    "SAMPLE_AGENTS",
+    "WorkerSettings",
+    "create_app",
+    "load_profiles",
+    "main",
+    "worker_module",
+]
 
 log = logging.getLogger(__name__)
 

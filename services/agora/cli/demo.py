@@ -1,0 +1,267 @@
+"""The `make run` demo: the worker's sample agents are registered; the demo asks the registry
+a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
+the intake topic and prints each allocation (winner and scores) and outcome, submits a plan
+and prints its waves as they run, runs two debates (one converges, one waits for a person),
+and parks an uncertain session for a person. It sends contract models and reads every answer
+as the contract model its route answers; an error answer stops it with a readable account
+(`CliError`)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from agora.cli.problems import CliError, describe_refusal
+from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVerdict
+from agora.core.debate import DebateConfig, DebaterConfig, DebateRecord, DebateRequest, DebateState
+from agora.core.market import TERMINAL_STATUSES, TaskSpec
+from agora.core.messages import Topic
+from agora.core.models import CapabilityQuery
+from agora.core.plans import FINAL_STATES, PlanRecord, PlanRequest, PlanState
+from agora.core.task_lifecycle import TaskRecord
+from agora.debate.view import debate_lines
+from agora.planner.view import plan_lines
+
+__all__ = [
+    "DEMO_DEBATES",
+    "DEMO_PLAN",
+    "DEMO_SESSION",
+    "SAMPLE_TASKS",
+    "invoker",
+    "run_demo",
+    "session_continuation",
+]
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+SAMPLE_TASKS: list[TaskSpec] = [
+    TaskSpec(task_id="demo-papers", description="Summarise this week's papers on agent coordination",
+             required_skills=["web_search"], preferred_skills=["summarize"], budget_usd=0.05,
+             min_success_threshold=0.2),
+    TaskSpec(task_id="demo-churn", description="Query last month's churn by plan and explain the trend",
+             required_skills=["sql"], preferred_skills=["python"], min_success_threshold=0.2),
+    TaskSpec(task_id="demo-brief", description="Write a one-page brief on the churn findings",
+             required_skills=["write"], preferred_skills=["summarize"], min_success_threshold=0.2),
+    TaskSpec(task_id="demo-molecule", description="Simulate the binding energy of a ligand",
+             required_skills=["quantum_chemistry"]),
+]  # fmt: skip
+
+CAPABILITY_QUESTION = CapabilityQuery(required_skills=["web_search"], preferred_skills=["summarize"])
+
+MALFORMED_REGISTRATION: dict[str, Any] = {"kind": "register", "profile": {"agent_id": "", "skill_tags": []}}
+"""A registration no contract model can hold (that is the point): the registry dead-letters it."""
+
+
+def invoker(dapr_http: str, app_id_for: Callable[[str], str]) -> Callable[[str, str], str]:
+    def invoke(service: str, path: str) -> str:
+        return f"{dapr_http}/v1.0/invoke/{app_id_for(service)}/method/{path}"
+
+    return invoke
+
+
+def _answer(response: httpx.Response, answer: type[Answer], target: str) -> Answer:
+    """The body of a successful answer as its contract model; an error answer as a `CliError`."""
+    _accepted(response, target)
+    return answer.model_validate(response.json())
+
+
+def _accepted(response: httpx.Response, target: str) -> None:
+    if response.status_code >= 400:
+        raise CliError(describe_refusal(response, target))
+
+
+def _publish(http: httpx.Client, publish: str, topic: str, message: BaseModel) -> None:
+    _accepted(http.post(f"{publish}/{topic}", json=message.model_dump(mode="json")), f"topic {topic}")
+
+
+def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
+    invoke = invoker(dapr_http, app_id_for)
+    publish = f"{dapr_http}/v1.0/publish/agora-pubsub"
+    with httpx.Client(timeout=30) as http:
+        found = _wait(functools.partial(_capable_agents, http, invoke("registry", "v1/agents/filter")))
+        print("\nRegistry: filter_capable(required=['web_search'], preferred=['summarize']):")
+        for rank, agent in enumerate(found, 1):
+            print(f"  {rank}. {agent.agent_id:<12} tier={agent.model_tier:<9} {agent.skill_tags}")
+        malformed = http.post(f"{publish}/{Topic.REGISTRY_COMMANDS}", json=MALFORMED_REGISTRATION)
+        _accepted(malformed, f"topic {Topic.REGISTRY_COMMANDS}")
+        print("  (a malformed registration was dead-lettered to agora.deadletter with its validation errors)")
+
+        for spec in SAMPLE_TASKS:
+            _publish(http, publish, Topic.TASKS, spec)
+        print(f"\nMarket: published {len(SAMPLE_TASKS)} tasks to agora.tasks")
+        for spec in SAMPLE_TASKS:
+            url = invoke("taskboard", f"v1/tasks/{spec.task_id}")
+            _print_task(_wait(functools.partial(_settled_at, http, url)))
+        print("\nInspect any task with: .venv/bin/agora task show demo-papers")
+        _run_a_plan(http, invoke, publish)
+        _debate(http, invoke, publish)
+        _pause_a_session(http, invoke)
+
+
+def _capable_agents(http: httpx.Client, url: str) -> list[Any]:
+    """The agents the registry finds for the demo's capability question (none until the sample
+    agents are registered)."""
+    answered = http.post(url, json=CAPABILITY_QUESTION.model_dump(mode="json"))
+    return list(_answer(answered, FilterAnswer, "registry").agents)
+
+
+DEMO_PLAN = PlanRequest(
+    plan_id="demo-plan",
+    task="Write a market report on home solar batteries in Spain with sources, data and checked findings",
+    skills=["web_search", "summarize", "write", "sql", "python"],
+    min_success_threshold=0.2,
+)
+
+
+def _run_a_plan(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """A plan request on agora.plans: the planner drafts subgoals in waves, each goes to the
+    market, is verified, and the results are synthesized; printed as it progresses."""
+    _publish(http, publish, Topic.PLANS, DEMO_PLAN)
+    print(f"\nPlanner: published plan {DEMO_PLAN.plan_id} to {Topic.PLANS}")
+    url = invoke("planner", f"v1/plans/{DEMO_PLAN.plan_id}")
+    shown: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = http.get(url)
+        if response.status_code == 200:
+            record = PlanRecord.model_validate(response.json())
+            lines = plan_lines(record)
+            if lines != shown:
+                print("\n".join("  " + line for line in lines), flush=True)
+                shown = lines
+            if record.state in FINAL_STATES or record.state is PlanState.WAITING_FOR_HUMAN:
+                break
+        time.sleep(0.5)
+    print(f"  Watch it again with: .venv/bin/agora plan show {DEMO_PLAN.plan_id}")
+
+
+DEMO_DEBATERS = [
+    DebaterConfig(debater_id="d0", role_hint="You answer carefully."),
+    DebaterConfig(debater_id="d1", role_hint="You are a skeptical devil's advocate."),
+    DebaterConfig(debater_id="d2", role_hint="You look for what the others missed."),
+]
+DEMO_DEBATES = [
+    DebateRequest(
+        debate_id="demo-backup",
+        question="Should the migration keep a backup of the orders table? "
+        "Options: keep a backup | drop it now",
+        config=DebateConfig(debaters=DEMO_DEBATERS),
+    ),
+    DebateRequest(
+        debate_id="demo-region",
+        question="Which region should host the new cluster? Options: eu-west | us-east | ap-south",
+        config=DebateConfig(debaters=DEMO_DEBATERS),
+    ),
+]
+DEBATE_SETTLED = frozenset({DebateState.COMPLETED, DebateState.ABORTED, DebateState.WAITING_FOR_HUMAN})
+"""The states the demo waits for a debate to reach."""
+
+
+def _debate(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """Two debates on agora.debates: one converges in its second round, one stays split and
+    waits for a person."""
+    for request in DEMO_DEBATES:
+        _publish(http, publish, Topic.DEBATES, request)
+    print(f"\nDebate: published {len(DEMO_DEBATES)} debates to {Topic.DEBATES}")
+    for request in DEMO_DEBATES:
+        url = invoke("debate", f"v1/debates/{request.debate_id}")
+        record: DebateRecord = _wait(functools.partial(_debate_settled, http, url))
+        print("\n".join("  " + line for line in debate_lines(record)))
+        if record.escalation_id:
+            command = f".venv/bin/agora escalations resume {record.escalation_id} --action modify_prompt"
+            print(f"  Decide it: {command} \\")
+            print('      --prompt "eu-west" --why "data residency"')
+
+
+def _debate_settled(http: httpx.Client, url: str) -> DebateRecord | None:
+    response = http.get(url)
+    if response.status_code != 200:
+        return None
+    record = DebateRecord.model_validate(response.json())
+    return record if record.state in DEBATE_SETTLED else None
+
+
+DEMO_SESSION = "demo-session"
+
+
+def _pause_a_session(http: httpx.Client, invoke: Callable[[str, str], str]) -> None:
+    """An agent session reports a confident step, then a doubtful one: the uncertainty monitor
+    parks it with the escalation service until a person decides."""
+    report = invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}/llm-responses")
+    _answer(
+        http.post(invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}/reset")), SessionState, "uncertainty"
+    )
+    confident = StepReport(step_id="1", text="Found the orders table. Confidence: 95%")
+    _answer(http.post(report, json=confident.model_dump(mode="json")), StepVerdict, "uncertainty")
+    doubtful = StepReport(
+        step_id="2",
+        prompt="Migrate the orders table",
+        text="I think dropping the old orders table is fine, but I am not sure. Confidence: 15%",
+    )
+    verdict = _answer(http.post(report, json=doubtful.model_dump(mode="json")), StepVerdict, "uncertainty")
+    print(
+        f"\nUncertainty: session {DEMO_SESSION} step 2 → {verdict.action} "
+        f"(confidence {verdict.step.propagated_confidence:.2f}); it waits for a person."
+    )
+    print("  In another terminal:")
+    print("    .venv/bin/agora escalations list")
+    print(f"    .venv/bin/agora escalations show {verdict.escalation_id}")
+    print(f"    .venv/bin/agora escalations resume {verdict.escalation_id} --action modify_prompt \\")
+    print(
+        '        --prompt "Migrate the orders table; keep the old one until verified" --why "no data loss"\n'
+    )
+
+
+def session_continuation(http: httpx.Client, invoke: Callable[[str, str], str]) -> str | None:
+    """A line describing how the demo session went on, once a person decided; else None."""
+    response = http.get(invoke("uncertainty", f"v1/sessions/{DEMO_SESSION}"))
+    if response.status_code != 200:
+        return None
+    session = SessionState.model_validate(response.json())
+    if not session.continuations:
+        return None
+    last = session.continuations[-1]
+    prompt = f" with prompt {last.next_prompt!r}" if last.next_prompt else ""
+    return f"session {DEMO_SESSION} continues: {last.action} by {last.decided_by}{prompt}"
+
+
+def _settled_at(http: httpx.Client, url: str) -> TaskRecord | None:
+    response = http.get(url)
+    if response.status_code != 200:
+        return None
+    record = TaskRecord.model_validate(response.json())
+    return record if record.status in TERMINAL_STATUSES else None
+
+
+def _wait(fetch: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = fetch()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise TimeoutError("the demo did not see the expected answer in time; see the logs")
+
+
+def _print_task(record: TaskRecord) -> None:
+    spec, allocation, outcome = record.spec, record.allocation, record.outcome
+    history = " → ".join(change.status for change in record.history)
+    print(f"  {spec.task_id:<14} {record.status:<9} {history}")
+    score = allocation.winning_score if allocation is not None else None
+    if allocation is not None and score is not None:
+        print(
+            f"    winner {allocation.winning_agent_id} of {len(allocation.all_scores)} bids: "
+            f"final {score.final_score:.3f} = composite {score.composite:.3f} "
+            f"+ ucb {score.ucb_bonus:.3f} (calibrated p {score.calibrated_success_prob:.2f}, "
+            f"reputation {score.reputation_score:.2f})"
+        )
+    if allocation is not None and allocation.reject_reason:
+        print(f"    rejected: {allocation.reject_reason}")
+    if outcome is not None:
+        verdict = "succeeded" if outcome.actual_success else "failed"
+        print(f"    outcome: {verdict} in {outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}")

@@ -1,0 +1,163 @@
+"""The `agora` command line itself: its arguments, one subcommand per command, and `main`,
+which runs the command they name and prints an expected failure as `error: ...` lines (exit 1)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agora.cli.debates import cmd_debate_ask, cmd_debate_list, cmd_debate_show
+from agora.cli.escalations import cmd_escalations_list, cmd_escalations_resume, cmd_escalations_show
+from agora.cli.plans import cmd_plan_list, cmd_plan_show, cmd_plan_submit
+from agora.cli.problems import CliError, print_error
+from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_register
+from agora.cli.run import cmd_run
+from agora.cli.tasks import cmd_task_list, cmd_task_publish, cmd_task_show
+from agora.core.debate import DebateState
+from agora.core.escalation.record import EscalationStatus
+from agora.core.market import AllocationStatus
+from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from agora.core.plans import PlanState
+
+__all__ = ["DESCRIPTION", "build_parser", "main"]
+
+DESCRIPTION = "`agora` command line: run the local system, and talk to a running one."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agora", description=DESCRIPTION)
+    parser.add_argument(
+        "--dapr-http-port", type=int, help="sidecar to talk through (default: the running `agora run`)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="start the whole system locally (Ctrl-C stops it)")
+    run.add_argument("--profile", choices=["default", "redis"], default="default")
+    run.add_argument("--no-jaeger", action="store_true", help="do not start Jaeger")
+    run.add_argument("--no-demo", action="store_true", help="skip the demo")
+    run.set_defaults(func=cmd_run)
+
+    registry = commands.add_parser("registry", help="capability registry").add_subparsers(
+        dest="action", required=True
+    )
+    register = registry.add_parser(
+        "register", help="register CapabilityProfiles from a YAML/JSON file (one or a list); validated first"
+    )
+    register.add_argument("file")
+    register.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=DEFAULT_LEASE_SECONDS,
+        help=f"how long the registrations last unless registered again "
+        f"({MIN_LEASE_SECONDS}-{MAX_LEASE_SECONDS}; default {DEFAULT_LEASE_SECONDS})",
+    )
+    register.set_defaults(func=cmd_register)
+    registry.add_parser("list", help="list registered agents").set_defaults(func=cmd_list)
+    filter_ = registry.add_parser("filter", help="capable agents for required/preferred skills")
+    filter_.add_argument("--required", nargs="+", required=True)
+    filter_.add_argument("--preferred", nargs="*")
+    filter_.add_argument("--limit", type=int)
+    filter_.set_defaults(func=cmd_filter)
+    deregister = registry.add_parser("deregister", help="remove an agent")
+    deregister.add_argument("agent_id")
+    deregister.set_defaults(func=cmd_deregister)
+
+    task = commands.add_parser("task", help="tasks on the market").add_subparsers(
+        dest="action", required=True
+    )
+    publish = task.add_parser(
+        "publish", help="publish TaskSpecs from a YAML/JSON file (one or a list); validated first"
+    )
+    publish.add_argument("file")
+    publish.set_defaults(func=cmd_task_publish)
+    show = task.add_parser("show", help="a task's status, bids, scores and outcome")
+    show.add_argument("task_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_task_show)
+    listing = task.add_parser("list", help="task ids in a status")
+    listing.add_argument("--status", default="ALLOCATED", choices=[s.value for s in AllocationStatus])
+    listing.set_defaults(func=cmd_task_list)
+
+    escalations = commands.add_parser("escalations", help="escalations waiting for a person").add_subparsers(
+        dest="action", required=True
+    )
+    waiting = escalations.add_parser("list", help="escalations, newest first (--status: only those in it)")
+    waiting.add_argument(
+        "--status", choices=[s.value for s in EscalationStatus], help="default: every status"
+    )
+    waiting.add_argument("--limit", type=int, default=50)
+    waiting.add_argument("--offset", type=int, default=0)
+    waiting.add_argument("--json", action="store_true", help="the page as JSON, for scripts")
+    waiting.set_defaults(func=cmd_escalations_list)
+    show_escalation = escalations.add_parser("show", help="one escalation with its context and suggestions")
+    show_escalation.add_argument("escalation_id")
+    show_escalation.add_argument("--json", action="store_true", help="the record as JSON, for scripts")
+    show_escalation.set_defaults(func=cmd_escalations_show)
+    resume = escalations.add_parser(
+        "resume", help="decide a waiting escalation (AGORA_API_TOKEN if required)"
+    )
+    resume.add_argument("escalation_id")
+    resume.add_argument("--action", required=True, choices=["retry", "skip", "abort", "modify_prompt"])
+    resume.add_argument("--prompt", help="the new prompt (required with modify_prompt)")
+    resume.add_argument("--guidance")
+    resume.add_argument("--who", default=os.environ.get("USER", "operator"))
+    resume.add_argument("--why", default="")
+    resume.set_defaults(func=cmd_escalations_resume)
+
+    plan = commands.add_parser("plan", help="long tasks planned as subgoal DAGs").add_subparsers(
+        dest="action", required=True
+    )
+    submit = plan.add_parser(
+        "submit", help="submit plan requests from a YAML/JSON file (one or a list); validated first"
+    )
+    submit.add_argument("file")
+    submit.set_defaults(func=cmd_plan_submit)
+    show_plan = plan.add_parser("show", help="a plan's waves and subgoals as a tree")
+    show_plan.add_argument("plan_id")
+    show_plan.add_argument("--watch", action="store_true", help="print again on each change until it ends")
+    show_plan.add_argument("--json", action="store_true")
+    show_plan.set_defaults(func=cmd_plan_show)
+    plans = plan.add_parser("list", help="plans, newest first (--state: only those in it)")
+    plans.add_argument("--state", choices=[s.value for s in PlanState], help="default: every state")
+    plans.add_argument("--limit", type=int, default=50)
+    plans.add_argument("--offset", type=int, default=0)
+    plans.set_defaults(func=cmd_plan_list)
+
+    debate = commands.add_parser("debate", help="multi-agent debates").add_subparsers(
+        dest="action", required=True
+    )
+    ask = debate.add_parser("ask", help="start a debate on a question (three offline debaters by default)")
+    ask.add_argument("question")
+    ask.add_argument("--debaters", help="a YAML/JSON file of DebaterConfigs (at least two)")
+    ask.add_argument("--id", help="the debate id (default: a new one)")
+    ask.add_argument("--max-rounds", type=int, default=3)
+    ask.add_argument("--aggregation", default="WEIGHTED_VOTE", choices=["MAJORITY_VOTE", "WEIGHTED_VOTE"])
+    ask.add_argument(
+        "--no-routing", action="store_true", help="debate even when the first model is confident"
+    )
+    ask.add_argument("--wait", action="store_true", help="print it round by round until it ends or waits")
+    ask.set_defaults(func=cmd_debate_ask)
+    show_debate = debate.add_parser("show", help="a debate round by round")
+    show_debate.add_argument("debate_id")
+    show_debate.add_argument("--watch", action="store_true", help="print again on each change until it ends")
+    show_debate.add_argument("--json", action="store_true")
+    show_debate.set_defaults(func=cmd_debate_show)
+    debates = debate.add_parser("list", help="debates, newest first (--state: only those in it)")
+    debates.add_argument("--state", choices=[s.value for s in DebateState], help="default: every state")
+    debates.add_argument("--limit", type=int, default=50)
+    debates.add_argument("--offset", type=int, default=0)
+    debates.set_defaults(func=cmd_debate_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print_error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

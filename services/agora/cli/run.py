@@ -1,0 +1,91 @@
+"""`agora run`: the whole system started locally (every service with its sidecar, Jaeger, the
+demo), the links that tell later commands where it runs, and watching it until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from agora.cli.demo import invoker, run_demo, session_continuation
+from agora.cli.problems import CliError
+from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
+from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.harness.cluster import LocalCluster
+from agora.harness.processes import ProcessFailed
+from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
+from agora.harness.toolchain import MissingTool
+
+__all__ = ["cmd_run", "serve_locally"]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    RUN_ROOT.mkdir(exist_ok=True)
+    run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
+    here, user_wide = run_links()
+    try:
+        with LocalCluster(
+            args.profile,
+            run_dir=run_dir.resolve(),
+            jaeger=not args.no_jaeger,
+            jaeger_ports=JAEGER_DEFAULT_PORTS,
+        ) as cluster:
+            point_link(here, Path(run_dir.name))
+            point_link(user_wide, run_dir.resolve())
+            return serve_locally(cluster, args, run_dir)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough; clean up undisturbed
+        print("\nstopped.")
+        return 0
+    except MissingTool as exc:
+        raise CliError(str(exc)) from None
+    except ProcessFailed as exc:
+        first, *log_tail = str(exc).splitlines()
+        raise CliError("\n".join([first, *(f"  {line}" for line in log_tail)])) from None
+    finally:
+        for link in (here, user_wide):
+            unlink_if_pointing_at(link, run_dir)
+
+
+def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
+    for spec in SERVICES_BY_PROFILE[args.profile]:
+        cluster.add_service(spec)
+    print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
+    for replica in cluster.replicas:
+        ep = replica.endpoints
+        app = f"app :{ep.app_port}" if replica.spec.module else "(no app)"
+        print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
+    if cluster.with_jaeger:
+        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.module is not None)
+        print(f"  traces: {cluster.jaeger_query_url} (Jaeger query API; services: {', '.join(traced)})")
+    app_ids = {r.spec.app_id for r in cluster.replicas}
+
+    def app_id_for(service: str) -> str:
+        return app_id_hosting(service, app_ids)
+
+    # People's tools, the demo among them, speak through the console's sidecar where there is
+    # one (topic scopes and access policies name it); otherwise through the only app's.
+    tools = next((r for r in cluster.replicas if r.spec.app_id == "console"), cluster.replicas[0])
+    watching = not args.no_demo
+    if watching:
+        try:
+            run_demo(tools.dapr_http, app_id_for)
+        except (httpx.HTTPError, TimeoutError, KeyError, ValueError, CliError) as exc:
+            watching = False
+            print(
+                f"the demo stopped: {shorten(one_line(exc), MAX_TEXT_CHARS)}; see the logs", file=sys.stderr
+            )
+    invoke = invoker(tools.dapr_http, app_id_for)
+    print("Running. Ctrl-C stops everything.", flush=True)
+    with httpx.Client(timeout=10) as http:
+        while all(p.running() for p in cluster.processes()):
+            time.sleep(0.5)
+            if watching and (continued := session_continuation(http, invoke)):
+                print(continued, flush=True)
+                watching = False
+    print("a process exited unexpectedly; stopping", file=sys.stderr)
+    return 1
