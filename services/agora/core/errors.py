@@ -27,6 +27,7 @@ __all__ = [
     "MAX_REPORTED_ERRORS",
     "AgoraError",
     "BadRequest",
+    "BudgetExceededError",
     "ConflictingRequest",
     "ConflictingTask",
     "ErrorBody",
@@ -36,6 +37,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "InvalidOutcome",
+    "MaxIterationsExceeded",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
@@ -210,6 +212,22 @@ class ConflictingRequest(AgoraError):
 
     code = "CONFLICTING_REQUEST"
     http_status = 409
+
+
+class BudgetExceededError(AgoraError):
+    """A run's spending reached its budget (a task's `budget_usd`, an agent's session budget):
+    the call that would pass it is not made, or the run stops after the call that did."""
+
+    code = "BUDGET_EXCEEDED"
+    http_status = 402
+
+
+class MaxIterationsExceeded(AgoraError):
+    """An agent's loop reached its iteration limit (`RunnerConfig.max_iterations`) without a
+    final answer."""
+
+    code = "MAX_ITERATIONS_EXCEEDED"
+    http_status = 422
 
 
 def conflict_between(kind: str, run_id: str, earlier: BaseModel, later: BaseModel) -> ConflictingRequest:

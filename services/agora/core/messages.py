@@ -52,6 +52,9 @@ class Topic(StrEnum):
     """Debate intake: a `DebateRequest` (any publisher)."""
     DEBATE_COMPLETED = "agora.debate.completed"
     """A debate ended (`DebateCompleted`): its answer, whether a person gave it, the result."""
+    COST_EVENTS = "agora.cost.events"
+    """An agent spent on a model call (`CostEvent`), published before its budget is checked
+    (any agent app publishes)."""
 
 
 class ActorType(StrEnum):
@@ -249,3 +252,21 @@ class EscalationOutcome(BaseModel):
     escalation_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     succeeded: bool
     """Whether the waiting party got on after the decision (its next step was confident)."""
+
+
+class CostEvent(BaseModel):
+    """Topic `agora.cost.events`: one model call's tokens and cost, as an agent's cost tracker
+    recorded it, with the totals of its session so far."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: Identifier
+    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    step_name: Name
+    model_id: Name
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost_usd: float = Field(ge=0.0)
+    session_cost_usd: float = Field(ge=0.0, description="The session's total after this call.")
+    budget_usd: float | None = Field(default=None, ge=0.0)
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -49,6 +49,7 @@ from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardAcknowledgement,
     AwardLapsed,
+    CostEvent,
     DeadLetter,
     EscalationOutcome,
     EscalationResolved,
@@ -97,6 +98,7 @@ CONTRACTS: dict[str, Contract] = {
     "task_awarded": Contract(TaskAwarded, "topic `agora.task.awarded`; `WorkerAgent` actor `execute`"),
     "task_rejected": Contract(TaskRejected, "topic `agora.task.rejected`"),
     "award_lapsed": Contract(AwardLapsed, "topic `agora.task.award_lapsed`"),
+    "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
     "task_outcome": Contract(TaskOutcome, "topic `agora.task.outcome`; `Task` actor `mark_outcome`"),
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
     "escalation_park_request": Contract(

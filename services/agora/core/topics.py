@@ -17,6 +17,7 @@ from agora.core.debate import DebateCompleted, DebateRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardLapsed,
+    CostEvent,
     DeadLetter,
     DeregisterAgent,
     EscalationOutcome,
@@ -31,6 +32,7 @@ from agora.core.messages import (
 from agora.core.plans import PlanCompleted, PlanRequest
 
 __all__ = [
+    "COST_EVENTS",
     "DEAD_LETTER",
     "DEBATES",
     "DEBATE_COMPLETED",
@@ -86,6 +88,7 @@ PLANS = channel(Topic.PLANS, PlanRequest)
 PLAN_COMPLETED = channel(Topic.PLAN_COMPLETED, PlanCompleted)
 DEBATES = channel(Topic.DEBATES, DebateRequest)
 DEBATE_COMPLETED = channel(Topic.DEBATE_COMPLETED, DebateCompleted)
+COST_EVENTS = channel(Topic.COST_EVENTS, CostEvent)
 
 EVERY_CHANNEL: tuple[Channel[Any], ...] = (
     REGISTRY_COMMANDS,
@@ -102,5 +105,6 @@ EVERY_CHANNEL: tuple[Channel[Any], ...] = (
     PLAN_COMPLETED,
     DEBATES,
     DEBATE_COMPLETED,
+    COST_EVENTS,
 )
 """One channel per topic (a unit test holds it to `Topic`)."""

@@ -1,0 +1,78 @@
+"""Agora's agent SDK: bring your own agents to the market.
+
+An agent is a capability profile plus a runner: an `AgentRunner` (the ReAct loop over a
+`ModelRouter`, with `Tool`s run by a `ToolExecutor`, costs tracked by a `CostTracker`) or a
+handler function of your own. This package is the public API; everything else under
+`agora.sdk` is private. See docs/sdk.md.
+
+    from agora.sdk import AgentDefinition, AgentRunner, ToolExecutor, tool
+
+    @tool
+    def add(a: float, b: float) -> float:
+        \"\"\"Add two numbers.\"\"\"
+        return a + b
+
+    runner = AgentRunner(model, ToolExecutor([add]))
+    result = await runner.run(AgentDefinition(name="calc"), "What is 2 + 3?", session_id="s-1")
+"""
+
+from agora.core.errors import AgoraError as OrchestrationError
+from agora.core.errors import BudgetExceededError, MaxIterationsExceeded
+from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
+from agora.sdk._router import (
+    DEFAULT_FALLBACK_CHAIN,
+    ModelRouter,
+    ModelSpec,
+    ModelTier,
+    RoutedCompletion,
+    RoutingRule,
+)
+from agora.sdk._runner import (
+    AgentDefinition,
+    AgentRunner,
+    AgentState,
+    AgentStateStore,
+    ExecutionResult,
+    InMemoryStateStore,
+    MemoryManager,
+    ReactStep,
+    RunnerConfig,
+    RunStatus,
+    StepCheck,
+    StepMonitor,
+)
+from agora.sdk._tools import DEFAULT_TOOL_TIMEOUT_S, Tool, ToolCall, ToolExecutor, ToolResult, tool
+
+__all__ = [
+    "DEFAULT_FALLBACK_CHAIN",
+    "DEFAULT_TOOL_TIMEOUT_S",
+    "AgentDefinition",
+    "AgentRunner",
+    "AgentState",
+    "AgentStateStore",
+    "BudgetExceededError",
+    "CostSummary",
+    "CostTracker",
+    "EventPublisher",
+    "ExecutionResult",
+    "InMemoryStateStore",
+    "MaxIterationsExceeded",
+    "MemoryManager",
+    "ModelRouter",
+    "ModelSpec",
+    "ModelTier",
+    "OrchestrationError",
+    "ReactStep",
+    "RoutedCompletion",
+    "RoutingRule",
+    "RunStatus",
+    "RunnerConfig",
+    "StepCheck",
+    "StepCost",
+    "StepMonitor",
+    "Tool",
+    "ToolCall",
+    "ToolExecutor",
+    "ToolResult",
+    "tool",
+]

@@ -1,0 +1,415 @@
+"""The agent loop: ReAct (reason, then act with a tool, then read the result) through the model
+router, until the model gives its final answer or the iteration limit is reached.
+
+Each iteration asks the model for one `ReactStep` (a JSON object: a thought, then either a tool
+call or the final answer); a tool's result, or its error, goes back to the model as the next
+message. A step monitor (the uncertainty monitor, in an agent app) may pause the run for a
+person: the state is saved as WAITING_FOR_HUMAN and `resume` continues it with the person's
+answer. Every call's cost is recorded before the budget is checked (`CostTracker`). With
+`react_pattern` off the agent answers in one call, without tools.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from opentelemetry.trace import Status, StatusCode
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agora.core.errors import MaxIterationsExceeded, NotFound
+from agora.core.escalation import AgentNotWaiting
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
+from agora.runtime.tracing import tracer
+from agora.sdk._cost import CostSummary, CostTracker, EventPublisher
+from agora.sdk._router import ModelRouter
+from agora.sdk._tools import ToolCall, ToolExecutor, ToolResult
+
+__all__ = [
+    "AgentDefinition",
+    "AgentRunner",
+    "AgentState",
+    "AgentStateStore",
+    "ExecutionResult",
+    "InMemoryStateStore",
+    "MemoryManager",
+    "ReactStep",
+    "RunStatus",
+    "RunnerConfig",
+    "StepCheck",
+    "StepMonitor",
+]
+
+REACT_PROTOCOL = """Work step by step. Answer every turn with ONE JSON object and nothing else:
+{"thought": "<your reasoning>", "action": "tool" or "final", "tool": "<tool name, for a tool call>",
+ "arguments": {<the tool's arguments>}, "answer": "<your final answer, for action final>",
+ "confidence": <0.0 to 1.0, how sure you are of this step>}
+Call a tool when it helps; its result comes back to you. Give the final answer when you have it."""
+
+
+class RunnerConfig(BaseModel):
+    """How an agent loop runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_iterations: int = Field(
+        default=10, ge=1, le=1_000, description="Model calls before MAX_ITERATIONS_EXCEEDED."
+    )
+    memory_top_k: int = Field(default=5, ge=1, le=100, description="Memories recalled per run.")
+    enable_memory: bool = Field(
+        default=True, description="Recall and remember through the memory manager, if any."
+    )
+    react_pattern: bool = Field(default=True, description="The ReAct loop with tools; off: one model call.")
+
+
+class AgentDefinition(BaseModel):
+    """An agent's blueprint: its name (the agent id), its instructions, and an optional budget
+    for each run (a task's own `budget_usd` applies when smaller)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+    instructions: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    budget_usd: float | None = Field(default=None, ge=0.0)
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    WAITING_FOR_HUMAN = "WAITING_FOR_HUMAN"
+    """Paused by the step monitor; `resume` continues with a person's answer."""
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+class ReactStep(BaseModel):
+    """One turn of the model in the loop."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thought: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    action: Literal["tool", "final"]
+    tool: str = Field(default="", max_length=64)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    answer: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class AgentState(BaseModel):
+    """What a run keeps between turns (and across a pause): the conversation and the counts."""
+
+    agent_id: str
+    session_id: str
+    status: RunStatus = RunStatus.RUNNING
+    messages: list[ChatMessage] = Field(default_factory=list)
+    iterations: int = 0
+    tool_calls: int = 0
+    budget_usd: float | None = None
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    escalation_id: str | None = None
+    reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
+    output: str = ""
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class ExecutionResult(BaseModel):
+    """How a run ended (or paused): its output, the conversation, the tools it called, what it
+    cost and how long it took."""
+
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    output: str = ""
+    messages: list[ChatMessage]
+    iterations: int
+    tool_results: list[ToolResult] = Field(default_factory=list)
+    cost: CostSummary
+    input_tokens: int
+    output_tokens: int
+    escalation_id: str | None = None
+    reason: str = ""
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+
+
+class StepCheck(BaseModel):
+    """A step monitor's verdict on one step."""
+
+    action: Literal["continue", "pause", "abort"] = "continue"
+    escalation_id: str | None = Field(default=None, description="The escalation a pause waits on.")
+    reason: str = ""
+
+
+class StepMonitor(Protocol):
+    """Checks each step before the run goes on (e.g. the uncertainty monitor)."""
+
+    async def check(self, state: AgentState, step: ReactStep) -> StepCheck: ...
+
+
+class MemoryManager(Protocol):
+    """What an agent remembers between runs."""
+
+    async def recall(self, agent_id: str, query: str, top_k: int) -> list[str]: ...
+
+    async def remember(self, agent_id: str, text: str) -> None: ...
+
+
+class AgentStateStore(Protocol):
+    """Where a run's state is kept between turns (Dapr state in an agent app)."""
+
+    async def load(self, agent_id: str, session_id: str) -> AgentState | None: ...
+
+    async def save(self, state: AgentState) -> None: ...
+
+
+class InMemoryStateStore:
+    """A state store in this process only (tests, one-off scripts)."""
+
+    def __init__(self) -> None:
+        self._states: dict[tuple[str, str], AgentState] = {}
+
+    async def load(self, agent_id: str, session_id: str) -> AgentState | None:
+        found = self._states.get((agent_id, session_id))
+        return found.model_copy(deep=True) if found is not None else None
+
+    async def save(self, state: AgentState) -> None:
+        self._states[(state.agent_id, state.session_id)] = state.model_copy(deep=True)
+
+
+class AgentRunner:
+    """Runs agents: `run` for a new turn, `resume` after a pause."""
+
+    def __init__(
+        self,
+        model: ModelRouter | ModelClient,
+        tool_executor: ToolExecutor | None = None,
+        *,
+        state_store: AgentStateStore | None = None,
+        cost_publisher: EventPublisher | None = None,
+        monitor: StepMonitor | None = None,
+        memory: MemoryManager | None = None,
+        config: RunnerConfig | None = None,
+    ) -> None:
+        self.router = model if isinstance(model, ModelRouter) else ModelRouter.single(model)
+        self.tools = tool_executor or ToolExecutor()
+        self.state_store = state_store or InMemoryStateStore()
+        self.config = config or RunnerConfig()
+        self._publisher = cost_publisher
+        self._monitor = monitor
+        self._memory = memory
+        self._last_cost: CostSummary | None = None
+
+    def cost_summary(self) -> CostSummary | None:
+        """The last run's costs (None before any run)."""
+        return self._last_cost
+
+    async def run(
+        self,
+        agent: AgentDefinition,
+        user_input: str,
+        *,
+        session_id: str,
+        budget_usd: float | None = None,
+    ) -> ExecutionResult:
+        """One turn of `agent` on `user_input`. Raises `MaxIterationsExceeded` when the loop
+        ends without an answer and `BudgetExceededError` when the budget is spent (the state is
+        saved FAILED with the reason first)."""
+        budgets = [b for b in (agent.budget_usd, budget_usd) if b is not None]
+        state = AgentState(
+            agent_id=agent.name,
+            session_id=session_id,
+            budget_usd=min(budgets) if budgets else None,
+            messages=await self._opening(agent, user_input),
+        )
+        return await self._drive(state)
+
+    async def resume(self, agent_id: str, session_id: str, human_response: str) -> ExecutionResult:
+        """Continue a paused run with a person's answer as the next user message. `NotFound`
+        when the run has no saved state, `AgentNotWaiting` when it is not paused."""
+        state = await self.state_store.load(agent_id, session_id)
+        if state is None:
+            raise NotFound(f"no saved run of agent {agent_id} in session {session_id}")
+        if state.status is not RunStatus.WAITING_FOR_HUMAN:
+            raise AgentNotWaiting(f"agent {agent_id} in session {session_id} is {state.status}, not waiting")
+        state = state.model_copy(
+            update={
+                "status": RunStatus.RUNNING,
+                "escalation_id": None,
+                "messages": [
+                    *state.messages,
+                    ChatMessage(role="user", content=f"A person answered: {human_response}"),
+                ],
+            }
+        )
+        return await self._drive(state)
+
+    async def _opening(self, agent: AgentDefinition, user_input: str) -> list[ChatMessage]:
+        system = [agent.instructions] if agent.instructions else []
+        if self.config.react_pattern:
+            system += [f"Tools you can call:\n{self.tools.catalogue()}", REACT_PROTOCOL]
+        if self._memory is not None and self.config.enable_memory:
+            recalled = await self._memory.recall(agent.name, user_input, self.config.memory_top_k)
+            if recalled:
+                system.append("What you remember that may help:\n" + "\n".join(f"- {m}" for m in recalled))
+        opening = [ChatMessage(role="system", content="\n\n".join(system))] if system else []
+        return [*opening, ChatMessage(role="user", content=user_input)]
+
+    async def _drive(self, state: AgentState) -> ExecutionResult:
+        started = time.monotonic()
+        tracker = _Tracker(
+            CostTracker(state.agent_id, state.session_id, _budget_left(state), self._publisher)
+        )
+        tool_results: list[ToolResult] = []
+        run = _Run(state)
+        span_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": state.agent_id,
+                           "gen_ai.conversation.id": state.session_id}  # fmt: skip
+        with tracer("agora.sdk").start_as_current_span(
+            f"invoke_agent {state.agent_id}", attributes=span_attributes
+        ) as span:
+            try:
+                await self._loop(run, tracker, tool_results)
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
+                await self._save(
+                    tracker.into(run.state).model_copy(update={"status": RunStatus.FAILED, "reason": reason})
+                )
+                span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+                self._last_cost = tracker.cost.summary()
+                raise
+            finally:
+                span.set_attribute("gen_ai.usage.input_tokens", tracker.cost.summary().input_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", tracker.cost.summary().output_tokens)
+                span.set_attribute("agora.cost_usd", tracker.cost.total_cost_usd)
+            state = tracker.into(run.state)
+            await self._save(state)
+        if state.status is RunStatus.COMPLETED and self._memory is not None and self.config.enable_memory:
+            await self._memory.remember(state.agent_id, state.output)
+        self._last_cost = tracker.cost.summary()
+        return ExecutionResult(
+            agent_id=state.agent_id,
+            session_id=state.session_id,
+            status=state.status,
+            output=state.output,
+            messages=state.messages,
+            iterations=state.iterations,
+            tool_results=tool_results,
+            cost=self._last_cost,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            escalation_id=state.escalation_id,
+            reason=state.reason,
+            started_at=state.started_at,
+            finished_at=state.updated_at,
+            duration_s=time.monotonic() - started,
+        )
+
+    async def _loop(self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult]) -> None:
+        step_name = f"{run.state.agent_id}.step"
+        if not self.config.react_pattern:
+            tracker.cost.check_budget()
+            routed = await self.router.complete(step_name, run.state.messages)
+            run.update(iterations=run.state.iterations + 1)
+            await tracker.record(routed.completion, step_name, routed.model)
+            answer = routed.completion.text
+            run.say(ChatMessage(role="assistant", content=answer))
+            run.update(status=RunStatus.COMPLETED, output=answer)
+            return
+        while run.state.iterations < self.config.max_iterations:
+            tracker.cost.check_budget()
+            routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
+            run.update(iterations=run.state.iterations + 1)
+            await tracker.record(routed.completion, step_name, routed.model)
+            run.say(ChatMessage(role="assistant", content=routed.completion.text))
+            step = _parse_step(routed.completion.text)
+            if step is None:
+                run.say(
+                    ChatMessage(
+                        role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
+                    )
+                )
+                continue
+            if self._monitor is not None:
+                check = await self._monitor.check(run.state, step)
+                if check.action == "pause":
+                    run.update(status=RunStatus.WAITING_FOR_HUMAN, escalation_id=check.escalation_id,
+                               reason=check.reason[:MAX_NOTE_CHARS])  # fmt: skip
+                    return
+                if check.action == "abort":
+                    run.update(
+                        status=RunStatus.FAILED,
+                        reason=(check.reason or "stopped by the step monitor")[:MAX_NOTE_CHARS],
+                    )
+                    return
+            if step.action == "final":
+                run.update(status=RunStatus.COMPLETED, output=step.answer)
+                return
+            result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
+            tool_results.append(result)
+            run.say(ChatMessage(role="user", content=f"Result of tool {result.name}: {result.for_model()}"))
+            run.update(tool_calls=run.state.tool_calls + 1)
+        state = run.state
+        raise MaxIterationsExceeded(
+            f"agent {state.agent_id} gave no final answer within {self.config.max_iterations} iterations",
+            iterations=state.iterations,
+        )
+
+    async def _save(self, state: AgentState) -> None:
+        await self.state_store.save(state.model_copy(update={"updated_at": datetime.now(UTC)}))
+
+
+REACT_STEP_SCHEMA: dict[str, Any] = ReactStep.model_json_schema()
+
+
+def _parse_step(text: str) -> ReactStep | None:
+    try:
+        return ReactStep.model_validate(extract_json_object(text))
+    except (ValueError, ValidationError, ModelOutputInvalid):
+        return None
+
+
+def _budget_left(state: AgentState) -> float | None:
+    return None if state.budget_usd is None else max(0.0, state.budget_usd - state.cost_usd)
+
+
+class _Run:
+    """The state of a run under way, updated step by step (what a failure saves)."""
+
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+
+    def update(self, **fields: Any) -> None:
+        self.state = self.state.model_copy(update=fields)
+
+    def say(self, message: ChatMessage) -> None:
+        self.update(messages=[*self.state.messages, message])
+
+
+class _Tracker:
+    """A run's cost tracker, and the tokens and cost it adds to the state's earlier turns."""
+
+    def __init__(self, cost: CostTracker) -> None:
+        self.cost = cost
+
+    async def record(self, completion: Any, step_name: str, model: Any) -> None:
+        await self.cost.record(completion.usage, step_name=step_name, model_spec=model)
+
+    def into(self, state: AgentState) -> AgentState:
+        summary = self.cost.summary()
+        return state.model_copy(
+            update={
+                "cost_usd": state.cost_usd + summary.total_cost_usd,
+                "input_tokens": state.input_tokens + summary.input_tokens,
+                "output_tokens": state.output_tokens + summary.output_tokens,
+            }
+        )
+
+
+def transcript(messages: Sequence[ChatMessage]) -> str:
+    return "\n".join(f"{m.role}: {m.content}" for m in messages)
