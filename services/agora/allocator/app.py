@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import Field
 
-from agora.allocator.service import DEFAULT_MAX_IN_FLIGHT, MarketAllocator
+from agora.allocator.service import DEFAULT_AGENT_BID_MS, DEFAULT_MAX_IN_FLIGHT, MarketAllocator
 from agora.core import topics
 from agora.core.scoring import MARKET_EXPLORATION
 from agora.llm import ModelSettings, model_client_from_settings
@@ -20,6 +20,9 @@ class AllocatorSettings(ServiceSettings):
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
     bid_timeout_seconds: float = 10.0
+    agent_bid_ms: int = Field(default=DEFAULT_AGENT_BID_MS, ge=1, le=60_000)
+    """AGORA_AGENT_BID_MS: how long an agent's own app has to answer a bid solicitation (a task's
+    `bid_deadline_ms` overrides it)."""
     exploration_weight: float = Field(default=MARKET_EXPLORATION, ge=0.0, allow_inf_nan=False)
     """AGORA_EXPLORATION_WEIGHT: multiplier on the UCB1 bonus; 1.0 is the plain UCB1 bonus."""
     reputation_cache_seconds: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
@@ -50,6 +53,7 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             exploration_weight=settings.exploration_weight,
             reputation_max_age_s=settings.reputation_cache_seconds,
             max_in_flight=settings.max_in_flight,
+            agent_bid_ms=settings.agent_bid_ms,
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agora.core.allocation import allocate
-from agora.core.contracts import FilterAnswer, OutcomeReport
+from agora.core.contracts import BidOffer, BidSolicitation, FilterAnswer, OutcomeReport
 from agora.core.errors import AgoraError, ConflictingTask, NotFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile, CapabilityQuery
@@ -37,6 +37,7 @@ from agora.runtime.clients import (
 )
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
+from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
 log = logging.getLogger(__name__)
@@ -84,20 +85,78 @@ def bid_prompt(profile: CapabilityProfile, spec: TaskSpec) -> list[ChatMessage]:
     ]
 
 
+DEFAULT_AGENT_BID_MS = 300
+"""How long an agent's own app has to answer a bid solicitation, unless the task says
+(`TaskSpec.bid_deadline_ms`)."""
+
+
+class AgentBids:
+    """Bid solicitations to agents' own apps (`POST /v1/bids`, service invocation)."""
+
+    def __init__(self, sidecar: DaprSidecar, default_deadline_ms: int = DEFAULT_AGENT_BID_MS) -> None:
+        self._sidecar = sidecar
+        self._default_ms = default_deadline_ms
+
+    def deadline_ms(self, spec: TaskSpec) -> int:
+        return spec.bid_deadline_ms or self._default_ms
+
+    async def ask(self, app_id: str, profile: CapabilityProfile, spec: TaskSpec) -> Bid:
+        """The agent's own bid, made from its app's offer for this task and agent (whatever the
+        answer says they are); raises when the app fails, answers late or out of contract."""
+        deadline_ms = self.deadline_ms(spec)
+        solicitation = BidSolicitation(agent_id=profile.agent_id, task=spec, respond_within_ms=deadline_ms)
+        answer = await asyncio.wait_for(
+            self._sidecar.invoke(app_id, "v1/bids", json_body=solicitation.model_dump(mode="json")),
+            deadline_ms / 1000,
+        )
+        offer = BidOffer.model_validate(answer)
+        return Bid(
+            task_id=spec.task_id,
+            agent_id=profile.agent_id,
+            self_reported_success_prob=offer.self_reported_success_prob,
+            estimated_cost_usd=offer.estimated_cost_usd,
+            estimated_steps=offer.estimated_steps,
+            rationale=offer.rationale,
+        )
+
+
 class _Ports:
-    """The pipeline's view of the market: the candidates found, and bids asked of the model."""
+    """The pipeline's view of the market: the candidates found, and their bids: an agent with
+    an app of its own is asked there (by its deadline), the others' bids are estimated by the
+    market's model; an app that does not answer in time gets the model's estimate, marked as a
+    fallback with the reason."""
 
     def __init__(
-        self, profiles: list[CapabilityProfile], filtered_out: list[str], model: ModelClient
+        self,
+        profiles: list[CapabilityProfile],
+        filtered_out: list[str],
+        model: ModelClient,
+        agent_bids: AgentBids,
     ) -> None:
         self._profiles = profiles
         self._filtered_out = filtered_out
         self._model = model
+        self._agent_bids = agent_bids
 
     async def capable_agents(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
         return self._profiles, self._filtered_out
 
     async def solicit_bid(self, profile: CapabilityProfile, spec: TaskSpec) -> Bid:
+        if profile.bid_app_id is None:
+            return await self._estimated_bid(profile, spec)
+        app = f"the agent's app {profile.bid_app_id}"
+        try:
+            return await self._agent_bids.ask(profile.bid_app_id, profile, spec)
+        except TimeoutError:
+            reason = f"{app} did not bid within {self._agent_bids.deadline_ms(spec)} ms"
+        except (ValidationError, ValueError) as exc:
+            reason = f"{app} answered out of contract: {str(exc)[:300]}"
+        except Exception as exc:  # the app down, refused, unreachable: its agent still competes
+            reason = f"{app} could not bid: {type(exc).__name__}: {str(exc)[:300]}"
+        estimated = await self._estimated_bid(profile, spec)
+        return estimated.model_copy(update={"fallback": True, "fallback_reason": reason[:2048]})
+
+    async def _estimated_bid(self, profile: CapabilityProfile, spec: TaskSpec) -> Bid:
         proposal, _ = await complete_json(self._model, bid_prompt(profile, spec), BidProposal)
         steps = min(proposal.estimated_steps, profile.max_steps)
         return Bid(
@@ -182,6 +241,7 @@ class MarketAllocator:
         exploration_weight: float,
         reputation_max_age_s: float,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        agent_bid_ms: int = DEFAULT_AGENT_BID_MS,
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
@@ -191,6 +251,7 @@ class MarketAllocator:
         self._registry_api = SharedFilter(RegistryClient(ctx.sidecar, registry_app_id))
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
+        self._agent_bids = AgentBids(ctx.sidecar, agent_bid_ms)
         self._bid_timeout_s = bid_timeout_s
         self._exploration_weight = exploration_weight
         self._running: set[str] = set()
@@ -261,7 +322,7 @@ class MarketAllocator:
         tracker = ReputationTracker.from_records(records)
         return await allocate(
             spec,
-            _Ports(profiles, filtered_out, self._model),
+            _Ports(profiles, filtered_out, self._model, self._agent_bids),
             BidScorer(tracker, exploration_weight=self._exploration_weight),
             bid_timeout_s=self._bid_timeout_s,
             ledger=tracker,

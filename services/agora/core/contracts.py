@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
 from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
@@ -28,7 +28,7 @@ from agora.core.limits import (
     Note,
     Text,
 )
-from agora.core.market import AllocationStatus, Bid, TaskOutcome
+from agora.core.market import AllocationStatus, Bid, Probability, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.effectiveness import PatternEffectiveness
 from agora.core.uncertainty import (
@@ -229,3 +229,26 @@ class CheckpointAnswer(BaseModel):
     verdict: CheckpointVerdict
     status: SessionStatus
     escalation_id: IdRef | None = None
+
+
+class BidSolicitation(BaseModel):
+    """`POST /v1/bids` on an agent's app: the market asks one of the app's agents to bid for a
+    task, to answer within `respond_within_ms`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: Identifier
+    task: TaskSpec
+    respond_within_ms: int = Field(gt=0, le=60_000)
+
+
+class BidOffer(BaseModel):
+    """An agent app's answer to a `BidSolicitation`: its own estimate. The market makes the bid
+    from it, with the task and agent it asked about (never ones the answer names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    self_reported_success_prob: Probability = Field(ge=0.0, le=1.0)
+    estimated_cost_usd: float = Field(ge=0.0, le=1_000_000.0)
+    estimated_steps: int = Field(ge=0, le=10_000)
+    rationale: Note = ""

@@ -65,6 +65,13 @@ class TaskSpec(BaseModel):
     min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
     deadline_ms: int | None = Field(default=None, gt=0)
     allow_partial: bool = False
+    bid_deadline_ms: int | None = Field(
+        default=None,
+        gt=0,
+        le=60_000,
+        description="How long an agent's own app has to answer the bid solicitation (default: the "
+        "allocator's, 300 ms); an app that does not answer in time gets the market's estimate.",
+    )
 
     @field_validator("required_skills", "preferred_skills")
     @classmethod
@@ -84,8 +91,8 @@ class Bid(BaseModel):
     rationale: Note = ""
     fallback: bool = Field(
         default=False,
-        description="True when the agent's answer timed out or did not parse and this bid "
-        "was derived from its capability profile instead.",
+        description="True when the agent's own answer timed out, failed or did not parse, and "
+        "this bid was made for it (from its capability profile, or the market's model estimate).",
     )
     fallback_reason: Note | None = Field(default=None, description="Why the fallback bid was used.")
 
@@ -171,6 +178,8 @@ class TaskOutcome(BaseModel):
     actual_steps: int = Field(ge=0)
     partial: bool = Field(default=False, description="The agent finished part of the task.")
     summary: Text = Field(default="", description="What the agent produced, briefly.")
+    input_tokens: int = Field(default=0, ge=0, description="Model input tokens the run used.")
+    output_tokens: int = Field(default=0, ge=0, description="Model output tokens the run used.")
     award_token: AwardToken | None = Field(
         default=None,
         description="The award's token (from `TaskAwarded`); the task board accepts an "

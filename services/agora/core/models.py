@@ -35,6 +35,11 @@ class CapabilityProfile(BaseModel):
     cost_per_step_usd: float = Field(default=0.0, ge=0.0)
     max_steps: int = Field(default=20, ge=1)
     latency_sla_ms: int | None = Field(default=None, gt=0)
+    bid_app_id: Identifier | None = Field(
+        default=None,
+        description="The Dapr app that answers this agent's bid solicitations (`POST /v1/bids`, an "
+        "agent app); none: the market estimates the agent's bid itself.",
+    )
 
     @field_validator("skill_tags")
     @classmethod

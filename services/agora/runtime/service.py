@@ -133,6 +133,16 @@ def check_deadline_ahead(deadline: datetime | None, field: str = "deadline") -> 
         )
 
 
+async def _stop_modules(ctx: ServiceContext, modules: Sequence[ServiceModule], grace_seconds: float) -> None:
+    for module in modules:
+        if module.stop is None:
+            continue
+        try:
+            await asyncio.wait_for(module.stop(ctx), timeout=grace_seconds)
+        except Exception as exc:  # shutting down goes on: the module's own work decides the rest
+            log.warning("a module's stop failed", extra={"module": module.name, "reason": repr(exc)[:500]})
+
+
 def answer_error(error: AgoraError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     """The one way every app answers an error: its `ErrorBody` with its HTTP status."""
     return JSONResponse(error.body().model_dump(mode="json"), status_code=error.http_status, headers=headers)
@@ -196,6 +206,9 @@ class ServiceModule:
     name: str
     setup: Callable[[ServiceContext, FastAPI], None]
     warm_up: Callable[[ServiceContext], Awaitable[None]] | None = None
+    stop: Callable[[ServiceContext], Awaitable[None]] | None = None
+    """Work on shutdown while the sidecar is still reachable (e.g. withdrawing registrations);
+    bounded by the shutdown grace period, a failure only logged."""
 
 
 def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModule]) -> FastAPI:
@@ -246,6 +259,7 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
             warming.cancel()
             for daemon in list(ctx.daemons):
                 daemon.cancel()
+            await _stop_modules(ctx, modules, settings.shutdown_grace_seconds)
             if ctx.workflow_host is not None:
                 # Workflows stop taking work first; the engine hands unfinished steps to the
                 # next runtime that connects (this app restarted, or another replica).

@@ -18,6 +18,7 @@ handler function of your own. This package is the public API; everything else un
 
 from agora.core.errors import AgoraError as OrchestrationError
 from agora.core.errors import BudgetExceededError, MaxIterationsExceeded
+from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
 from agora.sdk._router import (
     DEFAULT_FALLBACK_CHAIN,
@@ -46,7 +47,10 @@ from agora.sdk._tools import DEFAULT_TOOL_TIMEOUT_S, Tool, ToolCall, ToolExecuto
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
     "DEFAULT_TOOL_TIMEOUT_S",
+    "Agent",
+    "AgentAppSettings",
     "AgentDefinition",
+    "AgentLoad",
     "AgentRunner",
     "AgentState",
     "AgentStateStore",
@@ -55,6 +59,7 @@ __all__ = [
     "CostTracker",
     "EventPublisher",
     "ExecutionResult",
+    "HandlerResult",
     "InMemoryStateStore",
     "MaxIterationsExceeded",
     "MemoryManager",
@@ -74,5 +79,7 @@ __all__ = [
     "ToolCall",
     "ToolExecutor",
     "ToolResult",
+    "load_agents",
+    "serve_agents",
     "tool",
 ]

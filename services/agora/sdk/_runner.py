@@ -206,6 +206,16 @@ class AgentRunner:
         self._memory = memory
         self._last_cost: CostSummary | None = None
 
+    def attach(
+        self, *, state_store: AgentStateStore | None = None, cost_publisher: EventPublisher | None = None
+    ) -> None:
+        """What an agent app gives its runners: Dapr state for runs, its publisher for cost
+        events. A store or publisher the runner was built with stays."""
+        if state_store is not None and isinstance(self.state_store, InMemoryStateStore):
+            self.state_store = state_store
+        if cost_publisher is not None and self._publisher is None:
+            self._publisher = cost_publisher
+
     def cost_summary(self) -> CostSummary | None:
         """The last run's costs (None before any run)."""
         return self._last_cost

@@ -105,6 +105,12 @@ registry:
       - name: /v1/agents
         httpVerb: ["POST"]
         action: allow
+  - appId: agents
+    defaultAction: deny
+    operations:
+      - name: /v1/agents
+        httpVerb: ["POST"]
+        action: allow
   - appId: allocator
     defaultAction: deny
     operations:
