@@ -250,7 +250,9 @@ def test_every_component_is_scoped_as_the_redis_profile_scopes_it(defaults: list
     }
     for name in ("agora-state", "agora-pubsub", "agora-broadcast"):
         assert rendered[name]["spec"]["type"] == profile[name]["spec"]["type"]
-        assert rendered[name]["scopes"] == [app for app in profile[name]["scopes"] if app not in LOCAL_ONLY_APPS]
+        assert rendered[name]["scopes"] == [
+            app for app in profile[name]["scopes"] if app not in LOCAL_ONLY_APPS
+        ]
         ours, theirs = metadata_of(rendered[name]), metadata_of(profile[name])
         for topic_rule in ("protectedTopics", "publishingScopes", "subscriptionScopes"):
             if topic_rule in theirs:
