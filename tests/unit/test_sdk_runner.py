@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agora.core.errors import NotFound
-from agora.core.escalation import AgentNotWaiting
+from agora.core.escalation.record import AgentNotWaiting
 from agora.core.topics import Channel
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.sdk import (

@@ -21,7 +21,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agora.core.errors import MaxIterationsExceeded, NotFound
-from agora.core.escalation import AgentNotWaiting
+from agora.core.escalation.record import AgentNotWaiting
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
 from agora.runtime.tracing import tracer
