@@ -27,7 +27,7 @@ from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext
 from fastapi import FastAPI
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from agora.core import topics
 from agora.core.contracts import BidOffer, BidSolicitation
@@ -138,7 +138,8 @@ def default_estimate(profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
 
 
 class AgentAppSettings(ServiceSettings):
-    app_id: str = "agents"
+    app_id: str = Field(default="agents", validation_alias=AliasChoices("AGORA_APP_ID", "APP_ID"))
+    """The app's Dapr app id (`dapr run --app-id` sets APP_ID); its agents' bids are asked here."""
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
     agents_file: Path | None = None

@@ -1,0 +1,43 @@
+"""The agents the agent-app tests put on the market: the example calculator, and an agent whose
+app is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does
+its work."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+
+from agora.core.contracts import BidOffer
+from agora.core.market import TaskSpec
+from agora.core.messages import TaskAwarded
+from agora.core.models import CapabilityProfile
+from agora.sdk import Agent, AgentLoad, HandlerResult
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
+
+
+def _example_agents() -> list[Agent]:
+    spec = importlib.util.spec_from_file_location("calculator_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.agents)
+
+
+async def ponder(spec: TaskSpec, load: AgentLoad) -> BidOffer:
+    await asyncio.sleep(2)
+    return BidOffer(self_reported_success_prob=0.9, estimated_cost_usd=0.0, estimated_steps=1)
+
+
+async def count_words(award: TaskAwarded) -> HandlerResult:
+    return HandlerResult(success=True, summary=str(len(award.spec.description.split())), steps=1)
+
+
+slow = Agent(
+    CapabilityProfile(agent_id="ponderer", agent_name="Ponderer", skill_tags=["word_count"], max_steps=2),
+    handler=count_words,
+    estimate=ponder,
+)
+
+agents = [*_example_agents(), slow]

@@ -1,0 +1,104 @@
+"""Teams' own agents on the market (redis profile, every service its own app): an agent app
+built on the SDK (examples/agents/calculator.py) joins a running market, wins tasks by its own
+bids, uses its tools, reports cost and tokens, keeps to its tasks' budgets, and an app that does
+not bid in time gets the market's estimate instead."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.system import CONSOLE, RECORDER, SERVICES
+from tests.integration.helpers import eventually, publish_event, replicas_of
+
+pytestmark = pytest.mark.integration
+
+AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "market_agents.py"
+"""The example calculator (examples/agents/calculator.py) and an agent slow to bid."""
+AGENTS = ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": str(AGENTS_FILE)})
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        "redis", run_dir=tmp_path_factory.mktemp("agent-app-cluster"), jaeger=True,
+        extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},
+    ) as cluster:  # fmt: skip
+        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS]:
+            cluster.add_service(spec)
+        yield cluster
+
+
+def console(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "console")[0]
+
+
+def publish(cluster: LocalCluster, **fields: Any) -> str:
+    task_id = f"calc-{uuid.uuid4().hex[:8]}"
+    spec = {"task_id": task_id, "required_skills": ["arithmetic"], "min_success_threshold": 0.0, **fields}
+    publish_event(console(cluster).dapr_http, "agora.tasks", spec)
+    return task_id
+
+
+def settled(cluster: LocalCluster, task_id: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        answer = httpx.get(console(cluster).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+        record = answer.json() if answer.status_code == 200 else None
+        return (
+            record
+            if record
+            and record["status"] in TERMINAL
+            and (record["outcome"] or record["status"] == "REJECTED")
+            else None
+        )
+
+    return eventually(done, timeout=60)
+
+
+def test_an_sdk_agent_wins_a_task_by_its_own_bid_uses_a_tool_and_reports_cost_and_tokens(
+    market: LocalCluster,
+) -> None:
+    record = settled(market, publish(market, description="What is 2 + 3?"))
+
+    allocation = record["allocation"]
+    assert record["status"] == "COMPLETED" and allocation["winning_agent_id"] == "calculator"
+    bid = allocation["winning_bid"]
+    assert bid["fallback"] is False and bid["rationale"].startswith("Calculator: about 2 steps")
+    assert bid["estimated_cost_usd"] == pytest.approx(0.002)
+    outcome = record["outcome"]
+    assert outcome["summary"] == "5.0", "the add tool's result is the answer"
+    assert outcome["actual_cost_usd"] > 0 and outcome["input_tokens"] > 0 and outcome["output_tokens"] > 0
+    assert outcome["actual_steps"] == 2
+
+
+def test_an_agent_app_that_does_not_bid_in_time_gets_the_market_s_estimate(market: LocalCluster) -> None:
+    task_id = publish(market, description="Count these five words", required_skills=["word_count"])
+    record = settled(market, task_id)
+
+    bid = record["allocation"]["winning_bid"]
+    assert bid["agent_id"] == "ponderer" and bid["fallback"] is True
+    assert "did not bid within 300 ms" in bid["fallback_reason"]
+    assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "4"
+
+
+def test_a_task_s_budget_stops_the_run_and_its_outcome_says_why(market: LocalCluster) -> None:
+    record = settled(market, publish(market, description="What is 5 + 6?", budget_usd=0.0025))
+
+    assert record["allocation"]["winning_agent_id"] == "calculator"
+    outcome = record["outcome"]
+    assert record["status"] == "FAILED" and outcome["actual_success"] is False
+    assert outcome["summary"].startswith("BUDGET_EXCEEDED"), outcome["summary"]
+    assert outcome["actual_cost_usd"] > 0.0025
+
+
+def test_the_agent_app_registered_its_agent_as_bidding_for_itself(market: LocalCluster) -> None:
+    answer = httpx.get(console(market).invoke_url("v1/agents/calculator", "registry"), timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["bid_app_id"] == "agents" and answer.json()["lease_expires_at"]
