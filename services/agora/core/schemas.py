@@ -20,6 +20,8 @@ from pydantic import TypeAdapter
 from agora.core.contracts import (
     AgentLearning,
     AgentList,
+    BidOffer,
+    BidSolicitation,
     CheckpointAnswer,
     CheckpointRequest,
     Decision,
@@ -99,6 +101,8 @@ CONTRACTS: dict[str, Contract] = {
     "task_rejected": Contract(TaskRejected, "topic `agora.task.rejected`"),
     "award_lapsed": Contract(AwardLapsed, "topic `agora.task.award_lapsed`"),
     "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
+    "bid_solicitation": Contract(BidSolicitation, "`POST /v1/bids` body (an agent app)"),
+    "bid_offer": Contract(BidOffer, "answer of `POST /v1/bids` (an agent app)"),
     "task_outcome": Contract(TaskOutcome, "topic `agora.task.outcome`; `Task` actor `mark_outcome`"),
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
     "escalation_park_request": Contract(
