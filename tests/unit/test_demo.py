@@ -17,7 +17,8 @@ from agora.core.contracts import Continuation, SessionState, StepReport, StepVer
 from agora.core.escalation.decisions import EscalationAction
 from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_lifecycle import StatusChange, TaskRecord
-from agora.core.uncertainty import StepUncertainty, UncertaintyAction, UncertaintyLevel
+from agora.core.uncertainty.belief import StepUncertainty
+from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyLevel
 
 Route = Callable[[httpx.Request], httpx.Response]
 

@@ -153,7 +153,7 @@ def test_typed_errors_come_back_from_their_codes() -> None:
 
 def test_an_error_needing_more_than_a_message_comes_back_without_its_details() -> None:
     from agora.core.errors import error_from
-    from agora.core.uncertainty import UncertaintyAbort
+    from agora.core.uncertainty.aborts import UncertaintyAbort
 
     abort = error_from("UNCERTAINTY_ABORT", "step '3' aborted")
     assert isinstance(abort, UncertaintyAbort)

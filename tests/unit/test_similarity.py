@@ -16,7 +16,9 @@ from agora.core.debate import Position, cluster_positions, debate_round
 from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.core.outcomes.similar import rank_similar, similarity
 from agora.core.similarity import greedy_clusters, jaccard
-from agora.core.uncertainty import ModelMessage, UncertaintyEstimator, cluster_responses, semantic_confidence
+from agora.core.uncertainty.estimator import UncertaintyEstimator
+from agora.core.uncertainty.model import ModelMessage
+from agora.core.uncertainty.sampling import cluster_responses, semantic_confidence
 
 # -- what callers do with empty input ------------------------------------------------------------
 

@@ -14,29 +14,20 @@ from pydantic import ValidationError
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_NOTE_CHARS
 from agora.core.similarity import jaccard
-from agora.core.uncertainty import (
-    DEFAULT_STEP_WEIGHTS,
-    MAX_KEPT_STEPS,
-    NOT_RUN,
-    P_TRUE_PROMPT,
+from agora.core.uncertainty.aborts import UncertaintyAbort
+from agora.core.uncertainty.belief import MAX_KEPT_STEPS, NOT_RUN, SessionBelief, StepUncertainty
+from agora.core.uncertainty.estimator import UncertaintyEstimator
+from agora.core.uncertainty.fusion import calibrate
+from agora.core.uncertainty.model import ModelMessage
+from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyLevel, UncertaintyPolicy
+from agora.core.uncertainty.propagation import DEFAULT_STEP_WEIGHTS, StepType, UncertaintyPropagator
+from agora.core.uncertainty.sampling import (
     SAMPLING_TEMPERATURE,
-    ModelMessage,
-    SessionBelief,
-    StepType,
-    StepUncertainty,
-    UncertaintyAbort,
-    UncertaintyAction,
-    UncertaintyEstimator,
-    UncertaintyLevel,
-    UncertaintyPolicy,
-    UncertaintyPropagator,
-    calibrate,
     cluster_responses,
-    parse_p_true,
-    parse_verbalized_confidence,
     response_words,
     semantic_confidence,
 )
+from agora.core.uncertainty.signals import P_TRUE_PROMPT, parse_p_true, parse_verbalized_confidence
 
 NO_P_TRUE = UncertaintyPolicy(enable_p_true=False)
 SAMPLING = UncertaintyPolicy(enable_p_true=False, enable_semantic_sampling=True)

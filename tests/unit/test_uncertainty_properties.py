@@ -10,19 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agora.core.similarity import jaccard
-from agora.core.uncertainty import (
-    SessionBelief,
-    StepType,
-    UncertaintyAction,
-    UncertaintyEstimator,
-    UncertaintyLevel,
-    UncertaintyPolicy,
-    UncertaintyPropagator,
-    parse_p_true,
-    parse_verbalized_confidence,
-    response_words,
-    semantic_confidence,
-)
+from agora.core.uncertainty.belief import SessionBelief
+from agora.core.uncertainty.estimator import UncertaintyEstimator
+from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyLevel, UncertaintyPolicy
+from agora.core.uncertainty.propagation import StepType, UncertaintyPropagator
+from agora.core.uncertainty.sampling import response_words, semantic_confidence
+from agora.core.uncertainty.signals import parse_p_true, parse_verbalized_confidence
 
 unit = st.floats(min_value=0.0, max_value=1.0)
 step_types = st.sampled_from(get_args(StepType))

@@ -31,13 +31,9 @@ from agora.core.limits import (
 from agora.core.market import AllocationStatus, Bid, Probability, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.effectiveness import PatternEffectiveness
-from agora.core.uncertainty import (
-    SessionBelief,
-    StepType,
-    StepUncertainty,
-    UncertaintyAction,
-    UncertaintyLevel,
-)
+from agora.core.uncertainty.belief import SessionBelief, StepUncertainty
+from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyLevel
+from agora.core.uncertainty.propagation import StepType
 
 # -- registry ------------------------------------------------------------------------------------
 

@@ -246,7 +246,7 @@ DOMAIN_ERROR_MODULES = (
     "agora.core.task_lifecycle",
     "agora.core.escalation.record",
     "agora.core.planning",
-    "agora.core.uncertainty",
+    "agora.core.uncertainty.aborts",
     "agora.core.suspension",
     "agora.core.debate",
 )

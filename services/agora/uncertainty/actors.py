@@ -28,16 +28,11 @@ from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import CheckpointAction, EscalationAction
 from agora.core.escalation.record import ParkRequest, UnverifiedDecision, WaitingParty, WaitingPartyKind
 from agora.core.messages import EscalationOutcome, EscalationResolved
-from agora.core.uncertainty import (
-    ConfidenceModel,
-    ModelMessage,
-    SessionNotRunning,
-    StepUncertainty,
-    UncertaintyAbort,
-    UncertaintyAction,
-    UncertaintyEstimator,
-    UncertaintyPolicy,
-)
+from agora.core.uncertainty.aborts import SessionNotRunning, UncertaintyAbort
+from agora.core.uncertainty.belief import StepUncertainty
+from agora.core.uncertainty.estimator import UncertaintyEstimator
+from agora.core.uncertainty.model import ConfidenceModel, ModelMessage
+from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyPolicy
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.clients import escalation_actors
 from agora.runtime.interfaces import SessionUncertaintyInterface

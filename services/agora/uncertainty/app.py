@@ -20,7 +20,8 @@ from agora.core.contracts import (
 )
 from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.messages import EscalationResolved
-from agora.core.uncertainty import ModelMessage, UncertaintyPolicy
+from agora.core.uncertainty.model import ModelMessage
+from agora.core.uncertainty.policy import UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient, Actors

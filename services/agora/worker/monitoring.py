@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agora.core.contracts import StepReport
 from agora.core.messages import TaskAwarded
-from agora.core.uncertainty import SessionNotRunning, UncertaintyAbort
+from agora.core.uncertainty.aborts import SessionNotRunning, UncertaintyAbort
 from agora.runtime.clients import UncertaintyClient
 from agora.runtime.sidecar import DaprSidecar
 from agora.worker.react import SESSION_ABORTED, ReactStep
