@@ -32,7 +32,7 @@ from agora.core.outcomes.similar import OutcomeQuery, query_similar, rank_simila
 from agora.core.outcomes.store import InMemoryOutcomeStore, OutcomeStore
 from agora.core.outcomes.suggestions import historical_suggestions
 from agora.core.similarity import jaccard
-from agora.core.triage import FailureType
+from agora.core.triage.failures import FailureType
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _counter = iter(range(1_000_000))

@@ -8,26 +8,19 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agora.core.triage import (
-    BACKOFF_MAX_S,
-    DEFAULT_RECOVERY,
+from agora.core.triage.actions import RecoveryAction, RecoveryKind
+from agora.core.triage.context import FailureContext, Step, error_text
+from agora.core.triage.decision import (
     DEFAULT_REPEAT_LIMIT,
     DecisionSource,
-    FailureContext,
-    FailureType,
-    RecoveryAction,
-    RecoveryKind,
-    Step,
     TriageContext,
     TriageDecision,
-    build_failure_context,
-    classify,
-    content_tokens,
-    default_recovery,
-    diagnose,
-    error_text,
     triage,
 )
+from agora.core.triage.diagnosis import build_failure_context, classify, diagnose
+from agora.core.triage.failures import FailureType
+from agora.core.triage.recovery import BACKOFF_MAX_S, DEFAULT_RECOVERY, default_recovery
+from agora.core.triage.words import content_tokens
 
 F = FailureType
 K = RecoveryKind

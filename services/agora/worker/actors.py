@@ -54,7 +54,7 @@ from agora.core.escalation.ladder import DEFAULT_ESCALATION_CONFIG, EscalationCo
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.core.triage import DEFAULT_REPEAT_LIMIT
+from agora.core.triage.decision import DEFAULT_REPEAT_LIMIT
 from agora.llm import ChatMessage, ModelClient
 from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
 from agora.runtime.clients import escalation_actors

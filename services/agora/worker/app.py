@@ -25,7 +25,7 @@ from agora.core.messages import (
     TaskAwarded,
 )
 from agora.core.models import CapabilityProfile
-from agora.core.triage import DEFAULT_REPEAT_LIMIT
+from agora.core.triage.decision import DEFAULT_REPEAT_LIMIT
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient

@@ -13,7 +13,7 @@ from agora.core.market import TaskOutcome
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.prompts import format_patterns_for_prompt
-from agora.core.triage import Step as TriageStep
+from agora.core.triage.context import Step as TriageStep
 from agora.llm import ChatMessage, ModelClient, complete_json
 from agora.runtime.tracing import tracer
 

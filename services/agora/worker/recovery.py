@@ -14,8 +14,9 @@ from agora.core.escalation.ladder import EscalationConfig, EscalationLevel, next
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.market import TaskOutcome
 from agora.core.messages import TaskAwarded
-from agora.core.triage import Step as TriageStep
-from agora.core.triage import TriageDecision, build_failure_context, triage
+from agora.core.triage.context import Step as TriageStep
+from agora.core.triage.decision import TriageDecision, triage
+from agora.core.triage.diagnosis import build_failure_context
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
 from agora.worker.react import Attempt
 from agora.worker.runs import Run

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from agora.core.market import TaskOutcome
 from agora.core.messages import TaskAwarded
 from agora.core.outcomes.record import SheetOutcome
-from agora.core.triage import FailureType
+from agora.core.triage.failures import FailureType
 from agora.llm import ChatMessage
 
 __all__ = ["ParkedTask", "Run", "WorkerState"]

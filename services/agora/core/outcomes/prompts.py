@@ -13,7 +13,7 @@ from agora.core.outcomes.patterns import (
 )
 from agora.core.outcomes.record import SheetOutcome
 from agora.core.outcomes.similar import OutcomeQuery, QueryLike, as_query, check_limit
-from agora.core.triage import content_tokens
+from agora.core.triage.words import content_tokens
 
 __all__ = [
     "DEFAULT_PATTERN_LIMIT",

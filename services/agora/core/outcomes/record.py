@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agora.core.checks import RecordedError, ValidationResult
 from agora.core.escalation.decisions import EscalationAction
 from agora.core.limits import MAX_ITEMS
-from agora.core.triage import FailureType
+from agora.core.triage.failures import FailureType
 
 __all__ = [
     "FAILURE_CATEGORIES",

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agora.core.outcomes.derived import normalise_phrase
 from agora.core.outcomes.record import SheetOutcome, failed_results
 from agora.core.similarity import jaccard
-from agora.core.triage import FailureType, content_tokens
+from agora.core.triage.failures import FailureType
+from agora.core.triage.words import content_tokens
 
 __all__ = [
     "DEFAULT_SIMILAR_LIMIT",
