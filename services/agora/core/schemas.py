@@ -190,10 +190,11 @@ def render() -> dict[str, str]:
 
 
 def model_name(contract: Contract) -> str:
-    """`<module>.<Class>` within `agora.core`, as the table names it."""
+    """`<module>.<Class>` within `agora.core` (`escalation.record.EscalationRecord`), as the table
+    names it."""
     if contract.name is not None:
         return contract.name
-    return f"{contract.model.__module__.rsplit('.', 1)[-1]}.{contract.model.__qualname__}"
+    return f"{contract.model.__module__.removeprefix('agora.core.')}.{contract.model.__qualname__}"
 
 
 def summary(contract: Contract) -> str:
