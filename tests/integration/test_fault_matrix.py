@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from agora.cli.debates import DEFAULT_DEBATERS
 from agora.core.debate import DebateConfig, DebateSubmission
-from agora.core.plans import PlanSubmission
+from agora.core.plans.request import PlanSubmission
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER
 from agora.worker.app import SAMPLE_AGENTS, load_profiles

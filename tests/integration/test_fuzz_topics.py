@@ -29,7 +29,7 @@ from agora.core.messages import (
     TaskRejected,
     registry_command_adapter,
 )
-from agora.core.plans import PlanRequest
+from agora.core.plans.request import PlanRequest
 from agora.harness import LocalCluster, ServiceReplica
 from agora.worker.app import SAMPLE_AGENTS, load_profiles
 from tests.integration.helpers import replicas_of

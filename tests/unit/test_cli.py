@@ -39,7 +39,9 @@ from agora.core.escalation.record import (
 from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile, CapabilityQuery
-from agora.core.plans import PlanList, PlanRequest, PlanState, given_plan, new_record
+from agora.core.plans.record import PlanList, PlanState, new_record
+from agora.core.plans.request import PlanRequest
+from agora.core.plans.run import given_plan
 from agora.core.task_lifecycle import StatusChange, TaskRecord
 from agora.escalation.view import escalation_lines, escalation_row
 from agora.harness.cluster import Endpoints, LocalCluster, ServiceSpec

@@ -15,7 +15,8 @@ SERVICES_ROOT = Path(__file__).resolve().parents[2] / "services"
 PACKAGE = SERVICES_ROOT / "agora"
 SERVICES = {"registry", "taskboard", "reputation", "allocator", "worker", "uncertainty", "escalation",
             "planner", "debate"}  # fmt: skip
-ONE_IDEA_PER_MODULE = ["core/escalation", "core/outcomes", "core/uncertainty", "core/triage", "worker", "cli"]
+ONE_IDEA_PER_MODULE = ["core/escalation", "core/outcomes", "core/uncertainty", "core/triage", "core/plans",
+                       "worker", "cli"]  # fmt: skip
 """Packages split one module per idea: each module has a docstring saying it and an `__all__`."""
 
 

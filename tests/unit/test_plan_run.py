@@ -17,17 +17,11 @@ from agora.core.planning import (
     TokenUsage,
     VerificationResult,
 )
-from agora.core.plans import (
+from agora.core.plans.record import PlanRecord, PlanState, PlanStop, StopReason, SubGoalAttempt, new_record
+from agora.core.plans.request import PlanRequest
+from agora.core.plans.run import (
     DIRECT_SUBGOAL_ID,
     NextStep,
-    PlanDecision,
-    PlanRecord,
-    PlanRequest,
-    PlanState,
-    PlanStop,
-    StopReason,
-    SubGoalAttempt,
-    SubGoalReport,
     after_attempt,
     apply_decision,
     begin_wave,
@@ -35,13 +29,13 @@ from agora.core.plans import (
     end_wave,
     finish,
     given_plan,
-    new_record,
     next_step,
     required_skills,
     stopped,
     with_plan,
     with_usage,
 )
+from agora.core.plans.workflow import PlanDecision, SubGoalReport
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 S = SubGoalStatus

@@ -8,7 +8,10 @@ from typing import Any, cast
 
 from agora.core.market import TaskOutcome
 from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult
-from agora.core.plans import AttemptEnd, PlanRequest, SubGoalJob, TaskEnded, new_record, with_plan
+from agora.core.plans.record import AttemptEnd, new_record
+from agora.core.plans.request import PlanRequest
+from agora.core.plans.run import with_plan
+from agora.core.plans.workflow import SubGoalJob, TaskEnded
 from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from agora.core.plans import PlanRecord, PlanRequest, PlanState, new_record
+from agora.core.plans.record import PlanRecord, PlanState, new_record
+from agora.core.plans.request import PlanRequest
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.runtime.workflows import RunRecords

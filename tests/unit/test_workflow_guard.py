@@ -13,7 +13,7 @@ from dapr.ext.workflow import DaprWorkflowContext, TaskFailedError
 from dapr.ext.workflow._durabletask.internal import protos as pb
 
 from agora.core.errors import ConflictingRequest, InvalidArgument, NotFound, conflict_between
-from agora.core.plans import PlanSubmission
+from agora.core.plans.request import PlanSubmission
 from agora.runtime.service import check_deadline_ahead
 from agora.runtime.sidecar import SidecarUnavailable
 from agora.runtime.state import ConcurrencyConflict

@@ -22,7 +22,8 @@ from agora.core.debate import DebateConfig, DebaterConfig, DebateRecord, DebateR
 from agora.core.market import TERMINAL_STATUSES, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityQuery
-from agora.core.plans import FINAL_STATES, PlanRecord, PlanRequest, PlanState
+from agora.core.plans.record import FINAL_STATES, PlanRecord, PlanState
+from agora.core.plans.request import PlanRequest
 from agora.core.task_lifecycle import TaskRecord
 from agora.debate.view import debate_lines
 from agora.planner.view import plan_lines

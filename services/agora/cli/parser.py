@@ -18,7 +18,7 @@ from agora.core.debate import DebateState
 from agora.core.escalation.record import EscalationStatus
 from agora.core.market import AllocationStatus
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
-from agora.core.plans import PlanState
+from agora.core.plans.record import PlanState
 
 __all__ = ["DESCRIPTION", "build_parser", "main"]
 

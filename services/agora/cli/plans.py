@@ -10,7 +10,8 @@ from agora.cli.files import load_models
 from agora.cli.listings import created, listing_summary, page_query
 from agora.cli.text import shorten
 from agora.cli.transport import invoke
-from agora.core.plans import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanRequest, PlanSubmission
+from agora.core.plans.record import FINAL_STATES, PlanAccepted, PlanList, PlanRecord
+from agora.core.plans.request import PlanRequest, PlanSubmission
 from agora.planner.view import plan_lines
 
 __all__ = ["cmd_plan_list", "cmd_plan_show", "cmd_plan_submit", "plan_list_lines"]

@@ -61,7 +61,8 @@ from agora.core.messages import (
     TaskRejected,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
-from agora.core.plans import PlanAccepted, PlanCompleted, PlanList, PlanRecord, PlanRequest, PlanSubmission
+from agora.core.plans.record import PlanAccepted, PlanCompleted, PlanList, PlanRecord
+from agora.core.plans.request import PlanRequest, PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
 
 REPOSITORY = Path(__file__).resolve().parents[3]

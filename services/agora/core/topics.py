@@ -29,7 +29,8 @@ from agora.core.messages import (
     Topic,
     registry_command_adapter,
 )
-from agora.core.plans import PlanCompleted, PlanRequest
+from agora.core.plans.record import PlanCompleted
+from agora.core.plans.request import PlanRequest
 
 __all__ = [
     "COST_EVENTS",

@@ -16,18 +16,17 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult
-from agora.core.plans import (
+from agora.core.plans.record import (
     FINAL_STATES,
     AttemptEnd,
     PlanCompleted,
     PlanRecord,
     PlanStop,
     StopReason,
-    TaskEnded,
-    TaskLink,
-    failed_with,
     new_record,
 )
+from agora.core.plans.run import failed_with
+from agora.core.plans.workflow import TaskEnded, TaskLink
 from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
 from agora.planner.workflow import (

@@ -21,20 +21,10 @@ from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import EscalationResolved, TaskRejected
-from agora.core.plans import (
-    PlanAccepted,
-    PlanDecision,
-    PlanId,
-    PlanList,
-    PlanRecord,
-    PlanRequest,
-    PlanState,
-    PlanSubmission,
-    TaskEnded,
-    TaskLink,
-    given_plan,
-    submission_of,
-)
+from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState
+from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
+from agora.core.plans.run import given_plan
+from agora.core.plans.workflow import PlanDecision, TaskEnded, TaskLink
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.planner import steps
 from agora.planner.activities import PlannerActivities

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agora.core.limits import one_line
 from agora.core.planning import SubGoalStatus
-from agora.core.plans import PlanRecord
+from agora.core.plans.record import PlanRecord
 
 MARKS = {
     SubGoalStatus.PENDING: "·",

@@ -32,19 +32,18 @@ from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
 from pydantic import BaseModel, Field
 
 from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult, needs_plan
-from agora.core.plans import (
+from agora.core.plans.record import (
     AttemptEnd,
-    NextStep,
-    PlanDecision,
     PlanRecord,
-    PlanRequest,
     PlanState,
     PlanStop,
     StopReason,
     SubGoalAttempt,
-    SubGoalJob,
-    SubGoalReport,
-    TaskEnded,
+    new_record,
+)
+from agora.core.plans.request import PlanRequest
+from agora.core.plans.run import (
+    NextStep,
     after_attempt,
     apply_decision,
     begin_wave,
@@ -53,13 +52,13 @@ from agora.core.plans import (
     failed_with,
     finish,
     given_plan,
-    new_record,
     next_step,
     replanned,
     stopped,
     with_plan,
     with_usage,
 )
+from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport, TaskEnded
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
 

@@ -1,0 +1,69 @@
+"""What a plan's durable workflows hand each other and wait for: a subgoal's job (the input of
+its child workflow) and report (what it returns), the external events (a market task's end,
+`TaskEnded`; a person's decision on a stopped plan, `PlanDecision`) and which workflow waits for
+a market task (`TaskLink`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agora.core.escalation.decisions import EscalationResponse
+from agora.core.limits import MAX_TASK_SKILLS, Name, Note, Text
+from agora.core.market import Probability, TaskOutcome
+from agora.core.planning import SubGoal
+from agora.core.plans.record import SubGoalAttempt
+from agora.core.plans.request import PlanId, SkillHint
+
+__all__ = ["PlanDecision", "SubGoalJob", "SubGoalReport", "TaskEnded", "TaskLink"]
+
+
+class TaskLink(BaseModel):
+    """Which workflow waits for a market task's end (state `planner:task:<task id>`)."""
+
+    task_id: str
+    instance_id: str
+    event: str
+
+
+class TaskEnded(BaseModel):
+    """The external event a subgoal's workflow waits for: its task's outcome or rejection, as
+    the task board recorded it."""
+
+    task_id: str
+    outcome: TaskOutcome | None = None
+    rejected_reason: Note | None = None
+
+
+class SubGoalJob(BaseModel):
+    """The input of one subgoal's child workflow."""
+
+    plan_id: PlanId
+    task: Text
+    subgoal: SubGoal
+    round: int = Field(ge=1, description="Numbers the subgoal's fresh starts in this plan.")
+    wave: int = Field(ge=0)
+    required_skills: list[SkillHint] = Field(min_length=1, max_length=MAX_TASK_SKILLS)
+    budget_usd: float | None = Field(default=None, gt=0.0)
+    min_success_threshold: Probability = Field(default=0.5, ge=0.0, le=1.0)
+    attempt_timeout_seconds: int
+    lookahead_paths: int = Field(default=0, ge=0, description="Paths simulated before each attempt; 0: none.")
+    traceparent: str | None = None
+
+
+class SubGoalReport(BaseModel):
+    """What a subgoal's child workflow returns: the subgoal as it ended and its attempts."""
+
+    subgoal: SubGoal
+    attempts: list[SubGoalAttempt]
+
+
+class PlanDecision(BaseModel):
+    """The external event a stopped plan waits for: the person's decision, as its escalation
+    recorded it."""
+
+    escalation_id: str
+    response: EscalationResponse
+    decided_by: Name
+    kind: Literal["plan_decision"] = "plan_decision"
