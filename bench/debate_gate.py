@@ -22,14 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity, same_answer
-from agora.core.debate import (
-    DebateConfig,
-    DebaterConfig,
-    Position,
-    aggregate,
-    debate_round,
-    escalate_to_human,
-)
+from agora.core.debate.aggregation import aggregate
+from agora.core.debate.config import DebateConfig, DebaterConfig
+from agora.core.debate.gate import escalate_to_human
+from agora.core.debate.rounds import Position, debate_round
 
 SEED = 20261122
 CALIBRATION = 500

@@ -22,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from agora.core.debate import DebateConfig, DebaterConfig, DebateRound, debate_round
+from agora.core.debate.config import DebateConfig, DebaterConfig
+from agora.core.debate.rounds import DebateRound, debate_round
 from agora.debate import steps
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import CONSOLE, SERVICES

@@ -28,7 +28,8 @@ import pytest
 from pydantic import BaseModel
 
 from agora.cli.debates import DEFAULT_DEBATERS
-from agora.core.debate import DebateConfig, DebateSubmission
+from agora.core.debate.config import DebateConfig
+from agora.core.debate.request import DebateSubmission
 from agora.core.plans.request import PlanSubmission
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER

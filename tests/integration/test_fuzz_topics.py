@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from agora.core.debate import DebateRequest
+from agora.core.debate.request import DebateRequest
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (

@@ -24,7 +24,7 @@ from agora.cli.problems import CliError, describe_refusal
 from agora.cli.sidecar import Sidecar, loopback, point_link, unlink_if_pointing_at
 from agora.cli.text import MAX_ERROR_LINES, MAX_VALUE_CHARS
 from agora.core.contracts import EscalationList, ResumeRequest
-from agora.core.debate import DebateConfig, DebaterConfig
+from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.escalation.checkpoints import CheckpointContext, CheckpointTrigger
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationResponse

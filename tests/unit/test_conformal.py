@@ -16,18 +16,11 @@ from agora.core.conformal import (
     conformal_quantile,
     nonconformity,
 )
-from agora.core.debate import (
-    MAX_CALIBRATION,
-    Calibration,
-    ConformalDecision,
-    DebateConfig,
-    DebaterConfig,
-    Position,
-    aggregate,
-    debate_result,
-    debate_round,
-    gated,
-)
+from agora.core.debate.aggregation import aggregate
+from agora.core.debate.config import DebateConfig, DebaterConfig
+from agora.core.debate.gate import MAX_CALIBRATION, Calibration, ConformalDecision
+from agora.core.debate.result import debate_result, gated
+from agora.core.debate.rounds import Position, debate_round
 
 
 def final(*answers: tuple[str, float]) -> list[Position]:

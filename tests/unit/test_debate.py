@@ -10,28 +10,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agora.core.debate import (
+from agora.core.debate.aggregation import aggregate
+from agora.core.debate.config import AggregationStrategy, DebateConfig, DebaterConfig
+from agora.core.debate.gate import escalate_to_human
+from agora.core.debate.record import (
     MAX_RETRIES_BY_PERSON,
-    SIMILARITY_THRESHOLD,
-    AggregationStrategy,
     AnswerSource,
-    DebateConfig,
     DebateDecision,
-    DebaterConfig,
     DebateRecord,
-    DebateRequest,
     DebateState,
-    Position,
-    aggregate,
     apply_debate_decision,
+    new_debate_record,
+    waiting,
+)
+from agora.core.debate.request import DebateRequest
+from agora.core.debate.result import debate_result, single_agent_result
+from agora.core.debate.rounds import (
+    SIMILARITY_THRESHOLD,
+    Position,
     cluster_positions,
     converged,
-    debate_result,
     debate_round,
-    escalate_to_human,
-    new_debate_record,
-    single_agent_result,
-    waiting,
     words,
 )
 from agora.core.escalation.decisions import EscalationResponse

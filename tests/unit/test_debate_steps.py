@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agora.core.debate import DebaterConfig, DebateRound, Position, debate_round
+from agora.core.debate.config import DebaterConfig
+from agora.core.debate.rounds import DebateRound, Position, debate_round
 from agora.debate.steps import answer, debater_messages, judge, offline_answers, route
 from agora.llm import ChatMessage, OfflineModelClient
 from tests.unit.helpers import FakeModel

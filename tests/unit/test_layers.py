@@ -16,7 +16,7 @@ PACKAGE = SERVICES_ROOT / "agora"
 SERVICES = {"registry", "taskboard", "reputation", "allocator", "worker", "uncertainty", "escalation",
             "planner", "debate"}  # fmt: skip
 ONE_IDEA_PER_MODULE = ["core/escalation", "core/outcomes", "core/uncertainty", "core/triage", "core/plans",
-                       "worker", "cli"]  # fmt: skip
+                       "core/debate", "worker", "cli"]  # fmt: skip
 """Packages split one module per idea: each module has a docstring saying it and an `__all__`."""
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agora.core.conformal import same_answer
-from agora.core.debate import Position, cluster_positions, debate_round
+from agora.core.debate.rounds import Position, cluster_positions, debate_round
 from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.core.outcomes.similar import rank_similar, similarity
 from agora.core.similarity import greedy_clusters, jaccard

@@ -15,17 +15,15 @@ from agora.cli.listings import created, listing_summary, page_query
 from agora.cli.problems import invalid_input
 from agora.cli.text import shorten
 from agora.cli.transport import invoke
-from agora.core.debate import (
+from agora.core.debate.config import AggregationStrategy, DebateConfig, DebaterConfig
+from agora.core.debate.record import (
     FINAL_DEBATE_STATES,
-    AggregationStrategy,
     DebateAccepted,
-    DebateConfig,
     DebateList,
-    DebaterConfig,
     DebateRecord,
     DebateState,
-    DebateSubmission,
 )
+from agora.core.debate.request import DebateSubmission
 from agora.debate.view import debate_lines
 
 __all__ = ["DEFAULT_DEBATERS", "cmd_debate_ask", "cmd_debate_list", "cmd_debate_show", "debate_list_lines"]

@@ -18,7 +18,9 @@ from pydantic import BaseModel
 
 from agora.cli.problems import CliError, describe_refusal
 from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVerdict
-from agora.core.debate import DebateConfig, DebaterConfig, DebateRecord, DebateRequest, DebateState
+from agora.core.debate.config import DebateConfig, DebaterConfig
+from agora.core.debate.record import DebateRecord, DebateState
+from agora.core.debate.request import DebateRequest
 from agora.core.market import TERMINAL_STATUSES, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityQuery

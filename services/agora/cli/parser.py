@@ -14,7 +14,7 @@ from agora.cli.problems import CliError, print_error
 from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_register
 from agora.cli.run import cmd_run
 from agora.cli.tasks import cmd_task_list, cmd_task_publish, cmd_task_show
-from agora.core.debate import DebateState
+from agora.core.debate.record import DebateState
 from agora.core.escalation.record import EscalationStatus
 from agora.core.market import AllocationStatus
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS

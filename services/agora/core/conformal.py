@@ -29,14 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from agora.core.debate import (
-    SIMILARITY_THRESHOLD,
-    CandidateAnswer,
-    ConformalDecision,
-    DebateRound,
-    cluster_positions,
-    words,
-)
+from agora.core.debate.gate import CandidateAnswer, ConformalDecision
+from agora.core.debate.rounds import SIMILARITY_THRESHOLD, DebateRound, cluster_positions, words
 from agora.core.similarity import jaccard
 
 MIN_CALIBRATION = 20

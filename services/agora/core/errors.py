@@ -248,7 +248,8 @@ DOMAIN_ERROR_MODULES = (
     "agora.core.planning",
     "agora.core.uncertainty.aborts",
     "agora.core.suspension",
-    "agora.core.debate",
+    "agora.core.debate.config",
+    "agora.core.debate.gate",
 )
 """The core modules that keep errors beside their rules: loaded by the table, so every process
 knows every code whatever it imported."""

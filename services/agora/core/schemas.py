@@ -37,15 +37,9 @@ from agora.core.contracts import (
     StepVerdict,
     TaskList,
 )
-from agora.core.debate import (
-    DebateAccepted,
-    DebateCompleted,
-    DebateList,
-    DebateOutcome,
-    DebateRecord,
-    DebateRequest,
-    DebateSubmission,
-)
+from agora.core.debate.gate import DebateOutcome
+from agora.core.debate.record import DebateAccepted, DebateCompleted, DebateList, DebateRecord
+from agora.core.debate.request import DebateRequest, DebateSubmission
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (

@@ -13,7 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from agora.core.debate import DebateCompleted, DebateRequest
+from agora.core.debate.record import DebateCompleted
+from agora.core.debate.request import DebateRequest
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardLapsed,

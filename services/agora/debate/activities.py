@@ -11,23 +11,17 @@ from dataclasses import dataclass
 from agora.core import topics
 from agora.core.checks import ValidationResult
 from agora.core.conformal import candidate_probabilities, conformal_decision, nonconformity
-from agora.core.debate import (
+from agora.core.debate.aggregation import Aggregate, aggregate
+from agora.core.debate.config import AggregationStrategy, DebateConfig, DebaterConfig, position_cost
+from agora.core.debate.gate import Calibration, ConformalDecision
+from agora.core.debate.record import (
     FINAL_DEBATE_STATES,
-    Aggregate,
-    AggregationStrategy,
-    Calibration,
-    ConformalDecision,
     DebateCompleted,
-    DebateConfig,
-    DebaterConfig,
     DebateRecord,
-    Position,
-    aggregate,
     broke_down,
     new_debate_record,
-    position_cost,
-    transcript,
 )
+from agora.core.debate.rounds import Position, transcript
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS

@@ -10,23 +10,17 @@ import logging
 from fastapi import FastAPI, Query
 
 from agora.core import topics
-from agora.core.debate import (
+from agora.core.debate.config import DebaterConfig, UnusableModel
+from agora.core.debate.gate import Calibration, DebateOutcome, NotDecidable
+from agora.core.debate.record import (
     FINAL_DEBATE_STATES,
-    Calibration,
     DebateAccepted,
     DebateDecision,
-    DebateId,
     DebateList,
-    DebateOutcome,
-    DebaterConfig,
     DebateRecord,
-    DebateRequest,
     DebateState,
-    DebateSubmission,
-    NotDecidable,
-    UnusableModel,
-    submission_of,
 )
+from agora.core.debate.request import DebateId, DebateRequest, DebateSubmission, submission_of
 from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind

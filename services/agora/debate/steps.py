@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from agora.core.debate import DebaterConfig, DebateRound, Position, transcript
+from agora.core.debate.config import DebaterConfig
+from agora.core.debate.rounds import DebateRound, Position, transcript
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.planning import TokenUsage
 from agora.llm import ChatMessage, MeteredModel, ModelClient, ModelOutputInvalid, complete_json

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agora.core.debate import DebateRecord
+from agora.core.debate.record import DebateRecord
 from agora.core.limits import one_line
 
 

@@ -20,30 +20,22 @@ from typing import Any
 from dapr.ext.workflow import DaprWorkflowContext, when_all
 from pydantic import BaseModel, Field
 
-from agora.core.debate import (
-    Aggregate,
-    AggregationStrategy,
-    ConformalDecision,
-    DebateConfig,
+from agora.core.debate.aggregation import Aggregate, aggregate
+from agora.core.debate.config import AggregationStrategy, DebateConfig, DebaterConfig
+from agora.core.debate.gate import ConformalDecision
+from agora.core.debate.record import (
     DebateDecision,
-    DebaterConfig,
     DebateRecord,
-    DebateRequest,
-    DebateRound,
     DebateState,
-    Position,
-    aggregate,
     answered,
     apply_debate_decision,
     budget_spent,
-    converged,
-    debate_result,
-    debate_round,
-    gated,
     new_debate_record,
-    single_agent_result,
     waiting,
 )
+from agora.core.debate.request import DebateRequest
+from agora.core.debate.result import debate_result, gated, single_agent_result
+from agora.core.debate.rounds import DebateRound, Position, converged, debate_round
 from agora.core.planning import TokenUsage
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
