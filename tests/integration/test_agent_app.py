@@ -5,6 +5,7 @@ not bid in time gets the market's estimate instead."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,3 +103,23 @@ def test_the_agent_app_registered_its_agent_as_bidding_for_itself(market: LocalC
     answer = httpx.get(console(market).invoke_url("v1/agents/calculator", "registry"), timeout=10)
     assert answer.status_code == 200, answer.text
     assert answer.json()["bid_app_id"] == "agents" and answer.json()["lease_expires_at"]
+
+
+def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> None:
+    task_id = publish(market, description="Count these words slowly please", required_skills=["slow_count"])
+    [app] = replicas_of(market, "agents")
+
+    def taken() -> bool:
+        answer = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+        awards = answer.json().get("awards", []) if answer.status_code == 200 else []
+        return bool(awards) and awards[-1]["acknowledged_at"] is not None
+
+    eventually(taken, timeout=30)
+    app.kill_app()  # mid-run: the run takes four seconds
+    time.sleep(1)
+    app.start_app()
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "plodder"
+    assert record["outcome"]["summary"] == "5"
+    assert [a["agent_id"] for a in record["awards"]] == ["plodder"], "the run resumed; nobody else got it"

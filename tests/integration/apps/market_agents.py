@@ -1,6 +1,6 @@
-"""The agents the agent-app tests put on the market: the example calculator, and an agent whose
-app is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does
-its work."""
+"""The agents the agent-app tests put on the market: the example calculator, an agent whose app
+is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does its
+work, and an agent whose runs take four seconds (time to kill its app mid-run)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,20 @@ async def count_words(award: TaskAwarded) -> HandlerResult:
     return HandlerResult(success=True, summary=str(len(award.spec.description.split())), steps=1)
 
 
+async def count_slowly(award: TaskAwarded) -> HandlerResult:
+    await asyncio.sleep(4)  # long enough for a test to kill the app mid-run
+    return HandlerResult(success=True, summary=str(len(award.spec.description.split())), steps=3)
+
+
 slow = Agent(
     CapabilityProfile(agent_id="ponderer", agent_name="Ponderer", skill_tags=["word_count"], max_steps=2),
     handler=count_words,
     estimate=ponder,
 )
 
-agents = [*_example_agents(), slow]
+steady = Agent(
+    CapabilityProfile(agent_id="plodder", agent_name="Plodder", skill_tags=["slow_count"], max_steps=3),
+    handler=count_slowly,
+)
+
+agents = [*_example_agents(), slow, steady]
