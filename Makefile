@@ -22,13 +22,14 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run redis tools run test test-unit test-integration bench chaos soak lint clean
+.PHONY: help venv dapr jaeger jaeger-run redis go-agent tools run test test-unit test-integration bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
 	@echo "make test    install what the tests need, then run unit + integration tests"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
+	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
 	@echo "make chaos   the whole fault matrix (about an hour); its table goes to docs/guarantees.md"
@@ -84,7 +85,12 @@ redis:
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
 
-tools: venv dapr jaeger redis
+# The Go agent app the tests put on the market, built from its pinned modules once per version
+# of its sources (agora.harness.gobuild: the cache folder's name carries their hash).
+go-agent: venv
+	$(PY) -m agora.harness.gobuild
+
+tools: venv dapr jaeger redis go-agent
 
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
 	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger)

@@ -107,9 +107,10 @@ def metadata_of(component: Doc) -> dict[str, Doc]:
     return {item["name"]: item for item in component["spec"]["metadata"]}
 
 
-LOCAL_ONLY_APPS = {"recorder", "agents"}
+LOCAL_ONLY_APPS = {"recorder", "agents", "agents-go"}
 """Apps the redis profile scopes that the chart does not deploy: the topic recorder (a test
-tool) and `agents`, the local agent app (the chart does not deploy agent apps yet)."""
+tool) and `agents` and `agents-go`, the local agent apps (Python, and Go: examples/go-agent;
+the chart does not deploy agent apps yet)."""
 
 
 def without_recorder(scopes: str) -> str:

@@ -57,10 +57,10 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     for replica in cluster.replicas:
         ep = replica.endpoints
-        app = f"app :{ep.app_port}" if replica.spec.module else "(no app)"
+        app = f"app :{ep.app_port}" if replica.spec.has_app else "(no app)"
         print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
     if cluster.with_jaeger:
-        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.module is not None)
+        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.has_app)
         print(f"  traces: {cluster.jaeger_query_url} (Jaeger query API; services: {', '.join(traced)})")
     app_ids = {r.spec.app_id for r in cluster.replicas}
 

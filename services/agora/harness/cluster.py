@@ -39,11 +39,24 @@ etcdCompactionRetention` and `etcdSnapshotCount`)."""
 @dataclass(frozen=True)
 class ServiceSpec:
     """How to run one service: its Dapr app id and the Python module that serves it (None: a
-    sidecar without an app, e.g. the operator console's identity)."""
+    sidecar without an app, e.g. the operator console's identity), or `command`, the argv of
+    an app in any language (run instead of `python -m module`, with the same environment:
+    APP_ID, APP_PORT, DAPR_HTTP_PORT, DAPR_GRPC_PORT; it serves `/healthz` and `/readyz`)."""
 
     app_id: str
     module: str | None
     env: dict[str, str] = field(default_factory=dict)
+    command: list[str] | None = None
+
+    @property
+    def has_app(self) -> bool:
+        return self.module is not None or self.command is not None
+
+    def app_argv(self) -> list[str]:
+        if self.command is not None:
+            return list(self.command)
+        assert self.module is not None, f"{self.app_id} has no app"
+        return [sys.executable, "-m", self.module]
 
 
 @dataclass
@@ -80,7 +93,7 @@ class ServiceReplica:
         return f"{self.dapr_http}/v1.0/invoke/{app_id or self.spec.app_id}/method/{method.lstrip('/')}"
 
     def start(self, timeout: float = 60.0) -> ServiceReplica:
-        self.app = self._start_app() if self.spec.module else None
+        self.app = self._start_app() if self.spec.has_app else None
         self.daprd = self._start_daprd()
         try:
             self.daprd.wait_until(http_ok(f"{self.dapr_http}/v1.0/healthz"), "sidecar healthy", timeout)
@@ -123,7 +136,6 @@ class ServiceReplica:
 
     def _start_app(self) -> ManagedProcess:
         cluster, ep = self.cluster, self.endpoints
-        assert self.spec.module is not None, f"{self.spec.app_id} has no app"
         env = cluster.child_env(
             {
                 "APP_ID": self.spec.app_id,
@@ -135,7 +147,7 @@ class ServiceReplica:
         )
         return ManagedProcess(
             f"{self.name}-app",
-            [sys.executable, "-m", self.spec.module],
+            self.spec.app_argv(),
             cluster.logs / f"{self.name}.app.log",
             env=env,
         ).start()
@@ -159,7 +171,7 @@ class ServiceReplica:
             str(c.toolchain.daprd),
             "--app-id",
             self.spec.app_id,
-            *(app if self.spec.module else []),
+            *(app if self.spec.has_app else []),
             "--dapr-listen-addresses",
             "127.0.0.1",
             "--dapr-http-port",

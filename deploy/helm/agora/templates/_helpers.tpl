@@ -111,6 +111,12 @@ registry:
       - name: /v1/agents
         httpVerb: ["POST"]
         action: allow
+  - appId: agents-go
+    defaultAction: deny
+    operations:
+      - name: /v1/agents
+        httpVerb: ["POST"]
+        action: allow
   - appId: allocator
     defaultAction: deny
     operations:
