@@ -383,7 +383,27 @@ class MarketAllocator:
         return (await self._board_api.listed(status)).task_ids
 
     async def resume(self) -> None:
-        """Pick up tasks a previous run left undecided or unannounced."""
+        """Pick up tasks a previous run left undecided or unannounced. The board may not answer
+        yet (in the embedded default it is this very app, still starting behind its sidecar's
+        health check): a failure is retried with backoff until the listing is read."""
+        delay = RETRY_INITIAL_S
+        while True:
+            try:
+                await self._resume_listed()
+                return
+            except AgoraError as exc:
+                if exc.permanent:
+                    raise
+                reason = repr(exc)
+            except Exception as exc:  # the board or a sidecar not reachable yet
+                reason = repr(exc)
+            log.warning(
+                "resuming undecided tasks failed; retrying", extra={"reason": reason[:300], "delay_s": delay}
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _resume_listed(self) -> None:
         for status in (*RESUMABLE, *DECIDED):
             for task_id in await self._listed(status):
                 if status in RESUMABLE:
