@@ -46,7 +46,6 @@ from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
 from agora.runtime.workflows import (
     Breakdown,
-    FinishedSpan,
     RunRecords,
     WorkflowHost,
     end_broken_run,
@@ -213,24 +212,18 @@ class DebateActivities:
             ended = broke_down(record, reason, at)
             return ended.model_copy(update={"revision": ended.revision + 1})
 
-        def run_span(record: DebateRecord) -> FinishedSpan:
-            attributes = {"agora.debate_id": record.debate_id, "agora.debate_state": str(record.state)}
-            return FinishedSpan(
-                name="debate.run",
-                traceparent=start.traceparent,
-                parent=start.parent_traceparent,
-                start=record.created_at,
-                end=at,
-                attributes=attributes,
-            )
-
-        trace = {"traceparent": start.traceparent}
         breakdown = Breakdown(
             id_key="debate_id",
-            span_name="debate.failed",
-            fresh=lambda: new_debate_record(start.request, at).model_copy(update=trace),
+            failed_span="debate.failed",
+            run_span="debate.run",
+            state_attribute="agora.debate_state",
+            traceparent=start.traceparent,
+            parent_traceparent=start.parent_traceparent,
+            failed_at=at,
+            fresh=lambda: new_debate_record(start.request, at).model_copy(
+                update={"traceparent": start.traceparent}
+            ),
             failed=failed,
-            run_span=run_span,
         )
         record = await end_broken_run(self.records, start.request.debate_id, step.failure, breakdown)
         await self.announce(Announce(record=record))

@@ -53,7 +53,6 @@ from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
 from agora.runtime.workflows import (
     Breakdown,
-    FinishedSpan,
     RunRecords,
     WorkflowHost,
     end_broken_run,
@@ -264,24 +263,16 @@ class PlannerActivities:
             ended = failed_with(record, reason, at)
             return ended.model_copy(update={"revision": ended.revision + 1})
 
-        def run_span(record: PlanRecord) -> FinishedSpan:
-            attributes = {"agora.plan_id": record.plan_id, "agora.plan_state": str(record.state)}
-            return FinishedSpan(
-                name="planning.run",
-                traceparent=start.traceparent,
-                parent=start.parent_traceparent,
-                start=record.created_at,
-                end=at,
-                attributes=attributes,
-            )
-
-        trace = {"traceparent": start.traceparent}
         breakdown = Breakdown(
             id_key="plan_id",
-            span_name="planning.failed",
-            fresh=lambda: new_record(start.request, at).model_copy(update=trace),
+            failed_span="planning.failed",
+            run_span="planning.run",
+            state_attribute="agora.plan_state",
+            traceparent=start.traceparent,
+            parent_traceparent=start.parent_traceparent,
+            failed_at=at,
+            fresh=lambda: new_record(start.request, at).model_copy(update={"traceparent": start.traceparent}),
             failed=failed,
-            run_span=run_span,
         )
         record = await end_broken_run(self.records, start.request.plan_id, step.failure, breakdown)
         await self.announce(Announce(record=record))

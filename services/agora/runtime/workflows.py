@@ -280,9 +280,8 @@ class RunRecords(Generic[R]):
     ) -> None:
         self._repository = repository
         self._index = index
-        self._state_of = state_of
         self.state_of = state_of
-        self._created_of = created_of
+        self.created_of = created_of
 
     async def get(self, run_id: str) -> R | None:
         found = await self._repository.get(run_id)
@@ -294,9 +293,9 @@ class RunRecords(Generic[R]):
         """Write the record, move its id to its state's listing (a run's first save, with no
         previous state, also lists it by creation), record the spans that ended."""
         await self._repository.save(run_id, record)
-        state = self._state_of(record)
+        state = self.state_of(record)
         if previous_state is None:
-            await self._index.add(run_id, state, self._created_of(record))
+            await self._index.add(run_id, state, self.created_of(record))
         elif previous_state != state:
             await self._index.move(run_id, previous_state, state)
         for span in finished:
@@ -309,7 +308,7 @@ class RunRecords(Generic[R]):
         chosen = ids[offset : offset + limit]
         found = await self._repository.get_many(chosen)
         page = [found[i].value for i in chosen if i in found]
-        return len(ids), [r for r in page if state is None or self._state_of(r) == state]
+        return len(ids), [r for r in page if state is None or self.state_of(r) == state]
 
 
 @dataclass(frozen=True)
@@ -318,22 +317,28 @@ class Breakdown(Generic[R]):
 
     id_key: str
     """The run's id in log lines and span attributes (`plan_id`)."""
-    span_name: str
+    failed_span: str
     """The span of this step, in the run's trace (`planning.failed`)."""
+    run_span: str
+    """The whole run's span, recorded as the run ends (`planning.run`)."""
+    state_attribute: str
+    """The span attribute of the run's final state (`agora.plan_state`)."""
+    traceparent: str
+    """The run's span, chosen when it started."""
+    parent_traceparent: str | None
+    failed_at: datetime
     fresh: Callable[[], R]
     """The record of a run that broke down before its first save."""
     failed: Callable[[R], R | None]
     """The record ended FAILED, its revision counted; None when it had already ended."""
-    run_span: Callable[[R], FinishedSpan]
-    """The whole run's span, recorded as it ends."""
 
 
 async def end_broken_run(records: RunRecords[R], run_id: str, failure: RunFailure, how: Breakdown[R]) -> R:
     """End the record of a run that broke down: an ERROR line and a failed span in its trace,
-    the record FAILED with the reason (a record that already ended stays as it is). Its result:
-    the record to announce. Idempotent, as activities are."""
-    run_span = how.run_span(how.fresh())
-    with step_span(how.span_name, run_span.traceparent, {f"agora.{how.id_key}": run_id}) as span:
+    the record FAILED with the reason (a record that already ended stays as it is), the run's
+    span recorded with the error. Its result: the record to announce. Idempotent, as activities
+    are."""
+    with step_span(how.failed_span, how.traceparent, {f"agora.{how.id_key}": run_id}) as span:
         span.set_status(Status(StatusCode.ERROR, failure.reason))
         log.error(
             "run broke down; it ends FAILED",
@@ -345,11 +350,16 @@ async def end_broken_run(records: RunRecords[R], run_id: str, failure: RunFailur
     if ended is None:
         return record
     previous = records.state_of(stored) if stored is not None else None
-    finished = how.run_span(ended)
-    finished = finished.model_copy(
-        update={"attributes": {**finished.attributes, "agora.error_type": failure.error_type}}
-    )
-    await records.save(run_id, ended, previous, [finished])
+    run_span = FinishedSpan(
+        name=how.run_span,
+        traceparent=how.traceparent,
+        parent=how.parent_traceparent,
+        start=records.created_of(ended),
+        end=how.failed_at,
+        attributes={f"agora.{how.id_key}": run_id, how.state_attribute: records.state_of(ended),
+                    "agora.error_type": failure.error_type},
+    )  # fmt: skip
+    await records.save(run_id, ended, previous, [run_span])
     return ended
 
 
