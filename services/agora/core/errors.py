@@ -17,6 +17,7 @@ once, here or beside the rule that raises it, and every app maps errors the same
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -261,8 +262,11 @@ def _subclasses(root: type[AgoraError]) -> Iterable[type[AgoraError]]:
         yield from _subclasses(sub)
 
 
-def error_table() -> dict[str, type[AgoraError]]:
-    """Every error type by its code (each code once)."""
+@functools.cache
+def error_table() -> Mapping[str, type[AgoraError]]:
+    """Every error type by its code (each code once). Built once per process: every error type
+    lives in this module or in `DOMAIN_ERROR_MODULES`, which it loads, and `error_from` reads it
+    on every error answer."""
     for module in DOMAIN_ERROR_MODULES:
         importlib.import_module(module)
     table: dict[str, type[AgoraError]] = {}
