@@ -115,7 +115,8 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
         return bool(awards) and awards[-1]["acknowledged_at"] is not None
 
     eventually(taken, timeout=30)
-    app.kill_app()  # mid-run: the run takes four seconds
+    time.sleep(1)  # the award's run is under way: it takes four seconds
+    app.kill_app()
     time.sleep(1)
     app.start_app()
     record = settled(market, task_id)
