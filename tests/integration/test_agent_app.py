@@ -5,6 +5,8 @@ not bid in time gets the market's estimate instead."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +24,11 @@ pytestmark = pytest.mark.integration
 
 AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "market_agents.py"
 """The example calculator (examples/agents/calculator.py) and an agent slow to bid."""
-AGENTS = ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": str(AGENTS_FILE)})
+AGENTS = ServiceSpec(
+    "agents",
+    "agora.sdk",
+    env={"AGORA_AGENTS_FILE": str(AGENTS_FILE), "AGORA_UNCERTAINTY_APP_ID": "uncertainty"},
+)
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
@@ -124,3 +130,32 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
     assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "plodder"
     assert record["outcome"]["summary"] == "5"
     assert [a["agent_id"] for a in record["awards"]] == ["plodder"], "the run resumed; nobody else got it"
+
+
+def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: LocalCluster) -> None:
+    task_id = publish(market, description="Migrate the orders table", required_skills=["migration"])
+
+    def parked() -> str | None:
+        answer = httpx.get(
+            console(market).invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500", "escalation"),
+            timeout=10,
+        )
+        waiting = answer.json()["escalations"] if answer.status_code == 200 else []
+        return next((e["escalation_id"] for e in waiting if e["waiting_party"]["id"] == task_id), None)
+
+    escalation_id = eventually(parked, timeout=60)
+    board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
+    assert board["status"] == "ALLOCATED" and board["outcome"] is None, "paused, not ended"
+
+    port = ["--dapr-http-port", str(console(market).endpoints.dapr_http_port)]
+    decided = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "escalations", "resume", escalation_id,
+         "--action", "modify_prompt", "--prompt", "Migrate it with a rollback plan", "--who", "alice"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "cautious"
+    assert record["outcome"]["summary"] == "done as asked: Migrate it with a rollback plan"
+    assert record["outcome"]["actual_steps"] == 2, "the paused step, then the one after the decision"

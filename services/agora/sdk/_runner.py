@@ -207,14 +207,20 @@ class AgentRunner:
         self._last_cost: CostSummary | None = None
 
     def attach(
-        self, *, state_store: AgentStateStore | None = None, cost_publisher: EventPublisher | None = None
+        self,
+        *,
+        state_store: AgentStateStore | None = None,
+        cost_publisher: EventPublisher | None = None,
+        monitor: StepMonitor | None = None,
     ) -> None:
         """What an agent app gives its runners: Dapr state for runs, its publisher for cost
-        events. A store or publisher the runner was built with stays."""
+        events, the uncertainty monitor for steps. What the runner was built with stays."""
         if state_store is not None and isinstance(self.state_store, InMemoryStateStore):
             self.state_store = state_store
         if cost_publisher is not None and self._publisher is None:
             self._publisher = cost_publisher
+        if monitor is not None and self._monitor is None:
+            self._monitor = monitor
 
     def cost_summary(self) -> CostSummary | None:
         """The last run's costs (None before any run)."""

@@ -1,18 +1,22 @@
 """The agents the agent-app tests put on the market: the example calculator, an agent whose app
 is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does its
-work, and an agent whose runs take four seconds (time to kill its app mid-run)."""
+work, an agent whose runs take four seconds (time to kill its app mid-run), and a cautious
+agent whose first step is unsure (the uncertainty monitor pauses it for a person)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from agora.core.contracts import BidOffer
 from agora.core.market import TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.sdk import Agent, AgentLoad, HandlerResult
+from agora.llm import ChatMessage, OfflineModelClient
+from agora.sdk import Agent, AgentLoad, AgentRunner, HandlerResult
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
 
@@ -50,4 +54,21 @@ steady = Agent(
     handler=count_slowly,
 )
 
-agents = [*_example_agents(), slow, steady]
+
+def hesitate(messages: Sequence[ChatMessage]) -> str | None:
+    """Unsure until a person answers; then it follows the person's prompt."""
+    answered = [m.content for m in messages if m.role == "user" and m.content.startswith("A person answered")]
+    if not answered:
+        return json.dumps({"thought": "I am really not sure this migration is safe", "action": "final",
+                           "answer": "drop the old table", "confidence": 0.1})  # fmt: skip
+    prompt = answered[-1].split("Use this prompt instead:\n", 1)[-1].splitlines()[0]
+    return json.dumps({"thought": "The capital of France is Paris", "action": "final",
+                       "answer": f"done as asked: {prompt}", "confidence": 0.95})  # fmt: skip
+
+
+cautious = Agent(
+    CapabilityProfile(agent_id="cautious", agent_name="Cautious", skill_tags=["migration"], max_steps=4),
+    runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
+)
+
+agents = [*_example_agents(), slow, steady, cautious]

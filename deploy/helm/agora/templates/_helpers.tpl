@@ -176,6 +176,21 @@ uncertainty:
       - name: /v1/sessions/**/checkpoints
         httpVerb: ["POST"]
         action: allow
+  - appId: agents
+    defaultAction: deny
+    operations:
+      - name: /v1/sessions/*
+        httpVerb: ["GET"]
+        action: allow
+      - name: /v1/sessions/**/llm-responses
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/tool-calls
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/checkpoints
+        httpVerb: ["POST"]
+        action: allow
 planner:
   - appId: console
     defaultAction: allow
