@@ -475,6 +475,7 @@ async def _progress(
             summary=(run.output or run.reason)[:MAX_TEXT_CHARS],
             input_tokens=run.input_tokens,
             output_tokens=run.output_tokens,
+            tools_called=run.tools_called,
             award_token=award.award_token,
         )
     )
@@ -497,6 +498,7 @@ def _outcome_of(award: TaskAwarded, state: AgentState) -> TaskOutcome:
         summary=(state.output or state.reason)[:MAX_TEXT_CHARS],
         input_tokens=state.input_tokens,
         output_tokens=state.output_tokens,
+        tools_called=state.tools_called,
         award_token=award.award_token,
     )
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agora.core.errors import MaxIterationsExceeded, NotFound
 from agora.core.escalation.record import AgentNotWaiting
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
 from agora.runtime.tracing import tracer
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher
@@ -107,6 +107,8 @@ class AgentState(BaseModel):
     messages: list[ChatMessage] = Field(default_factory=list)
     iterations: int = 0
     tool_calls: int = 0
+    tools_called: list[str] = Field(default_factory=list)
+    """The tools the run called, in order (the first `MAX_TOOLS_KEPT`)."""
     budget_usd: float | None = None
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -129,6 +131,9 @@ class ExecutionResult(BaseModel):
     messages: list[ChatMessage]
     iterations: int
     tool_results: list[ToolResult] = Field(default_factory=list)
+    """The results of this turn's tool calls (since the run's start or its resume)."""
+    tools_called: list[str] = Field(default_factory=list)
+    """Every tool the run called, in order, across pauses (the first `MAX_TOOLS_KEPT`)."""
     cost: CostSummary
     input_tokens: int
     output_tokens: int
@@ -316,6 +321,7 @@ class AgentRunner:
             messages=state.messages,
             iterations=state.iterations,
             tool_results=tool_results,
+            tools_called=state.tools_called,
             cost=self._last_cost,
             input_tokens=state.input_tokens,
             output_tokens=state.output_tokens,
@@ -369,7 +375,10 @@ class AgentRunner:
             result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
             tool_results.append(result)
             run.say(ChatMessage(role="user", content=f"Result of tool {result.name}: {result.for_model()}"))
-            run.update(tool_calls=run.state.tool_calls + 1)
+            run.update(
+                tool_calls=run.state.tool_calls + 1,
+                tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
+            )
         state = run.state
         raise MaxIterationsExceeded(
             f"agent {state.agent_id} gave no final answer within {self.config.max_iterations} iterations",
@@ -381,6 +390,8 @@ class AgentRunner:
 
 
 REACT_STEP_SCHEMA: dict[str, Any] = ReactStep.model_json_schema()
+MAX_TOOLS_KEPT = MAX_ITEMS
+"""Tool names a run's state keeps (an outcome carries at most as many)."""
 
 
 def _parse_step(text: str) -> ReactStep | None:
