@@ -132,18 +132,25 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
     assert [a["agent_id"] for a in record["awards"]] == ["plodder"], "the run resumed; nobody else got it"
 
 
-def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: LocalCluster) -> None:
-    task_id = publish(market, description="Migrate the orders table", required_skills=["migration"])
+def parked(cluster: LocalCluster, task_id: str) -> str:
+    """The escalation the task's run waits on, once it is listed as waiting."""
 
-    def parked() -> str | None:
+    def waiting_on() -> str | None:
         answer = httpx.get(
-            console(market).invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500", "escalation"),
+            console(cluster).invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500", "escalation"),
             timeout=10,
         )
         waiting = answer.json()["escalations"] if answer.status_code == 200 else []
         return next((e["escalation_id"] for e in waiting if e["waiting_party"]["id"] == task_id), None)
 
-    escalation_id = eventually(parked, timeout=60)
+    found: str = eventually(waiting_on, timeout=60)
+    return found
+
+
+def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: LocalCluster) -> None:
+    task_id = publish(market, description="Migrate the orders table", required_skills=["migration"])
+
+    escalation_id = parked(market, task_id)
     board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
     assert board["status"] == "ALLOCATED" and board["outcome"] is None, "paused, not ended"
 
@@ -159,3 +166,27 @@ def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: 
     assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "cautious"
     assert record["outcome"]["summary"] == "done as asked: Migrate it with a rollback plan"
     assert record["outcome"]["actual_steps"] == 2, "the paused step, then the one after the decision"
+
+
+def test_a_run_its_recovery_cannot_fix_is_handed_to_a_person_and_goes_on_as_decided(
+    market: LocalCluster,
+) -> None:
+    task_id = publish(market, description="Date the pottery shards", required_skills=["archaeology"])
+
+    escalation_id = parked(market, task_id)
+    assert escalation_id == f"{task_id}.attempt-1"
+    shown = httpx.get(console(market).invoke_url(f"v1/escalations/{escalation_id}", "escalation"), timeout=10)
+    context = shown.json()["context"]
+    assert context["prompt_used"] == "Date the pottery shards" and context["error_history"]
+    decided = httpx.post(
+        console(market).invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "retry", "guidance": "use the field notes"},
+              "who": "alice", "why": "the notes have the dates"},
+        timeout=30,
+    )  # fmt: skip
+    assert decided.status_code == 200, decided.text
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "done with help"
+    learning = httpx.get(console(market).invoke_url("v1/agents/stubborn/learning", "agents"), timeout=10)
+    assert learning.status_code == 200 and learning.json()["outcomes"] >= 1

@@ -20,6 +20,8 @@ from agora.core.errors import AgoraError as OrchestrationError
 from agora.core.errors import BudgetExceededError, MaxIterationsExceeded
 from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
+from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
+from agora.sdk._recovery import RecoveryPolicy
 from agora.sdk._router import (
     DEFAULT_FALLBACK_CHAIN,
     ModelRouter,
@@ -33,6 +35,7 @@ from agora.sdk._runner import (
     AgentRunner,
     AgentState,
     AgentStateStore,
+    Escalator,
     ExecutionResult,
     InMemoryStateStore,
     MemoryManager,
@@ -57,9 +60,11 @@ __all__ = [
     "BudgetExceededError",
     "CostSummary",
     "CostTracker",
+    "Escalator",
     "EventPublisher",
     "ExecutionResult",
     "HandlerResult",
+    "InMemoryOutcomeHistory",
     "InMemoryStateStore",
     "MaxIterationsExceeded",
     "MemoryManager",
@@ -67,7 +72,9 @@ __all__ = [
     "ModelSpec",
     "ModelTier",
     "OrchestrationError",
+    "OutcomeHistory",
     "ReactStep",
+    "RecoveryPolicy",
     "RoutedCompletion",
     "RoutingRule",
     "RunStatus",

@@ -34,10 +34,10 @@ from fastapi import FastAPI
 from pydantic import AliasChoices, BaseModel, Field
 
 from agora.core import topics
-from agora.core.contracts import BidOffer, BidSolicitation
+from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, InvalidArgument, NotFound
 from agora.core.escalation.decisions import resume_message
-from agora.core.escalation.record import WaitingPartyKind
+from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -48,14 +48,16 @@ from agora.core.messages import (
     TaskAwarded,
 )
 from agora.core.models import CapabilityProfile
+from agora.core.outcomes.record import SheetOutcome
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
+from agora.runtime.clients import EscalationActors, RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.state import StateRepository
 from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of
+from agora.sdk._learning import LEARNING_KEPT
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import (
     AgentDefinition,
@@ -83,6 +85,7 @@ EXECUTE = "agent.execute"
 RESUME = "agent.resume"
 REPORT = "agent.report"
 STATE_NAMESPACE = "agent:state"
+LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
 
 
@@ -191,6 +194,41 @@ class AgentRunDecision(BaseModel):
     decided: EscalationResolved
 
 
+class RecentOutcomes(BaseModel):
+    """An agent's recent runs, as its app keeps them (`agent:learning:<agent_id>`)."""
+
+    outcomes: list[SheetOutcome] = Field(default_factory=list, max_length=LEARNING_KEPT)
+
+
+class DaprOutcomeHistory:
+    """What an app's agents learn from, in its Dapr state store: one record per agent, each
+    run added under its etag (runs of one agent end side by side)."""
+
+    def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
+        self._repository = repository
+
+    async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+        found = await self._repository.get(agent_id)
+        return list(found.value.outcomes) if found is not None else []
+
+    async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+        def add(current: RecentOutcomes | None) -> RecentOutcomes:
+            kept = [o for o in (current.outcomes if current else []) if o.outcome_id != outcome.outcome_id]
+            return RecentOutcomes(outcomes=[*kept, outcome][-LEARNING_KEPT:])
+
+        await self._repository.update(agent_id, add)
+
+
+class EscalationService:
+    """Hands a run to a person through the escalation service's `Escalation` actors."""
+
+    def __init__(self, escalations: EscalationActors) -> None:
+        self._escalations = escalations
+
+    async def park(self, escalation_id: str, request: ParkRequest) -> None:
+        await self._escalations(escalation_id).park(request)
+
+
 class DaprAgentStateStore:
     """Runner state in the app's Dapr state store (`agent:state:<agent>|<session>`)."""
 
@@ -267,10 +305,13 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             if settings.uncertainty_app_id
             else None
         )
+        actors = ActorClient(ctx.sidecar)
+        outcomes = DaprOutcomeHistory(ctx.repository(LEARNING_NAMESPACE, RecentOutcomes))
+        escalator = EscalationService(escalation_actors(actors))
         for agent in agents:
             if agent.runner is not None:
-                agent.runner.attach(state_store=store, cost_publisher=ctx.publisher, monitor=monitor)
-        actors = ActorClient(ctx.sidecar)
+                agent.runner.attach(state_store=store, cost_publisher=ctx.publisher, monitor=monitor,
+                                    escalator=escalator, outcomes=outcomes)  # fmt: skip
         tasks = task_actors(actors)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
@@ -299,6 +340,16 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         host.activity(EXECUTE, AgentRunStart, execute)
         host.activity(RESUME, AgentRunDecision, resume)
         host.activity(REPORT, TaskOutcome, report)
+
+        @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
+        async def learning(agent_id: PathId) -> AgentLearning:
+            """What an agent learnt from its recent runs, and how its patterns fare."""
+            agent = by_id.get(agent_id)
+            if agent is None:
+                raise NotFound(f"no agent {agent_id!r} in this app", agent_id=agent_id)
+            if agent.runner is None:
+                return AgentLearning(agent_id=agent_id, outcomes=0, patterns=[], effectiveness=[])
+            return await agent.runner.learning(agent_id)
 
         @app.post("/v1/bids", response_model=BidOffer)
         async def bid(solicitation: BidSolicitation) -> BidOffer:
