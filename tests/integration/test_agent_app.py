@@ -111,7 +111,8 @@ def test_the_agent_app_registered_its_agent_as_bidding_for_itself(market: LocalC
     assert answer.json()["bid_app_id"] == "agents" and answer.json()["lease_expires_at"]
 
 
-def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> None:
+@pytest.mark.parametrize("after_s", [0.0, 1.0], ids=["as-it-takes-the-award", "mid-run"])
+def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster, after_s: float) -> None:
     task_id = publish(market, description="Count these words slowly please", required_skills=["slow_count"])
     [app] = replicas_of(market, "agents")
 
@@ -120,8 +121,8 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
         awards = answer.json().get("awards", []) if answer.status_code == 200 else []
         return bool(awards) and awards[-1]["acknowledged_at"] is not None
 
-    eventually(taken, timeout=30)
-    time.sleep(1)  # the award's run is under way: it takes four seconds
+    eventually(taken, timeout=30, interval=0.02)
+    time.sleep(after_s)  # 0: its run is being scheduled; 1: under way (it takes four seconds)
     app.kill_app()
     time.sleep(1)
     app.start_app()
