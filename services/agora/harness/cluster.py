@@ -41,12 +41,14 @@ class ServiceSpec:
     """How to run one service: its Dapr app id and the Python module that serves it (None: a
     sidecar without an app, e.g. the operator console's identity), or `command`, the argv of
     an app in any language (run instead of `python -m module`, with the same environment:
-    APP_ID, APP_PORT, DAPR_HTTP_PORT, DAPR_GRPC_PORT; it serves `/healthz` and `/readyz`)."""
+    APP_ID, APP_PORT, DAPR_HTTP_PORT, DAPR_GRPC_PORT; it serves `/healthz` and `/readyz`).
+    `resource_dirs` are loaded by this service's sidecar only, after the cluster's own."""
 
     app_id: str
     module: str | None
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] | None = None
+    resource_dirs: tuple[Path, ...] = ()
 
     @property
     def has_app(self) -> bool:
@@ -197,7 +199,7 @@ class ServiceReplica:
             "--log-level",
             c.log_level,
         ]
-        for path in c.resource_dirs:
+        for path in (*c.resource_dirs, *self.spec.resource_dirs):
             argv += ["--resources-path", str(path)]
         return argv
 

@@ -1,0 +1,158 @@
+"""Tools from MCP servers by Dapr's two paths, against a real market (redis profile): an agent
+app built on the SDK takes tools from a small MCP server that is its own Dapr app
+(tests/integration/apps/mcp_tools.py, app id `mcp-tools`),
+
+- through service invocation on the agent app's own sidecar (MCP's streamable HTTP transport
+  at `/v1.0/invoke/mcp-tools/method/mcp`, under mTLS and the server's access policy), and
+- through an `MCPServer` resource of the agent app's daprd, each call a durable workflow that
+  completes even when the agent app is killed mid-call, the tool running once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.system import CONSOLE, SERVICES
+from tests.integration.helpers import eventually, publish_event, replicas_of
+
+pytestmark = pytest.mark.integration
+
+APPS = Path(__file__).resolve().parent / "apps"
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+MCP_RESOURCE = """\
+apiVersion: dapr.io/v1alpha1
+kind: MCPServer
+metadata:
+  name: tools
+spec:
+  endpoint:
+    streamableHTTP:
+      url: http://127.0.0.1:{port}/mcp
+      timeout: 60s
+scopes:
+  - agents
+"""
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Path]]:
+    run_dir = tmp_path_factory.mktemp("mcp-tools-cluster")
+    calls = run_dir / "mcp-calls.txt"
+    with LocalCluster("redis", run_dir=run_dir) as cluster:
+        for spec in [*SERVICES, CONSOLE]:
+            cluster.add_service(spec)
+        [server] = cluster.add_service(
+            ServiceSpec(
+                "mcp-tools",
+                None,
+                command=[sys.executable, str(APPS / "mcp_tools.py")],
+                env={"MCP_TOOLS_CALLS": str(calls)},
+            )
+        )
+        resources = run_dir / "agents-resources"
+        resources.mkdir()
+        (resources / "mcp-tools.yaml").write_text(MCP_RESOURCE.format(port=server.endpoints.app_port))
+        cluster.add_service(
+            ServiceSpec(
+                "agents",
+                "agora.sdk",
+                env={"AGORA_AGENTS_FILE": str(APPS / "mcp_agents.py")},
+                resource_dirs=(resources,),
+            )
+        )
+        yield cluster, calls
+
+
+def console(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "console")[0]
+
+
+def publish(cluster: LocalCluster, description: str, skill: str) -> str:
+    task_id = f"mcp-{uuid.uuid4().hex[:8]}"
+    spec = {
+        "task_id": task_id,
+        "description": description,
+        "required_skills": [skill],
+        "min_success_threshold": 0.0,
+    }
+    publish_event(console(cluster).dapr_http, "agora.tasks", spec)
+    return task_id
+
+
+def record_of(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
+    answer = httpx.get(console(cluster).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+    return answer.json() if answer.status_code == 200 else None
+
+
+def settled(cluster: LocalCluster, task_id: str, timeout: float = 90) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        record = record_of(cluster, task_id)
+        return record if record and record["status"] in TERMINAL and record["outcome"] else None
+
+    return eventually(done, timeout=timeout)
+
+
+def test_an_agent_calls_a_tool_of_an_mcp_server_app_through_its_sidecar(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, _ = market
+    record = settled(cluster, publish(cluster, "What is 2 + 3?", "mcp_arithmetic"))
+
+    assert record["status"] == "COMPLETED" and record["allocation"]["winning_agent_id"] == "mcp-adder"
+    assert record["outcome"]["summary"] == "5.0", "the MCP server's add answered"
+    assert record["outcome"]["actual_steps"] == 2
+
+
+def test_an_mcp_tool_s_error_reaches_the_model_and_the_run_goes_on(market: tuple[LocalCluster, Path]) -> None:
+    cluster, _ = market
+    record = settled(cluster, publish(cluster, "Refuse politely", "mcp_arithmetic"))
+
+    summary = record["outcome"]["summary"]
+    assert record["status"] == "COMPLETED", summary
+    assert summary.startswith("error: McpToolError:") and "refused: politely" in summary
+
+
+def test_only_the_apps_its_policy_names_may_call_the_mcp_server(market: tuple[LocalCluster, Path]) -> None:
+    """components/access-control/mcp-tools.yaml: `agents` may speak MCP at `/mcp`; the
+    allocator (like every app not named) is denied by the server's sidecar."""
+    cluster, _ = market
+    [allocator] = replicas_of(cluster, "allocator")
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"accept": "application/json, text/event-stream"}
+
+    denied = httpx.post(allocator.invoke_url("mcp", "mcp-tools"), json=request, headers=headers, timeout=10)
+
+    assert denied.status_code == 403, denied.text
+
+
+def test_a_durable_mcp_tool_call_completes_once_when_the_agent_app_is_killed_mid_call(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, calls = market
+    label = uuid.uuid4().hex[:8]
+    task_id = publish(cluster, f"Stamp {label}", "durable_stamp")
+    [app] = replicas_of(cluster, "agents")
+
+    def log() -> list[str]:
+        return calls.read_text().splitlines() if calls.exists() else []
+
+    eventually(lambda: f"start {label}" in log() or None, timeout=60)
+    app.kill_app()  # the tool is under way: it takes four seconds
+    time.sleep(1)
+    app.start_app()
+    record = settled(cluster, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "stamper"
+    assert record["outcome"]["summary"] == f"stamped {label}"
+    assert [a["agent_id"] for a in record["awards"]] == ["stamper"], "the run resumed; nobody else got it"
+    assert log().count(f"start {label}") == 1, "the resumed run waited for the call it had started"
+    assert f"end {label}" in log()
