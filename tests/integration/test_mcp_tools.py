@@ -121,6 +121,44 @@ def test_an_mcp_tool_s_error_reaches_the_model_and_the_run_goes_on(market: tuple
     assert summary.startswith("error: McpToolError:") and "refused: politely" in summary
 
 
+def test_service_invocation_passes_mcp_s_streamable_http_exchange_through(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    """The exchange as the SDK's client speaks it, through a sidecar: the answer to
+    `initialize` is an SSE stream with the session's `mcp-session-id` header, which later
+    requests carry (the server refuses one without it) and the closing DELETE ends."""
+    cluster, _ = market
+    url = console(cluster).invoke_url("mcp", "mcp-tools")
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}},
+    }  # fmt: skip
+
+    opened = httpx.post(url, json=initialize, headers=headers, timeout=10)
+    session = {**headers, "mcp-session-id": opened.headers.get("mcp-session-id", "")}
+    initialized = httpx.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session, timeout=10
+    )
+    listed = httpx.post(
+        url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session, timeout=10
+    )
+    anonymous = httpx.post(
+        url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers, timeout=10
+    )
+    ended = httpx.delete(url, headers=session, timeout=10)
+
+    assert opened.status_code == 200 and opened.headers["content-type"].startswith("text/event-stream")
+    assert opened.headers.get("mcp-session-id") and '"serverInfo"' in opened.text
+    assert initialized.status_code == 202
+    assert listed.status_code == 200 and '"name":"stamp"' in listed.text.replace(" ", "")
+    assert anonymous.status_code == 400, "the session's header is what the server knows it by"
+    assert ended.status_code == 200
+
+
 def test_only_the_apps_its_policy_names_may_call_the_mcp_server(market: tuple[LocalCluster, Path]) -> None:
     """components/access-control/mcp-tools.yaml: `agents` may speak MCP at `/mcp`; the
     allocator (like every app not named) is denied by the server's sidecar."""
