@@ -170,6 +170,8 @@ def test_a_server_spec_is_checked_when_declared() -> None:
         McpServer.app("bad id")
     with pytest.raises(ValueError):
         McpServer.resource("ok", timeout_s=0)
+    with pytest.raises(ValueError, match=r"no '\.'"):
+        McpServer.resource("team.payments")
 
 
 class Listed:

@@ -36,6 +36,7 @@ import jsonschema  # type: ignore[import-untyped]
 from mcp import ClientSession
 from mcp import types as mcp_types
 from mcp.client.streamable_http import streamablehttp_client
+from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.limits import MAX_NOTE_CHARS
 from agora.sdk._tools import DEFAULT_TOOL_TIMEOUT_S, MAX_TOOL_NAME_CHARS, Tool
@@ -124,6 +125,11 @@ class McpServer:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.name):
             raise ValueError(f"MCP server name {self.name!r}: letters, digits, '_', '.', '-' (at most 63)")
+        if self.via == "resource" and "." in self.name:
+            # daprd splits its workflow names (`dapr.internal.mcp.<server>.CallTool.<tool>`) at dots
+            raise ValueError(
+                f"MCPServer resource name {self.name!r}: no '.' (daprd's workflow names split at it)"
+            )
         if self.timeout_s <= 0:
             raise ValueError("an MCP server's timeout must be positive")
         if self.prefix and not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", self.prefix):
@@ -145,6 +151,12 @@ class McpServer:
         missing = sorted((self.only or frozenset()) - {t.name for t in listed})
         if missing:
             raise ValueError(f"{self.describe()} has no tool named {', '.join(missing)}")
+        dotted = sorted(t.name for t in chosen if self.via == "resource" and "." in t.name)
+        if dotted:
+            raise ValueError(
+                f"{self.describe()}: daprd cannot call a tool whose name has a '.' ({', '.join(dotted)}); "
+                "leave it out with `only`"
+            )
         if len(chosen) > MAX_MCP_TOOLS:
             raise ValueError(f"{self.describe()} offers {len(chosen)} tools, more than {MAX_MCP_TOOLS}")
         return [mcp_tool(t, client.call, prefix=self.prefix, timeout_s=self.timeout_s) for t in chosen]
@@ -254,6 +266,22 @@ def result_text(result: mcp_types.CallToolResult) -> str:
 # -- the transports ---------------------------------------------------------------------------
 
 
+class CallToolInput(BaseModel):
+    """The input of daprd's `dapr.internal.mcp.<server>.CallTool.<tool>` workflow."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkflowState(BaseModel):
+    """What the workflow API tells of an instance (`GET /v1.0/workflows/dapr/<instance>`)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    instance_id: str = Field(alias="instanceID")
+    runtime_status: str = Field(alias="runtimeStatus")
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
 class _Transport:
     async def list_tools(self) -> list[mcp_types.Tool]:
         raise NotImplementedError
@@ -318,26 +346,28 @@ class _ResourceTransport(_Transport):
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         output = await self._run(
-            f"dapr.internal.mcp.{self.server}.ListTools", f"mcp-list-{uuid.uuid4().hex}", {}
+            f"dapr.internal.mcp.{self.server}.ListTools", f"mcp-list-{uuid.uuid4().hex}", None
         )
         return mcp_types.ListToolsResult.model_validate_json(output).tools
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         instance = _call_instance_id(self.server, name, arguments)
         output = await self._run(
-            f"dapr.internal.mcp.{self.server}.CallTool.{name}", instance, {"arguments": arguments}
+            f"dapr.internal.mcp.{self.server}.CallTool.{name}", instance, CallToolInput(arguments=arguments)
         )
         return mcp_types.CallToolResult.model_validate_json(output)
 
-    async def _run(self, workflow: str, instance: str, given: dict[str, Any]) -> str:
+    async def _run(self, workflow: str, instance: str, given: BaseModel | None) -> str:
         """Start `workflow` as `instance` unless that instance exists already (a resumed run's
         call), then wait for it to end; its output, or `McpToolError` when it failed."""
         base = f"{self.endpoint}/v1.0/workflows/dapr"
         async with httpx.AsyncClient(timeout=10.0) as http:
-            state = await self._state(http, f"{base}/{quote(instance)}")
-            if state is None:
+            if await self._state(http, f"{base}/{quote(instance)}") is None:
                 started = await http.post(
-                    f"{base}/{quote(workflow)}/start", params={"instanceID": instance}, json=given
+                    f"{base}/{quote(workflow)}/start",
+                    params={"instanceID": instance},
+                    content=given.model_dump_json() if given is not None else b"{}",
+                    headers={"content-type": "application/json"},
                 )
                 if started.status_code >= 300:
                     raise McpToolError(
@@ -346,10 +376,10 @@ class _ResourceTransport(_Transport):
             wait = WORKFLOW_POLL_S[0]
             while True:
                 state = await self._state(http, f"{base}/{quote(instance)}")
-                status = state.get("runtimeStatus") if state else None
-                properties = (state or {}).get("properties") or {}
+                status = state.runtime_status if state is not None else None
+                properties = state.properties if state is not None else {}
                 if status == "COMPLETED":
-                    return str(properties.get("dapr.workflow.output") or "{}")
+                    return properties.get("dapr.workflow.output") or "{}"
                 if status in ("FAILED", "TERMINATED"):
                     reason = properties.get("dapr.workflow.failure.error_message") or status.lower()
                     raise McpToolError(f"{workflow} {status.lower()}: {reason}"[:MAX_NOTE_CHARS])
@@ -357,7 +387,7 @@ class _ResourceTransport(_Transport):
                 wait = min(wait * 2, WORKFLOW_POLL_S[1])
 
     @staticmethod
-    async def _state(http: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    async def _state(http: httpx.AsyncClient, url: str) -> WorkflowState | None:
         answer = await http.get(url)
         if answer.status_code == 404 or (
             answer.status_code >= 400 and "ERR_INSTANCE_ID_NOT_FOUND" in answer.text
@@ -365,8 +395,7 @@ class _ResourceTransport(_Transport):
             return None
         if answer.status_code >= 300:
             raise McpToolError(f"workflow state: {answer.status_code} {answer.text[:500]}")
-        found: dict[str, Any] = answer.json()
-        return found
+        return WorkflowState.model_validate_json(answer.content)
 
 
 # -- durable call identities --------------------------------------------------------------------
