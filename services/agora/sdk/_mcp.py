@@ -64,6 +64,8 @@ MCP_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 """An MCP tool name as the SDK accepts it (MCP's recommended characters, at most 64)."""
 WORKFLOW_POLL_S = (0.1, 1.0)
 """First and longest wait between looks at a tool call's workflow."""
+STATE_READ_ATTEMPTS = 30
+"""Times a workflow's state is asked for when the sidecar answers with an error."""
 
 CallFunction = Callable[[str, dict[str, Any]], Awaitable[mcp_types.CallToolResult]]
 
@@ -388,14 +390,21 @@ class _ResourceTransport(_Transport):
 
     @staticmethod
     async def _state(http: httpx.AsyncClient, url: str) -> WorkflowState | None:
-        answer = await http.get(url)
-        if answer.status_code == 404 or (
-            answer.status_code >= 400 and "ERR_INSTANCE_ID_NOT_FOUND" in answer.text
-        ):
-            return None
-        if answer.status_code >= 300:
-            raise McpToolError(f"workflow state: {answer.status_code} {answer.text[:500]}")
-        return WorkflowState.model_validate_json(answer.content)
+        """The instance's state, None when there is no such instance. A sidecar error is asked
+        again (reading an instance while daprd writes it can fail: `ERR_GET_WORKFLOW ... missing
+        from state store`); the call's timeout bounds the asking."""
+        wait = WORKFLOW_POLL_S[0]
+        for _ in range(STATE_READ_ATTEMPTS):
+            answer = await http.get(url)
+            if answer.status_code == 404 or "ERR_INSTANCE_ID_NOT_FOUND" in answer.text:
+                return None
+            if answer.status_code < 300:
+                return WorkflowState.model_validate_json(answer.content)
+            if answer.status_code < 500:
+                break
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, WORKFLOW_POLL_S[1])
+        raise McpToolError(f"workflow state: {answer.status_code} {answer.text[:500]}")
 
 
 # -- durable call identities --------------------------------------------------------------------
