@@ -4,8 +4,9 @@ app built on the SDK takes tools from a small MCP server that is its own Dapr ap
 
 - through service invocation on the agent app's own sidecar (MCP's streamable HTTP transport
   at `/v1.0/invoke/mcp-tools/method/mcp`, under mTLS and the server's access policy), and
-- through an `MCPServer` resource of the agent app's daprd, each call a durable workflow that
-  completes even when the agent app is killed mid-call, the tool running once.
+- through an `MCPServer` resource of the agent app's daprd (which reaches the server through
+  its own service invocation too), each call a durable workflow that completes even when the
+  agent app is killed mid-call, the tool running once.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ metadata:
 spec:
   endpoint:
     streamableHTTP:
-      url: http://127.0.0.1:{port}/mcp
+      url: http://127.0.0.1:{dapr_http_port}/v1.0/invoke/mcp-tools/method/mcp
       timeout: 60s
 scopes:
   - agents
 """
+"""The agent app's daprd reaches the MCP server app through its own service invocation (mTLS,
+the server's access policy), so the durable path crosses apps as the other one does."""
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
     with LocalCluster("redis", run_dir=run_dir) as cluster:
         for spec in [*SERVICES, CONSOLE]:
             cluster.add_service(spec)
-        [server] = cluster.add_service(
+        cluster.add_service(
             ServiceSpec(
                 "mcp-tools",
                 None,
@@ -60,8 +63,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
         )
         resources = run_dir / "agents-resources"
         resources.mkdir()
-        (resources / "mcp-tools.yaml").write_text(MCP_RESOURCE.format(port=server.endpoints.app_port))
-        cluster.add_service(
+        agents = cluster.reserve_replica(
             ServiceSpec(
                 "agents",
                 "agora.sdk",
@@ -69,6 +71,10 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
                 resource_dirs=(resources,),
             )
         )
+        (resources / "mcp-tools.yaml").write_text(
+            MCP_RESOURCE.format(dapr_http_port=agents.endpoints.dapr_http_port)
+        )
+        agents.start()
         yield cluster, calls
 
 

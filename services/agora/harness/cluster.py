@@ -332,14 +332,19 @@ class LocalCluster:
     def add_service(
         self, spec: ServiceSpec, replicas: int = 1, timeout: float = 60.0
     ) -> list[ServiceReplica]:
-        started = []
-        for _ in range(replicas):
-            index = sum(r.spec.app_id == spec.app_id for r in self.replicas)
-            replica = ServiceReplica(self, spec, index)
-            self.replicas.append(replica)
-            started.append(replica.start(timeout))
+        started = [self.reserve_replica(spec).start(timeout) for _ in range(replicas)]
         self._write_manifest()
         return started
+
+    def reserve_replica(self, spec: ServiceSpec) -> ServiceReplica:
+        """A replica of `spec` with its ports taken, stopped with the cluster, not started yet
+        (`start()` it): for a resource that must name the replica's own ports, e.g. an
+        `MCPServer` reached through the replica's sidecar."""
+        index = sum(r.spec.app_id == spec.app_id for r in self.replicas)
+        replica = ServiceReplica(self, spec, index)
+        self.replicas.append(replica)
+        self._write_manifest()
+        return replica
 
     # -- infrastructure ----------------------------------------------------------------------
 
