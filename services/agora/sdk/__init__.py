@@ -47,7 +47,15 @@ from agora.sdk._runner import (
     StepCheck,
     StepMonitor,
 )
-from agora.sdk._tools import DEFAULT_TOOL_TIMEOUT_S, Tool, ToolCall, ToolExecutor, ToolResult, ToolSource, tool
+from agora.sdk._tools import (
+    DEFAULT_TOOL_TIMEOUT_S,
+    Tool,
+    ToolCall,
+    ToolExecutor,
+    ToolResult,
+    ToolSource,
+    tool,
+)
 
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
