@@ -58,6 +58,7 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.state import StateRepository
 from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of
 from agora.sdk._learning import LEARNING_KEPT
+from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import (
     AgentDefinition,
@@ -321,7 +322,10 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             agent = by_id[award.agent_id]
             agent.runs_in_flight += 1
             try:
-                return await _execute(agent, award, store)
+                # A run resumed after a crash may come before warm-up listed the MCP tools.
+                await _connect_tools(agent, settings)
+                with durable_call_scope(run_instance(award.task_id)):
+                    return await _execute(agent, award, store)
             finally:
                 agent.runs_in_flight -= 1
 
@@ -330,7 +334,10 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             agent = by_id[award.agent_id]
             agent.runs_in_flight += 1
             try:
-                return await _resume(agent, decision, store, monitor)
+                await _connect_tools(agent, settings)
+                # Each decision continues the run once: its calls are numbered afresh.
+                with durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"):
+                    return await _resume(agent, decision, store, monitor)
             finally:
                 agent.runs_in_flight -= 1
 
@@ -405,6 +412,8 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
     async def warm_up(ctx: ServiceContext) -> None:
+        for agent in agents:  # before registering: an agent bids only once its tools are there
+            await _connect_tools(agent, settings)
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
         for profile in profiles():
             await registry.register(profile, lease_seconds=settings.agent_lease_seconds)
@@ -425,6 +434,12 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
 def run_instance(task_id: str) -> str:
     """The workflow instance that runs a task in its agent app."""
     return f"run.{task_id}"
+
+
+async def _connect_tools(agent: Agent, settings: AgentAppSettings) -> None:
+    """The agent's tools from MCP servers, listed through the app's sidecar (once)."""
+    if agent.runner is not None and agent.runner.tools.sources:
+        await agent.runner.tools.connect(settings.dapr_http_endpoint)
 
 
 async def _execute(agent: Agent, award: TaskAwarded, store: AgentStateStore) -> RunProgress:
