@@ -5,6 +5,7 @@ not bid in time gets the market's estimate instead."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -191,3 +192,44 @@ def test_a_run_its_recovery_cannot_fix_is_handed_to_a_person_and_goes_on_as_deci
     assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "done with help"
     learning = httpx.get(console(market).invoke_url("v1/agents/stubborn/learning", "agents"), timeout=10)
     assert learning.status_code == 200 and learning.json()["outcomes"] >= 1
+
+
+def test_the_task_s_trace_shows_the_agent_app_s_run_its_model_calls_and_tools_and_what_they_cost(
+    market: LocalCluster,
+) -> None:
+    task_id = publish(market, description="What is 7 + 8?")
+    assert settled(market, task_id)["status"] == "COMPLETED"
+
+    def trace() -> list[dict[str, Any]] | None:
+        found = (
+            httpx.get(
+                f"{market.jaeger_query_url}/api/traces",
+                params={"service": "agents", "tags": json.dumps({"task_id": task_id}), "limit": 5},
+                timeout=10,
+            )
+            .json()
+            .get("data")
+            or []
+        )
+        if not found:
+            return None
+        whole = httpx.get(f"{market.jaeger_query_url}/api/traces/{found[0]['traceID']}", timeout=10)
+        data = whole.json()["data"][0]
+        spans = [
+            {**span, "service": data["processes"][span["processID"]]["serviceName"],
+             "tag": {t["key"]: t["value"] for t in span.get("tags", [])}}
+            for span in data["spans"]
+        ]  # fmt: skip
+        names = {span["operationName"] for span in spans}
+        wanted = {"market.allocate", "agent.execute", "invoke_agent calculator", "execute_tool add",
+                  "agent.report", "process agora.task.outcome"}  # fmt: skip
+        return spans if wanted <= names else None
+
+    spans = eventually(trace, timeout=60, interval=1.0)
+    services = {span["service"] for span in spans}
+    assert {"allocator", "agents", "taskboard"} <= services
+    [run] = [span for span in spans if span["operationName"] == "invoke_agent calculator"]
+    assert run["tag"]["agora.cost_usd"] > 0 and run["tag"]["gen_ai.usage.input_tokens"] > 0
+    chats = [span for span in spans if span["operationName"] == "chat offline-calculator"]
+    assert chats and all(span["service"] == "agents" and "agora.cost_usd" in span["tag"] for span in chats)
+    assert sum(span["tag"]["agora.cost_usd"] for span in chats) == pytest.approx(run["tag"]["agora.cost_usd"])

@@ -56,7 +56,8 @@ from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of
+from agora.runtime.tracing import current_traceparent
+from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
 from agora.sdk._learning import LEARNING_KEPT
 from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
@@ -178,6 +179,9 @@ class AgentAppSettings(ServiceSettings):
 
 class AgentRunStart(BaseModel):
     award: TaskAwarded
+    traceparent: str | None = None
+    """The award's trace: every step of the run is a span of it, however often the workflow is
+    replayed or moved to another process."""
 
 
 class RunProgress(BaseModel):
@@ -193,6 +197,14 @@ class AgentRunDecision(BaseModel):
 
     award: TaskAwarded
     decided: EscalationResolved
+    traceparent: str | None = None
+
+
+class AgentRunReport(BaseModel):
+    """A run's outcome, to announce in the run's trace."""
+
+    outcome: TaskOutcome
+    traceparent: str | None = None
 
 
 class RecentOutcomes(BaseModel):
@@ -255,11 +267,14 @@ def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
     while progress.outcome is None:
         waiting_on = progress.waiting_on or ""
         decided = yield ctx.wait_for_external_event(decision_event(waiting_on))
-        resumed = AgentRunDecision(award=start.award, decided=result_of(EscalationResolved, decided))
+        resumed = AgentRunDecision(
+            award=start.award, decided=result_of(EscalationResolved, decided), traceparent=start.traceparent
+        )
         progress = result_of(
             RunProgress, (yield ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY))
         )
-    yield ctx.call_activity(REPORT, input=progress.outcome, retry_policy=ACTIVITY_RETRY)
+    report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
+    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
 
 
 def decision_event(escalation_id: str) -> str:
@@ -269,9 +284,11 @@ def decision_event(escalation_id: str) -> str:
 
 def agent_run_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Any:
     """A run that broke down still ends its task: a failed outcome with the reason."""
-    award = result_of(AgentRunStart, raw).award
-    outcome = failed_outcome(award, failure.reason)
-    yield ctx.call_activity(REPORT, input=outcome, retry_policy=ACTIVITY_RETRY)
+    start = result_of(AgentRunStart, raw)
+    report = AgentRunReport(
+        outcome=failed_outcome(start.award, failure.reason), traceparent=start.traceparent
+    )
+    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
 
 
 def failed_outcome(award: TaskAwarded, reason: str, *, cost_usd: float = 0.0, steps: int = 0,
@@ -324,7 +341,10 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             try:
                 # A run resumed after a crash may come before warm-up listed the MCP tools.
                 await _connect_tools(agent, settings)
-                with durable_call_scope(run_instance(award.task_id)):
+                with (
+                    step_span("agent.execute", start.traceparent, _run_attributes(award)),
+                    durable_call_scope(run_instance(award.task_id)),
+                ):
                     return await _execute(agent, award, store)
             finally:
                 agent.runs_in_flight -= 1
@@ -336,17 +356,24 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             try:
                 await _connect_tools(agent, settings)
                 # Each decision continues the run once: its calls are numbered afresh.
-                with durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"):
+                with (
+                    step_span("agent.resume", decision.traceparent, _run_attributes(award)),
+                    durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"),
+                ):
                     return await _resume(agent, decision, store, monitor)
             finally:
                 agent.runs_in_flight -= 1
 
-        async def report(outcome: TaskOutcome) -> None:
-            await ctx.publisher.publish(topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}")
+        async def report(report: AgentRunReport) -> None:
+            outcome = report.outcome
+            with step_span("agent.report", report.traceparent, {"task_id": outcome.task_id}):
+                await ctx.publisher.publish(
+                    topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}"
+                )
 
         host.activity(EXECUTE, AgentRunStart, execute)
         host.activity(RESUME, AgentRunDecision, resume)
-        host.activity(REPORT, TaskOutcome, report)
+        host.activity(REPORT, AgentRunReport, report)
 
         @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
         async def learning(agent_id: PathId) -> AgentLearning:
@@ -386,7 +413,8 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done
-            await host.start_once(RUN_WORKFLOW, run_instance(award.task_id), AgentRunStart(award=award))
+            start = AgentRunStart(award=award, traceparent=current_traceparent())
+            await host.start_once(RUN_WORKFLOW, run_instance(award.task_id), start)
 
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
@@ -429,6 +457,10 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         log.info("agents leave the market", extra={"agents": sorted(by_id), "within_s": MIN_LEASE_SECONDS})
 
     return ServiceModule("agents", setup=setup, warm_up=warm_up, stop=stop)
+
+
+def _run_attributes(award: TaskAwarded) -> dict[str, Any]:
+    return {"task_id": award.task_id, "agent_id": award.agent_id}
 
 
 def run_instance(task_id: str) -> str:
