@@ -300,7 +300,7 @@ def test_a_plan_is_one_trace_from_request_to_synthesis(planner: Planner) -> None
         for span in spans:
             named.setdefault(span["operationName"], []).append(span)
         expected = ["planning.run", "planning.wave", "planning.subgoal", "planning.verify"]
-        expected += ["planning.replan", "planning.synthesize", "market.allocate", "worker.execute"]
+        expected += ["planning.replan", "planning.synthesize", "market.allocate", "agent.execute"]
         for name in expected:
             assert name in named, f"{name} not in the trace yet"
         [run] = named["planning.run"]
@@ -322,7 +322,7 @@ def test_a_plan_is_one_trace_from_request_to_synthesis(planner: Planner) -> None
         allocations = named["market.allocate"]
         assert len(allocations) == len(record["attempts"])
         assert all(any(under(a, s) for s in subgoal_spans) for a in allocations)
-        for name in ("planning.replan", "planning.synthesize", "planning.create_plan", "worker.execute"):
+        for name in ("planning.replan", "planning.synthesize", "planning.create_plan", "agent.execute"):
             assert all(under(s, run) for s in named[name]), name
         return True
 

@@ -178,7 +178,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         by_name: dict[str, list[Span]] = {}
         for span in spans:
             by_name.setdefault(span["operationName"], []).append(span)
-        for name in ("market.allocate", "market.award", "worker.execute", "process agora.task.outcome"):
+        for name in ("market.allocate", "market.award", "agent.execute", "process agora.task.outcome"):
             assert name in by_name, f"{name} not in the trace yet"
 
         def only(name: str) -> Span:
@@ -197,7 +197,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         award = only("market.award")
         assert award["tag"]["winner_agent_id"] in {"researcher", "scout"}
         assert {"final_score", "calibrated_success_prob"} <= set(award["tag"])
-        execute = only("worker.execute")
+        execute = only("agent.execute")
         assert (
             execute["service"] == "worker" and execute["tag"]["agent_id"] == award["tag"]["winner_agent_id"]
         )
@@ -301,7 +301,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
             names = [s["operationName"] for s in _trace(redis_cluster, traces[task_id])]
             for name in (
                 "market.allocate",
-                "worker.execute",
+                "agent.execute",
                 "escalation.resolve",
                 "process agora.task.outcome",
             ):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from dapr.actor.runtime._type_utils import get_dispatchable_attrs
 from pydantic import BaseModel
 
-from agora.core.messages import ActorType, EscalationResolved
+from agora.core.messages import ActorType
 from agora.core.task_lifecycle import TaskRecord
 from agora.escalation.actors import Escalation
 from agora.reputation.actors import Reputation
@@ -24,12 +24,11 @@ from agora.runtime.actor import (
     actor_methods,
     wire_name,
 )
-from agora.runtime.interfaces import TaskActorInterface, WorkerAgentInterface
+from agora.runtime.interfaces import TaskActorInterface
 from agora.taskboard.actors import Task
 from agora.uncertainty.actors import SessionUncertainty
-from agora.worker.actors import WorkerAgent
 
-HOSTS: list[type[PydanticActor[Any, Any]]] = [Task, Reputation, WorkerAgent, Escalation, SessionUncertainty]
+HOSTS: list[type[PydanticActor[Any, Any]]] = [Task, Reputation, Escalation, SessionUncertainty]
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"task_id": "t-1", "description": "d", "required_skills": ["s"]}
 
@@ -76,13 +75,6 @@ async def test_a_proxy_calls_the_actor_method_and_answers_the_declared_model() -
 
     assert isinstance(record, TaskRecord) and record.spec == spec
     assert client.calls == [("Task", "t-1", "post_task", spec)]
-
-
-async def test_a_proxy_answers_none_where_the_interface_allows_it() -> None:
-    client = RecordingClient(None)
-    resolved = cast(EscalationResolved, "a person's decision")  # passed through untouched
-    assert await client.proxy(WorkerAgentInterface, "a-1").resume(resolved) is None
-    assert client.calls[0][:3] == ("WorkerAgent", "a-1", "resume")
 
 
 async def test_a_proxy_refuses_a_call_with_the_wrong_number_of_arguments() -> None:

@@ -319,6 +319,7 @@ def test_access_policies_are_the_repositorys_with_the_release_namespace(defaults
         assert {p["namespace"] for p in ours["policies"]} == {NAMESPACE}
         assert spec["secrets"] == {"scopes": [{"storeName": "kubernetes", "defaultAccess": "deny"}]}
         assert spec["features"] == shared["spec"]["features"]
+        assert spec["workflow"] == shared["spec"]["workflow"]
         assert spec["mtls"]["enabled"] is True
         assert spec["tracing"]["otel"]["endpointAddress"] == f"{FULLNAME}-jaeger.{NAMESPACE}.svc:4317"
     console = configurations[f"{FULLNAME}-console"]["spec"]

@@ -160,7 +160,7 @@ class SessionState(BaseModel):
 
 
 class AgentLearning(BaseModel):
-    """`GET /v1/agents/{agent_id}/learning` (worker) and the `WorkerAgent` actor's `learning`:
+    """`GET /v1/agents/{agent_id}/learning` (agent apps, the worker among them):
     what an agent learnt from its recent runs: the patterns they show (added to the prompts of
     relevant tasks) and how runs fared with each pattern applied against without."""
 

@@ -62,7 +62,6 @@ class ActorType(StrEnum):
 
     TASK = "Task"
     REPUTATION = "Reputation"
-    WORKER_AGENT = "WorkerAgent"
     ESCALATION = "Escalation"
     SESSION_UNCERTAINTY = "SessionUncertainty"
 

@@ -92,7 +92,7 @@ CONTRACTS: dict[str, Contract] = {
     "registry_changed": Contract(RegistryChanged, "topic `agora.registry.changed` (agora-broadcast)"),
     "dead_letter": Contract(DeadLetter, "topic `agora.deadletter`"),
     "task_spec": Contract(TaskSpec, "topic `agora.tasks`; `Task` actor `post_task`"),
-    "task_awarded": Contract(TaskAwarded, "topic `agora.task.awarded`; `WorkerAgent` actor `execute`"),
+    "task_awarded": Contract(TaskAwarded, "topic `agora.task.awarded`"),
     "task_rejected": Contract(TaskRejected, "topic `agora.task.rejected`"),
     "award_lapsed": Contract(AwardLapsed, "topic `agora.task.award_lapsed`"),
     "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
@@ -110,8 +110,7 @@ CONTRACTS: dict[str, Contract] = {
     ),
     "escalation_resolved": Contract(
         EscalationResolved,
-        "topic `agora.escalation.resolved`; `WorkerAgent` actor `resume`, `SessionUncertainty` actor "
-        "`apply_decision`",
+        "topic `agora.escalation.resolved`; `SessionUncertainty` actor `apply_decision`",
     ),
     "escalation_outcome": Contract(EscalationOutcome, "topic `agora.escalation.outcome`"),
     "registered_agent": Contract(RegisteredAgent, "answer of `POST /v1/agents` and `GET /v1/agents/{id}`"),
@@ -143,7 +142,7 @@ CONTRACTS: dict[str, Contract] = {
     ),
     "session_summary": Contract(SessionSummary, "answer of `GET /v1/sessions/{id}/summary`"),
     "agent_learning": Contract(
-        AgentLearning, "answer of `GET /v1/agents/{id}/learning` (worker); `WorkerAgent` actor `learning`"
+        AgentLearning, "answer of `GET /v1/agents/{id}/learning` (agent apps, the worker among them)"
     ),
     "plan_request": Contract(PlanRequest, "topic `agora.plans`"),
     "plan_submission": Contract(PlanSubmission, "`PUT /v1/plans/{id}` body (planner)"),

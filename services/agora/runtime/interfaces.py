@@ -16,7 +16,6 @@ from __future__ import annotations
 from dapr.actor import ActorInterface
 
 from agora.core.contracts import (
-    AgentLearning,
     CheckpointAnswer,
     CheckpointRequest,
     Decision,
@@ -28,7 +27,7 @@ from agora.core.contracts import (
 )
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved, TaskAwarded
+from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import AgoraActorInterface, actor_method
 
@@ -37,7 +36,6 @@ __all__ = [
     "ReputationActorInterface",
     "SessionUncertaintyInterface",
     "TaskActorInterface",
-    "WorkerAgentInterface",
 ]
 
 
@@ -117,18 +115,3 @@ class SessionUncertaintyInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("apply_decision")
     async def apply_decision(self, resolved: EscalationResolved) -> SessionState: ...
-
-
-class WorkerAgentInterface(AgoraActorInterface, ActorInterface):
-    """A reference worker's agent, one actor per agent id."""
-
-    actor_type = ActorType.WORKER_AGENT
-
-    @actor_method("execute")
-    async def execute(self, award: TaskAwarded) -> TaskOutcome | None: ...
-
-    @actor_method("resume")
-    async def resume(self, resolved: EscalationResolved) -> TaskOutcome | None: ...
-
-    @actor_method("learning")
-    async def learning(self) -> AgentLearning: ...

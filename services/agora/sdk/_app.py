@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dapr.ext.workflow import DaprWorkflowContext
 from fastapi import FastAPI
@@ -131,6 +131,9 @@ class Agent:
     handler: Handler | None = None
     estimate: Estimator | None = None
     max_concurrent_runs: int = 4
+    bids: Literal["self", "market"] = "self"
+    """Who writes the agent's bids: the agent itself (its app answers each solicitation), or
+    the market's own model (no solicitation reaches the app; a reference agent's way)."""
     runs_in_flight: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -138,6 +141,8 @@ class Agent:
             raise ValueError(f"agent {self.profile.agent_id}: give a runner or a handler (one of them)")
         if self.max_concurrent_runs < 1:
             raise ValueError("max_concurrent_runs is at least 1")
+        if self.estimate is not None and self.bids == "market":
+            raise ValueError(f"agent {self.profile.agent_id}: an estimate function is for bids='self'")
 
     @property
     def agent_id(self) -> str:
@@ -172,6 +177,9 @@ class AgentAppSettings(ServiceSettings):
     agents_file: Path | None = None
     """AGORA_AGENTS_FILE: the Python file defining the agents (`agora-agent run FILE` sets it)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
+    """AGORA_MAX_RUNS_IN_FLIGHT: runs this app works on at once; the workflow engine holds the
+    others' next steps until a slot frees."""
     uncertainty_app_id: str | None = None
     """AGORA_UNCERTAINTY_APP_ID: the uncertainty monitor that checks every step of the app's
     runners (and may pause a run for a person); unset: no per-step checks."""
@@ -243,17 +251,24 @@ class EscalationService:
 
 
 class DaprAgentStateStore:
-    """Runner state in the app's Dapr state store (`agent:state:<agent>|<session>`)."""
+    """Runner state in the app's Dapr state store (`agent:state:<agent>|<session>`); a run that
+    ended is kept for `retention_seconds` (a state TTL), one that runs or waits for as long."""
 
-    def __init__(self, repository: StateRepository[AgentState]) -> None:
+    def __init__(self, repository: StateRepository[AgentState], retention_seconds: int | None = None) -> None:
         self._repository = repository
+        self._retention_seconds = retention_seconds
 
     async def load(self, agent_id: str, session_id: str) -> AgentState | None:
         found = await self._repository.get(f"{agent_id}|{session_id}")
         return found.value if found is not None else None
 
     async def save(self, state: AgentState) -> None:
-        await self._repository.save(f"{state.agent_id}|{state.session_id}", state)
+        ended = state.status in (RunStatus.COMPLETED, RunStatus.FAILED)
+        await self._repository.save(
+            f"{state.agent_id}|{state.session_id}",
+            state,
+            ttl_seconds=self._retention_seconds if ended else None,
+        )
 
 
 def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
@@ -314,10 +329,13 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         raise ValueError("an agent app needs at least one agent")
 
     def profiles() -> list[CapabilityProfile]:
-        return [a.profile.model_copy(update={"bid_app_id": settings.app_id}) for a in agents]
+        return [
+            a.profile.model_copy(update={"bid_app_id": settings.app_id if a.bids == "self" else None})
+            for a in agents
+        ]
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        store = DaprAgentStateStore(ctx.repository(STATE_NAMESPACE, AgentState))
+        store = DaprAgentStateStore(ctx.repository(STATE_NAMESPACE, AgentState), settings.retention_seconds)
         monitor = (
             UncertaintyStepMonitor(ctx.sidecar, settings.uncertainty_app_id)
             if settings.uncertainty_app_id
@@ -334,9 +352,12 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
 
+        run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
+
         async def execute(start: AgentRunStart) -> RunProgress:
             award = start.award
             agent = by_id[award.agent_id]
+            await run_slots.acquire()
             agent.runs_in_flight += 1
             try:
                 # A run resumed after a crash may come before warm-up listed the MCP tools.
@@ -348,10 +369,12 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
                     return await _execute(agent, award, store)
             finally:
                 agent.runs_in_flight -= 1
+                run_slots.release()
 
         async def resume(decision: AgentRunDecision) -> RunProgress:
             award = decision.award
             agent = by_id[award.agent_id]
+            await run_slots.acquire()
             agent.runs_in_flight += 1
             try:
                 await _connect_tools(agent, settings)
@@ -363,6 +386,7 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
                     return await _resume(agent, decision, store, monitor)
             finally:
                 agent.runs_in_flight -= 1
+                run_slots.release()
 
         async def report(report: AgentRunReport) -> None:
             outcome = report.outcome
@@ -502,11 +526,18 @@ async def _execute(agent: Agent, award: TaskAwarded, store: AgentStateStore) -> 
         # recorded it): the run waits for that escalation's decision, not for a second one.
         return RunProgress(waiting_on=saved.escalation_id)
     definition = AgentDefinition(name=agent.agent_id, instructions=agent.instructions)
+    # A run may take twice the steps its bid estimated, within the agent's maximum.
+    allowance = min(agent.profile.max_steps, 2 * max(1, award.bid.estimated_steps))
     return await _progress(
+        agent,
         award,
         store,
         agent.runner.run(
-            definition, award.spec.description, session_id=award.task_id, budget_usd=award.spec.budget_usd
+            definition,
+            award.spec.description,
+            session_id=award.task_id,
+            budget_usd=award.spec.budget_usd,
+            max_iterations=allowance,
         ),
     )
 
@@ -527,17 +558,18 @@ async def _resume(
         raise NotFound(f"no saved run of agent {agent.agent_id} for task {award.task_id}")
     if saved.status is not RunStatus.WAITING_FOR_HUMAN or saved.escalation_id != decided.escalation_id:
         # Applied before (the app stopped before the engine recorded it): as the run now stands.
-        return _progress_of(award, saved)
+        return _progress_of(agent, award, saved)
     action = str(decided.decision.action)
     if action in ("abort", "skip"):
         reason = f"{action} by {decided.decided_by}"[:MAX_NOTE_CHARS]
         ended = saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason})
         await store.save(ended)
-        outcome = _outcome_of(award, ended)
+        outcome = _outcome_of(agent, award, ended)
         return RunProgress(outcome=outcome.model_copy(update={"partial": action == "skip"}))
     if monitor is not None:
         await monitor.decision_taken(award.task_id, decided.escalation_id)
     return await _progress(
+        agent,
         award,
         store,
         agent.runner.resume(agent.agent_id, award.task_id, resume_message(decided.decision)),
@@ -545,22 +577,17 @@ async def _resume(
 
 
 async def _progress(
-    award: TaskAwarded, store: AgentStateStore, running: Awaitable[ExecutionResult]
+    agent: Agent, award: TaskAwarded, store: AgentStateStore, running: Awaitable[ExecutionResult]
 ) -> RunProgress:
     try:
         run = await running
     except AgoraError as exc:
+        reason = f"{exc.code}: {exc.message}"
         spent = await store.load(award.agent_id, award.task_id)
-        return RunProgress(
-            outcome=failed_outcome(
-                award,
-                f"{exc.code}: {exc.message}",
-                cost_usd=spent.cost_usd if spent else 0.0,
-                steps=spent.iterations if spent else 0,
-                input_tokens=spent.input_tokens if spent else 0,
-                output_tokens=spent.output_tokens if spent else 0,
-            )
-        )
+        if spent is None:
+            return RunProgress(outcome=failed_outcome(award, reason))
+        failed = spent.model_copy(update={"status": RunStatus.FAILED, "output": "", "reason": reason})
+        return RunProgress(outcome=_outcome_of(agent, award, failed))
     if run.status is RunStatus.WAITING_FOR_HUMAN:
         return RunProgress(waiting_on=run.escalation_id)
     return RunProgress(
@@ -568,9 +595,9 @@ async def _progress(
             task_id=award.task_id,
             agent_id=award.agent_id,
             actual_success=run.status is RunStatus.COMPLETED,
-            actual_cost_usd=run.cost.total_cost_usd,
+            actual_cost_usd=charged(agent, run.total_cost_usd, run.iterations),
             actual_steps=run.iterations,
-            summary=(run.output or run.reason)[:MAX_TEXT_CHARS],
+            summary=_summary(run.status, run.output, run.reason),
             input_tokens=run.input_tokens,
             output_tokens=run.output_tokens,
             tools_called=run.tools_called,
@@ -579,21 +606,33 @@ async def _progress(
     )
 
 
-def _progress_of(award: TaskAwarded, state: AgentState) -> RunProgress:
+def charged(agent: Agent, model_cost_usd: float, steps: int) -> float:
+    """What a run cost: its model calls at their prices, plus the agent's own price for each
+    step (`cost_per_step_usd`: what it charges for its work, as its bids say)."""
+    return round(model_cost_usd + steps * agent.profile.cost_per_step_usd, 6)
+
+
+def _summary(status: RunStatus, output: str, reason: str) -> str:
+    """An outcome's summary: the answer of a run that completed, why one that failed did."""
+    said = (reason or output) if status is RunStatus.FAILED else (output or reason)
+    return said[:MAX_TEXT_CHARS]
+
+
+def _progress_of(agent: Agent, award: TaskAwarded, state: AgentState) -> RunProgress:
     if state.status is RunStatus.WAITING_FOR_HUMAN:
         return RunProgress(waiting_on=state.escalation_id)
-    return RunProgress(outcome=_outcome_of(award, state))
+    return RunProgress(outcome=_outcome_of(agent, award, state))
 
 
-def _outcome_of(award: TaskAwarded, state: AgentState) -> TaskOutcome:
+def _outcome_of(agent: Agent, award: TaskAwarded, state: AgentState) -> TaskOutcome:
     """The outcome a saved run's state shows (a run that ended, or is ended now)."""
     return TaskOutcome(
         task_id=award.task_id,
         agent_id=award.agent_id,
         actual_success=state.status is RunStatus.COMPLETED,
-        actual_cost_usd=round(state.cost_usd, 6),
+        actual_cost_usd=charged(agent, state.cost_usd, state.iterations),
         actual_steps=state.iterations,
-        summary=(state.output or state.reason)[:MAX_TEXT_CHARS],
+        summary=_summary(state.status, state.output, state.reason),
         input_tokens=state.input_tokens,
         output_tokens=state.output_tokens,
         tools_called=state.tools_called,

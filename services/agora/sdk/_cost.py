@@ -1,8 +1,9 @@
 """Cost tracking per agent, session, step and model, with a hard budget.
 
-`record` adds a call's tokens and cost, publishes a `CostEvent` on `agora.cost.events`, and
-only then checks the budget, so the spending that passed the budget is always announced before
-`BudgetExceededError` stops the run. `check_budget` is the pre-flight check before a call.
+`record` adds a call's tokens and cost, publishes a `CostEvent` on `agora.cost.events` (for a
+call that cost something), and only then checks the budget, so the spending that passed the
+budget is always announced before `BudgetExceededError` stops the run. `check_budget` is the
+pre-flight check before a call.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class CostTracker:
         self._total += step.cost_usd
         self._input += step.input_tokens
         self._output += step.output_tokens
-        if self._publisher is not None:
+        if self._publisher is not None and step.cost_usd > 0:  # a call that cost nothing is not news
             event = CostEvent(
                 agent_id=self.agent_id,
                 session_id=self.session_id,

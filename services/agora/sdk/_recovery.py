@@ -6,7 +6,7 @@ the `AgentRunner` (with a `RecoveryPolicy`) and the reference worker."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,15 +82,22 @@ class Recovery:
 
 
 def recovery_after(
-    trajectory: list[TriageStep], *, task: str, history: AttemptHistory, policy: RecoveryPolicy
+    trajectory: list[TriageStep],
+    *,
+    task: str,
+    history: AttemptHistory,
+    policy: RecoveryPolicy,
+    available_tools: Collection[str] | None = None,
 ) -> Recovery:
-    """Triage a failed attempt at `task` (its `trajectory`, with the recoveries tried so far)
-    and place it on the ladder: a low-confidence failure goes straight to a person, and so does
-    one triage escalates (automated recovery has nothing left to try), unless the ladder aborts."""
+    """Triage a failed attempt at `task` (its `trajectory`, with the recoveries tried so far;
+    a call of a tool outside `available_tools` is a wrong tool) and place it on the ladder: a
+    low-confidence failure goes straight to a person, and so does one triage escalates
+    (automated recovery has nothing left to try), unless the ladder aborts."""
     context = build_failure_context(
         trajectory,
         original_task=task,
         raw_error=None if trajectory else "the attempt ended before its first step",
+        available_tools=available_tools,
         attempt_history=history,
     )
     decision = triage(context, repeat_limit=policy.repeat_limit)

@@ -136,6 +136,8 @@ class AgentState(BaseModel):
     escalation_id: str | None = None
     reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
     output: str = ""
+    max_iterations: int = Field(default=10, ge=1)
+    """Model calls each attempt may make (the runner's limit, or less for this run)."""
     attempt_started_at: int = 0
     """The iteration the current attempt started after (its budget is `max_iterations` more)."""
     attempt_history: list[tuple[FailureType, str]] = Field(default_factory=list)
@@ -163,6 +165,9 @@ class ExecutionResult(BaseModel):
     tools_called: list[str] = Field(default_factory=list)
     """Every tool the run called, in order, across pauses (the first `MAX_TOOLS_KEPT`)."""
     cost: CostSummary
+    """This turn's costs (since the run's start or its resume)."""
+    total_cost_usd: float = 0.0
+    """What the run's model calls cost in all, across pauses."""
     input_tokens: int
     output_tokens: int
     escalation_id: str | None = None
@@ -294,10 +299,12 @@ class AgentRunner:
         *,
         session_id: str,
         budget_usd: float | None = None,
+        max_iterations: int | None = None,
     ) -> ExecutionResult:
         """One turn of `agent` on `user_input`. Raises `MaxIterationsExceeded` when the loop
         ends without an answer and `BudgetExceededError` when the budget is spent (the state is
-        saved FAILED with the reason first)."""
+        saved FAILED with the reason first). `max_iterations` lowers the configured limit for
+        this run's attempts."""
         budgets = [b for b in (agent.budget_usd, budget_usd) if b is not None]
         patterns = await self._patterns_for(agent.name, user_input)
         state = AgentState(
@@ -306,6 +313,7 @@ class AgentRunner:
             budget_usd=min(budgets) if budgets else None,
             messages=await self._opening(agent, user_input, patterns),
             patterns_applied=patterns,
+            max_iterations=min(self.config.max_iterations, max_iterations or self.config.max_iterations),
         )
         return await self._drive(state)
 
@@ -395,6 +403,7 @@ class AgentRunner:
             tool_results=tool_results,
             tools_called=state.tools_called,
             cost=self._last_cost,
+            total_cost_usd=state.cost_usd,
             input_tokens=state.input_tokens,
             output_tokens=state.output_tokens,
             escalation_id=state.escalation_id,
@@ -416,7 +425,14 @@ class AgentRunner:
             patterns_applied=state.patterns_applied,
             summary=state.output or state.reason,
         )
-        await self.outcomes.record(state.agent_id, outcome)
+        try:
+            await self.outcomes.record(state.agent_id, outcome)
+        except Exception as exc:  # a lesson lost is not a run lost: the run's own state is saved
+            log.warning(
+                "the run's outcome was not kept for learning",
+                extra={"agent_id": state.agent_id, "session_id": state.session_id, "reason": repr(exc)[:300]},
+            )
+            return
         self._lessons.setdefault(state.agent_id, Lessons()).ran()
 
     async def _attempts(self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult]) -> None:
@@ -444,7 +460,13 @@ class AgentRunner:
         """Whether the run goes on with a new attempt after the failed one."""
         state = run.state
         task = next((m.content for m in state.messages if m.role == "user"), "")
-        recovery = recovery_after(trajectory, task=task, history=state.attempt_history, policy=policy)
+        recovery = recovery_after(
+            trajectory,
+            task=task,
+            history=state.attempt_history,
+            policy=policy,
+            available_tools=[t.name for t in self.tools.tools],
+        )
         decision, level = recovery.decision, recovery.level
         run.update(attempt_history=[*state.attempt_history, decision.history_entry])
         trace.get_current_span().add_event(
@@ -512,7 +534,7 @@ class AgentRunner:
             run.say(ChatMessage(role="assistant", content=answer))
             run.update(status=RunStatus.COMPLETED, output=answer)
             return _AttemptEnd.ANSWERED
-        limit = run.state.attempt_started_at + self.config.max_iterations
+        limit = run.state.attempt_started_at + run.state.max_iterations
         while run.state.iterations < limit:
             tracker.cost.check_budget()
             routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
@@ -558,7 +580,7 @@ class AgentRunner:
             )
         state = run.state
         raise MaxIterationsExceeded(
-            f"agent {state.agent_id} gave no final answer within {self.config.max_iterations} iterations",
+            f"agent {state.agent_id} gave no final answer within {state.max_iterations} iterations",
             iterations=state.iterations,
         )
 

@@ -1,11 +1,16 @@
-"""The worker app: registers its agents with the registry, hosts their `WorkerAgent` actors
-and executes the tasks awarded to them."""
+"""The reference worker: an agent app built on the agent SDK, whose agents are defined in a YAML
+file of capability profiles (`sample_agents.yaml` unless AGORA_AGENTS_FILE names another).
+
+Each agent is an `AgentRunner` over the configured model (the offline model by default), with
+the runner's own step checks by the uncertainty monitor (AGORA_UNCERTAINTY_CHECKS), failure
+triage and the escalation ladder (AGORA_TRIAGE_FAILURES) and learning from its recent runs;
+the app takes its agents' awards, runs each as a Dapr workflow, and reports outcomes like any
+agent app (`agora.sdk`). Its agents' bids are the market's own estimates: the reference agents
+do not answer bid solicitations."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,64 +18,49 @@ import yaml
 from fastapi import FastAPI
 from pydantic import Field
 
-from agora.core import topics
-from agora.core.contracts import AgentLearning
-from agora.core.errors import NotFound
-from agora.core.escalation.record import WaitingPartyKind
-from agora.core.messages import (
-    MAX_LEASE_SECONDS,
-    MIN_LEASE_SECONDS,
-    AwardAcknowledgement,
-    EscalationResolved,
-    TaskAwarded,
-)
+from agora.core.messages import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from agora.core.models import CapabilityProfile
 from agora.core.triage.decision import DEFAULT_REPEAT_LIMIT
-from agora.llm import ModelSettings, model_client_from_settings
-from agora.runtime import decisions
-from agora.runtime.actor import ActorClient
-from agora.runtime.clients import RegistryClient, escalation_actors, task_actors
-from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
+from agora.llm import ChatMessage, Completion, ModelClient, ModelSettings, model_client_from_settings
+from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.worker.actors import WorkerAgent, WorkerDeps
-from agora.worker.client import WorkerAgents
+from agora.runtime.sidecar import DaprSidecar
+from agora.sdk import Agent, AgentAppSettings, AgentRunner, RecoveryPolicy, RunnerConfig
+from agora.sdk._app import agent_app_module
 
 __all__ = [
     "APP_ID",
-    "RENEW_RETRY_SECONDS",
     "SAMPLE_AGENTS",
     "WorkerSettings",
     "create_app",
     "load_profiles",
     "main",
+    "worker_agents",
     "worker_module",
 ]
 
-log = logging.getLogger(__name__)
-
 APP_ID = "worker"
 SAMPLE_AGENTS = Path(__file__).with_name("sample_agents.yaml")
-RENEW_RETRY_SECONDS = 1.0
 
 
 class WorkerSettings(ServiceSettings):
     app_id: str = APP_ID
     registry_app_id: str = "registry"
+    taskboard_app_id: str = "taskboard"
     agents_file: Path = SAMPLE_AGENTS
     uncertainty_checks: bool = False
     """AGORA_UNCERTAINTY_CHECKS: report every step to the uncertainty monitor, which may park
     the task for a person."""
     uncertainty_app_id: str = "uncertainty"
     triage_failures: bool = False
-    """AGORA_TRIAGE_FAILURES: classify a failed attempt from its trajectory and recover it
-    automatically (retry, replan, hint) until the triage policy escalates it to a person."""
-    triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0)
+    """AGORA_TRIAGE_FAILURES: classify a failed attempt from its steps and recover it as the
+    escalation ladder says (again, after the agent's own analysis, with a notice), until triage
+    or the ladder hands it to a person."""
+    triage_repeat_limit: int = Field(default=DEFAULT_REPEAT_LIMIT, ge=0, le=100)
     """AGORA_TRIAGE_REPEAT_LIMIT: automatic recoveries per failure type before escalating."""
     max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
-    """AGORA_MAX_RUNS_IN_FLIGHT: task runs this worker starts at once on delivery. An award
-    that arrives with all of them under way is taken (acknowledged on the board) and waits as
-    its run reminder, which starts it within 30 s; a decision waits in the broker."""
+    """AGORA_MAX_RUNS_IN_FLIGHT: runs the worker works on at once; the workflow engine holds
+    the others' next steps until a slot frees."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     """AGORA_AGENT_LEASE_SECONDS: the agents' registrations lapse this long after the worker
     last renewed them (it renews every third of it), so agents of a worker that is gone stop
@@ -82,122 +72,79 @@ def load_profiles(path: Path) -> list[CapabilityProfile]:
     return [CapabilityProfile.model_validate(p) for p in loaded]
 
 
-def worker_module(settings: WorkerSettings | None = None) -> ServiceModule:
+class SidecarModel:
+    """The configured model client, built once the app's sidecar client exists (a model behind
+    Dapr's Conversation API is reached through it); every runner of the app shares it."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self._settings = settings
+        self._client: ModelClient | None = None
+        self.backend: str = settings.backend
+        self.model: str = settings.model
+
+    def bind(self, sidecar: DaprSidecar) -> None:
+        if self._client is None:
+            self._client = model_client_from_settings(self._settings, sidecar)
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        if self._client is None:
+            raise RuntimeError("the worker's model is used before its app started")
+        return await self._client.complete(
+            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def worker_agents(settings: WorkerSettings, model: ModelClient) -> list[Agent]:
+    """The worker's agents: one runner per profile, up to its `max_steps` per attempt."""
+    recovery = RecoveryPolicy(repeat_limit=settings.triage_repeat_limit) if settings.triage_failures else None
+    return [
+        Agent(
+            profile,
+            runner=AgentRunner(
+                model, config=RunnerConfig(max_iterations=profile.max_steps), recovery=recovery
+            ),
+            instructions=f"You are {profile.agent_name}, skilled in {', '.join(profile.skill_tags)}. "
+            "Work on the task step by step, and say whether you did it.",
+            bids="market",
+            max_concurrent_runs=settings.max_runs_in_flight,
+        )
+        for profile in load_profiles(settings.agents_file)
+    ]
+
+
+def worker_module(
+    settings: WorkerSettings | None = None, extra_agents: Sequence[Agent] = ()
+) -> ServiceModule:
+    """The worker as an app's module; `extra_agents` (SDK agents of a team) share its app, as
+    in the embedded default."""
     settings = settings or WorkerSettings()
-    profiles = {p.agent_id: p for p in load_profiles(settings.agents_file)}
+    model = SidecarModel(ModelSettings())
+    agents = AgentAppSettings(
+        app_id=settings.app_id,
+        registry_app_id=settings.registry_app_id,
+        taskboard_app_id=settings.taskboard_app_id,
+        agent_lease_seconds=settings.agent_lease_seconds,
+        max_runs_in_flight=settings.max_runs_in_flight,
+        uncertainty_app_id=settings.uncertainty_app_id if settings.uncertainty_checks else None,
+    )
+    app_module = agent_app_module([*worker_agents(settings, model), *extra_agents], agents)
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        ctx.host_actor(
-            WorkerAgent,
-            WorkerDeps(
-                profiles=profiles,
-                model=model_client_from_settings(ModelSettings(), ctx.sidecar),
-                publisher=ctx.publisher,
-                sidecar=ctx.sidecar,
-                uncertainty_app_id=settings.uncertainty_app_id if settings.uncertainty_checks else None,
-                triage_failures=settings.triage_failures,
-                triage_repeat_limit=settings.triage_repeat_limit,
-            ),
-        )
-        actors = ActorClient(ctx.sidecar)
-        tasks = task_actors(actors)
-        agents = WorkerAgents(actors)
-        run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
+        model.bind(ctx.sidecar)
+        app_module.setup(ctx, app)
 
-        def spawn_run(run: Callable[[], Coroutine[Any, Any, object]], name: str) -> None:
-            async def bounded() -> None:
-                try:
-                    await run()
-                finally:
-                    run_slots.release()
-
-            ctx.spawn(bounded(), name=name)
-
-        @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
-        async def learning(agent_id: PathId) -> AgentLearning:
-            """What the agent learnt from its recent runs, and how its patterns fare."""
-            if agent_id not in profiles:
-                raise NotFound(f"no agent {agent_id!r} runs on this worker", agent_id=agent_id)
-            return await agents(agent_id).learning()
-
-        async def on_award(award: TaskAwarded) -> None:
-            if award.agent_id not in profiles:
-                return  # another worker's agent
-            # Take the award on the board first: it proves the award (its token) and starts the
-            # work within the acknowledgment window; then the actor runs the task and publishes
-            # its outcome while this delivery is acknowledged.
-            acknowledgement = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
-            board = await tasks(award.task_id).acknowledge_award(acknowledgement)
-            held = board.allocation.winning_bid if board.allocation else None
-            if board.spec != award.spec or held != award.bid:
-                raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
-            if board.outcome is not None:
-                return  # a redelivery of an award whose task is done: the board has its outcome
-            await agents.watch(award.agent_id, award)
-            if run_slots.locked():
-                # As many runs as allowed are under way: the award waits as the reminder just
-                # registered (durable, in the scheduler), which starts the run within its
-                # period; nothing more is held here.
-                return
-            await run_slots.acquire()
-            spawn_run(lambda: agents(award.agent_id).execute(award), name=f"execute {award.task_id}")
-
-        # The board admits one acknowledgment per award and an agent runs a task once (it keeps
-        # the outcome and re-announces it), so redeliveries are recognised there.
-        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
-
-        async def on_resolved(event: EscalationResolved) -> None:
-            if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
-                return
-            # A parked task waits in the actor of the agent that holds it on the board; a session
-            # that is not a task on the board is someone else's to continue.
-            try:
-                board = await tasks(event.waiting_party.id).get_task()
-            except NotFound:
-                return
-            holder = board.allocation.winning_agent_id if board.allocation else None
-            if holder not in profiles:
-                return
-            await decisions.verified(escalation_actors(actors), event)
-            await agents.hold_decision(holder, event)
-            if run_slots.locked():
-                return  # as for an award: the decision's reminder applies it
-            await run_slots.acquire()
-            spawn_run(lambda: agents(holder).resume(event), name=f"resume {event.escalation_id}")
-
-        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved)
-
-    async def register_agents(ctx: ServiceContext) -> None:
-        registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
-        for profile in profiles.values():
-            await registry.register(profile, lease_seconds=settings.agent_lease_seconds)
-
-    async def renew_leases(ctx: ServiceContext) -> None:
-        """Renew every third of the lease; after a failure (the registry restarting), retry
-        soon with backoff, so agents whose lease ran out meanwhile are back within a second or
-        two of the registry's return."""
-        interval = settings.agent_lease_seconds / 3
-        wait = interval
-        while True:
-            await asyncio.sleep(wait)
-            try:
-                await register_agents(ctx)
-                wait = interval
-            except Exception as exc:
-                wait = RENEW_RETRY_SECONDS if wait == interval else min(wait * 2, interval)
-                log.warning(
-                    "renewing the agents' registrations failed; retrying",
-                    extra={"reason": repr(exc)[:500], "retry_in_s": wait},
-                )
-
-    async def warm_up(ctx: ServiceContext) -> None:
-        await register_agents(ctx)
-        log.info(
-            "agents registered", extra={"agents": sorted(profiles), "lease_s": settings.agent_lease_seconds}
-        )
-        ctx.spawn_daemon(renew_leases(ctx), name="agent leases")
-
-    return ServiceModule("worker", setup=setup, warm_up=warm_up)
+    return ServiceModule("worker", setup=setup, warm_up=app_module.warm_up, stop=app_module.stop)
 
 
 def create_app(settings: WorkerSettings | None = None) -> FastAPI:
