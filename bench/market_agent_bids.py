@@ -1,31 +1,29 @@
 """What agent-side bidding costs: the same market burst decided twice in one run, side by side.
 
-  in_process  the market as it runs today: the reference worker's agents, whose bids the
-              allocator makes itself (its model's estimate, no call out);
-  agent_app   the same agents (same ids, skills, prices, step allowances: the worker's
-              sample_agents.yaml) in an SDK agent app (`agora.sdk`, app id `agents`) that
-              answers every bid solicitation itself: the allocator asks it over service
-              invocation (`POST /v1/bids`, with the bid deadline) for each capable agent, and
-              the app takes the awards and reports the outcomes. The worker does not run.
+  in_process  the reference worker's agents, whose bids the allocator makes itself (its model's
+              estimate, no call out);
+  agent_app   the same worker, the same agents, runs and work, but each agent bids for itself
+              (AGORA_BIDS=self): the allocator asks the worker's app over service invocation
+              (`POST /v1/bids`, with the bid deadline) for each capable agent's bid, which the
+              SDK's default estimate writes.
 
-Each mode is a fresh redis-profile cluster (every service its own app with its own daprd, a
-Redis of its own) measured the way `bench/market_e2e.py` measures: a warm-up, then a burst
-published from 16 client threads through one pooled client; the decision rate is tasks decided
-per second from the first publish to the last decision, and the CPU per task is the CPU
+The two modes differ only in who writes the bids, so the difference is the cost of agent-side
+bidding. Each mode is a fresh redis-profile cluster (every service its own app with its own
+daprd, a Redis of its own) measured the way `bench/market_e2e.py` measures: a warm-up, then a
+burst published from 16 client threads through one pooled client; the decision rate is tasks
+decided per second from the first publish to the last decision, and the CPU per task is the CPU
 seconds every process of the cluster (apps, sidecars, placement, scheduler, Redis) used while
 the burst was decided, divided by the burst's size, also summed per app (the app and its
-sidecar). The work of the awarded tasks runs meanwhile in both modes and is counted: the
-worker's runs in one, the agent app's (an `agent_run` workflow per award, whose timers are the
-scheduler's) in the other; an agent app's bids and its runs share one process. The question it
-answers: what agent-side bidding costs per task, and whether it costs at most 25 % of the
-decision rate.
+sidecar). The work of the awarded tasks (the worker's runs, a workflow each) runs meanwhile in
+both modes and is counted. The question it answers: what agent-side bidding costs per task,
+and whether it costs at most 25 % of the decision rate.
 
     python -m bench.market_agent_bids                                  # 1,000 tasks per mode
     AGORA_BENCH_AGENT_BIDS_TASKS=100 python -m bench.market_agent_bids # a quick check
 
-Results: bench/results/market_agent_bids.json. The agent app's winning bids are counted by
-origin: a bid the market had to estimate itself because the app did not answer within the
-deadline (`fallback`) is not an agent-side bid, so a run with fallbacks says so.
+Results: bench/results/market_agent_bids.json. The agents' winning bids are counted by origin: a
+bid the market had to estimate itself because the app did not answer within the deadline
+(`fallback`) is not an agent-side bid, so a run with fallbacks says so.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ import json
 import os
 import tempfile
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +55,6 @@ TASKS = int(os.environ.get("AGORA_BENCH_AGENT_BIDS_TASKS", "1000"))
 WARM_UP_TASKS = 20
 MAX_RATE_COST = 0.25
 """The decision rate agent-side bidding may cost: at most a quarter of today's."""
-AGENT_APP = ServiceSpec(
-    "agents",
-    "agora.sdk",
-    env={"AGORA_AGENTS_FILE": str(Path(__file__).with_name("agent_app_agents.py"))},
-)
 RESULTS = Path(__file__).parent / "results" / "market_agent_bids.json"
 MODES = ("in_process", "agent_app")
 
@@ -68,7 +62,8 @@ MODES = ("in_process", "agent_app")
 def _specs(mode: str) -> list[ServiceSpec]:
     if mode == "in_process":
         return list(SERVICES)
-    return [spec for spec in SERVICES if spec.app_id != WORKER.app_id] + [AGENT_APP]
+    bidding = replace(WORKER, env={**WORKER.env, "AGORA_BIDS": "self"})
+    return [bidding if spec.app_id == WORKER.app_id else spec for spec in SERVICES]
 
 
 def _awards(recorder: ServiceReplica, task_ids: set[str]) -> list[dict[str, Any]]:

@@ -5,14 +5,14 @@ Each agent is an `AgentRunner` over the configured model (the offline model by d
 the runner's own step checks by the uncertainty monitor (AGORA_UNCERTAINTY_CHECKS), failure
 triage and the escalation ladder (AGORA_TRIAGE_FAILURES) and learning from its recent runs;
 the app takes its agents' awards, runs each as a Dapr workflow, and reports outcomes like any
-agent app (`agora.sdk`). Its agents' bids are the market's own estimates: the reference agents
-do not answer bid solicitations."""
+agent app (`agora.sdk`). Its agents' bids are the market's own estimates unless AGORA_BIDS=self
+has them answer the market's solicitations themselves."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from fastapi import FastAPI
@@ -61,6 +61,10 @@ class WorkerSettings(ServiceSettings):
     max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
     """AGORA_MAX_RUNS_IN_FLIGHT: runs the worker works on at once; the workflow engine holds
     the others' next steps until a slot frees."""
+    bids: Literal["market", "self"] = "market"
+    """AGORA_BIDS: who writes the agents' bids: the market's own model (the default), or the
+    agents themselves, each answering the market's solicitations from the worker's app with the
+    SDK's default estimate (its price, its load, its step allowance)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     """AGORA_AGENT_LEASE_SECONDS: the agents' registrations lapse this long after the worker
     last renewed them (it renews every third of it), so agents of a worker that is gone stop
@@ -116,7 +120,7 @@ def worker_agents(settings: WorkerSettings, model: ModelClient) -> list[Agent]:
             ),
             instructions=f"You are {profile.agent_name}, skilled in {', '.join(profile.skill_tags)}. "
             "Work on the task step by step, and say whether you did it.",
-            bids="market",
+            bids=settings.bids,
             max_concurrent_runs=settings.max_runs_in_flight,
         )
         for profile in load_profiles(settings.agents_file)
