@@ -535,6 +535,10 @@ class _Token:
 class ControlPlane:
     workdir: Path
     tools: KubeTools
+    # False for a cluster whose nodes are real kubelets (node.py): no fake node to schedule onto.
+    with_kwok: bool = True
+    # More kube-apiserver flags (node.py: how it reaches a real kubelet).
+    apiserver_args: list[str] = field(default_factory=list)
     processes: list[ManagedProcess] = field(default_factory=list)
     pods: list[PodProcess] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -593,7 +597,8 @@ class ControlPlane:
         self._kube = Kube(self.server, self.pki.ca_cert, self.token)
         self._start_controller_manager()
         self._start_scheduler()
-        self._start_kwok()
+        if self.with_kwok:
+            self._start_kwok()
         self.proxy_services()
         self._refresher = threading.Thread(target=self._refresh_tokens, name="token-refresher", daemon=True)
         self._refresher.start()
@@ -670,6 +675,7 @@ class ControlPlane:
                 "--profiling=false",
                 "--endpoint-reconciler-type=lease",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         apiserver.wait_until(

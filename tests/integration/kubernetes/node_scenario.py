@@ -1,0 +1,449 @@
+"""A real node on the loopback-only control plane: the kubelet, containerd, runc and CNI run a
+Deployment's pod from an image built here, without a registry.
+
+    unshare --net --mount --pid --fork --mount-proc -- \\
+        .venv/bin/python -m tests.integration.kubernetes.node_scenario <workdir>
+
+(AGORA_RUN_ID names the run's cgroups; AGORA_HOST_MOUNT_NAMESPACE is the inode of the mount
+namespace it must not be in.) It builds deploy/kubernetes/testpod (a static Go program) into two
+OCI archives (the pod sandbox's pause image and the test image), starts the control plane
+(control_plane.py, without kwok) and the node (node.py), runs the checks and writes
+<workdir>/report.json; logs go to <workdir>/logs/. Exit 0 when every check passed, 1 when one
+failed, 2 when it could not run at all.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import httpx
+
+from tests.integration.kubernetes.control_plane import (
+    REPO,
+    ControlPlane,
+    KubeError,
+    KubeTools,
+    Obj,
+    interfaces,
+    loopback_addresses,
+)
+from tests.integration.kubernetes.node import (
+    NODE_IP,
+    NODE_NAME,
+    NODE_POD_CIDR,
+    Node,
+    NodeTools,
+    isolate_host_paths,
+    kernel_settings,
+)
+from tests.integration.kubernetes.oci import ImageFile, write_image
+from tests.integration.kubernetes.scenario import CheckFailed, Report, expect
+
+PAUSE_IMAGE = "agora.local/pause:1"
+TEST_IMAGE = "agora.local/testpod:1"
+NAMESPACE = "default"
+DEPLOYMENT = "testpod"
+PORT = 8080
+MEMORY_LIMIT = "64Mi"
+CPU_LIMIT = "200m"
+POD_USER = 10001
+
+# The checks, in the order they run (test_kubernetes_node.py asserts each by these names).
+IMAGES = "OCI archives written here are imported into containerd (no registry)"
+NODE_READY = "the kubelet registers its node Ready with the control plane"
+POD_RUNNING = (
+    "a Deployment's pod runs from the local image: Ready by its HTTP probe, on the bridge's pod CIDR, "
+    "reachable from the namespace, with its limits and non-root user applied"
+)
+LOGS = "the API server serves the container's log from the kubelet"
+LIVENESS = "a failing exec liveness probe makes the kubelet restart the container, which becomes Ready again"
+DELETION = "deleting the Deployment removes its pod and stops every container process of it"
+PROCESSES = "the control plane and node processes stayed up"
+CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, PROCESSES)
+
+NOT_COVERED = [
+    "No kube-proxy and no cluster DNS: Services are not routed to pods and pods resolve nothing.",
+    "Only the test program's images: Dapr's sidecar and control plane, Redis and the Agora image "
+    "do not run on the node yet, so the chart itself is not deployed here (test_kubernetes.py "
+    "proves it against kwok nodes).",
+    "One node; the kubelet authenticates with the admin token and serves the API server "
+    "anonymously (AlwaysAllow), instead of node credentials and webhook authorization.",
+]
+DEVIATIONS = [
+    "The node's address is a /32 on the namespace's lo (no dummy link type on this kernel).",
+    "The kubelet and containerd see private /run, /var/lib and /var/log, and files holding the "
+    "values the kubelet wants over its machine-wide kernel settings (node.py).",
+    "Pods' cgroups are under a cgroup root named after the run, not at the top of each hierarchy.",
+]
+
+
+def build_testpod(workdir: Path) -> Path:
+    """The static test program (pure Go, no cgo), built from this repository's sources."""
+    binary = workdir / "images" / "testpod"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+    done = subprocess.run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary), "./testpod"],
+        cwd=REPO / "deploy" / "kubernetes",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"go build ./testpod: {done.stderr.strip()}")
+    return binary
+
+
+def in_cidr(ip: str, cidr: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip) in ipaddress.ip_network(cidr)
+    except ValueError:
+        return False
+
+
+class NodeScenario:
+    def __init__(self, plane: ControlPlane, node: Node, report: Report, binary: Path) -> None:
+        self.plane = plane
+        self.node = node
+        self.kube = plane.kube
+        self.report = report
+        self.binary = binary
+        self.archives: dict[str, Path] = {}
+        self.written: list[Obj] = []
+        self.pod_name = ""
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def pods(self) -> list[Obj]:
+        return self.kube.items(f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"app={DEPLOYMENT}")
+
+    def ready_pod(self, timeout: float, not_named: str = "") -> Obj:
+        def ready() -> Obj | None:
+            for pod in self.pods():
+                status = pod.get("status", {})
+                conditions = status.get("conditions") or []
+                if (
+                    "deletionTimestamp" not in pod["metadata"]
+                    and pod["metadata"]["name"] != not_named
+                    and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                ):
+                    return pod
+            return None
+
+        try:
+            found: Obj = self.kube.wait_for("a Ready testpod pod", ready, timeout)
+        except KubeError as exc:
+            raise CheckFailed(f"{exc}; pods: {[self._summary(p) for p in self.pods()]}") from exc
+        return found
+
+    @staticmethod
+    def _summary(pod: Obj) -> Obj:
+        status = pod.get("status", {})
+        return {
+            "name": pod["metadata"]["name"],
+            "phase": status.get("phase"),
+            "conditions": {c["type"]: c["status"] for c in status.get("conditions") or []},
+            "containers": [
+                {"name": c["name"], "state": c.get("state"), "restarts": c.get("restartCount")}
+                for c in status.get("containerStatuses") or []
+            ],
+        }
+
+    def events(self, pod: str) -> list[str]:
+        items = self.kube.items(
+            f"/api/v1/namespaces/{NAMESPACE}/events", fieldSelector=f"involvedObject.name={pod}"
+        )
+        return [f"{e.get('reason')}: {e.get('message', '')[:200]}" for e in items]
+
+    # -- the checks --------------------------------------------------------------------------
+
+    def images(self) -> Obj:
+        outputs = {name: self.node.import_image(path) for name, path in self.archives.items()}
+        listed = self.node.images()
+        expect(
+            all(name in listed for name in self.archives),
+            f"ctr lists {listed}, not all of {sorted(self.archives)}",
+        )
+        return {"written": self.written, "ctr_import": outputs, "ctr_images": listed}
+
+    def node_ready(self) -> Obj:
+        self.node.start_kubelet()
+        found = self.node.node()
+        info = found["status"]["nodeInfo"]
+        addresses = {a["type"]: a["address"] for a in found["status"].get("addresses", [])}
+        expect(addresses.get("InternalIP") == NODE_IP, f"node addresses {addresses}")
+        return {
+            "node": NODE_NAME,
+            "kubelet_version": info.get("kubeletVersion"),
+            "container_runtime": info.get("containerRuntimeVersion"),
+            "kernel": info.get("kernelVersion"),
+            "addresses": addresses,
+            "conditions": {c["type"]: c["status"] for c in found["status"].get("conditions", [])},
+            "allocatable": found["status"].get("allocatable"),
+            "taints": found.get("spec", {}).get("taints"),
+        }
+
+    def deployment(self) -> Obj:
+        probe_url = f"http://127.0.0.1:{PORT}/healthz"
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": DEPLOYMENT}},
+                "template": {
+                    "metadata": {"labels": {"app": DEPLOYMENT}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                        "enableServiceLinks": False,
+                        # No cluster DNS yet (the kubelet would warn and fall back to this).
+                        "dnsPolicy": "Default",
+                        "automountServiceAccountToken": False,
+                        "terminationGracePeriodSeconds": 10,
+                        "securityContext": {
+                            "runAsUser": POD_USER,
+                            "runAsGroup": POD_USER,
+                            "runAsNonRoot": True,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "testpod",
+                                "image": TEST_IMAGE,
+                                "imagePullPolicy": "Never",
+                                "args": ["serve", "-port", str(PORT)],
+                                "env": [
+                                    {
+                                        "name": "POD_NAME",
+                                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                    }
+                                ],
+                                "ports": [{"name": "http", "containerPort": PORT}],
+                                "resources": {
+                                    "requests": {"cpu": "50m", "memory": "16Mi"},
+                                    "limits": {"cpu": CPU_LIMIT, "memory": MEMORY_LIMIT},
+                                },
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/healthz", "port": PORT},
+                                    "periodSeconds": 2,
+                                    "failureThreshold": 1,
+                                },
+                                "livenessProbe": {
+                                    "exec": {"command": ["/testpod", "probe", probe_url]},
+                                    "periodSeconds": 2,
+                                    "timeoutSeconds": 2,
+                                    "failureThreshold": 2,
+                                },
+                                "securityContext": {
+                                    "readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+
+    def info(self, ip: str) -> Obj:
+        answer = httpx.get(f"http://{ip}:{PORT}/info", timeout=5)
+        answer.raise_for_status()
+        found: Obj = answer.json()
+        return found
+
+    def pod_running(self) -> Obj:
+        started = time.monotonic()
+        self.kube.call("POST", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", body=self.deployment())
+        pod = self.ready_pod(timeout=180)
+        self.pod_name = pod["metadata"]["name"]
+        ip = pod["status"]["podIP"]
+        expect(in_cidr(ip, NODE_POD_CIDR), f"pod IP {ip} is not in {NODE_POD_CIDR}")
+        expect(pod["spec"]["nodeName"] == NODE_NAME, f"scheduled to {pod['spec']['nodeName']}")
+        info = self.info(ip)
+        expect(info["hostname"] == self.pod_name, f"the pod answered as {info['hostname']}")
+        expect(info["env_pod_name"] == self.pod_name, f"POD_NAME={info['env_pod_name']}")
+        expect(info["uid"] == POD_USER, f"runs as uid {info['uid']}")
+        expect(info["memory_limit"] == str(64 * 1024 * 1024), f"memory limit {info['memory_limit']}")
+        expect(
+            info["cpu_quota"] == "20000" and info["cpu_period"] == "100000",
+            f"CPU quota {info['cpu_quota']} per {info['cpu_period']} us (200m is 20000 per 100000)",
+        )
+        status = pod["status"]["containerStatuses"][0]
+        return {
+            "pod": self.pod_name,
+            "pod_ip": ip,
+            "node": pod["spec"]["nodeName"],
+            "image": status.get("image"),
+            "image_id": status.get("imageID"),
+            "container_id": status.get("containerID"),
+            "seconds_to_ready": round(time.monotonic() - started, 1),
+            "answered_from_the_namespace": info,
+        }
+
+    def logs(self) -> Obj:
+        text = self.kube.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{self.pod_name}/log").text
+        expect(f"testpod serving on :{PORT} as {self.pod_name}" in text, f"the log reads {text[:500]!r}")
+        return {"log": text.strip().splitlines()[:5]}
+
+    def liveness(self) -> Obj:
+        pod = self.ready_pod(timeout=30)
+        ip = pod["status"]["podIP"]
+        before = int(pod["status"]["containerStatuses"][0].get("restartCount", 0))
+        httpx.post(f"http://{ip}:{PORT}/fail", timeout=5).raise_for_status()
+
+        def restarted() -> Obj | None:
+            found = self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{self.pod_name}") or {}
+            statuses = found.get("status", {}).get("containerStatuses") or [{}]
+            return found if int(statuses[0].get("restartCount", 0)) > before else None
+
+        try:
+            after = self.kube.wait_for("the container restarted", restarted, timeout=90)
+        except KubeError as exc:
+            raise CheckFailed(f"{exc}; events: {self.events(self.pod_name)}") from exc
+        again = self.ready_pod(timeout=60)
+        expect(again["metadata"]["name"] == self.pod_name, "the pod was replaced, not its container")
+        healthy = httpx.get(f"http://{again['status']['podIP']}:{PORT}/healthz", timeout=5)
+        expect(healthy.status_code == 200, f"after the restart /healthz answers {healthy.status_code}")
+        events = self.events(self.pod_name)
+        expect(any("Liveness probe failed" in e for e in events), f"events: {events}")
+        last = after["status"]["containerStatuses"][0].get("lastState", {})
+        return {
+            "restart_count": after["status"]["containerStatuses"][0]["restartCount"],
+            "last_state": last,
+            "events": events,
+        }
+
+    def deletion(self) -> Obj:
+        self.kube.call("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{DEPLOYMENT}")
+        self.kube.wait_for("the testpod pods gone", lambda: not self.pods(), timeout=90)
+
+        # A task is a container's running process; the stopped containers' records stay until
+        # the kubelet's garbage collection (every minute) removes them.
+        def no_tasks() -> bool:
+            return not self.node.ctr("tasks", "list", "--quiet").stdout.split()
+
+        self.kube.wait_for("no container process left in containerd", no_tasks, timeout=90)
+        return {
+            "ctr_tasks": [],
+            "ctr_containers_awaiting_garbage_collection": self.node.ctr(
+                "containers", "list", "--quiet"
+            ).stdout.split(),
+        }
+
+    def processes(self) -> Obj:
+        dead = self.plane.stopped() + [p.name for p in self.node.processes if not p.running()]
+        expect(not dead, f"stopped: {dead}")
+        return {"running": [p.name for p in self.plane.processes] + self.node.running()}
+
+    def run(self) -> None:
+        for name, check, needs in (
+            (IMAGES, self.images, ()),
+            (NODE_READY, self.node_ready, (IMAGES,)),
+            (POD_RUNNING, self.pod_running, (NODE_READY,)),
+            (LOGS, self.logs, (POD_RUNNING,)),
+            (LIVENESS, self.liveness, (POD_RUNNING,)),
+            (DELETION, self.deletion, (POD_RUNNING,)),
+            (PROCESSES, self.processes, ()),
+        ):
+            self.report.run(name, check, needs=needs)
+
+
+def refuse_to_run_outside_namespaces() -> None:
+    """The node writes host paths and leaves processes unless it runs in namespaces of its own."""
+    if os.getpid() != 1:
+        raise RuntimeError("run in a PID namespace of its own, as its PID 1 (unshare --pid --fork)")
+    host = os.environ.get("AGORA_HOST_MOUNT_NAMESPACE", "")
+    here = str(os.stat("/proc/self/ns/mnt").st_ino)
+    if not host or host == here:
+        raise RuntimeError(
+            "run in a mount namespace of its own (unshare --mount) and pass the host's mount "
+            "namespace inode in AGORA_HOST_MOUNT_NAMESPACE"
+        )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    workdir = Path(argv[1]).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = Report(workdir / "report.json", not_covered=NOT_COVERED, deviations=DEVIATIONS)
+    tools = KubeTools.from_environment()
+    node_tools = NodeTools.from_environment(tools.kube_apiserver.parent)
+    missing = tools.missing() + node_tools.missing()
+    report.extra["versions"] = {k: v for k, v in tools.versions.items() if k.endswith("_VERSION")}
+    if missing:
+        report.extra["error"] = f"missing (`make kube-node` builds and installs them): {missing}"
+        report.write()
+        return 2
+    plane = ControlPlane(
+        workdir,
+        tools,
+        with_kwok=False,
+        # The kubelet's name is no DNS name here: the API server calls it at its node address.
+        apiserver_args=["--kubelet-preferred-address-types=InternalIP"],
+    )
+    node: Node | None = None
+    code = 1
+    try:
+        refuse_to_run_outside_namespaces()
+        report.extra["kernel_settings_seen_by_the_host"] = kernel_settings()
+        report.extra["private_mounts"] = isolate_host_paths(workdir / "node")
+        started = time.monotonic()
+        binary = build_testpod(workdir)
+        plane.timings["go build testpod"] = round(time.monotonic() - started, 1)
+        images = workdir / "images"
+        pause = write_image(
+            images / "pause.tar", PAUSE_IMAGE, [ImageFile(binary, "/testpod")], ["/testpod", "pause"]
+        )
+        test = write_image(
+            images / "testpod.tar", TEST_IMAGE, [ImageFile(binary, "/testpod")], ["/testpod"], ["serve"]
+        )
+        plane.start()
+        report.extra["network_namespace"] = {
+            "interfaces_at_start": interfaces(),
+            "lo_addresses_at_start": loopback_addresses(),
+            "node_ip": NODE_IP,
+            "pod_cidr": NODE_POD_CIDR,
+        }
+        node = Node(plane, node_tools, os.environ.get("AGORA_RUN_ID", "manual"), PAUSE_IMAGE)
+        report.extra["cgroup_root"] = node.cgroup_root
+        node.start_containerd()
+        scenario = NodeScenario(plane, node, report, binary)
+        scenario.archives = {PAUSE_IMAGE: pause.archive, TEST_IMAGE: test.archive}
+        scenario.written = [pause.describe(), test.describe()]
+        scenario.run()
+        report.extra["network_namespace"]["interfaces_at_end"] = interfaces()
+        report.extra["kernel_settings_the_kubelet_saw"] = kernel_settings()
+        code = 0 if all(c["status"] == "passed" for c in report.checks) else 1
+    except (Exception, KeyboardInterrupt) as exc:
+        report.extra["error"] = f"{type(exc).__name__}: {exc}"
+        report.extra["traceback"] = traceback.format_exc(limit=12)
+        code = 2 if not report.checks else 1
+    finally:
+        if code != 0:
+            report.extra["log_tails"] = {
+                **{p.name: p.log_tail(15) for p in plane.processes},
+                **(node.log_tails(25) if node else {}),
+            }
+        report.extra["timings_seconds"] = plane.timings
+        report.write()
+        if node is not None:
+            node.stop()
+        plane.stop()
+    print(f"report: {report.path} ({'passed' if code == 0 else 'failed'})", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
