@@ -1,12 +1,13 @@
 // Wrapper module that builds the Kubernetes control plane (kube-apiserver,
-// kube-controller-manager, kube-scheduler) from the Go module proxy at a pinned
-// release, for the control-plane tests.
+// kube-controller-manager, kube-scheduler) and the kubelet from the Go module proxy
+// at a pinned release, for the control-plane and node tests; testpod/ is the node
+// test's own program.
 //
 // k8s.io/kubernetes requires its staging modules (k8s.io/api, apimachinery,
 // apiserver, client-go, ...) at v0.0.0 and replaces them with ./staging folders;
 // replace directives only apply in the main module, so each staging module it
 // requires at v0.0.0 is replaced here by its published tag (v0.34.x for v1.34.x).
-// tools.go imports the three commands so `go mod tidy` keeps what they need.
+// tools.go imports the four commands so `go mod tidy` keeps what they need.
 module agora.dev/deploy/kubernetes
 
 go 1.24.0

@@ -33,6 +33,7 @@ from tests.integration.kubernetes.control_plane import (
     interfaces,
     loopback_addresses,
 )
+from tests.integration.kubernetes.images import dapr_image_name, write_dapr_image
 from tests.integration.kubernetes.node import (
     NODE_IP,
     NODE_NAME,
@@ -64,14 +65,26 @@ POD_RUNNING = (
 LOGS = "the API server serves the container's log from the kubelet"
 LIVENESS = "a failing exec liveness probe makes the kubelet restart the container, which becomes Ready again"
 DELETION = "deleting the Deployment removes its pod and stops every container process of it"
+DAPRD = (
+    "Dapr's daprd image, written from the cached build under the name Dapr's injector uses, runs on "
+    "the node as uid 65532 and becomes Ready by daprd's own health endpoint"
+)
 PROCESSES = "the control plane and node processes stayed up"
-CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, PROCESSES)
+CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, DAPRD, PROCESSES)
+DAPRD_APP_ID = "node-check"
+# daprd alone: no placement, scheduler or sentry; the HTTP API on 3500, health on 3501 as injected.
+DAPRD_ARGS = [
+    "--app-id", DAPRD_APP_ID, "--mode", "standalone",
+    "--dapr-http-port", "3500", "--dapr-grpc-port", "50001", "--dapr-public-port", "3501",
+    "--enable-metrics=false", "--placement-host-address", "", "--scheduler-host-address", "",
+    "--log-as-json",
+]  # fmt: skip
 
 NOT_COVERED = [
     "No kube-proxy and no cluster DNS: Services are not routed to pods and pods resolve nothing.",
-    "Only the test program's images: Dapr's sidecar and control plane, Redis and the Agora image "
-    "do not run on the node yet, so the chart itself is not deployed here (test_kubernetes.py "
-    "proves it against kwok nodes).",
+    "Of Dapr, only daprd runs on the node, alone (standalone mode, no sentry, placement or "
+    "scheduler); Dapr's control plane, Redis and the Agora image do not run on the node yet, so the "
+    "chart itself is not deployed here (test_kubernetes.py proves it against kwok nodes).",
     "One node; the kubelet authenticates with the admin token and serves the API server "
     "anonymously (AlwaysAllow), instead of node credentials and webhook authorization.",
 ]
@@ -340,6 +353,100 @@ class NodeScenario:
             ).stdout.split(),
         }
 
+    def daprd_pod(self) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "daprd", "namespace": NAMESPACE, "labels": {"app": "daprd"}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "dnsPolicy": "Default",
+                "terminationGracePeriodSeconds": 10,
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [
+                    {
+                        "name": "daprd",
+                        "image": dapr_image_name("daprd"),
+                        # As Dapr's injector sets it: the imported image is found, nothing is pulled.
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": DAPRD_ARGS,
+                        "ports": [{"name": "dapr-http", "containerPort": 3500}],
+                        # The probes Dapr's injector gives its sidecars.
+                        "readinessProbe": {
+                            "httpGet": {"path": "/v1.0/healthz", "port": 3501},
+                            "periodSeconds": 2,
+                        },
+                        "livenessProbe": {
+                            "httpGet": {"path": "/v1.0/healthz", "port": 3501},
+                            "periodSeconds": 5,
+                        },
+                        "resources": {"limits": {"cpu": "1", "memory": "256Mi"}},
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "readOnlyRootFilesystem": True,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
+            },
+        }
+
+    def daprd(self) -> Obj:
+        started = time.monotonic()
+        image_dir = self.plane.workdir / "images"
+        written = write_dapr_image("daprd", image_dir)
+        imported = self.node.import_image(written.archive)
+        written.archive.unlink()  # containerd holds its own copy
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        self.kube.call("POST", path, body=self.daprd_pod())
+
+        def ready() -> Obj | None:
+            pod = self.kube.get(f"{path}/daprd") or {}
+            conditions = pod.get("status", {}).get("conditions") or []
+            return pod if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+
+        try:
+            pod: Obj = self.kube.wait_for("the daprd pod Ready", ready, timeout=120)
+        except KubeError as exc:
+            found = self.kube.get(f"{path}/daprd") or {}
+            raise CheckFailed(
+                f"{exc}; {self._summary(found) if found else 'no pod'}; events: {self.events('daprd')}"
+            ) from exc
+        ip = pod["status"]["podIP"]
+        metadata = httpx.get(f"http://{ip}:3500/v1.0/metadata", timeout=5).json()
+        version = self.plane.tools.versions["DAPR_VERSION"]
+        expect(metadata.get("id") == DAPRD_APP_ID, f"daprd's metadata: {metadata}")
+        expect(metadata.get("runtimeVersion") == version, f"daprd runs {metadata.get('runtimeVersion')}")
+        # containerd runs in this PID namespace: the container's process is visible here.
+        status = pod["status"]["containerStatuses"][0]
+        container_id = status["containerID"].split("://", 1)[1]
+        tasks = dict(
+            line.split()[:2]
+            for line in self.node.ctr("tasks", "list").stdout.splitlines()[1:]
+            if line.strip()
+        )
+        uid_line = next(
+            line
+            for line in Path(f"/proc/{tasks[container_id]}/status").read_text().splitlines()
+            if line.startswith("Uid:")
+        )
+        expect(uid_line.split()[1] == "65532", f"daprd's process: {uid_line}")
+        seconds = round(time.monotonic() - started, 1)
+        self.kube.call("DELETE", f"{path}/daprd")
+        self.kube.wait_for("the daprd pod gone", lambda: self.kube.get(f"{path}/daprd") is None, timeout=60)
+        return {
+            "image": written.describe(),
+            "ctr_import": imported,
+            "pod_ip": ip,
+            "image_id": status.get("imageID"),
+            "process_uid": uid_line,
+            "metadata": {k: metadata.get(k) for k in ("id", "runtimeVersion", "enabledFeatures")},
+            "seconds_to_ready": seconds,
+        }
+
     def processes(self) -> Obj:
         dead = self.plane.stopped() + [p.name for p in self.node.processes if not p.running()]
         expect(not dead, f"stopped: {dead}")
@@ -353,6 +460,7 @@ class NodeScenario:
             (LOGS, self.logs, (POD_RUNNING,)),
             (LIVENESS, self.liveness, (POD_RUNNING,)),
             (DELETION, self.deletion, (POD_RUNNING,)),
+            (DAPRD, self.daprd, (NODE_READY,)),
             (PROCESSES, self.processes, ()),
         ):
             self.report.run(name, check, needs=needs)

@@ -28,15 +28,23 @@ MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+# Large binaries are stored uncompressed: the archive is read once, from the same disk.
+MEDIA_LAYER_UNCOMPRESSED = "application/vnd.oci.image.layer.v1.tar"
 # The folders a container runtime mounts onto or a process expects; the image has nothing else.
 ROOT_FOLDERS = ("dev", "etc", "proc", "sys", "tmp")
 
 
 @dataclass(frozen=True)
 class ImageFile:
-    source: Path
+    """A file of the image: a copy of `source`, or `data` when there is no source."""
+
+    source: Path | None
     target: str  # absolute path inside the image
     mode: int = 0o755
+    data: bytes = b""
+
+    def content(self) -> bytes:
+        return self.source.read_bytes() if self.source is not None else self.data
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ def layer_tar(files: list[ImageFile]) -> bytes:
         for folder in sorted(folders):
             _tar_entry(tar, folder + "/", tarfile.DIRTYPE, 0o1777 if folder == "tmp" else 0o755)
         for file in sorted(files, key=lambda f: f.target):
-            _tar_entry(tar, file.target.lstrip("/"), tarfile.REGTYPE, file.mode, file.source.read_bytes())
+            _tar_entry(tar, file.target.lstrip("/"), tarfile.REGTYPE, file.mode, file.content())
     return buffer.getvalue()
 
 
@@ -97,11 +105,13 @@ def write_image(
     cmd: list[str] | None = None,
     env: dict[str, str] | None = None,
     user: str = "",
+    compress: bool = True,
 ) -> Written:
     """Writes `archive`: one image called `name` (e.g. "agora.local/testpod:1")."""
     layer = layer_tar(files)
     diff_id = _digest(layer)
-    compressed = gzip.compress(layer, compresslevel=6, mtime=0)
+    compressed = gzip.compress(layer, compresslevel=6, mtime=0) if compress else layer
+    layer_type = MEDIA_LAYER if compress else MEDIA_LAYER_UNCOMPRESSED
     environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})}
     config: dict[str, Any] = {
         "architecture": "amd64",
@@ -121,7 +131,7 @@ def write_image(
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
         "config": {"mediaType": MEDIA_CONFIG, "digest": _digest(config_bytes), "size": len(config_bytes)},
-        "layers": [{"mediaType": MEDIA_LAYER, "digest": _digest(compressed), "size": len(compressed)}],
+        "layers": [{"mediaType": layer_type, "digest": _digest(compressed), "size": len(compressed)}],
     }
     manifest_bytes = json.dumps(manifest, sort_keys=True).encode()
     tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
