@@ -70,7 +70,8 @@ node-packages:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
 
-kube-node: kube $(KUBE_BIN)/kubelet node-packages
+# Redis (the Makefile's `redis`) is written into an image the node test runs.
+kube-node: kube $(KUBE_BIN)/kubelet node-packages redis
 
 # The etcd command is the main package at the root of the etcd server module.
 $(ETCD_BIN)/etcd:

@@ -94,6 +94,8 @@ class NodeTools:
     runc: Path
     iptables: Path
     cni_plugins: tuple[Path, ...]
+    # Not the node's: written into the Redis image the node runs (images.py).
+    redis_server: Path
 
     @classmethod
     def from_environment(cls, kube_bin: Path) -> NodeTools:
@@ -112,6 +114,7 @@ class NodeTools:
             runc=which("runc"),
             iptables=which("iptables"),
             cni_plugins=tuple(CNI_BIN_DIR / name for name in ("bridge", "host-local", "loopback")),
+            redis_server=which("redis-server"),
         )
 
     def missing(self) -> list[str]:
@@ -123,6 +126,7 @@ class NodeTools:
             self.runc,
             self.iptables,
             *self.cni_plugins,
+            self.redis_server,
         ]
         return [str(p) for p in paths if not (p.is_file() and os.access(p, os.X_OK))]
 

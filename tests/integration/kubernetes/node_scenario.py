@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -33,7 +34,7 @@ from tests.integration.kubernetes.control_plane import (
     interfaces,
     loopback_addresses,
 )
-from tests.integration.kubernetes.images import dapr_image_name, write_dapr_image
+from tests.integration.kubernetes.images import dapr_image_name, write_dapr_image, write_redis_image
 from tests.integration.kubernetes.node import (
     NODE_IP,
     NODE_NAME,
@@ -69,8 +70,12 @@ DAPRD = (
     "Dapr's daprd image, written from the cached build under the name Dapr's injector uses, runs on "
     "the node as uid 65532 and becomes Ready by daprd's own health endpoint"
 )
+REDIS = (
+    "Debian's redis-server, written with its shared libraries into an image, runs on the node as "
+    "uid 999 with a read-only root, Ready by a TCP probe, and answers commands at its pod address"
+)
 PROCESSES = "the control plane and node processes stayed up"
-CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, DAPRD, PROCESSES)
+CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, DAPRD, REDIS, PROCESSES)
 DAPRD_APP_ID = "node-check"
 # daprd alone: no placement, scheduler or sentry; the HTTP API on 3500, health on 3501 as injected.
 DAPRD_ARGS = [
@@ -83,8 +88,9 @@ DAPRD_ARGS = [
 NOT_COVERED = [
     "No kube-proxy and no cluster DNS: Services are not routed to pods and pods resolve nothing.",
     "Of Dapr, only daprd runs on the node, alone (standalone mode, no sentry, placement or "
-    "scheduler); Dapr's control plane, Redis and the Agora image do not run on the node yet, so the "
-    "chart itself is not deployed here (test_kubernetes.py proves it against kwok nodes).",
+    "scheduler), and Redis runs beside it unused; Dapr's control plane and the Agora image do not "
+    "run on the node yet, so the chart itself is not deployed here (test_kubernetes.py proves it "
+    "against kwok nodes).",
     "One node; the kubelet authenticates with the admin token and serves the API server "
     "anonymously (AlwaysAllow), instead of node credentials and webhook authorization.",
 ]
@@ -400,43 +406,18 @@ class NodeScenario:
         written = write_dapr_image("daprd", image_dir)
         imported = self.node.import_image(written.archive)
         written.archive.unlink()  # containerd holds its own copy
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-        self.kube.call("POST", path, body=self.daprd_pod())
-
-        def ready() -> Obj | None:
-            pod = self.kube.get(f"{path}/daprd") or {}
-            conditions = pod.get("status", {}).get("conditions") or []
-            return pod if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
-
-        try:
-            pod: Obj = self.kube.wait_for("the daprd pod Ready", ready, timeout=120)
-        except KubeError as exc:
-            found = self.kube.get(f"{path}/daprd") or {}
-            raise CheckFailed(
-                f"{exc}; {self._summary(found) if found else 'no pod'}; events: {self.events('daprd')}"
-            ) from exc
+        self.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=self.daprd_pod())
+        pod = self.wait_pod_ready("daprd", timeout=120)
         ip = pod["status"]["podIP"]
         metadata = httpx.get(f"http://{ip}:3500/v1.0/metadata", timeout=5).json()
         version = self.plane.tools.versions["DAPR_VERSION"]
         expect(metadata.get("id") == DAPRD_APP_ID, f"daprd's metadata: {metadata}")
         expect(metadata.get("runtimeVersion") == version, f"daprd runs {metadata.get('runtimeVersion')}")
-        # containerd runs in this PID namespace: the container's process is visible here.
         status = pod["status"]["containerStatuses"][0]
-        container_id = status["containerID"].split("://", 1)[1]
-        tasks = dict(
-            line.split()[:2]
-            for line in self.node.ctr("tasks", "list").stdout.splitlines()[1:]
-            if line.strip()
-        )
-        uid_line = next(
-            line
-            for line in Path(f"/proc/{tasks[container_id]}/status").read_text().splitlines()
-            if line.startswith("Uid:")
-        )
+        uid_line = self.container_uid(pod)
         expect(uid_line.split()[1] == "65532", f"daprd's process: {uid_line}")
         seconds = round(time.monotonic() - started, 1)
-        self.kube.call("DELETE", f"{path}/daprd")
-        self.kube.wait_for("the daprd pod gone", lambda: self.kube.get(f"{path}/daprd") is None, timeout=60)
+        self.delete_pod("daprd")
         return {
             "image": written.describe(),
             "ctr_import": imported,
@@ -444,6 +425,110 @@ class NodeScenario:
             "image_id": status.get("imageID"),
             "process_uid": uid_line,
             "metadata": {k: metadata.get(k) for k in ("id", "runtimeVersion", "enabledFeatures")},
+            "seconds_to_ready": seconds,
+        }
+
+    def redis_pod(self, image: str) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "redis", "namespace": NAMESPACE, "labels": {"app": "redis"}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "dnsPolicy": "Default",
+                "terminationGracePeriodSeconds": 10,
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 999},
+                "containers": [
+                    {
+                        "name": "redis",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "args": [
+                            "--port",
+                            "6379",
+                            "--save",
+                            "",
+                            "--appendonly",
+                            "no",
+                            "--protected-mode",
+                            "no",
+                            "--dir",
+                            "/data",
+                        ],
+                        "ports": [{"name": "redis", "containerPort": 6379}],
+                        "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 2},
+                        "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "readOnlyRootFilesystem": True,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
+                "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "64Mi"}}],
+            },
+        }
+
+    def container_uid(self, pod: Obj) -> str:
+        """The Uid line of the container's process (containerd runs in this PID namespace)."""
+        container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        tasks = dict(
+            line.split()[:2]
+            for line in self.node.ctr("tasks", "list").stdout.splitlines()[1:]
+            if line.strip()
+        )
+        status = Path(f"/proc/{tasks[container_id]}/status").read_text()
+        return next(line for line in status.splitlines() if line.startswith("Uid:"))
+
+    def wait_pod_ready(self, name: str, timeout: float) -> Obj:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}"
+
+        def ready() -> Obj | None:
+            pod = self.kube.get(path) or {}
+            conditions = pod.get("status", {}).get("conditions") or []
+            return pod if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+
+        try:
+            found: Obj = self.kube.wait_for(f"the {name} pod Ready", ready, timeout=timeout)
+        except KubeError as exc:
+            pod = self.kube.get(path) or {}
+            summary = self._summary(pod) if pod else "no pod"
+            raise CheckFailed(f"{exc}; {summary}; events: {self.events(name)}") from exc
+        return found
+
+    def delete_pod(self, name: str) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}"
+        self.kube.call("DELETE", path)
+        self.kube.wait_for(f"the {name} pod gone", lambda: self.kube.get(path) is None, timeout=60)
+
+    def redis(self) -> Obj:
+        started = time.monotonic()
+        written = write_redis_image(self.plane.workdir / "images")
+        imported = self.node.import_image(written.archive)
+        written.archive.unlink()
+        self.kube.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=self.redis_pod(written.name))
+        pod = self.wait_pod_ready("redis", timeout=120)
+        ip = pod["status"]["podIP"]
+        with socket.create_connection((ip, 6379), timeout=5) as conn:
+            answers = []
+            for command in (b"PING\r\n", b"SET node-check ok\r\n", b"GET node-check\r\n"):
+                conn.sendall(command)
+                answers.append(conn.recv(1024).decode())
+        expect(answers == ["+PONG\r\n", "+OK\r\n", "$2\r\nok\r\n"], f"Redis answered {answers}")
+        uid = self.container_uid(pod)
+        expect(uid.split()[1] == "999", f"redis-server's process: {uid}")
+        seconds = round(time.monotonic() - started, 1)
+        self.delete_pod("redis")
+        return {
+            "image": written.describe(),
+            "ctr_import": imported,
+            "pod_ip": ip,
+            "answers": answers,
+            "process_uid": uid,
             "seconds_to_ready": seconds,
         }
 
@@ -461,6 +546,7 @@ class NodeScenario:
             (LIVENESS, self.liveness, (POD_RUNNING,)),
             (DELETION, self.deletion, (POD_RUNNING,)),
             (DAPRD, self.daprd, (NODE_READY,)),
+            (REDIS, self.redis, (NODE_READY,)),
             (PROCESSES, self.processes, ()),
         ):
             self.report.run(name, check, needs=needs)
