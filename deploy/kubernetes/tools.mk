@@ -1,10 +1,10 @@
 # What the Kubernetes control-plane tests run: kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector; and what the
-# node test adds (`make kube-node`): the kubelet, with containerd, runc and the CNI plugins from
-# Debian. Included from
-# the Makefile after it sets CACHE, DAPR_BIN, DAPR_TAGS and GO_ENV; versions are pinned in
-# deploy/versions.env. Like Dapr, each is built from the Go module proxy once per version into
-# the cache outside the clone, in a .partial folder that is renamed into place when complete.
+# node test adds (`make kube-node`): the kubelet and kube-proxy, with containerd, runc, the CNI
+# plugins and iptables from Debian. Included from the Makefile after it sets CACHE, DAPR_BIN,
+# DAPR_TAGS and GO_ENV; versions are pinned in deploy/versions.env. Like Dapr, each is built from
+# the Go module proxy once per version into the cache outside the clone, in a .partial folder
+# that is renamed into place when complete.
 
 KUBE_BIN := $(CACHE)/kubernetes-$(KUBERNETES_VERSION)/bin
 ETCD_BIN := $(CACHE)/etcd-$(ETCD_VERSION)/bin
@@ -48,14 +48,16 @@ $(KUBE_BIN)/kube-apiserver:
 	rm -rf $(KUBE_BIN) && mv $(KUBE_BIN).partial $(KUBE_BIN)
 	$(KUBE_BIN)/kube-apiserver --version
 
-# The kubelet, from the same module, flags and version stamp, added to an existing cache (a
-# rebuild of the control plane replaces the folder, and this rule then runs again).
-$(KUBE_BIN)/kubelet: | $(KUBE_BIN)/kube-apiserver
-	@echo "building Kubernetes $(KUBERNETES_VERSION) kubelet into $(KUBE_BIN)"
+# The node's commands (kubelet, kube-proxy), from the same module, flags and version stamp, added
+# to an existing cache (a rebuild of the control plane replaces the folder, and these rules then
+# run again).
+KUBE_NODE_CMDS := kubelet kube-proxy
+$(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)): | $(KUBE_BIN)/kube-apiserver
+	@echo "building Kubernetes $(KUBERNETES_VERSION) $(@F) into $(KUBE_BIN)"
 	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
 		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
 		time $(GO_ENV) nice go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
-		-o $@.partial k8s.io/kubernetes/cmd/kubelet
+		-o $@.partial k8s.io/kubernetes/cmd/$(@F)
 	mv $@.partial $@
 	$@ --version
 
@@ -71,7 +73,7 @@ node-packages:
 	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
 
 # Redis (the Makefile's `redis`) is written into an image the node test runs.
-kube-node: kube $(KUBE_BIN)/kubelet node-packages redis
+kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) node-packages redis
 
 # The etcd command is the main package at the root of the etcd server module.
 $(ETCD_BIN)/etcd:

@@ -1,17 +1,18 @@
 """A real Kubernetes node: tests/integration/kubernetes/node_scenario.py, run under
 `unshare --net --mount --pid --fork --mount-proc` (a network namespace with only loopback, a mount
 namespace and a PID namespace of its own), starts the control plane without kwok, then containerd
-(Debian's, with runc and the CNI bridge + host-local plugins) and the kubelet built from the
-pinned k8s.io/kubernetes, imports images written here as OCI archives, and runs a Deployment's pod
-with HTTP and exec probes; every finding goes to report.json and each check is asserted here.
+(Debian's, with runc and the CNI bridge + host-local plugins), the kubelet and kube-proxy built
+from the pinned k8s.io/kubernetes, imports images written here as OCI archives, and runs a
+Deployment's pod with HTTP and exec probes behind a Service, daprd and Redis; every finding goes
+to report.json and each check is asserted here.
 
 Skipped only when something `make kube-node` builds or installs is missing, or when not run as
-root (containerd and the kubelet need it). The scenario takes about a minute (two cold, when the
-control plane and Go's build cache are cold). When it is over, however it ended: no process of it
-is left (the PID namespace dies with its first process; its processes are also tagged with
-AGORA_RUN_ID), its cgroups are removed, no mount of it is visible here, none of the host paths the
-kubelet and containerd write to exists unless it did before, and the machine-wide kernel
-settings the kubelet sets are unchanged."""
+root (containerd and the kubelet need it). The scenario takes about half a minute with everything
+built. When it is over, however it ended: no process of it is left (the PID namespace dies with
+its first process; its processes are also tagged with AGORA_RUN_ID), its cgroups are removed, no
+mount of it is visible here, none of the host paths the kubelet and containerd write to exists
+unless it did before, and the machine-wide kernel settings the kubelet and kube-proxy may set are
+unchanged."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import yaml
 
-from agora.harness.processes import ManagedProcess
+from agora.harness.processes import ManagedProcess, http_ok
 from tests.integration.kubernetes.control_plane import (
     APISERVER_IP,
     CLUSTER_DOMAIN,
@@ -55,6 +55,8 @@ NODE_POD_CIDR = "10.244.1.0/24"
 BRIDGE = "agora0"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
+KUBE_PROXY_HEALTHZ = "127.0.0.1:10256"
+KUBE_PROXY_METRICS = "127.0.0.1:10249"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINERD_SOCKET = Path("/run/containerd/containerd.sock")
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")
@@ -88,6 +90,7 @@ HOST_PATHS = (
 @dataclass(frozen=True)
 class NodeTools:
     kubelet: Path
+    kube_proxy: Path
     containerd: Path
     containerd_shim: Path
     ctr: Path
@@ -108,6 +111,7 @@ class NodeTools:
 
         return cls(
             kubelet=kube_bin / "kubelet",
+            kube_proxy=kube_bin / "kube-proxy",
             containerd=which("containerd"),
             containerd_shim=which("containerd-shim-runc-v2"),
             ctr=which("ctr"),
@@ -120,6 +124,7 @@ class NodeTools:
     def missing(self) -> list[str]:
         paths = [
             self.kubelet,
+            self.kube_proxy,
             self.containerd,
             self.containerd_shim,
             self.ctr,
@@ -215,8 +220,18 @@ def isolate_host_paths(folder: Path) -> Obj:
     return mounts
 
 
+# Machine-wide settings kube-proxy would change unless told not to (its conntrack settings).
+KUBE_PROXY_KERNEL_SETTINGS = ("net/netfilter/nf_conntrack_max",)
+
+
 def kernel_settings() -> dict[str, str]:
-    return {name: Path(f"/proc/sys/{name}").read_text().strip() for name in KUBELET_KERNEL_SETTINGS}
+    """The machine-wide kernel settings the kubelet and kube-proxy may set (those that exist)."""
+    names = [*KUBELET_KERNEL_SETTINGS, *KUBE_PROXY_KERNEL_SETTINGS]
+    return {
+        name: Path(f"/proc/sys/{name}").read_text().strip()
+        for name in names
+        if Path(f"/proc/sys/{name}").exists()
+    }
 
 
 @dataclass
@@ -236,6 +251,7 @@ class Node:
         self.cgroup_root = cgroup_root(self.run_id)
         self.containerd: ManagedProcess | None = None
         self.kubelet: ManagedProcess | None = None
+        self.kube_proxy: ManagedProcess | None = None
 
     # -- containerd ------------------------------------------------------------------------------
 
@@ -429,6 +445,58 @@ disabled_plugins = [
         self.kubelet.wait_until(self.ready, f"node {self.name} Ready and untainted", timeout=180)
         self.plane.timings["kubelet: node Ready"] = round(time.monotonic() - started, 1)
 
+    # -- kube-proxy ------------------------------------------------------------------------------
+
+    def _kube_proxy_config(self, kubeconfig: Path) -> Path:
+        config: Obj = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables",
+            "hostnameOverride": self.name,
+            "healthzBindAddress": KUBE_PROXY_HEALTHZ,
+            "metricsBindAddress": KUBE_PROXY_METRICS,
+            "clusterCIDR": NODE_POD_CIDR,
+            "nodePortAddresses": [f"{self.ip}/32"],
+            # Every connection to a Service is masqueraded: a pod reaching a Service whose
+            # endpoint is on the same bridge then gets the answer back through this namespace's
+            # conntrack (no br_netfilter needed, a machine-wide module).
+            "iptables": {"masqueradeAll": True, "syncPeriod": "10s", "minSyncPeriod": "0s"},
+            # Zero leaves the conntrack table's size and timeouts as they are: nf_conntrack_max is
+            # machine-wide, not the network namespace's.
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+                "udpTimeout": "0s",
+                "udpStreamTimeout": "0s",
+            },
+        }
+        path = self.folder / "kube-proxy.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def start_kube_proxy(self) -> None:
+        started = time.monotonic()
+        env = {**os.environ, "PATH": f"{self.tools.iptables.parent}:{os.environ.get('PATH', '')}"}
+        self.kube_proxy = ManagedProcess(
+            "kube-proxy",
+            [
+                str(self.tools.kube_proxy),
+                f"--config={self._kube_proxy_config(self.folder / 'kubelet.kubeconfig')}",
+                "--v=1",
+            ],
+            self.logs / "kube-proxy.log",
+            env=env,
+        )
+        self.processes.append(self.kube_proxy)
+        self.kube_proxy.start()
+        self.kube_proxy.wait_until(
+            http_ok(f"http://{KUBE_PROXY_HEALTHZ}/healthz"), "kube-proxy healthy", timeout=60
+        )
+        self.plane.timings["kube-proxy"] = round(time.monotonic() - started, 1)
+
     def node(self) -> Obj:
         return self.plane.kube.get(f"/api/v1/nodes/{self.name}") or {}
 
@@ -441,8 +509,10 @@ disabled_plugins = [
     # -- stopping --------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stops the kubelet, then every container containerd runs, then containerd. Whatever
+        """Stops kube-proxy and the kubelet, then every container containerd runs, then containerd. Whatever
         survives this dies with the PID namespace."""
+        if self.kube_proxy is not None:
+            self.kube_proxy.stop(timeout=10)
         if self.kubelet is not None:
             self.kubelet.stop(timeout=15)
         if self.containerd is not None and self.containerd.running():

@@ -27,6 +27,7 @@ import httpx
 
 from tests.integration.kubernetes.control_plane import (
     REPO,
+    SERVICE_CIDR,
     ControlPlane,
     KubeError,
     KubeTools,
@@ -36,6 +37,7 @@ from tests.integration.kubernetes.control_plane import (
 )
 from tests.integration.kubernetes.images import dapr_image_name, write_dapr_image, write_redis_image
 from tests.integration.kubernetes.node import (
+    BRIDGE,
     NODE_IP,
     NODE_NAME,
     NODE_POD_CIDR,
@@ -58,13 +60,17 @@ POD_USER = 10001
 
 # The checks, in the order they run (test_kubernetes_node.py asserts each by these names).
 IMAGES = "OCI archives written here are imported into containerd (no registry)"
-NODE_READY = "the kubelet registers its node Ready with the control plane"
+NODE_READY = "the kubelet registers its node Ready with the control plane; kube-proxy is healthy"
 POD_RUNNING = (
     "a Deployment's pod runs from the local image: Ready by its HTTP probe, on the bridge's pod CIDR, "
     "reachable from the namespace, with its limits and non-root user applied"
 )
 LOGS = "the API server serves the container's log from the kubelet"
 LIVENESS = "a failing exec liveness probe makes the kubelet restart the container, which becomes Ready again"
+SERVICE = (
+    "kube-proxy's iptables rules take a Service's cluster IP to its pod, from the namespace and "
+    "from another pod"
+)
 DELETION = "deleting the Deployment removes its pod and stops every container process of it"
 DAPRD = (
     "Dapr's daprd image, written from the cached build under the name Dapr's injector uses, runs on "
@@ -75,7 +81,7 @@ REDIS = (
     "uid 999 with a read-only root, Ready by a TCP probe, and answers commands at its pod address"
 )
 PROCESSES = "the control plane and node processes stayed up"
-CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, DELETION, DAPRD, REDIS, PROCESSES)
+CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, SERVICE, DELETION, DAPRD, REDIS, PROCESSES)
 DAPRD_APP_ID = "node-check"
 # daprd alone: no placement, scheduler or sentry; the HTTP API on 3500, health on 3501 as injected.
 DAPRD_ARGS = [
@@ -86,7 +92,7 @@ DAPRD_ARGS = [
 ]  # fmt: skip
 
 NOT_COVERED = [
-    "No kube-proxy and no cluster DNS: Services are not routed to pods and pods resolve nothing.",
+    "No cluster DNS: pods resolve no Service name.",
     "Of Dapr, only daprd runs on the node, alone (standalone mode, no sentry, placement or "
     "scheduler), and Redis runs beside it unused; Dapr's control plane and the Agora image do not "
     "run on the node yet, so the chart itself is not deployed here (test_kubernetes.py proves it "
@@ -96,6 +102,9 @@ NOT_COVERED = [
 ]
 DEVIATIONS = [
     "The node's address is a /32 on the namespace's lo (no dummy link type on this kernel).",
+    "The namespace has no default route: the Service range is routed to the pods' bridge so that "
+    "packets it sends to a cluster IP reach kube-proxy's DNAT; kube-proxy masquerades every "
+    "Service connection (masqueradeAll) and leaves the machine-wide conntrack settings alone.",
     "The kubelet and containerd see private /run, /var/lib and /var/log, and files holding the "
     "values the kubelet wants over its machine-wide kernel settings (node.py).",
     "Pods' cgroups are under a cgroup root named after the run, not at the top of each hierarchy.",
@@ -195,6 +204,7 @@ class NodeScenario:
 
     def node_ready(self) -> Obj:
         self.node.start_kubelet()
+        self.node.start_kube_proxy()
         found = self.node.node()
         info = found["status"]["nodeInfo"]
         addresses = {a["type"]: a["address"] for a in found["status"].get("addresses", [])}
@@ -340,6 +350,79 @@ class NodeScenario:
             "restart_count": after["status"]["containerStatuses"][0]["restartCount"],
             "last_state": last,
             "events": events,
+        }
+
+    def service(self) -> Obj:
+        path = f"/api/v1/namespaces/{NAMESPACE}/services"
+        created = self.kube.call(
+            "POST",
+            path,
+            body={
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
+                "spec": {"selector": {"app": DEPLOYMENT}, "ports": [{"port": 80, "targetPort": PORT}]},
+            },
+        )
+        cluster_ip = created["spec"]["clusterIP"]
+        # The namespace has no default route: without a route to the Service range, a packet this
+        # namespace sends to a cluster IP would be refused before kube-proxy's DNAT rewrote it.
+        route = ["ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE]
+        subprocess.run(route, check=True, timeout=10, capture_output=True)
+
+        def answered() -> Obj | None:
+            try:
+                found: Obj = httpx.get(f"http://{cluster_ip}/info", timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                return None
+            return found
+
+        info = self.kube.wait_for(f"an answer at {cluster_ip}:80", answered, timeout=60)
+        expect(info["hostname"] == self.pod_name, f"{cluster_ip} answered as {info['hostname']}")
+        client = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "service-client", "namespace": NAMESPACE},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                "restartPolicy": "Never",
+                "dnsPolicy": "Default",
+                "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsUser": POD_USER, "runAsNonRoot": True},
+                "containers": [
+                    {
+                        "name": "probe",
+                        "image": TEST_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "args": ["probe", f"http://{cluster_ip}/healthz"],
+                    }
+                ],
+            },
+        }
+        pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        self.kube.call("POST", pods, body=client)
+
+        def finished() -> str | None:
+            phase = str((self.kube.get(f"{pods}/service-client") or {}).get("status", {}).get("phase", ""))
+            return phase if phase in ("Succeeded", "Failed") else None
+
+        phase = self.kube.wait_for("the client pod finished", finished, timeout=90)
+        log = self.kube.http.get(f"{pods}/service-client/log").text
+        expect(phase == "Succeeded", f"the client pod {phase}: {log[:500]}")
+        self.delete_pod("service-client")
+        rules = subprocess.run(
+            ["iptables-save", "-t", "nat"], check=True, timeout=20, capture_output=True, text=True
+        ).stdout
+        service_rules = [line for line in rules.splitlines() if cluster_ip in line]
+        expect(service_rules, f"no nat rule mentions {cluster_ip}")
+        self.kube.call("DELETE", f"{path}/{DEPLOYMENT}")
+        return {
+            "cluster_ip": cluster_ip,
+            "answered_from_the_namespace_as": info["hostname"],
+            "client_pod": phase,
+            "route": " ".join(route),
+            "nat_rules": service_rules[:6],
         }
 
     def deletion(self) -> Obj:
@@ -544,6 +627,7 @@ class NodeScenario:
             (POD_RUNNING, self.pod_running, (NODE_READY,)),
             (LOGS, self.logs, (POD_RUNNING,)),
             (LIVENESS, self.liveness, (POD_RUNNING,)),
+            (SERVICE, self.service, (POD_RUNNING,)),
             (DELETION, self.deletion, (POD_RUNNING,)),
             (DAPRD, self.daprd, (NODE_READY,)),
             (REDIS, self.redis, (NODE_READY,)),
