@@ -1,7 +1,7 @@
 # What the Kubernetes control-plane tests run: kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector; and what the
-# node test adds (`make kube-node`): the kubelet and kube-proxy, with containerd, runc, the CNI
-# plugins and iptables from Debian. Included from the Makefile after it sets CACHE, DAPR_BIN,
+# node test adds (`make kube-node`): the kubelet, kube-proxy and CoreDNS, with containerd, runc,
+# the CNI plugins and iptables from Debian. Included from the Makefile after it sets CACHE, DAPR_BIN,
 # DAPR_TAGS and GO_ENV; versions are pinned in deploy/versions.env. Like Dapr, each is built from
 # the Go module proxy once per version into the cache outside the clone, in a .partial folder
 # that is renamed into place when complete.
@@ -10,6 +10,7 @@ KUBE_BIN := $(CACHE)/kubernetes-$(KUBERNETES_VERSION)/bin
 ETCD_BIN := $(CACHE)/etcd-$(ETCD_VERSION)/bin
 HELM_BIN := $(CACHE)/helm-$(HELM_VERSION)/bin
 KWOK_BIN := $(CACHE)/kwok-$(KWOK_VERSION)/bin
+COREDNS_BIN := $(CACHE)/coredns-$(COREDNS_VERSION)/bin
 
 KUBE_CMDS  := kube-apiserver kube-controller-manager kube-scheduler
 KUBE_MAJOR := $(word 1,$(subst ., ,$(KUBERNETES_VERSION)))
@@ -72,8 +73,19 @@ node-packages:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
 
+# CoreDNS with the plugins of Kubernetes' DNS addon only (deploy/coredns/main.go).
+$(COREDNS_BIN)/coredns:
+	@grep -q "github.com/coredns/coredns v$(COREDNS_VERSION)$$" deploy/coredns/go.mod || \
+		{ echo "deploy/coredns/go.mod does not pin coredns v$(COREDNS_VERSION)"; exit 1; }
+	@echo "building CoreDNS $(COREDNS_VERSION) into $(COREDNS_BIN)"
+	rm -rf $(COREDNS_BIN).partial && mkdir -p $(COREDNS_BIN).partial
+	cd deploy/coredns && time $(GO_ENV) nice go build -trimpath -ldflags "-s -w" \
+		-o $(COREDNS_BIN).partial/coredns .
+	rm -rf $(COREDNS_BIN) && mv $(COREDNS_BIN).partial $(COREDNS_BIN)
+	$(COREDNS_BIN)/coredns -version
+
 # Redis (the Makefile's `redis`) is written into an image the node test runs.
-kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) node-packages redis
+kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) $(COREDNS_BIN)/coredns node-packages redis
 
 # The etcd command is the main package at the root of the etcd server module.
 $(ETCD_BIN)/etcd:

@@ -3,8 +3,8 @@
 namespace and a PID namespace of its own), starts the control plane without kwok, then containerd
 (Debian's, with runc and the CNI bridge + host-local plugins), the kubelet and kube-proxy built
 from the pinned k8s.io/kubernetes, imports images written here as OCI archives, and runs a
-Deployment's pod with HTTP and exec probes behind a Service, daprd and Redis; every finding goes
-to report.json and each check is asserted here.
+Deployment's pod with HTTP and exec probes behind a Service, CoreDNS from Kubernetes' DNS addon,
+daprd and Redis; every finding goes to report.json and each check is asserted here.
 
 Skipped only when something `make kube-node` builds or installs is missing, or when not run as
 root (containerd and the kubelet need it). The scenario takes about half a minute with everything
@@ -47,7 +47,7 @@ from tests.integration.kubernetes.node_scenario import CHECKS
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = float(os.environ.get("AGORA_KUBE_NODE_TEST_TIMEOUT", "600"))
 _TOOLS = KubeTools.from_environment()
-MISSING = _TOOLS.missing() + NodeTools.from_environment(_TOOLS.kube_apiserver.parent).missing()
+MISSING = _TOOLS.missing() + NodeTools.from_environment(_TOOLS).missing()
 
 pytestmark = [
     pytest.mark.integration,

@@ -92,7 +92,7 @@ class KubeError(RuntimeError):
 # Where the binaries, Dapr's chart and kwok's stages are (`make kube` builds or downloads them).
 
 
-def _go_module_cache() -> Path:
+def go_module_cache() -> Path:
     if os.environ.get("GOMODCACHE"):
         return Path(os.environ["GOMODCACHE"])
     gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
@@ -126,7 +126,7 @@ class KubeTools:
                 cache / f"dapr-{versions['DAPR_VERSION']}-{versions['DAPR_BUILD']}" / "bin",
             )
         )
-        modules = _go_module_cache()
+        modules = go_module_cache()
         return cls(
             kube_apiserver=kube / "kube-apiserver",
             kube_controller_manager=kube / "kube-controller-manager",

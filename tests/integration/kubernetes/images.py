@@ -28,6 +28,7 @@ from tests.integration.kubernetes.oci import ImageFile, Written, write_image
 
 DAPR_REGISTRY = "ghcr.io/dapr"
 REDIS_IMAGE = "agora.local/redis"
+COREDNS_IMAGE = "registry.k8s.io/coredns/coredns"
 DAPR_BINARIES = ("daprd", "sentry", "operator", "injector", "placement", "scheduler")
 NONROOT = 65532
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -113,6 +114,28 @@ def write_redis_image(folder: Path, server: Path | None = None) -> Written:
         files,
         entrypoint=["/usr/bin/redis-server"],
         user="999:999",
+        compress=False,
+    )
+
+
+def write_coredns_image(folder: Path, binary: Path, version: str) -> Written:
+    """CoreDNS (deploy/coredns) under the name Kubernetes' DNS addon runs,
+    registry.k8s.io/coredns/coredns:v<version>, as the distroless nonroot user like the published
+    image. The published binary carries the file capability to bind port 53; here the pod sandbox
+    allows unprivileged ports instead (containerd's enable_unprivileged_ports, node.py)."""
+    files = [
+        ImageFile(binary, "/coredns"),
+        ImageFile(None, "/etc/passwd", 0o644, PASSWD.encode()),
+        ImageFile(None, "/etc/group", 0o644, GROUP.encode()),
+    ]
+    if CA_BUNDLE.is_file():
+        files.append(ImageFile(CA_BUNDLE, str(CA_BUNDLE), 0o644))
+    return write_image(
+        folder / "coredns.tar",
+        f"{COREDNS_IMAGE}:v{version}",
+        files,
+        entrypoint=["/coredns"],
+        user=f"{NONROOT}:{NONROOT}",
         compress=False,
     )
 

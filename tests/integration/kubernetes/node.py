@@ -40,18 +40,23 @@ from pathlib import Path
 import yaml
 
 from agora.harness.processes import ManagedProcess, http_ok
+from agora.harness.toolchain import cache_root
 from tests.integration.kubernetes.control_plane import (
     APISERVER_IP,
     CLUSTER_DOMAIN,
     ControlPlane,
+    KubeTools,
     Obj,
     add_address,
+    go_module_cache,
     write_kubeconfig,
 )
 
 NODE_NAME = "agora-node-0"
 NODE_IP = "10.250.0.3"
 NODE_POD_CIDR = "10.244.1.0/24"
+# The kube-dns Service's address (the tenth of the Service range, as kubeadm chooses).
+CLUSTER_DNS_IP = "10.96.0.10"
 BRIDGE = "agora0"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
@@ -91,6 +96,11 @@ HOST_PATHS = (
 class NodeTools:
     kubelet: Path
     kube_proxy: Path
+    coredns: Path
+    coredns_version: str
+    # Kubernetes' own CoreDNS addon manifest (RBAC, ConfigMap, Deployment, Service), from the
+    # kubernetes module `make kube` downloaded.
+    dns_addon: Path
     containerd: Path
     containerd_shim: Path
     ctr: Path
@@ -101,7 +111,12 @@ class NodeTools:
     redis_server: Path
 
     @classmethod
-    def from_environment(cls, kube_bin: Path) -> NodeTools:
+    def from_environment(cls, tools: KubeTools) -> NodeTools:
+        kube_bin = tools.kube_apiserver.parent
+        coredns_bin = cache_root() / f"coredns-{tools.versions['COREDNS_VERSION']}" / "bin"
+        version = tools.versions["KUBERNETES_VERSION"]
+        kubernetes_module = go_module_cache() / "k8s.io" / f"kubernetes@v{version}"
+
         def which(name: str) -> Path:
             found = shutil.which(name) or next(
                 (f"{d}/{name}" for d in ("/usr/sbin", "/usr/bin", "/sbin") if Path(f"{d}/{name}").exists()),
@@ -112,6 +127,9 @@ class NodeTools:
         return cls(
             kubelet=kube_bin / "kubelet",
             kube_proxy=kube_bin / "kube-proxy",
+            coredns=coredns_bin / "coredns",
+            coredns_version=tools.versions["COREDNS_VERSION"],
+            dns_addon=kubernetes_module / "cluster" / "addons" / "dns" / "coredns" / "coredns.yaml.base",
             containerd=which("containerd"),
             containerd_shim=which("containerd-shim-runc-v2"),
             ctr=which("ctr"),
@@ -125,6 +143,7 @@ class NodeTools:
         paths = [
             self.kubelet,
             self.kube_proxy,
+            self.coredns,
             self.containerd,
             self.containerd_shim,
             self.ctr,
@@ -133,7 +152,8 @@ class NodeTools:
             *self.cni_plugins,
             self.redis_server,
         ]
-        return [str(p) for p in paths if not (p.is_file() and os.access(p, os.X_OK))]
+        gone = [str(p) for p in paths if not (p.is_file() and os.access(p, os.X_OK))]
+        return gone + ([] if self.dns_addon.is_file() else [str(self.dns_addon)])
 
 
 def cgroup_root(run_id: str) -> str:
@@ -302,6 +322,10 @@ disabled_plugins = [
   # oom_score_adj, and runc would fail to give the sandbox the kubelet's -998: containers get
   # no lower a value than containerd's own instead.
   restrict_oom_score_adj = true
+  # Pods may bind ports below 1024 without a capability (net.ipv4.ip_unprivileged_port_start=0
+  # in each pod's own network namespace), as containerd 2 does by default: CoreDNS binds 53.
+  enable_unprivileged_ports = true
+  enable_unprivileged_icmp = true
   [{cri}.containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -360,6 +384,18 @@ disabled_plugins = [
         listed = self.ctr("images", "list", "--quiet").stdout.split()
         return sorted(name for name in listed if not name.startswith("sha256:"))
 
+    def tasks_of_pods(self, name_prefix: str) -> list[str]:
+        """The running tasks (container processes, pod sandboxes included) of the pods whose names
+        start with name_prefix, as pod/container names."""
+        found: list[str] = []
+        for task in self.ctr("tasks", "list", "--quiet").stdout.split():
+            with contextlib.suppress(RuntimeError):  # a task that ended meanwhile
+                labels = json.loads(self.ctr("containers", "info", task).stdout).get("Labels") or {}
+                pod = str(labels.get("io.kubernetes.pod.name", ""))
+                if pod.startswith(name_prefix):
+                    found.append(f"{pod}/{labels.get('io.kubernetes.container.name', 'sandbox')}")
+        return sorted(found)
+
     # -- the kubelet -----------------------------------------------------------------------------
 
     def _kubelet_config(self) -> Path:
@@ -380,9 +416,10 @@ disabled_plugins = [
             "cgroupsPerQOS": True,
             # No node-allocatable cgroup to enforce (it would be made outside cgroupRoot's pods).
             "enforceNodeAllocatable": [],
-            # No cluster DNS yet: pods get an empty resolv.conf, not the host's.
+            # Pods with dnsPolicy Default get an empty resolv.conf, not the host's.
             "resolvConf": "",
             "clusterDomain": CLUSTER_DOMAIN,
+            "clusterDNS": [CLUSTER_DNS_IP],
             # A shared test machine's disk and memory are not this node's to guard; the images
             # cannot be pulled again, so they are never collected either.
             "evictionHard": {

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import secrets
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -24,8 +27,10 @@ import traceback
 from pathlib import Path
 
 import httpx
+import yaml
 
 from tests.integration.kubernetes.control_plane import (
+    CLUSTER_DOMAIN,
     REPO,
     SERVICE_CIDR,
     ControlPlane,
@@ -35,9 +40,15 @@ from tests.integration.kubernetes.control_plane import (
     interfaces,
     loopback_addresses,
 )
-from tests.integration.kubernetes.images import dapr_image_name, write_dapr_image, write_redis_image
+from tests.integration.kubernetes.images import (
+    dapr_image_name,
+    write_coredns_image,
+    write_dapr_image,
+    write_redis_image,
+)
 from tests.integration.kubernetes.node import (
     BRIDGE,
+    CLUSTER_DNS_IP,
     NODE_IP,
     NODE_NAME,
     NODE_POD_CIDR,
@@ -71,6 +82,10 @@ SERVICE = (
     "kube-proxy's iptables rules take a Service's cluster IP to its pod, from the namespace and "
     "from another pod"
 )
+DNS = (
+    "CoreDNS, built here and deployed by Kubernetes' own DNS addon manifest, resolves Service "
+    "names: a pod reaches a Service by its short name"
+)
 DELETION = "deleting the Deployment removes its pod and stops every container process of it"
 DAPRD = (
     "Dapr's daprd image, written from the cached build under the name Dapr's injector uses, runs on "
@@ -81,7 +96,7 @@ REDIS = (
     "uid 999 with a read-only root, Ready by a TCP probe, and answers commands at its pod address"
 )
 PROCESSES = "the control plane and node processes stayed up"
-CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, SERVICE, DELETION, DAPRD, REDIS, PROCESSES)
+CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, SERVICE, DNS, DELETION, DAPRD, REDIS, PROCESSES)
 DAPRD_APP_ID = "node-check"
 # daprd alone: no placement, scheduler or sentry; the HTTP API on 3500, health on 3501 as injected.
 DAPRD_ARGS = [
@@ -92,7 +107,7 @@ DAPRD_ARGS = [
 ]  # fmt: skip
 
 NOT_COVERED = [
-    "No cluster DNS: pods resolve no Service name.",
+    "Cluster DNS answers for the cluster's names only: nothing outside the namespace is asked.",
     "Of Dapr, only daprd runs on the node, alone (standalone mode, no sentry, placement or "
     "scheduler), and Redis runs beside it unused; Dapr's control plane and the Agora image do not "
     "run on the node yet, so the chart itself is not deployed here (test_kubernetes.py proves it "
@@ -147,6 +162,7 @@ class NodeScenario:
         self.archives: dict[str, Path] = {}
         self.written: list[Obj] = []
         self.pod_name = ""
+        self.cluster_ip = ""
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -416,7 +432,7 @@ class NodeScenario:
         ).stdout
         service_rules = [line for line in rules.splitlines() if cluster_ip in line]
         expect(service_rules, f"no nat rule mentions {cluster_ip}")
-        self.kube.call("DELETE", f"{path}/{DEPLOYMENT}")
+        self.cluster_ip = cluster_ip
         return {
             "cluster_ip": cluster_ip,
             "answered_from_the_namespace_as": info["hostname"],
@@ -425,22 +441,110 @@ class NodeScenario:
             "nat_rules": service_rules[:6],
         }
 
+    def dns_objects(self) -> list[Obj]:
+        """Kubernetes' CoreDNS addon for this cluster. Its Corefile forwards other names to the
+        pod's resolv.conf, which is empty here (nothing outside the namespace to ask): that
+        block is left out."""
+        text = self.node.tools.dns_addon.read_text()
+        for key, value in (
+            ("__DNS__DOMAIN__", CLUSTER_DOMAIN),
+            ("__DNS__SERVER__", CLUSTER_DNS_IP),
+            ("__DNS__MEMORY__LIMIT__", "170Mi"),
+        ):
+            text = text.replace(key, value)
+        text, forwards = re.subn(r"\n\s*forward \. /etc/resolv\.conf \{[^}]*\}", "", text)
+        expect(forwards == 1, "the addon's Corefile has no `forward . /etc/resolv.conf` block to leave out")
+        return [doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
+
+    def pod_runs_to_completion(self, name: str, args: list[str], dns_policy: str) -> tuple[str, str]:
+        pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        client = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                "restartPolicy": "Never",
+                "dnsPolicy": dns_policy,
+                "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsUser": POD_USER, "runAsNonRoot": True},
+                "containers": [
+                    {"name": "probe", "image": TEST_IMAGE, "imagePullPolicy": "Never", "args": args}
+                ],
+            },
+        }
+        self.kube.call("POST", pods, body=client)
+
+        def finished() -> str | None:
+            phase = str((self.kube.get(f"{pods}/{name}") or {}).get("status", {}).get("phase", ""))
+            return phase if phase in ("Succeeded", "Failed") else None
+
+        phase: str = self.kube.wait_for(f"the {name} pod finished", finished, timeout=90)
+        log = self.kube.http.get(f"{pods}/{name}/log").text
+        self.delete_pod(name)
+        return phase, log
+
+    def dns(self) -> Obj:
+        started = time.monotonic()
+        tools = self.node.tools
+        written = write_coredns_image(self.plane.workdir / "images", tools.coredns, tools.coredns_version)
+        imported = self.node.import_image(written.archive)
+        written.archive.unlink()
+        objects = self.dns_objects()
+        images = [
+            c["image"]
+            for o in objects
+            if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]
+        ]
+        expect(images == [written.name], f"the addon runs {images}, the image written here is {written.name}")
+        for obj in objects:
+            self.kube.call("POST", self.kube.collection_of(obj), body=obj)
+        coredns = self.plane.running_pod("kube-system", "k8s-app=kube-dns", timeout=120)
+        service = self.kube.get("/api/v1/namespaces/kube-system/services/kube-dns") or {}
+        expect(service.get("spec", {}).get("clusterIP") == CLUSTER_DNS_IP, f"kube-dns: {service.get('spec')}")
+        name = f"{DEPLOYMENT}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}"
+
+        def resolved() -> list[str] | None:
+            # Until kube-proxy has the Ready endpoint, its rules refuse the packet (EPERM).
+            try:
+                return resolve(name, CLUSTER_DNS_IP, timeout=2)
+            except (OSError, CheckFailed):
+                return None
+
+        answer: list[str] = self.kube.wait_for(f"{name} resolved by {CLUSTER_DNS_IP}", resolved, timeout=60)
+        expect(
+            answer == [self.cluster_ip],
+            f"{DEPLOYMENT}.{NAMESPACE}.svc resolved to {answer}, not {self.cluster_ip}",
+        )
+        phase, log = self.pod_runs_to_completion(
+            "dns-client", ["probe", f"http://{DEPLOYMENT}/healthz"], "ClusterFirst"
+        )
+        expect(phase == "Succeeded", f"the client pod {phase}: {log[:500]}")
+        return {
+            "image": written.describe(),
+            "ctr_import": imported,
+            "coredns_pod": coredns["metadata"]["name"],
+            "objects": [f"{o['kind']} {o['metadata']['name']}" for o in objects],
+            "resolved_from_the_namespace": answer,
+            "client_pod": f"{phase}: http://{DEPLOYMENT}/healthz",
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
     def deletion(self) -> Obj:
+        self.kube.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/services/{DEPLOYMENT}", ok=(200, 202, 404))
         self.kube.call("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{DEPLOYMENT}")
         self.kube.wait_for("the testpod pods gone", lambda: not self.pods(), timeout=90)
 
         # A task is a container's running process; the stopped containers' records stay until
         # the kubelet's garbage collection (every minute) removes them.
-        def no_tasks() -> bool:
-            return not self.node.ctr("tasks", "list", "--quiet").stdout.split()
-
-        self.kube.wait_for("no container process left in containerd", no_tasks, timeout=90)
-        return {
-            "ctr_tasks": [],
-            "ctr_containers_awaiting_garbage_collection": self.node.ctr(
-                "containers", "list", "--quiet"
-            ).stdout.split(),
-        }
+        self.kube.wait_for(
+            "no container process of the Deployment's pods left in containerd",
+            lambda: not self.node.tasks_of_pods(f"{DEPLOYMENT}-"),
+            timeout=90,
+        )
+        return {"tasks_of_the_pods": [], "tasks_left_of_other_pods": self.node.tasks_of_pods("")}
 
     def daprd_pod(self) -> Obj:
         return {
@@ -628,12 +732,37 @@ class NodeScenario:
             (LOGS, self.logs, (POD_RUNNING,)),
             (LIVENESS, self.liveness, (POD_RUNNING,)),
             (SERVICE, self.service, (POD_RUNNING,)),
+            (DNS, self.dns, (SERVICE,)),
             (DELETION, self.deletion, (POD_RUNNING,)),
             (DAPRD, self.daprd, (NODE_READY,)),
             (REDIS, self.redis, (NODE_READY,)),
             (PROCESSES, self.processes, ()),
         ):
             self.report.run(name, check, needs=needs)
+
+
+def resolve(name: str, server: str, timeout: float = 5) -> list[str]:
+    """The A records a DNS server gives for a name (one UDP query, no recursion wanted)."""
+    query_id = secrets.randbelow(1 << 16)
+    question = b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\0"
+    packet = struct.pack("!HHHHHH", query_id, 0x0100, 1, 0, 0, 0) + question + struct.pack("!HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout)
+        sock.sendto(packet, (server, 53))
+        reply = sock.recv(4096)
+    answer_id, flags, _, answers, _, _ = struct.unpack("!HHHHHH", reply[:12])
+    if answer_id != query_id or flags & 0x000F:
+        raise CheckFailed(f"{server} answered {name} with rcode {flags & 0x000F}")
+    offset = 12 + len(question) + 4
+    found: list[str] = []
+    for _ in range(answers):
+        offset += 2 if reply[offset] & 0xC0 == 0xC0 else len(question)  # the name (a pointer here)
+        kind, _, _, length = struct.unpack("!HHIH", reply[offset : offset + 10])
+        offset += 10
+        if kind == 1 and length == 4:
+            found.append(".".join(str(b) for b in reply[offset : offset + 4]))
+        offset += length
+    return found
 
 
 def refuse_to_run_outside_namespaces() -> None:
@@ -657,7 +786,7 @@ def main(argv: list[str]) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     report = Report(workdir / "report.json", not_covered=NOT_COVERED, deviations=DEVIATIONS)
     tools = KubeTools.from_environment()
-    node_tools = NodeTools.from_environment(tools.kube_apiserver.parent)
+    node_tools = NodeTools.from_environment(tools)
     missing = tools.missing() + node_tools.missing()
     report.extra["versions"] = {k: v for k, v in tools.versions.items() if k.endswith("_VERSION")}
     if missing:
