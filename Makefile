@@ -34,7 +34,7 @@ help:
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
 	@echo "make kube-node  make kube, plus kubelet, kube-proxy, CoreDNS (once); containerd, runc, CNI from apt"
-	@echo "make test-kubernetes-node  a real kubelet node on the loopback-only control plane (about a minute)"
+	@echo "make test-kubernetes-node  a real node (kubelet, containerd) running pods, Dapr included (about a minute)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
 	@echo "make chaos   the whole fault matrix (about an hour); its table goes to docs/guarantees.md"
 	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"

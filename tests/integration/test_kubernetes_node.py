@@ -4,10 +4,11 @@ namespace and a PID namespace of its own), starts the control plane without kwok
 (Debian's, with runc and the CNI bridge + host-local plugins), the kubelet and kube-proxy built
 from the pinned k8s.io/kubernetes, imports images written here as OCI archives, and runs a
 Deployment's pod with HTTP and exec probes behind a Service, CoreDNS from Kubernetes' DNS addon,
-daprd and Redis; every finding goes to report.json and each check is asserted here.
+daprd, Redis, and Dapr's control plane from Dapr's chart with an injected daprd; every finding
+goes to report.json and each check is asserted here.
 
 Skipped only when something `make kube-node` builds or installs is missing, or when not run as
-root (containerd and the kubelet need it). The scenario takes about half a minute with everything
+root (containerd and the kubelet need it). The scenario takes about a minute with everything
 built. When it is over, however it ended: no process of it is left (the PID namespace dies with
 its first process; its processes are also tagged with AGORA_RUN_ID), its cgroups are removed, no
 mount of it is visible here, none of the host paths the kubelet and containerd write to exists

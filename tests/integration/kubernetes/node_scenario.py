@@ -14,7 +14,9 @@ failed, 2 when it could not run at all.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -41,6 +43,7 @@ from tests.integration.kubernetes.control_plane import (
     loopback_addresses,
 )
 from tests.integration.kubernetes.images import (
+    DAPR_BINARIES,
     dapr_image_name,
     write_coredns_image,
     write_dapr_image,
@@ -95,8 +98,31 @@ REDIS = (
     "Debian's redis-server, written with its shared libraries into an image, runs on the node as "
     "uid 999 with a read-only root, Ready by a TCP probe, and answers commands at its pod address"
 )
+DAPR = (
+    "Dapr's chart runs Dapr's control plane as pods on the node from images written here, and its "
+    "injector gives an annotated pod a daprd that gets its identity from sentry and becomes Ready"
+)
 PROCESSES = "the control plane and node processes stayed up"
-CHECKS = (IMAGES, NODE_READY, POD_RUNNING, LOGS, LIVENESS, SERVICE, DNS, DELETION, DAPRD, REDIS, PROCESSES)
+CHECKS = (
+    IMAGES,
+    NODE_READY,
+    POD_RUNNING,
+    LOGS,
+    LIVENESS,
+    SERVICE,
+    DNS,
+    DELETION,
+    DAPRD,
+    REDIS,
+    DAPR,
+    PROCESSES,
+)
+DAPR_APP_ID = "node-app"
+# Dapr's chart on one node: one replica of each, the scheduler's data in memory (no volumes).
+DAPR_CHART_VALUES: Obj = {
+    "global": {"ha": {"enabled": False}},
+    "dapr_scheduler": {"cluster": {"inMemoryStorage": True}},
+}
 DAPRD_APP_ID = "node-check"
 # daprd alone: no placement, scheduler or sentry; the HTTP API on 3500, health on 3501 as injected.
 DAPRD_ARGS = [
@@ -108,10 +134,9 @@ DAPRD_ARGS = [
 
 NOT_COVERED = [
     "Cluster DNS answers for the cluster's names only: nothing outside the namespace is asked.",
-    "Of Dapr, only daprd runs on the node, alone (standalone mode, no sentry, placement or "
-    "scheduler), and Redis runs beside it unused; Dapr's control plane and the Agora image do not "
-    "run on the node yet, so the chart itself is not deployed here (test_kubernetes.py proves it "
-    "against kwok nodes).",
+    "Dapr's control plane and an injected daprd run on the node, and Redis beside them unused; the "
+    "Agora image does not exist here (it needs buildah and debootstrap), so the chart itself is "
+    "not deployed on the node (test_kubernetes.py proves it against kwok nodes).",
     "One node; the kubelet authenticates with the admin token and serves the API server "
     "anonymously (AlwaysAllow), instead of node credentials and webhook authorization.",
 ]
@@ -719,6 +744,101 @@ class NodeScenario:
             "seconds_to_ready": seconds,
         }
 
+    def dapr(self) -> Obj:
+        started = time.monotonic()
+        images = self.plane.workdir / "images"
+        written = []
+        for binary in DAPR_BINARIES:
+            if binary == "daprd":
+                continue  # imported by the daprd check
+            image = write_dapr_image(binary, images)
+            self.node.import_image(image.archive)
+            image.archive.unlink()
+            written.append(image.name)
+        values = json.loads(json.dumps(DAPR_CHART_VALUES))
+        values["global"]["tag"] = self.plane.tools.versions["DAPR_VERSION"]
+        values_file = self.plane.workdir / "dapr-node-values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        done = self.plane.helm(
+            "install", "dapr", str(self.plane.tools.dapr_chart), "--namespace", "dapr-system",
+            "--create-namespace", "--values", str(values_file), "--wait", "--timeout", "5m",
+        )  # fmt: skip
+        if done.returncode != 0:
+            pods = self.kube.items("/api/v1/namespaces/dapr-system/pods")
+            raise CheckFailed(
+                f"helm install dapr: {done.stderr.strip()[-1500:]}; pods: {[self._summary(p) for p in pods]}"
+            )
+        control_plane = {
+            p["metadata"]["name"]: p["status"]["podIP"]
+            for p in self.kube.items("/api/v1/namespaces/dapr-system/pods")
+        }
+        installed = round(time.monotonic() - started, 1)
+        app = self.deployment()
+        app["metadata"]["name"] = "dapr-app"
+        template = app["spec"]["template"]
+        app["spec"]["selector"]["matchLabels"] = {"app": "dapr-app"}
+        # daprd finds sentry, placement and the scheduler by their Service names.
+        template["spec"]["dnsPolicy"] = "ClusterFirst"
+        template["metadata"] = {
+            "labels": {"app": "dapr-app"},
+            "annotations": {
+                "dapr.io/enabled": "true",
+                "dapr.io/app-id": DAPR_APP_ID,
+                "dapr.io/app-port": str(PORT),
+                "dapr.io/log-as-json": "true",
+                # As the chart's pods: no Kubernetes API token in the pod, so no built-in
+                # Kubernetes secret store (it would need one).
+                "dapr.io/disable-builtin-k8s-secret-store": "true",
+            },
+        }
+        self.kube.call("POST", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", body=app)
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+        def ready() -> Obj | None:
+            for pod in self.kube.items(path, labelSelector="app=dapr-app"):
+                conditions = pod.get("status", {}).get("conditions") or []
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                    return pod
+            return None
+
+        try:
+            pod: Obj = self.kube.wait_for("the Dapr app's pod Ready", ready, timeout=120)
+        except KubeError as exc:
+            pods = self.kube.items(path, labelSelector="app=dapr-app")
+            logs = {
+                p["metadata"]["name"]: self.kube.http.get(
+                    f"{path}/{p['metadata']['name']}/log", params={"container": "daprd"}
+                ).text[-1500:]
+                for p in pods
+            }
+            raise CheckFailed(f"{exc}; {[self._summary(p) for p in pods]}; daprd logs: {logs}") from exc
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        expect("daprd" in containers, f"containers: {containers}")
+        daprd = next(c for c in pod["spec"]["containers"] if c["name"] == "daprd")
+        log = self.kube.http.get(f"{path}/{pod['metadata']['name']}/log", params={"container": "daprd"}).text
+        identity = []
+        for line in log.splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if "security" in str(entry.get("scope", "")):
+                    identity.append(str(entry.get("msg", ""))[:200])
+        expect(
+            any("identity" in message.lower() for message in identity),
+            f"daprd's security log says nothing of its identity: {identity}",
+        )
+        healthz = httpx.get(f"http://{pod['status']['podIP']}:3501/v1.0/healthz", timeout=5).status_code
+        expect(healthz == 204, f"daprd's /v1.0/healthz answered {healthz}")
+        return {
+            "images": written,
+            "control_plane_pods": control_plane,
+            "helm_install_seconds": installed,
+            "app_pod": pod["metadata"]["name"],
+            "containers": containers,
+            "daprd_image": daprd["image"],
+            "daprd_identity_log": identity[:8],
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
     def processes(self) -> Obj:
         dead = self.plane.stopped() + [p.name for p in self.node.processes if not p.running()]
         expect(not dead, f"stopped: {dead}")
@@ -736,6 +856,7 @@ class NodeScenario:
             (DELETION, self.deletion, (POD_RUNNING,)),
             (DAPRD, self.daprd, (NODE_READY,)),
             (REDIS, self.redis, (NODE_READY,)),
+            (DAPR, self.dapr, (DAPRD, DNS)),
             (PROCESSES, self.processes, ()),
         ):
             self.report.run(name, check, needs=needs)
