@@ -148,6 +148,12 @@ DEVIATIONS = [
     "The kubelet and containerd see private /run, /var/lib and /var/log, and files holding the "
     "values the kubelet wants over its machine-wide kernel settings (node.py).",
     "Pods' cgroups are under a cgroup root named after the run, not at the top of each hierarchy.",
+    "containerd restricts pods' OOM score adjustment to its own (this machine's processes lack "
+    "CAP_SYS_RESOURCE, so runc could not give the pod sandbox the kubelet's -998) and lets pods "
+    "bind ports below 1024 (CoreDNS's published binary has a file capability for that instead).",
+    "The images hold the program and what it loads, not a distroless or Debian base; Dapr's and "
+    "CoreDNS's carry the names upstream publishes them under, and nothing is pulled.",
+    "The DNS addon's Corefile is applied without its forward block (nothing to forward to).",
 ]
 
 
