@@ -23,7 +23,7 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run redis go-agent tools run test test-unit test-integration bench chaos soak lint clean
+.PHONY: help venv dapr jaeger jaeger-run redis go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change;"
@@ -33,6 +33,8 @@ help:
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
+	@echo "make kube-node  make kube, plus kubelet, kube-proxy, CoreDNS (once); containerd, runc, CNI from apt"
+	@echo "make test-kubernetes-node  a real node (kubelet, containerd) running pods, Dapr included (about a minute)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
 	@echo "make chaos   the whole fault matrix (about an hour); its table goes to docs/guarantees.md"
 	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"
@@ -98,14 +100,18 @@ run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)
 	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
 		$(if $(AGENTS),--agents $(abspath $(AGENTS)))
 
-test: tools kube
+test: tools kube-node
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: tools kube
+test-integration: tools kube-node
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# The node test alone: the kubelet, containerd and runc running pods (tests/integration/kubernetes/node.py).
+test-kubernetes-node: venv kube-node
+	$(PY) -m pytest tests/integration/test_kubernetes_node.py $(PYTEST_ARGS)
 
 bench: venv dapr jaeger redis
 	$(PY) -m bench

@@ -1,13 +1,16 @@
 # What the Kubernetes control-plane tests run: kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector. Included from
-# the Makefile after it sets CACHE, DAPR_BIN, DAPR_TAGS and GO_ENV; versions are pinned in
-# deploy/versions.env. Like Dapr, each is built from the Go module proxy once per version into
-# the cache outside the clone, in a .partial folder that is renamed into place when complete.
+# kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector; and what the
+# node test adds (`make kube-node`): the kubelet, kube-proxy and CoreDNS, with containerd, runc,
+# the CNI plugins and iptables from Debian. Included from the Makefile after it sets CACHE, DAPR_BIN,
+# DAPR_TAGS and GO_ENV; versions are pinned in deploy/versions.env. Like Dapr, each is built from
+# the Go module proxy once per version into the cache outside the clone, in a .partial folder
+# that is renamed into place when complete.
 
 KUBE_BIN := $(CACHE)/kubernetes-$(KUBERNETES_VERSION)/bin
 ETCD_BIN := $(CACHE)/etcd-$(ETCD_VERSION)/bin
 HELM_BIN := $(CACHE)/helm-$(HELM_VERSION)/bin
 KWOK_BIN := $(CACHE)/kwok-$(KWOK_VERSION)/bin
+COREDNS_BIN := $(CACHE)/coredns-$(COREDNS_VERSION)/bin
 
 KUBE_CMDS  := kube-apiserver kube-controller-manager kube-scheduler
 KUBE_MAJOR := $(word 1,$(subst ., ,$(KUBERNETES_VERSION)))
@@ -25,7 +28,7 @@ KUBE_VERSION_VARS := gitVersion=v$(KUBERNETES_VERSION) gitMajor=$(KUBE_MAJOR) \
 KUBE_LDFLAGS = -s -w $(strip $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	$(foreach var,$(KUBE_VERSION_VARS),-X $(pkg).$(var))))
 
-.PHONY: kube
+.PHONY: kube kube-node node-packages
 
 kube: $(KUBE_BIN)/kube-apiserver $(ETCD_BIN)/etcd $(HELM_BIN)/helm $(KWOK_BIN)/kwok \
 	$(DAPR_BIN)/operator $(DAPR_BIN)/injector
@@ -45,6 +48,44 @@ $(KUBE_BIN)/kube-apiserver:
 		-o $(KUBE_BIN).partial/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
 	rm -rf $(KUBE_BIN) && mv $(KUBE_BIN).partial $(KUBE_BIN)
 	$(KUBE_BIN)/kube-apiserver --version
+
+# The node's commands (kubelet, kube-proxy), from the same module, flags and version stamp, added
+# to an existing cache (a rebuild of the control plane replaces the folder, and these rules then
+# run again).
+KUBE_NODE_CMDS := kubelet kube-proxy
+$(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)): | $(KUBE_BIN)/kube-apiserver
+	@echo "building Kubernetes $(KUBERNETES_VERSION) $(@F) into $(KUBE_BIN)"
+	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
+		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
+		time $(GO_ENV) nice go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
+		-o $@.partial k8s.io/kubernetes/cmd/$(@F)
+	mv $@.partial $@
+	$@ --version
+
+# What runs the node's containers, from Debian: containerd (with its `ctr` client), runc, the
+# CNI plugins (bridge, host-local, loopback in /usr/lib/cni) and iptables. Installed only when
+# one is missing.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q '^install ok installed$$' || echo $$p; done); \
+		[ -z "$$missing" ] || { echo "installing" $$missing; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
+
+# CoreDNS with the plugins of Kubernetes' DNS addon only (deploy/coredns/main.go).
+$(COREDNS_BIN)/coredns:
+	@grep -q "github.com/coredns/coredns v$(COREDNS_VERSION)$$" deploy/coredns/go.mod || \
+		{ echo "deploy/coredns/go.mod does not pin coredns v$(COREDNS_VERSION)"; exit 1; }
+	@echo "building CoreDNS $(COREDNS_VERSION) into $(COREDNS_BIN)"
+	rm -rf $(COREDNS_BIN).partial && mkdir -p $(COREDNS_BIN).partial
+	cd deploy/coredns && time $(GO_ENV) nice go build -trimpath -ldflags "-s -w" \
+		-o $(COREDNS_BIN).partial/coredns .
+	rm -rf $(COREDNS_BIN) && mv $(COREDNS_BIN).partial $(COREDNS_BIN)
+	$(COREDNS_BIN)/coredns -version
+
+# Redis (the Makefile's `redis`) is written into an image the node test runs.
+kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) $(COREDNS_BIN)/coredns node-packages redis
 
 # The etcd command is the main package at the root of the etcd server module.
 $(ETCD_BIN)/etcd:

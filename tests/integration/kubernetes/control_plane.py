@@ -92,7 +92,7 @@ class KubeError(RuntimeError):
 # Where the binaries, Dapr's chart and kwok's stages are (`make kube` builds or downloads them).
 
 
-def _go_module_cache() -> Path:
+def go_module_cache() -> Path:
     if os.environ.get("GOMODCACHE"):
         return Path(os.environ["GOMODCACHE"])
     gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
@@ -126,7 +126,7 @@ class KubeTools:
                 cache / f"dapr-{versions['DAPR_VERSION']}-{versions['DAPR_BUILD']}" / "bin",
             )
         )
-        modules = _go_module_cache()
+        modules = go_module_cache()
         return cls(
             kube_apiserver=kube / "kube-apiserver",
             kube_controller_manager=kube / "kube-controller-manager",
@@ -535,6 +535,10 @@ class _Token:
 class ControlPlane:
     workdir: Path
     tools: KubeTools
+    # False for a cluster whose nodes are real kubelets (node.py): no fake node to schedule onto.
+    with_kwok: bool = True
+    # More kube-apiserver flags (node.py: how it reaches a real kubelet).
+    apiserver_args: list[str] = field(default_factory=list)
     processes: list[ManagedProcess] = field(default_factory=list)
     pods: list[PodProcess] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -593,7 +597,8 @@ class ControlPlane:
         self._kube = Kube(self.server, self.pki.ca_cert, self.token)
         self._start_controller_manager()
         self._start_scheduler()
-        self._start_kwok()
+        if self.with_kwok:
+            self._start_kwok()
         self.proxy_services()
         self._refresher = threading.Thread(target=self._refresh_tokens, name="token-refresher", daemon=True)
         self._refresher.start()
@@ -670,6 +675,7 @@ class ControlPlane:
                 "--profiling=false",
                 "--endpoint-reconciler-type=lease",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         apiserver.wait_until(

@@ -1,0 +1,155 @@
+"""Dapr's images, written as OCI archives from the binaries `make dapr` and `make kube` built, under
+the names Dapr's chart and sidecar injector use (`ghcr.io/dapr/<binary>:<version>`), so that a node
+that imported them never needs the registry (imagePullPolicy IfNotPresent finds them).
+
+Each image is what Dapr publishes, minus the distroless base's other files: the binary at
+/<binary> (the chart's `command`, the injector's `/daprd`), run by default as the distroless
+`nonroot` user 65532 (numeric, so the kubelet can check `runAsNonRoot`), with /etc/passwd and
+/etc/group naming it, /tmp, the nonroot user's home, and this machine's CA bundle.
+
+Redis, which the chart expects beside it, is Debian's redis-server with its shared libraries.
+
+    python -m tests.integration.kubernetes.images <folder> [binary...]
+
+writes <folder>/<binary>.tar for each of Dapr's six binaries and `redis` (all by default).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from agora.harness.toolchain import cache_root, pinned_versions
+from tests.integration.kubernetes.oci import ImageFile, Written, write_image
+
+DAPR_REGISTRY = "ghcr.io/dapr"
+REDIS_IMAGE = "agora.local/redis"
+COREDNS_IMAGE = "registry.k8s.io/coredns/coredns"
+DAPR_BINARIES = ("daprd", "sentry", "operator", "injector", "placement", "scheduler")
+NONROOT = 65532
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+PASSWD = (
+    "root:x:0:0:root:/root:/sbin/nologin\n"
+    f"nonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"
+)
+GROUP = f"root:x:0:\nnonroot:x:{NONROOT}:\n"
+
+
+def dapr_bin() -> Path:
+    versions = pinned_versions()
+    return cache_root() / f"dapr-{versions['DAPR_VERSION']}-{versions['DAPR_BUILD']}" / "bin"
+
+
+def dapr_image_name(binary: str) -> str:
+    return f"{DAPR_REGISTRY}/{binary}:{pinned_versions()['DAPR_VERSION']}"
+
+
+def write_dapr_image(binary: str, folder: Path, bin_folder: Path | None = None) -> Written:
+    if binary not in DAPR_BINARIES:
+        raise ValueError(f"{binary}: not one of Dapr's binaries {DAPR_BINARIES}")
+    source = (bin_folder or dapr_bin()) / binary
+    files = [
+        ImageFile(source, f"/{binary}"),
+        ImageFile(None, "/etc/passwd", 0o644, PASSWD.encode()),
+        ImageFile(None, "/etc/group", 0o644, GROUP.encode()),
+        ImageFile(None, "/home/nonroot/.keep", 0o644),
+    ]
+    if CA_BUNDLE.is_file():
+        files.append(ImageFile(CA_BUNDLE, str(CA_BUNDLE), 0o644))
+    return write_image(
+        folder / f"{binary}.tar",
+        dapr_image_name(binary),
+        files,
+        entrypoint=[f"/{binary}"],
+        env={"HOME": "/home/nonroot"},
+        user=f"{NONROOT}:{NONROOT}",
+        compress=False,
+    )
+
+
+def shared_libraries(binary: Path) -> list[Path]:
+    """The shared libraries a dynamically linked program loads (ldd), the dynamic loader included,
+    at the paths it looks for them."""
+    done = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30, check=True)
+    found: list[Path] = []
+    for line in done.stdout.splitlines():
+        match = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
+        if match:
+            found.append(Path(match.group(1)))
+    return found
+
+
+def write_redis_image(folder: Path, server: Path | None = None) -> Written:
+    """Debian's redis-server (the one `make redis` installs) with its shared libraries, as
+    agora.local/redis:<version>, run by default as uid 999 (the redis user of Redis's own images).
+    Each file is a copy of what the symlinks point to, at the path the program asks for."""
+    # redis-server is a link to redis-check-rdb in Debian: the program acts by the name it is run as.
+    command = Path(server or shutil.which("redis-server") or "/usr/bin/redis-server")
+    binary = Path(os.path.realpath(command))
+    version = subprocess.run(
+        [str(command), "--version"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    match = re.search(r"v=(\S+)", version)
+    if not match:
+        raise RuntimeError(f"redis-server --version: {version!r}")
+    files = [ImageFile(binary, "/usr/bin/redis-server")]
+    files += [ImageFile(Path(os.path.realpath(lib)), str(lib)) for lib in shared_libraries(binary)]
+    files += [
+        ImageFile(
+            None,
+            "/etc/passwd",
+            0o644,
+            b"root:x:0:0:root:/root:/sbin/nologin\nredis:x:999:999::/data:/sbin/nologin\n",
+        ),
+        ImageFile(None, "/etc/group", 0o644, b"root:x:0:\nredis:x:999:\n"),
+        ImageFile(None, "/data/.keep", 0o644),
+    ]
+    return write_image(
+        folder / "redis.tar",
+        f"{REDIS_IMAGE}:{match.group(1)}",
+        files,
+        entrypoint=["/usr/bin/redis-server"],
+        user="999:999",
+        compress=False,
+    )
+
+
+def write_coredns_image(folder: Path, binary: Path, version: str) -> Written:
+    """CoreDNS (deploy/coredns) under the name Kubernetes' DNS addon runs,
+    registry.k8s.io/coredns/coredns:v<version>, as the distroless nonroot user like the published
+    image. The published binary carries the file capability to bind port 53; here the pod sandbox
+    allows unprivileged ports instead (containerd's enable_unprivileged_ports, node.py)."""
+    files = [
+        ImageFile(binary, "/coredns"),
+        ImageFile(None, "/etc/passwd", 0o644, PASSWD.encode()),
+        ImageFile(None, "/etc/group", 0o644, GROUP.encode()),
+    ]
+    if CA_BUNDLE.is_file():
+        files.append(ImageFile(CA_BUNDLE, str(CA_BUNDLE), 0o644))
+    return write_image(
+        folder / "coredns.tar",
+        f"{COREDNS_IMAGE}:v{version}",
+        files,
+        entrypoint=["/coredns"],
+        user=f"{NONROOT}:{NONROOT}",
+        compress=False,
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder = Path(argv[1])
+    for binary in argv[2:] or [*DAPR_BINARIES, "redis"]:
+        written = write_redis_image(folder) if binary == "redis" else write_dapr_image(binary, folder)
+        print(f"{written.name}: {written.archive} ({written.manifest_digest})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
