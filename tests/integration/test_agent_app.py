@@ -155,6 +155,8 @@ def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: 
     escalation_id = parked(market, task_id)
     board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
     assert board["status"] == "ALLOCATED" and board["outcome"] is None, "paused, not ended"
+    bid = board["allocation"]["winning_bid"]
+    assert bid["rationale"] == "Cautious: a careful migration" and not bid["fallback"], "its model's own bid"
 
     port = ["--dapr-http-port", str(console(market).endpoints.dapr_http_port)]
     decided = subprocess.run(

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from dapr.ext.workflow import DaprWorkflowContext
 from fastapi import FastAPI
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
@@ -49,6 +49,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.record import SheetOutcome
+from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import EscalationActors, RegistryClient, escalation_actors, task_actors
@@ -117,6 +118,19 @@ class AgentLoad:
 
 Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
 Estimator = Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer] | BidOffer]
+MODEL_ESTIMATE = "model"
+"""`Agent(estimate="model")`: the agent's runner's model estimates each task it is asked about."""
+
+
+class TaskEstimate(BaseModel):
+    """What an agent's model is asked for when it bids: steps and its chance, for this task."""
+
+    estimated_steps: int = Field(ge=1, le=10_000)
+    self_reported_success_prob: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(default="", max_length=500)
+
+
+TASK_ESTIMATE_SCHEMA: dict[str, Any] = TaskEstimate.model_json_schema()
 
 
 @dataclass
@@ -129,7 +143,9 @@ class Agent:
     runner: AgentRunner | None = None
     instructions: str = ""
     handler: Handler | None = None
-    estimate: Estimator | None = None
+    estimate: Estimator | Literal["model"] | None = None
+    """How it bids: a function of the task and its load, "model" (its runner's model reads the
+    task, its price and its load), or None (its price, load and step allowance)."""
     max_concurrent_runs: int = 4
     bids: Literal["self", "market"] = "self"
     """Who writes the agent's bids: the agent itself (its app answers each solicitation), or
@@ -143,6 +159,8 @@ class Agent:
             raise ValueError("max_concurrent_runs is at least 1")
         if self.estimate is not None and self.bids == "market":
             raise ValueError(f"agent {self.profile.agent_id}: an estimate function is for bids='self'")
+        if self.estimate == MODEL_ESTIMATE and self.runner is None:
+            raise ValueError(f"agent {self.profile.agent_id}: estimate='model' needs a runner")
 
     @property
     def agent_id(self) -> str:
@@ -152,6 +170,10 @@ class Agent:
         load = AgentLoad(self.runs_in_flight, self.max_concurrent_runs)
         if self.estimate is None:
             return default_estimate(self.profile, spec, load)
+        if self.estimate == MODEL_ESTIMATE:
+            assert self.runner is not None
+            return await model_estimate(self.runner, self.profile, spec, load)
+        assert not isinstance(self.estimate, str)
         offer = self.estimate(spec, load)
         return await offer if inspect.isawaitable(offer) else offer
 
@@ -166,6 +188,36 @@ def default_estimate(profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
         estimated_steps=steps,
         rationale=f"{profile.agent_name}: about {steps} steps, {load.runs_in_flight} of "
         f"{load.max_concurrent_runs} runs under way",
+    )
+
+
+async def model_estimate(
+    runner: AgentRunner, profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
+) -> BidOffer:
+    """The agent's own model reads the task, with the agent's skills, price, step allowance and
+    load, and estimates its steps and its chance; the cost is those steps at its real price. An
+    answer out of form falls back to `default_estimate`."""
+    ask = [
+        ChatMessage(
+            role="system",
+            content=f"You are {profile.agent_name}, skilled in {', '.join(profile.skill_tags)}. You are "
+            f"asked to bid for a task. Each step you take costs ${profile.cost_per_step_usd}; you take at "
+            f"most {profile.max_steps} steps; {load.runs_in_flight} of your {load.max_concurrent_runs} "
+            "runs are under way. Estimate the steps the task needs and how likely you are to do it.",
+        ),
+        ChatMessage(role="user", content=f"Task: {spec.description}"[:MAX_TEXT_CHARS]),
+    ]
+    routed = await runner.router.complete(f"{profile.agent_id}.bid", ask, json_schema=TASK_ESTIMATE_SCHEMA)
+    try:
+        estimate = TaskEstimate.model_validate(extract_json_object(routed.completion.text))
+    except (ValueError, ValidationError):
+        return default_estimate(profile, spec, load)
+    steps = min(profile.max_steps, estimate.estimated_steps)
+    return BidOffer(
+        self_reported_success_prob=estimate.self_reported_success_prob,
+        estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
+        estimated_steps=steps,
+        rationale=f"{profile.agent_name}: {estimate.rationale or f'about {steps} steps'}"[:MAX_NOTE_CHARS],
     )
 
 

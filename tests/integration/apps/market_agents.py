@@ -58,7 +58,11 @@ steady = Agent(
 
 
 def hesitate(messages: Sequence[ChatMessage]) -> str | None:
-    """Unsure until a person answers; then it follows the person's prompt."""
+    """Unsure until a person answers; then it follows the person's prompt. Asked to bid, it
+    estimates the task itself (its model bids for it)."""
+    if "asked to bid" in messages[0].content:
+        return json.dumps({"estimated_steps": 2, "self_reported_success_prob": 0.6,
+                           "rationale": "a careful migration"})  # fmt: skip
     answered = [m.content for m in messages if m.role == "user" and m.content.startswith("A person answered")]
     if not answered:
         return json.dumps({"thought": "I am really not sure this migration is safe", "action": "final",
@@ -71,6 +75,7 @@ def hesitate(messages: Sequence[ChatMessage]) -> str | None:
 cautious = Agent(
     CapabilityProfile(agent_id="cautious", agent_name="Cautious", skill_tags=["migration"], max_steps=4),
     runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
+    estimate="model",
 )
 
 
