@@ -15,9 +15,16 @@ from agora.cli.demo import invoker, run_demo, session_continuation
 from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.console.users import LOCAL_PERSON, local_sign_in
 from agora.harness.cluster import LocalCluster
 from agora.harness.processes import ProcessFailed
-from agora.harness.system import JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
+from agora.harness.system import (
+    CONSOLE,
+    JAEGER_DEFAULT_PORTS,
+    SERVICES_BY_PROFILE,
+    app_id_hosting,
+    console_with,
+)
 from agora.harness.toolchain import MissingTool
 
 __all__ = ["cmd_run", "serve_locally"]
@@ -53,7 +60,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
     for spec in SERVICES_BY_PROFILE[args.profile]:
-        cluster.add_service(spec)
+        if spec.app_id != CONSOLE.app_id:
+            cluster.add_service(spec)
+    users_file, secret_file = local_sign_in(run_dir.resolve() / "console")
+    running = {r.spec.app_id for r in cluster.replicas}
+    [console] = cluster.add_service(console_with(running, str(users_file)))
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     for replica in cluster.replicas:
         ep = replica.endpoints
@@ -67,9 +78,11 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     def app_id_for(service: str) -> str:
         return app_id_hosting(service, app_ids)
 
-    # People's tools, the demo among them, speak through the console's sidecar where there is
-    # one (topic scopes and access policies name it); otherwise through the only app's.
-    tools = next((r for r in cluster.replicas if r.spec.app_id == "console"), cluster.replicas[0])
+    print(f"  console: {console.app_url}  (sign in as {LOCAL_PERSON} with the secret in {secret_file})")
+    # People's tools, the demo among them, speak through the console's sidecar (topic scopes
+    # and access policies name it), except in the default profile, whose in-memory pub/sub
+    # reaches only the apps behind the sidecar it is published to: there, the embedded app's.
+    tools = console if args.profile != "default" else cluster.replicas[0]
     watching = not args.no_demo
     if watching:
         try:

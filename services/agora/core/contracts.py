@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
 from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
+from agora.core.escalation.digest import DIGEST_PATTERN
 from agora.core.escalation.record import AbortSummary, EscalationRecord, EscalationStatus, PartialProgress
 from agora.core.limits import (
     MAX_CANDIDATES,
@@ -107,6 +108,14 @@ class ResumeRequest(BaseModel):
     decision: AnyResponse
     who: Name
     why: Note = ""
+    context_digest: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=DIGEST_PATTERN,
+        description="The context digest of the escalation as the decision-maker saw it "
+        "(agora.core.escalation.digest); when given, the decision applies only if the escalation "
+        "still shows the same, else 409 CONTEXT_CHANGED.",
+    )
 
 
 class Decision(BaseModel):
@@ -116,6 +125,9 @@ class Decision(BaseModel):
     who: Name
     why: Note = ""
     progress: PartialProgress | None = None
+    context_digest: str | None = Field(
+        default=None, max_length=64, pattern=DIGEST_PATTERN, description="See ResumeRequest.context_digest."
+    )
 
 
 class EscalationList(BaseModel):

@@ -19,6 +19,7 @@ from agora.core.contracts import Decision
 from agora.core.errors import NotFound
 from agora.core.escalation import record as rules
 from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.digest import require_context
 from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.messages import EscalationResolved
 from agora.core.outcomes.learner import OutcomeLearner
@@ -127,8 +128,11 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
     @actor_endpoint
     async def resolve(self, decision: Decision) -> EscalationRecord:
         await self._redeliver()
+        record = self._record()
+        if record.waiting:  # a decided one is refused by resolve, saying by whom
+            require_context(record, decision.context_digest)
         resolved = rules.resolve(
-            self._record(),
+            record,
             decision.response,
             decision.who,
             decision.why,

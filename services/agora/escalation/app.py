@@ -105,7 +105,12 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         ) -> EscalationRecord:
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
-            decision = Decision(response=request.decision, who=request.who, why=request.why)
+            decision = Decision(
+                response=request.decision,
+                who=request.who,
+                why=request.why,
+                context_digest=request.context_digest,
+            )
             return await escalations(escalation_id).resolve(decision)
 
         async def on_outcome(event: EscalationOutcome) -> None:

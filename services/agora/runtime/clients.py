@@ -8,17 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
 from agora.core.contracts import (
+    EscalationList,
     FilterAnswer,
     RegisteredAgent,
+    ResumeRequest,
     SessionState,
     StepReport,
     StepVerdict,
     TaskList,
 )
+from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus
 from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
@@ -80,6 +84,35 @@ class UncertaintyClient:
     async def session(self, session_id: str) -> SessionState:
         path = f"v1/sessions/{session_id}"
         return await _as(SessionState, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class EscalationClient:
+    """The escalation service's HTTP API for people's tools (the console), through service
+    invocation: the listing, one escalation, and deciding one."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str, api_token: str | None = None) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+        self._api_token = api_token
+
+    async def listed(self, status: EscalationStatus | None, limit: int, offset: int = 0) -> EscalationList:
+        query = f"limit={limit}&offset={offset}" + (f"&status={status}" if status is not None else "")
+        path = f"v1/escalations?{query}"
+        return await _as(EscalationList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, escalation_id: str) -> EscalationRecord:
+        path = f"v1/escalations/{quote(escalation_id, safe='')}"
+        return await _as(EscalationRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def resume(self, escalation_id: str, request: ResumeRequest) -> EscalationRecord:
+        """Decide; sent once (a decision whose answer was lost is not sent again: asking for the
+        escalation tells whether it was applied)."""
+        path = f"v1/escalations/{quote(escalation_id, safe='')}/resume"
+        headers = {"x-agora-token": self._api_token} if self._api_token else None
+        answer = self._sidecar.invoke(
+            self._app_id, path, json_body=request.model_dump(mode="json"), headers=headers, idempotent=False
+        )
+        return await _as(EscalationRecord, answer)
 
 
 TaskActors = Actors[TaskActorInterface]

@@ -1,0 +1,211 @@
+"""The web console in a real browser (Debian's Chromium driven by Playwright) against real
+sidecars: a person signs in, sees an escalation arrive without reloading, decides it with a
+modified prompt, and the paused session continues as decided, with the decision in the audit
+trail; a viewer cannot decide; a decision made in a second tab on the same escalation is
+refused with a readable account of who decided first. Screenshots of the inbox and an
+escalation page are written to docs/console/."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from agora.console.auth import Role
+from agora.console.users import entry_yaml
+from agora.harness import LocalCluster, ServiceReplica
+from agora.harness.system import console_with
+from tests.integration.helpers import eventually, replicas_of
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+DECIDER, VIEWER = "alice", "victor"
+SECRETS = {DECIDER: "alice-decides-escalations", VIEWER: "victor-only-looks"}
+HOSTILE_PROMPT = 'Migrate the orders table <script>window.pwned = "yes"</script> & "quote" it'
+
+
+@pytest.fixture(scope="module")
+def console(default_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> ServiceReplica:
+    """The console beside the embedded app, with a decider and a viewer who may sign in."""
+    users = tmp_path_factory.mktemp("console") / "users.yaml"
+    users.write_text(
+        "users:\n"
+        + entry_yaml(DECIDER, Role.DECIDER, SECRETS[DECIDER])
+        + entry_yaml(VIEWER, Role.VIEWER, SECRETS[VIEWER])
+    )
+    app_ids = {r.spec.app_id for r in default_cluster.replicas}
+    spec = console_with(app_ids, str(users), AGORA_CONSOLE_REFRESH_SECONDS="0.5")
+    existing = replicas_of(default_cluster, "console")
+    return existing[0] if existing else default_cluster.add_service(spec)[0]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail("Chromium is missing: `make test` installs it (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def embedded(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "agora")[0]
+
+
+def pause_session(cluster: LocalCluster, prompt: str) -> tuple[str, str]:
+    """A session whose second step is doubtful: the uncertainty monitor parks it."""
+    app = embedded(cluster)
+    session = f"console-{uuid.uuid4().hex[:8]}"
+    report = app.invoke_url(f"v1/sessions/{session}/llm-responses", "agora")
+    first = httpx.post(report, json={"step_id": "1", "text": "Found it. Confidence: 95%"}, timeout=30)
+    assert first.status_code == 200, first.text
+    doubtful = {"step_id": "2", "prompt": prompt, "text": "Not sure this is safe. Confidence: 10%"}
+    paused = httpx.post(report, json=doubtful, timeout=30).json()
+    assert paused["action"] == "pause_for_human", paused
+    return session, str(paused["escalation_id"])
+
+
+def session_state(cluster: LocalCluster, session: str) -> dict[str, Any]:
+    url = embedded(cluster).invoke_url(f"v1/sessions/{session}", "agora")
+    state: dict[str, Any] = httpx.get(url, timeout=30).json()
+    return state
+
+
+def sign_in(browser: Browser, console: ServiceReplica, name: str) -> Page:
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(f"{console.app_url}/inbox")
+    expect(page).to_have_url(re.compile(r"/signin$"))
+    page.fill("input[name=name]", name)
+    page.fill("input[name=secret]", SECRETS[name])
+    page.click("button[type=submit]")
+    expect(page.locator("#person")).to_have_text(name)
+    return page
+
+
+def test_a_person_sees_an_escalation_arrive_and_decides_it_with_a_modified_prompt(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    page = sign_in(browser, console, DECIDER)
+    session, escalation_id = pause_session(default_cluster, HOSTILE_PROMPT)
+
+    row = page.locator(f'tr[data-escalation-id="{escalation_id}"]')
+    expect(row).to_be_visible(timeout=20_000)  # arrived without a reload
+    expect(row).to_contain_text("session")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "inbox.png"), full_page=True)
+
+    row.locator("a").click()
+    expect(page.locator("#escalation-id")).to_have_text(escalation_id)
+    expect(page.locator("#prompt-used")).to_have_text(HOSTILE_PROMPT)  # shown as text, not run
+    assert page.evaluate("window.pwned") is None
+    expect(page.locator("#modified-prompt")).to_have_value(HOSTILE_PROMPT)
+    page.screenshot(path=str(SCREENSHOTS / "escalation.png"), full_page=True)
+
+    second_tab = page.context.new_page()
+    second_tab.goto(page.url)
+
+    changed = "Migrate the orders table; keep the old one until the copy is verified"
+    page.check("input[name=action][value=modify_prompt]")
+    page.fill("#modified-prompt", changed)
+    page.fill("input[name=why]", "no data loss")
+    page.click("#decide")
+    expect(page.locator("#status")).to_have_text("RESOLVED")
+    expect(page.locator("#decided-by")).to_have_text(DECIDER)
+    audit = page.locator("#audit")
+    expect(audit).to_contain_text("resolved: modify_prompt")
+    expect(audit).to_contain_text("no data loss")
+
+    continued = eventually(lambda: (s := session_state(default_cluster, session))["continuations"] and s)
+    last = continued["continuations"][-1]
+    assert (last["action"], last["decided_by"], last["next_prompt"]) == ("modify_prompt", DECIDER, changed)
+    assert continued["status"] == "RUNNING"
+
+    # The other tab learns of it while open, and a decision sent from it is refused.
+    expect(second_tab.locator("#changed-banner")).to_contain_text("by alice", timeout=20_000)
+    second_tab.check("input[name=action][value=retry]")
+    second_tab.click("#decide")
+    refusal = second_tab.locator("#refusal")
+    expect(refusal).to_contain_text("already decided (modify_prompt) by alice")
+    expect(refusal).to_contain_text("status")  # what changed since that tab opened
+    page.goto(f"{console.app_url}/inbox")
+    expect(page.locator(f'tr[data-escalation-id="{escalation_id}"]')).to_have_count(0)
+
+
+def test_a_viewer_reads_but_cannot_decide(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    _, escalation_id = pause_session(default_cluster, "Drop the staging schema")
+    page = sign_in(browser, console, VIEWER)
+    page.goto(f"{console.app_url}/escalations/{escalation_id}")
+    expect(page.locator("#viewer-notice")).to_contain_text("not decide")
+    assert page.locator("#decision-form").count() == 0
+
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    assert csrf
+    forced = page.request.post(
+        f"{console.app_url}/escalations/{escalation_id}/decision",
+        form={"csrf": csrf, "action": "retry", "context_digest": "0" * 64},
+    )
+    assert forced.status == 403 and "may view escalations but not decide" in forced.text()
+    shown = httpx.get(
+        embedded(default_cluster).invoke_url(f"v1/escalations/{escalation_id}", "agora"), timeout=30
+    ).json()
+    assert shown["status"] == "WAITING_FOR_HUMAN"
+
+
+def test_bad_decisions_are_refused_readably(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    _, escalation_id = pause_session(default_cluster, "Rotate the keys")
+    page = sign_in(browser, console, DECIDER)
+    page.goto(f"{console.app_url}/escalations/{escalation_id}")
+    page.check("input[name=action][value=retry]")
+    page.fill("textarea[name=guidance]", "<b>x</b>" * 400)  # over the 2,048-character bound
+    page.click("#decide")
+    expect(page.locator("#problems")).to_contain_text("guidance: at most 2,048 characters")
+
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    assert csrf
+    digest = page.locator("input[name=context_digest]").get_attribute("value")
+    assert digest
+    unknown = page.request.post(
+        f"{console.app_url}/escalations/{escalation_id}/decision",
+        form={"csrf": csrf, "action": "<img src=x onerror=alert(1)>", "context_digest": digest},
+    )
+    assert unknown.status == 422
+    assert "choose one of retry, skip, abort, modify_prompt" in unknown.text()
+    assert "<img src=x" not in unknown.text() and "&lt;img src=x" in unknown.text()
+
+    forged = page.request.post(
+        f"{console.app_url}/escalations/{escalation_id}/decision",
+        form={"csrf": "forged", "action": "retry", "context_digest": digest},
+    )
+    assert forged.status == 403
+
+    stale = page.request.post(
+        f"{console.app_url}/escalations/{escalation_id}/decision",
+        form={"csrf": csrf, "action": "retry", "context_digest": "0" * 64},
+    )
+    assert stale.status == 409 and "changed since you opened it" in stale.text()
+
+
+def test_the_escalation_service_refuses_a_decision_bound_to_another_view(
+    default_cluster: LocalCluster,
+) -> None:
+    """The binding holds for every caller of the API, not only the console's pages."""
+    _, escalation_id = pause_session(default_cluster, "Reindex the catalogue")
+    url = embedded(default_cluster).invoke_url(f"v1/escalations/{escalation_id}/resume", "agora")
+    decision = {"decision": {"kind": "escalation", "action": "retry"}, "who": "alice"}
+    refused = httpx.post(url, json={**decision, "context_digest": "f" * 64}, timeout=30)
+    assert refused.status_code == 409 and refused.json()["error"] == "CONTEXT_CHANGED"

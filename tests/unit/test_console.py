@@ -1,0 +1,318 @@
+"""The console's pure parts: the context digest a decision is bound to, signing in and
+sessions, the decision form, the inbox's filters, and pages that show hostile text as text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agora.console.app import templates
+from agora.console.auth import (
+    Person,
+    Role,
+    SessionSigner,
+    SignInRefused,
+    hash_secret,
+    load_users,
+    proxied_person,
+    verify_secret,
+)
+from agora.console.decision_form import FormRefused, decision_request
+from agora.console.inbox import InboxFilter, age_text, inbox
+from agora.console.users import entry_yaml, local_sign_in
+from agora.core.escalation.checkpoints import CheckpointContext
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.digest import (
+    ContextChanged,
+    changed_fields,
+    context_digest,
+    decode_field_digests,
+    encode_field_digests,
+    field_digests,
+    require_context,
+)
+from agora.core.escalation.record import EscalationRecord, WaitingParty, WaitingPartyKind, park, resolve
+
+NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
+
+
+def record(
+    escalation_id: str = "esc-1",
+    *,
+    prompt: str = "Migrate the orders table",
+    confidence: float = 0.3,
+    kind: WaitingPartyKind = WaitingPartyKind.SESSION,
+    created: datetime = NOW,
+    deadline: datetime | None = None,
+) -> EscalationRecord:
+    context = EscalationContext(
+        job_id="job-1",
+        sheet_num=2,
+        validation_results=[],
+        confidence=confidence,
+        retry_count=0,
+        error_history=["step 2: unsure"],
+        prompt_used=prompt,
+        output_summary="I think so",
+    )
+    default = EscalationResponse(action=EscalationAction.ABORT) if deadline is not None else None
+    return park(
+        escalation_id,
+        WaitingParty(kind=kind, id="party-1"),
+        context,
+        now=created,
+        deadline=deadline,
+        default_decision=default,
+    )
+
+
+# -- the context digest -------------------------------------------------------------------------
+
+
+def test_the_digest_is_stable_and_changes_with_what_is_shown() -> None:
+    first = record()
+    assert context_digest(first) == context_digest(record())
+    assert len(context_digest(first)) == 64
+    later = record(deadline=NOW + timedelta(hours=1))
+    assert context_digest(later) != context_digest(first)
+    assert changed_fields(field_digests(first), field_digests(later)) == ["deadline", "default decision"]
+    reworded = record(prompt="Migrate the orders table carefully")
+    assert changed_fields(field_digests(first), field_digests(reworded)) == ["prompt"]
+
+
+def test_a_decision_changes_the_status_field() -> None:
+    waiting = record()
+    decided = resolve(waiting, EscalationResponse(action=EscalationAction.RETRY), "alice", "", NOW)
+    assert changed_fields(field_digests(waiting), field_digests(decided)) == ["status"]
+
+
+def test_field_digests_travel_through_a_form_and_junk_is_dropped() -> None:
+    digests = field_digests(record())
+    assert decode_field_digests(encode_field_digests(digests)) == digests
+    assert decode_field_digests("status=zz;<b>=0123456789abcdef;prompt=0123456789abcdef") == {
+        "prompt": "0123456789abcdef"
+    }
+
+
+def test_a_decision_bound_to_another_view_is_refused() -> None:
+    shown = record()
+    require_context(shown, None)
+    require_context(shown, context_digest(shown))
+    with pytest.raises(ContextChanged) as refused:
+        require_context(shown, context_digest(record(prompt="other")))
+    assert refused.value.code == "CONTEXT_CHANGED" and refused.value.http_status == 409
+
+
+def test_a_checkpoint_has_its_own_shown_fields() -> None:
+    context = CheckpointContext(job_id="job-1", sheet_num=1, prompt="Delete the bucket")
+    checkpoint = park("cp-1", WaitingParty(kind="task", id="t-1"), context, now=NOW)
+    assert {"prompt", "trigger", "status"} <= set(field_digests(checkpoint))
+
+
+# -- people, secrets and sessions ---------------------------------------------------------------
+
+
+def test_a_secret_is_stored_as_a_salted_scrypt_hash() -> None:
+    stored = hash_secret("correct horse battery")
+    assert stored.startswith("scrypt$") and "correct" not in stored
+    assert stored != hash_secret("correct horse battery")  # salted
+    assert verify_secret("correct horse battery", stored)
+    assert not verify_secret("wrong", stored)
+    assert not verify_secret("x", "scrypt$junk") and not verify_secret("x", "plain")
+    assert not verify_secret("a" * 5000, stored)
+
+
+def test_the_users_file_signs_people_in_with_their_roles(tmp_path: Path) -> None:
+    users = tmp_path / "users.yaml"
+    users.write_text(
+        "users:\n"
+        + entry_yaml("alice", Role.DECIDER, "alice-secret-1")
+        + entry_yaml("vic", Role.VIEWER, "vic-2")
+    )
+    book = load_users(users)
+    assert book.sign_in("alice", "alice-secret-1") == Person(name="alice", role=Role.DECIDER)
+    assert not book.sign_in("vic", "vic-2").may_decide
+    for name, secret in (("alice", "vic-2"), ("nobody", "alice-secret-1"), ("", "")):
+        with pytest.raises(SignInRefused):
+            book.sign_in(name, secret)
+
+
+def test_a_broken_users_file_is_named_without_its_content(tmp_path: Path) -> None:
+    users = tmp_path / "users.yaml"
+    users.write_text("users:\n  - name: alice\n    role: boss\n    secret_hash: hunter2\n")
+    with pytest.raises(ValueError) as refused:
+        load_users(users)
+    assert str(users) in str(refused.value) and "hunter2" not in str(refused.value)
+
+
+def test_the_token_signs_in_its_person_only() -> None:
+    operator = Person(name="operator", role=Role.DECIDER)
+    book = load_users(None, "a-long-random-token", operator)
+    assert book.sign_in("anyone", "a-long-random-token") == operator
+    with pytest.raises(SignInRefused):
+        book.sign_in("operator", "a-long-random-tokeN")
+    assert not load_users(None, "", operator).anyone
+
+
+def test_the_proxy_header_is_trusted_only_when_configured() -> None:
+    headers = {"x-forwarded-user": "alice"}
+    assert proxied_person(headers, None, ["alice"]) is None
+    assert proxied_person(headers, "X-Forwarded-User", ["alice"]) == Person(name="alice", role=Role.DECIDER)
+    assert proxied_person(headers, "X-Forwarded-User", []) == Person(name="alice", role=Role.VIEWER)
+    assert proxied_person({"x-forwarded-user": "a b"}, "X-Forwarded-User", []) is None
+
+
+def test_sessions_are_signed_expire_and_carry_their_csrf_token() -> None:
+    signer = SessionSigner(b"k" * 32, lifetime_seconds=60)
+    cookie, session = signer.issue(Person(name="alice", role=Role.DECIDER), now=1000)
+    opened = signer.open(cookie, now=1030)
+    assert opened is not None and opened.person.name == "alice" and opened.nonce == session.nonce
+    assert signer.open(cookie, now=1061) is None
+    body, mac = cookie.split(".")
+    forged_body = body[:-2] + ("AA" if body[-2:] != "AA" else "BB")
+    assert signer.open(f"{forged_body}.{mac}", now=1030) is None
+    assert SessionSigner(b"other-key-123456", 60).open(cookie, now=1030) is None
+    for junk in ("", "x", "a.b.c", "!!.??"):
+        assert signer.open(junk, now=1030) is None
+    token = signer.csrf_token(session.nonce)
+    assert signer.csrf_valid(session.nonce, token) and not signer.csrf_valid(session.nonce, token[:-1] + "x")
+    assert signer.csrf_token("another session") != token
+
+
+def test_local_sign_in_files_are_private(tmp_path: Path) -> None:
+    users, secret = local_sign_in(tmp_path / "console")
+    assert users.stat().st_mode & 0o777 == 0o600 and secret.stat().st_mode & 0o777 == 0o600
+    book = load_users(users)
+    assert book.sign_in("operator", secret.read_text().strip()).may_decide
+    assert secret.read_text().strip() not in users.read_text()
+
+
+# -- the decision form --------------------------------------------------------------------------
+
+
+def form(**fields: str) -> dict[str, str]:
+    return {"context_digest": "a" * 64, **fields}
+
+
+def test_modify_prompt_sends_the_edited_prompt_with_the_digest() -> None:
+    shown = record()
+    request = decision_request(
+        form(action="modify_prompt", modified_prompt="New\r\nprompt", why=" ok ", confidence_boost="0.2"),
+        shown,
+        "alice",
+    )
+    assert request.decision.action == "modify_prompt" and request.decision.modified_prompt == "New\nprompt"
+    assert isinstance(request.decision, EscalationResponse) and request.decision.confidence_boost == 0.2
+    assert (request.who, request.why, request.context_digest) == ("alice", "ok", "a" * 64)
+
+
+def test_the_prefilled_prompt_goes_only_with_modify_prompt_or_an_edited_retry() -> None:
+    shown = record()
+    unchanged = form(modified_prompt=shown.context.prompt_used)  # type: ignore[union-attr]
+    assert decision_request({**unchanged, "action": "retry"}, shown, "a").decision.modified_prompt is None
+    assert decision_request({**unchanged, "action": "skip"}, shown, "a").decision.modified_prompt is None
+    edited = decision_request(form(action="retry", modified_prompt="Try again"), shown, "a")
+    assert edited.decision.modified_prompt == "Try again"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"action": "explode"}, "action"),
+        ({"action": ""}, "action"),
+        ({"action": "retry", "guidance": "g" * 2049}, "guidance"),
+        ({"action": "retry", "modified_prompt": "p" * 16_385}, "modified_prompt"),
+        ({"action": "retry", "confidence_boost": "2"}, "confidence_boost"),
+        ({"action": "retry", "confidence_boost": "nan"}, "confidence_boost"),
+        ({"action": "modify_prompt", "modified_prompt": "  "}, "modified_prompt"),
+    ],
+)
+def test_bad_input_is_refused_by_field(fields: dict[str, str], problem: str) -> None:
+    with pytest.raises(FormRefused) as refused:
+        decision_request(form(**fields), record(), "alice")
+    assert problem in refused.value.problems
+
+
+def test_a_form_without_the_page_digest_is_refused() -> None:
+    with pytest.raises(FormRefused) as refused:
+        decision_request({"action": "retry", "context_digest": "nope"}, record(), "alice")
+    assert "context_digest" in refused.value.problems
+
+
+# -- the inbox ----------------------------------------------------------------------------------
+
+
+def test_the_inbox_lists_the_waiting_newest_first_and_filters() -> None:
+    old = record("old", created=NOW - timedelta(hours=2), confidence=0.1, kind=WaitingPartyKind.TASK)
+    new = record("new", created=NOW - timedelta(minutes=1), confidence=0.7)
+    done = resolve(record("done"), EscalationResponse(action=EscalationAction.SKIP), "alice", "", NOW)
+    assert [r.escalation_id for r in inbox([old, new, done], InboxFilter(), NOW)] == ["new", "old"]
+    by_kind = InboxFilter.of_query({"kind": "task"})
+    assert [r.escalation_id for r in inbox([old, new], by_kind, NOW)] == ["old"]
+    by_age = InboxFilter.of_query({"age": "60"})
+    assert [r.escalation_id for r in inbox([old, new], by_age, NOW)] == ["old"]
+    by_confidence = InboxFilter.of_query({"confidence": "0.5"})
+    assert [r.escalation_id for r in inbox([old, new], by_confidence, NOW)] == ["old"]
+    assert InboxFilter.of_query({"kind": "<script>", "age": "-3", "confidence": "9"}) == InboxFilter()
+    assert by_kind.query() == {"kind": "task"}
+
+
+def test_ages_read_in_the_largest_unit_that_fits() -> None:
+    assert [
+        age_text(NOW - timedelta(seconds=s), NOW) for s in (5, 125, 3 * 3600 + 300, 2 * 86400 + 3600)
+    ] == [
+        "5 s",
+        "2 min",
+        "3 h 5 min",
+        "2 d 1 h",
+    ]
+
+
+# -- pages show hostile text as text ------------------------------------------------------------
+
+
+def test_an_escalation_page_escapes_everything_it_shows() -> None:
+    hostile = record("<script>esc</script>", prompt=HOSTILE)
+    html = (
+        templates()
+        .get_template("escalation.html")
+        .render(
+            refresh_ms=1000,
+            person=Person(name=HOSTILE, role=Role.DECIDER),
+            csrf="c",
+            record=hostile,
+            context=hostile.context,
+            confidence=0.3,
+            prompt=HOSTILE,
+            actions=["retry"],
+            digest="d",
+            fields="f",
+            deadline_iso=None,
+            problems={"why": HOSTILE},
+            labels={},
+            notice=HOSTILE,
+            changed=[HOSTILE],
+            form={"why": HOSTILE},
+            href="/escalations/x",
+        )
+    )
+    assert "<script>alert" not in html and "<img src=x" not in html and "<script>esc" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_inbox_rows_escape_ids_and_parties() -> None:
+    hostile = record("esc<b>", kind=WaitingPartyKind.TASK)
+    html = (
+        templates()
+        .get_template("inbox_rows.html")
+        .render(
+            rows=[{"record": hostile, "age": "1 s", "confidence": 0.3, "href": "/escalations/esc%3Cb%3E"}],
+            total=1,
+            query="",
+        )
+    )
+    assert "esc<b>" not in html and "esc&lt;b&gt;" in html
