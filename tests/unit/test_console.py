@@ -311,6 +311,7 @@ def test_inbox_rows_escape_ids_and_parties() -> None:
         .get_template("inbox_rows.html")
         .render(
             rows=[{"record": hostile, "age": "1 s", "confidence": 0.3, "href": "/escalations/esc%3Cb%3E"}],
+            limit=500,
             total=1,
             query="",
         )

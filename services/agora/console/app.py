@@ -264,6 +264,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                     for r in rows
                 ],
                 "total": total,
+                "limit": MAX_PAGE_SIZE,
                 "filter": shown,
                 "query": urlencode(shown.query()),
             }
