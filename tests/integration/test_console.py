@@ -8,8 +8,10 @@ escalation page are written to docs/console/."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,11 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agora.console.auth import Role
 from agora.console.users import entry_yaml
+from agora.core.checks import ValidationResult
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import console_with
 from tests.integration.helpers import eventually, replicas_of
@@ -102,15 +109,12 @@ def test_a_person_sees_an_escalation_arrive_and_decides_it_with_a_modified_promp
     row = page.locator(f'tr[data-escalation-id="{escalation_id}"]')
     expect(row).to_be_visible(timeout=20_000)  # arrived without a reload
     expect(row).to_contain_text("session")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "inbox.png"), full_page=True)
 
     row.locator("a").click()
     expect(page.locator("#escalation-id")).to_have_text(escalation_id)
     expect(page.locator("#prompt-used")).to_have_text(HOSTILE_PROMPT)  # shown as text, not run
     assert page.evaluate("window.pwned") is None
     expect(page.locator("#modified-prompt")).to_have_value(HOSTILE_PROMPT)
-    page.screenshot(path=str(SCREENSHOTS / "escalation.png"), full_page=True)
 
     second_tab = page.context.new_page()
     second_tab.goto(page.url)
@@ -140,6 +144,92 @@ def test_a_person_sees_an_escalation_arrive_and_decides_it_with_a_modified_promp
     expect(refusal).to_contain_text("status")  # what changed since that tab opened
     page.goto(f"{console.app_url}/inbox")
     expect(page.locator(f'tr[data-escalation-id="{escalation_id}"]')).to_have_count(0)
+
+
+def park_with_a_deadline(cluster: LocalCluster) -> str:
+    """An escalation with everything a page shows: checks, errors, suggestions, a deadline
+    (two hours away) and its default. Nothing waits on it: it is never decided."""
+    escalation_id = f"report-{uuid.uuid4().hex[:8]}.3"
+    context = EscalationContext(
+        job_id="plan-market-report",
+        sheet_num=3,
+        validation_results=[
+            ValidationResult(kind="subgoal", subject="collect_data", passed=True, detail="COMPLETED"),
+            ValidationResult(
+                kind="subgoal",
+                subject="check_facts",
+                passed=False,
+                detail="FAILED",
+                figures={"attempts": 2},
+                failure_reason="two figures disagree with their sources",
+            ),
+        ],
+        confidence=0.38,
+        retry_count=2,
+        error_history=["attempt 1: a source could not be fetched", "attempt 2: figures disagree"],
+        prompt_used="Check every figure of the draft against its source; list the ones that differ.",
+        output_summary="Two of nine figures differ from their sources (capacity 2023, price per kWh).",
+        historical_suggestions=[
+            HistoricalSuggestion(
+                action=EscalationAction.MODIFY_PROMPT,
+                confidence=0.41,
+                outcome_succeeded=True,
+                guidance="name the sources to use",
+                similarity=0.82,
+            ),
+            HistoricalSuggestion(
+                action=EscalationAction.RETRY, confidence=0.35, outcome_succeeded=False, similarity=0.64
+            ),
+        ],
+    )
+    request = ParkRequest(
+        waiting_party=WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="plan-market-report/check_facts"),
+        context=context,
+        deadline=datetime.now(UTC) + timedelta(hours=2),
+        default_decision=EscalationResponse(
+            action=EscalationAction.SKIP, guidance="publish without the check"
+        ),
+        who="planner",
+        why="verification failed twice",
+    )
+    url = embedded(cluster).invoke_url(f"v1/escalations/{escalation_id}", "agora")
+    parked = httpx.put(url, json=request.model_dump(mode="json"), timeout=30)
+    assert parked.status_code == 200, parked.text
+    return escalation_id
+
+
+def test_a_deadline_moved_in_one_tab_refuses_a_decision_from_another(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    page = sign_in(browser, console, DECIDER)
+    escalation_id = park_with_a_deadline(default_cluster)
+    row = page.locator(f'tr[data-escalation-id="{escalation_id}"]')
+    expect(row).to_contain_text("plan_step", timeout=20_000)
+    expect(row.locator("[data-deadline]")).to_contain_text(re.compile(r"in 1 h 59 min \d\d s"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "inbox.png"), full_page=True)
+
+    row.locator("a").click()
+    expect(page.locator("#deadline")).to_contain_text("then by default: skip")
+    expect(page.locator("#suggestions li").first).to_contain_text("modify_prompt (succeeded)")
+    page.screenshot(path=str(SCREENSHOTS / "escalation.png"), full_page=True)
+
+    other_tab = page.context.new_page()
+    other_tab.goto(page.url)
+    page.select_option("select[name=extend_minutes]", "60")
+    page.fill("#deadline-form input[name=why]", "waiting for the data team")
+    page.click("#extend")
+    expect(page.locator("#audit")).to_contain_text("deadline extended to")
+    expect(page.locator("#deadline [data-deadline]")).to_contain_text(re.compile(r"in 2 h 59 min"))
+
+    expect(other_tab.locator("#changed-banner")).to_contain_text(
+        "changed since you opened it", timeout=20_000
+    )
+    other_tab.check("input[name=action][value=retry]")
+    other_tab.click("#decide")
+    expect(other_tab.locator("#refusal")).to_contain_text("changed since you opened it")
+    expect(other_tab.locator("#changed-fields")).to_have_text("deadline")
+    expect(other_tab.locator("#status")).to_have_text("WAITING_FOR_HUMAN")
 
 
 def test_a_viewer_reads_but_cannot_decide(
@@ -209,3 +299,39 @@ def test_the_escalation_service_refuses_a_decision_bound_to_another_view(
     decision = {"decision": {"kind": "escalation", "action": "retry"}, "who": "alice"}
     refused = httpx.post(url, json={**decision, "context_digest": "f" * 64}, timeout=30)
     assert refused.status_code == 409 and refused.json()["error"] == "CONTEXT_CHANGED"
+
+
+def test_a_moved_deadline_applies_the_default_then_and_not_before(default_cluster: LocalCluster) -> None:
+    """Moving the deadline moves the actor's reminder: the default applies at the new one."""
+    escalation_id = f"moved-{uuid.uuid4().hex[:8]}.1"
+    base = embedded(default_cluster).invoke_url(f"v1/escalations/{escalation_id}", "agora")
+    context = EscalationContext(
+        job_id="job-moved", sheet_num=1, validation_results=[], confidence=0.3, retry_count=0,
+        error_history=[], prompt_used="p", output_summary="o",
+    )  # fmt: skip
+    parked_at = datetime.now(UTC)
+    request = ParkRequest(
+        waiting_party=WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="job-moved/one"),
+        context=context,
+        deadline=parked_at + timedelta(seconds=4),
+        default_decision=EscalationResponse(action=EscalationAction.SKIP),
+    )
+    assert httpx.put(base, json=request.model_dump(mode="json"), timeout=30).status_code == 200
+    extension = {
+        "deadline": (parked_at + timedelta(seconds=12)).isoformat(),
+        "who": "alice",
+        "why": "more time",
+    }
+    moved = httpx.post(f"{base}/deadline", json=extension, timeout=30)
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["audit"][-1]["what"].startswith("deadline extended to")
+
+    earlier = {**extension, "deadline": (parked_at + timedelta(seconds=6)).isoformat()}
+    refused = httpx.post(f"{base}/deadline", json=earlier, timeout=30)
+    assert refused.status_code == 409 and refused.json()["error"] == "ILLEGAL_TRANSITION"
+
+    while datetime.now(UTC) < parked_at + timedelta(seconds=8):  # past the first deadline
+        time.sleep(0.5)
+    assert httpx.get(base, timeout=30).json()["status"] == "WAITING_FOR_HUMAN"
+    expired = eventually(lambda: (r := httpx.get(base, timeout=30).json())["status"] == "EXPIRED" and r, 30)
+    assert expired["decision"]["action"] == "skip"

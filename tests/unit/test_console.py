@@ -19,9 +19,10 @@ from agora.console.auth import (
     proxied_person,
     verify_secret,
 )
-from agora.console.decision_form import FormRefused, decision_request
+from agora.console.decision_form import FormRefused, deadline_extension, decision_request
 from agora.console.inbox import InboxFilter, age_text, inbox
 from agora.console.users import entry_yaml, local_sign_in
+from agora.core.errors import IllegalTransition
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
@@ -34,7 +35,15 @@ from agora.core.escalation.digest import (
     field_digests,
     require_context,
 )
-from agora.core.escalation.record import EscalationRecord, WaitingParty, WaitingPartyKind, park, resolve
+from agora.core.escalation.record import (
+    AgentNotWaiting,
+    EscalationRecord,
+    WaitingParty,
+    WaitingPartyKind,
+    extend_deadline,
+    park,
+    resolve,
+)
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
@@ -292,6 +301,7 @@ def test_an_escalation_page_escapes_everything_it_shows() -> None:
             digest="d",
             fields="f",
             deadline_iso=None,
+            extensions={},
             problems={"why": HOSTILE},
             labels={},
             notice=HOSTILE,
@@ -317,3 +327,41 @@ def test_inbox_rows_escape_ids_and_parties() -> None:
         )
     )
     assert "esc<b>" not in html and "esc&lt;b&gt;" in html
+
+
+# -- moving a deadline --------------------------------------------------------------------------
+
+
+def test_a_waiting_escalations_deadline_moves_later_with_an_audit_entry() -> None:
+    waiting = record(deadline=NOW + timedelta(hours=1))
+    later = NOW + timedelta(hours=3)
+    moved = extend_deadline(waiting, later, who="alice", why="data team", now=NOW)
+    assert moved.deadline == later and moved.default_decision == waiting.default_decision
+    assert (moved.audit[-1].who, moved.audit[-1].why) == ("alice", "data team")
+    assert moved.audit[-1].what == f"deadline extended to {later.isoformat()}"
+    assert changed_fields(field_digests(waiting), field_digests(moved)) == ["deadline"]
+
+
+def test_a_deadline_only_moves_later_and_only_while_waiting() -> None:
+    waiting = record(deadline=NOW + timedelta(hours=1))
+    for too_early in (NOW + timedelta(minutes=30), NOW + timedelta(hours=1)):
+        with pytest.raises(IllegalTransition):
+            extend_deadline(waiting, too_early, who="alice", why="", now=NOW)
+    with pytest.raises(IllegalTransition):
+        extend_deadline(record(), NOW + timedelta(hours=1), who="alice", why="", now=NOW)
+    decided = resolve(waiting, EscalationResponse(action=EscalationAction.RETRY), "bob", "", NOW)
+    with pytest.raises(AgentNotWaiting):
+        extend_deadline(decided, NOW + timedelta(hours=2), who="alice", why="", now=NOW)
+
+
+def test_the_extension_form_counts_from_the_deadline_or_from_now() -> None:
+    waiting = record(deadline=NOW + timedelta(hours=1))
+    extension = deadline_extension(form(extend_minutes="60", why=" later "), waiting, "alice", NOW)
+    assert extension.deadline == NOW + timedelta(hours=2) and extension.why == "later"
+    overdue = deadline_extension(form(extend_minutes="15"), waiting, "alice", NOW + timedelta(hours=5))
+    assert overdue.deadline == NOW + timedelta(hours=5, minutes=15)
+    with pytest.raises(FormRefused) as refused:
+        deadline_extension(form(extend_minutes="999999"), waiting, "alice", NOW)
+    assert "extend_minutes" in refused.value.problems
+    with pytest.raises(FormRefused):
+        deadline_extension(form(extend_minutes="60"), record(), "alice", NOW)

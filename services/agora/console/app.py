@@ -34,10 +34,18 @@ from agora.console.auth import (
     load_users,
     proxied_person,
 )
-from agora.console.decision_form import FIELD_LABELS, FormRefused, actions_for, decision_request, prompt_of
+from agora.console.decision_form import (
+    EXTENSIONS,
+    FIELD_LABELS,
+    FormRefused,
+    actions_for,
+    deadline_extension,
+    decision_request,
+    prompt_of,
+)
 from agora.console.inbox import AGE_CHOICES, CONFIDENCE_CHOICES, InboxFilter, age_text, confidence_of, inbox
 from agora.console.settings import ConsoleSettings
-from agora.core.errors import AgoraError, NotFound
+from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.escalation.digest import (
     ContextChanged,
     changed_fields,
@@ -319,6 +327,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                 deadline_iso=record.deadline.isoformat() if record.deadline is not None else None,
                 problems=problems or {},
                 labels=FIELD_LABELS,
+                extensions=EXTENSIONS,
                 notice=notice,
                 changed=changed or [],
                 form=form or {},
@@ -363,16 +372,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             try:
                 decided = await escalations.resume(record.escalation_id, request_model)
             except (AgentNotWaiting, ContextChanged) as exc:
-                current = await fetch(record.escalation_id)
-                before = decode_field_digests(form.get("shown_fields", ""))
-                changed = changed_fields(before, field_digests(current)) if before else []
-                refusal = _refusal(exc, current)
-                log.info(
-                    "decision refused", extra={"escalation_id": record.escalation_id, "reason": exc.code}
-                )
-                return escalation_page(
-                    current, person, nonce, 409, notice=refusal, changed=changed, form=form
-                )
+                return await refused(exc, record, person, nonce, form)
             except AgoraError as exc:
                 return escalation_page(record, person, nonce, exc.http_status, notice=exc.message, form=form)
             except (DaprError, SidecarUnavailable) as exc:
@@ -384,16 +384,56 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             )  # fmt: skip
             return RedirectResponse("/escalations/" + _path_part(decided.escalation_id), status_code=303)
 
+        async def refused(
+            exc: AgoraError, shown: EscalationRecord, person: Person, nonce: str, form: Mapping[str, str]
+        ) -> HTMLResponse:
+            """The escalation as it is now, with why the request was refused and which of the
+            fields its page showed changed since."""
+            current = await fetch(shown.escalation_id)
+            before = decode_field_digests(form.get("shown_fields", ""))
+            changed = changed_fields(before, field_digests(current)) if before else []
+            log.info("request refused", extra={"escalation_id": shown.escalation_id, "reason": exc.code})
+            notice = _refusal(exc, current)
+            return escalation_page(current, person, nonce, 409, notice=notice, changed=changed, form=form)
+
+        @app.post("/escalations/{escalation_id}/deadline", include_in_schema=False)
+        async def extend(escalation_id: str, request: Request) -> Response:
+            person, nonce = signed_in(request)
+            form = await _form(request)
+            if not signer.csrf_valid(nonce, form.get("csrf", "")):
+                raise PageError(403, "this form is out of date; reload the page and try again")
+            if not person.may_decide:
+                raise PageError(
+                    403, f"{person.name} may view escalations but not move deadlines (role viewer)"
+                )
+            record = await fetch(_valid_id(escalation_id))
+            try:
+                extension = deadline_extension(form, record, person.name, datetime.now(UTC))
+            except FormRefused as exc:
+                return escalation_page(record, person, nonce, 422, problems=exc.problems)
+            try:
+                extended = await escalations.extend_deadline(record.escalation_id, extension)
+            except (AgentNotWaiting, ContextChanged) as exc:
+                return await refused(exc, record, person, nonce, form)
+            except (IllegalTransition, AgoraError) as exc:
+                return escalation_page(record, person, nonce, exc.http_status, notice=exc.message)
+            except (DaprError, SidecarUnavailable) as exc:
+                raise _unreachable(exc) from None
+            log.info(
+                "deadline extended", extra={"escalation_id": extended.escalation_id, "person": person.name}
+            )
+            return RedirectResponse("/escalations/" + _path_part(extended.escalation_id), status_code=303)
+
     return ServiceModule("console", setup=setup)
 
 
 def _refusal(exc: AgoraError, current: EscalationRecord) -> str:
     if not current.waiting and current.decision is not None:
         return (
-            f"Your decision was not applied: this escalation was already decided "
+            f"Not applied: this escalation was already decided "
             f"({current.decision.action}) by {current.decided_by or '-'} at {_when(current.decided_at)}."
         )
-    return "Your decision was not applied: this escalation changed since you opened it. Look at it again."
+    return "Not applied: this escalation changed since you opened it. Look at it again before deciding."
 
 
 def _unreachable(exc: Exception) -> PageError:

@@ -10,10 +10,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
-from agora.core.contracts import ResumeRequest
+from agora.core.contracts import DeadlineExtension, ResumeRequest
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.decisions import (
     CheckpointAction,
@@ -25,7 +26,18 @@ from agora.core.escalation.digest import DIGEST_PATTERN
 from agora.core.escalation.record import EscalationRecord
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 
-__all__ = ["FIELD_LABELS", "FormRefused", "actions_for", "decision_request", "prompt_of"]
+__all__ = [
+    "EXTENSIONS",
+    "FIELD_LABELS",
+    "FormRefused",
+    "actions_for",
+    "deadline_extension",
+    "decision_request",
+    "prompt_of",
+]
+
+EXTENSIONS = {"15": "15 minutes", "60": "1 hour", "240": "4 hours", "1440": "1 day"}
+"""How much later a deadline may be moved at once, in minutes, as the form offers it."""
 
 FIELD_LABELS = {
     "action": "action",
@@ -35,6 +47,7 @@ FIELD_LABELS = {
     "why": "reason",
     "context_digest": "page",
     "who": "person",
+    "extend_minutes": "extension",
 }
 
 
@@ -121,3 +134,27 @@ def decision_request(form: Mapping[str, str], record: EscalationRecord, who: str
 
 def _sentence(message: str) -> str:
     return message.removeprefix("Value error, ")
+
+
+def deadline_extension(
+    form: Mapping[str, str], record: EscalationRecord, who: str, now: datetime
+) -> DeadlineExtension:
+    """The later deadline in `form`: the chosen extension counted from the current deadline
+    (or from now, when that has passed); raises FormRefused."""
+    problems: dict[str, str] = {}
+    minutes = form.get("extend_minutes", "")
+    if minutes not in EXTENSIONS:
+        problems["extend_minutes"] = f"choose one of {', '.join(EXTENSIONS.values())}"
+    why = _normalized(form.get("why", "")).strip()
+    if len(why) > MAX_NOTE_CHARS:
+        problems["why"] = f"at most {MAX_NOTE_CHARS:,} characters (got {len(why):,})"
+    digest = form.get("context_digest", "")
+    if not re.fullmatch(DIGEST_PATTERN, digest):
+        problems["context_digest"] = "this form did not come from the escalation's page; reload it"
+    if record.deadline is None:
+        problems["extend_minutes"] = "this escalation has no deadline: it waits until someone decides"
+    if problems:
+        raise FormRefused(problems)
+    assert record.deadline is not None
+    later = max(record.deadline, now) + timedelta(minutes=int(minutes))
+    return DeadlineExtension(deadline=later, who=who, why=why, context_digest=digest)

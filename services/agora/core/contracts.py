@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
 from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
@@ -125,6 +125,18 @@ class Decision(BaseModel):
     who: Name
     why: Note = ""
     progress: PartialProgress | None = None
+    context_digest: str | None = Field(
+        default=None, max_length=64, pattern=DIGEST_PATTERN, description="See ResumeRequest.context_digest."
+    )
+
+
+class DeadlineExtension(BaseModel):
+    """`POST /v1/escalations/{id}/deadline` and `Escalation` actor `extend_deadline`: a later
+    deadline for a waiting escalation (its default decision unchanged), who moved it and why."""
+
+    deadline: AwareDatetime
+    who: Name
+    why: Note = ""
     context_digest: str | None = Field(
         default=None, max_length=64, pattern=DIGEST_PATTERN, description="See ResumeRequest.context_digest."
     )

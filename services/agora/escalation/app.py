@@ -10,7 +10,7 @@ import logging
 from fastapi import FastAPI, Header, Query
 
 from agora.core import topics
-from agora.core.contracts import Decision, EscalationList, ResumeRequest
+from agora.core.contracts import DeadlineExtension, Decision, EscalationList, ResumeRequest
 from agora.core.errors import NotFound, Unauthorized
 from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.limits import MAX_PAGE_SIZE
@@ -112,6 +112,17 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 context_digest=request.context_digest,
             )
             return await escalations(escalation_id).resolve(decision)
+
+        @app.post("/v1/escalations/{escalation_id}/deadline", response_model=EscalationRecord)
+        async def extend_deadline(
+            escalation_id: PathId,
+            extension: DeadlineExtension,
+            x_agora_token: str | None = Header(default=None),
+        ) -> EscalationRecord:
+            """A later deadline for a waiting escalation; guarded like a decision."""
+            if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
+                raise Unauthorized("moving an escalation's deadline needs a valid x-agora-token header")
+            return await escalations(escalation_id).extend_deadline(extension)
 
         async def on_outcome(event: EscalationOutcome) -> None:
             record = await escalations(event.escalation_id).get()

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from agora.core.contracts import (
+    DeadlineExtension,
     EscalationList,
     FilterAnswer,
     RegisteredAgent,
@@ -111,6 +112,14 @@ class EscalationClient:
         headers = {"x-agora-token": self._api_token} if self._api_token else None
         answer = self._sidecar.invoke(
             self._app_id, path, json_body=request.model_dump(mode="json"), headers=headers, idempotent=False
+        )
+        return await _as(EscalationRecord, answer)
+
+    async def extend_deadline(self, escalation_id: str, extension: DeadlineExtension) -> EscalationRecord:
+        path = f"v1/escalations/{quote(escalation_id, safe='')}/deadline"
+        headers = {"x-agora-token": self._api_token} if self._api_token else None
+        answer = self._sidecar.invoke(
+            self._app_id, path, json_body=extension.model_dump(mode="json"), headers=headers, idempotent=False
         )
         return await _as(EscalationRecord, answer)
 

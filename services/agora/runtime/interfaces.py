@@ -19,6 +19,7 @@ from agora.core.contracts import (
     AgentLearning,
     CheckpointAnswer,
     CheckpointRequest,
+    DeadlineExtension,
     Decision,
     OutcomeReport,
     SessionState,
@@ -90,6 +91,9 @@ class EscalationInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("resolve")
     async def resolve(self, decision: Decision) -> EscalationRecord: ...
+
+    @actor_method("extend_deadline")
+    async def extend_deadline(self, extension: DeadlineExtension) -> EscalationRecord: ...
 
 
 class SessionUncertaintyInterface(AgoraActorInterface, ActorInterface):
