@@ -26,6 +26,7 @@ from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.escalation.suggestions import HistoricalSuggestion
+from agora.core.market import TaskSpec
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import console_with
 from tests.integration.helpers import eventually, replicas_of
@@ -148,7 +149,8 @@ def test_a_person_sees_an_escalation_arrive_and_decides_it_with_a_modified_promp
 
 def park_with_a_deadline(cluster: LocalCluster) -> str:
     """An escalation with everything a page shows: checks, errors, suggestions, a deadline
-    (two hours away) and its default. Nothing waits on it: it is never decided."""
+    (two hours away) and its default. It names a task the board does not hold, so a decision
+    on it reaches nobody (the worker ignores it); none is made."""
     escalation_id = f"report-{uuid.uuid4().hex[:8]}.3"
     context = EscalationContext(
         job_id="plan-market-report",
@@ -183,7 +185,7 @@ def park_with_a_deadline(cluster: LocalCluster) -> str:
         ],
     )
     request = ParkRequest(
-        waiting_party=WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="plan-market-report/check_facts"),
+        waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id="market-report-check-facts"),
         context=context,
         deadline=datetime.now(UTC) + timedelta(hours=2),
         default_decision=EscalationResponse(
@@ -204,7 +206,7 @@ def test_a_deadline_moved_in_one_tab_refuses_a_decision_from_another(
     page = sign_in(browser, console, DECIDER)
     escalation_id = park_with_a_deadline(default_cluster)
     row = page.locator(f'tr[data-escalation-id="{escalation_id}"]')
-    expect(row).to_contain_text("plan_step", timeout=20_000)
+    expect(row).to_contain_text("market-report-check-facts", timeout=20_000)
     expect(row.locator("[data-deadline]")).to_contain_text(re.compile(r"in 1 h 59 min \d\d s"))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "inbox.png"), full_page=True)
@@ -311,7 +313,7 @@ def test_a_moved_deadline_applies_the_default_then_and_not_before(default_cluste
     )  # fmt: skip
     parked_at = datetime.now(UTC)
     request = ParkRequest(
-        waiting_party=WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="job-moved/one"),
+        waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=f"{escalation_id}-task"),
         context=context,
         deadline=parked_at + timedelta(seconds=4),
         default_decision=EscalationResponse(action=EscalationAction.SKIP),
@@ -335,3 +337,46 @@ def test_a_moved_deadline_applies_the_default_then_and_not_before(default_cluste
     assert httpx.get(base, timeout=30).json()["status"] == "WAITING_FOR_HUMAN"
     expired = eventually(lambda: (r := httpx.get(base, timeout=30).json())["status"] == "EXPIRED" and r, 30)
     assert expired["decision"]["action"] == "skip"
+
+
+def test_the_task_board_agents_plans_and_debates_are_readable(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    app = embedded(default_cluster)
+    task_id = f"console-task-{uuid.uuid4().hex[:6]}"
+    spec = TaskSpec(
+        task_id=task_id,
+        description="Summarise <b>this</b> week's papers",
+        required_skills=["web_search"],
+        min_success_threshold=0.2,
+    )
+    published = httpx.post(
+        f"{app.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks",
+        json=spec.model_dump(mode="json"),
+        timeout=30,
+    )
+    assert published.status_code == 204, published.text
+
+    def settled() -> dict[str, Any] | None:
+        answer = httpx.get(app.invoke_url(f"v1/tasks/{task_id}", "agora"), timeout=30)
+        record: dict[str, Any] = answer.json()
+        return record if answer.status_code == 200 and record["status"] in ("COMPLETED", "FAILED") else None
+
+    status = eventually(settled, timeout=60)["status"]
+    page = sign_in(browser, console, VIEWER)
+    page.goto(f"{console.app_url}/tasks")
+    column = page.locator(f'section[data-status="{status}"]')
+    column.locator(f"text={task_id}").click()
+    expect(page.locator("#task-id")).to_have_text(task_id)
+    expect(page.locator("#scores tbody tr").first).to_contain_text("(won)")
+    expect(page.locator("#outcome")).to_contain_text("steps")
+    assert page.locator("b", has_text="this").count() == 0  # the description is text
+
+    page.goto(f"{console.app_url}/agents")
+    expect(page.locator("#agents tbody tr").first).to_be_visible()
+    assert page.locator("#agents tbody tr").count() >= 2
+    for listing in ("plans", "debates"):
+        assert page.goto(f"{console.app_url}/{listing}").status == 200  # type: ignore[union-attr]
+    missing = page.goto(f"{console.app_url}/tasks/no-such-task")
+    assert missing is not None and missing.status == 404
+    expect(page.locator("#error")).to_contain_text("no such task")

@@ -567,7 +567,7 @@ def test_the_banner_names_the_services_jaeger_knows_and_the_console(
 
     def add_service(spec: ServiceSpec) -> list[SimpleNamespace]:
         if spec.app_id == "console":
-            assert spec.env["AGORA_CONSOLE_ESCALATION_APP_ID"] == "agora"
+            assert spec.env["AGORA_CONSOLE_SERVICES_APP_ID"] == "agora"
         replicas.append(replica(spec.app_id, spec.module, 4000 + 10 * len(replicas)))
         return replicas[-1:]
 

@@ -34,6 +34,7 @@ from agora.console.auth import (
     load_users,
     proxied_person,
 )
+from agora.console.boards import Unavailable, install_boards, link
 from agora.console.decision_form import (
     EXTENSIONS,
     FIELD_LABELS,
@@ -109,6 +110,7 @@ def templates() -> Environment:
     )
     env.filters["when"] = _when
     env.filters["number"] = _number
+    env.filters["pathpart"] = _path_part
     return env
 
 
@@ -164,7 +166,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
     refresh_ms = int(settings.console_refresh_seconds * 1000)
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        escalations = EscalationClient(ctx.sidecar, settings.console_escalation_app_id, settings.api_token)
+        escalations = EscalationClient(ctx.sidecar, settings.app_for("escalation"), settings.api_token)
 
         def who(request: Request) -> tuple[Person, str] | None:
             """The person at the console and their session's nonce (which their CSRF token
@@ -200,6 +202,19 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                 raise PageError(404, f"there is no escalation {escalation_id}") from None
             except (DaprError, SidecarUnavailable, AgoraError) as exc:
                 raise _unreachable(exc) from None
+
+        @app.exception_handler(Unavailable)
+        async def unavailable(request: Request, exc: Unavailable) -> HTMLResponse:
+            signed = who(request)
+            return error_page(exc.status, exc.message, signed[0] if signed else None)
+
+        def board_page(request: Request, template: str, values: dict[str, Any]) -> Response:
+            signed = who(request)
+            if signed is None:
+                return RedirectResponse("/signin", status_code=303)
+            return render(template, person=signed[0], csrf=signer.csrf_token(signed[1]), **values)
+
+        install_boards(app, ctx.sidecar, settings, board_page)
 
         @app.get("/static/{name}", include_in_schema=False)
         async def static(name: str) -> Response:
@@ -332,6 +347,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                 changed=changed or [],
                 form=form or {},
                 href="/escalations/" + _path_part(record.escalation_id),
+                belongs_to=_belongs_to(record),
             )
 
         @app.get("/escalations/{escalation_id}", include_in_schema=False)
@@ -434,6 +450,19 @@ def _refusal(exc: AgoraError, current: EscalationRecord) -> str:
             f"({current.decision.action}) by {current.decided_by or '-'} at {_when(current.decided_at)}."
         )
     return "Not applied: this escalation changed since you opened it. Look at it again before deciding."
+
+
+BELONGS_TO_PAGES = {
+    WaitingPartyKind.TASK: "tasks",
+    WaitingPartyKind.PLAN_STEP: "plans",
+    WaitingPartyKind.DEBATE: "debates",
+}
+
+
+def _belongs_to(record: EscalationRecord) -> str | None:
+    """The console's page of what waits (a session has none)."""
+    pages = BELONGS_TO_PAGES.get(record.waiting_party.kind)
+    return link(pages, record.waiting_party.id) if pages is not None else None
 
 
 def _unreachable(exc: Exception) -> PageError:

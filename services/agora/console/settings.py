@@ -13,9 +13,9 @@ __all__ = ["ConsoleSettings"]
 
 class ConsoleSettings(ServiceSettings):
     app_id: str = Field(default="console", validation_alias=AliasChoices("AGORA_APP_ID", "APP_ID"))
-    console_escalation_app_id: str = "escalation"
-    """AGORA_CONSOLE_ESCALATION_APP_ID: the app serving the escalation API (`agora` when every
-    service runs in the embedded app)."""
+    console_services_app_id: str | None = None
+    """AGORA_CONSOLE_SERVICES_APP_ID: the one app hosting every service (`agora`, the embedded
+    default); unset, each service is reached at its own app id (`escalation`, `taskboard`...)."""
     console_users_file: Path | None = None
     """AGORA_CONSOLE_USERS_FILE: people who may sign in (YAML `users: [{name, role,
     secret_hash}]`; `python -m agora.console.users` hashes a secret)."""
@@ -40,6 +40,10 @@ class ConsoleSettings(ServiceSettings):
     api_token: str | None = None
     """AGORA_API_TOKEN: sent as x-agora-token when deciding (when the escalation service
     requires it)."""
+
+    def app_for(self, service: str) -> str:
+        """The app id serving `service`'s API."""
+        return self.console_services_app_id or service
 
     @property
     def deciders(self) -> list[str]:

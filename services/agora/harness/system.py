@@ -52,9 +52,11 @@ SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {
 
 
 def console_with(running_app_ids: Collection[str], users_file: str | None = None, **env: str) -> ServiceSpec:
-    """The console beside the apps running: it asks the app hosting the escalation service
-    (the embedded app in the default profile), and signs in the people of `users_file`."""
-    settings = {"AGORA_CONSOLE_ESCALATION_APP_ID": app_id_hosting("escalation", running_app_ids)}
+    """The console beside the apps running: it asks the services' own apps, or the embedded
+    app that hosts them all (the default profile), and signs in the people of `users_file`."""
+    settings: dict[str, str] = {}
+    if app_id_hosting("escalation", running_app_ids) == EMBEDDED.app_id:
+        settings["AGORA_CONSOLE_SERVICES_APP_ID"] = EMBEDDED.app_id
     if users_file is not None:
         settings["AGORA_CONSOLE_USERS_FILE"] = users_file
     return ServiceSpec(CONSOLE.app_id, CONSOLE.module, env={**settings, **env})

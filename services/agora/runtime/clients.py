@@ -13,6 +13,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from agora.core.contracts import (
+    AgentList,
     DeadlineExtension,
     EscalationList,
     FilterAnswer,
@@ -23,10 +24,13 @@ from agora.core.contracts import (
     StepVerdict,
     TaskList,
 )
+from agora.core.debate.record import DebateList, DebateRecord
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
-from agora.core.market import AllocationStatus
+from agora.core.market import AllocationStatus, ReputationRecord
 from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
+from agora.core.plans.record import PlanList, PlanRecord
+from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import ActorClient, Actors
 from agora.runtime.interfaces import EscalationInterface, ReputationActorInterface, TaskActorInterface
 from agora.runtime.sidecar import DaprSidecar
@@ -49,6 +53,9 @@ class RegistryClient:
         body = query.model_dump(mode="json", exclude_none=True)
         return await _as(FilterAnswer, self._sidecar.invoke(self._app_id, "v1/agents/filter", json_body=body))
 
+    async def agents(self) -> AgentList:
+        return await _as(AgentList, self._sidecar.invoke(self._app_id, "v1/agents", http_method="GET"))
+
     async def register(
         self, profile: CapabilityProfile, lease_seconds: int = DEFAULT_LEASE_SECONDS
     ) -> RegisteredAgent:
@@ -68,6 +75,54 @@ class TaskBoardClient:
     async def listed(self, status: AllocationStatus) -> TaskList:
         path = f"v1/tasks?status={status}"
         return await _as(TaskList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, task_id: str) -> TaskRecord:
+        path = f"v1/tasks/{quote(task_id, safe='')}"
+        return await _as(TaskRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class ReputationClient:
+    """The reputation service's HTTP API, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def get(self, agent_id: str) -> ReputationRecord:
+        path = f"v1/reputation/{quote(agent_id, safe='')}"
+        return await _as(ReputationRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class PlannerClient:
+    """The planner's HTTP API for people's tools, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def listed(self, limit: int, offset: int = 0) -> PlanList:
+        path = f"v1/plans?limit={limit}&offset={offset}"
+        return await _as(PlanList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, plan_id: str) -> PlanRecord:
+        path = f"v1/plans/{quote(plan_id, safe='')}"
+        return await _as(PlanRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class DebateClient:
+    """The debate service's HTTP API for people's tools, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def listed(self, limit: int, offset: int = 0) -> DebateList:
+        path = f"v1/debates?limit={limit}&offset={offset}"
+        return await _as(DebateList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, debate_id: str) -> DebateRecord:
+        path = f"v1/debates/{quote(debate_id, safe='')}"
+        return await _as(DebateRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
 
 class UncertaintyClient:

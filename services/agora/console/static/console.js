@@ -1,6 +1,7 @@
 // The console's only script: keeps an open page current without reloading it.
 // - the inbox asks for its rows every few seconds and swaps them in when they changed;
 // - an escalation page asks for the escalation's state and says so when it changed;
+// - the task board, plans, debates and agents pages swap in their live part when it changed;
 // - deadlines count down.
 // Everything it shows comes from the console's own pages (server-rendered, escaped) or is set
 // as text, never as markup.
@@ -77,6 +78,21 @@
     }
   }
 
+  async function refreshLive(live) {
+    try {
+      const response = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store" });
+      if (!response.ok) return;
+      // The console's own page, parsed (scripts in it never run) for its live part.
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("live");
+      if (fresh && fresh.innerHTML !== live.innerHTML) {
+        live.innerHTML = fresh.innerHTML;
+        tick();
+      }
+    } catch (error) {
+      // the next round tries again
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     tick();
     setInterval(tick, 1000);
@@ -85,6 +101,10 @@
     if (rows && status) {
       rows.dataset.last = "";
       setInterval(() => refreshInbox(rows, status), refreshMs);
+    }
+    const live = document.querySelector("[data-live]");
+    if (live) {
+      setInterval(() => refreshLive(live), refreshMs * 2);
     }
     const marker = document.getElementById("escalation");
     const banner = document.getElementById("changed-banner");
