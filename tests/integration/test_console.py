@@ -50,7 +50,12 @@ def console(default_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFact
         + entry_yaml(VIEWER, Role.VIEWER, SECRETS[VIEWER])
     )
     app_ids = {r.spec.app_id for r in default_cluster.replicas}
-    spec = console_with(app_ids, str(users), AGORA_CONSOLE_REFRESH_SECONDS="0.5")
+    spec = console_with(
+        app_ids,
+        str(users),
+        AGORA_CONSOLE_REFRESH_SECONDS="0.5",
+        AGORA_CONSOLE_JAEGER_URL=default_cluster.jaeger_query_url,
+    )
     existing = replicas_of(default_cluster, "console")
     return existing[0] if existing else default_cluster.add_service(spec)[0]
 
@@ -371,6 +376,20 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
     expect(page.locator("#scores tbody tr").first).to_contain_text("(won)")
     expect(page.locator("#outcome")).to_contain_text("steps")
     assert page.locator("b", has_text="this").count() == 0  # the description is text
+
+    page.click("#trace-link")
+    expect(page.locator("#trace-task")).to_have_text(task_id)
+    timeline = page.locator("#timeline tbody tr")
+    for _ in range(20):  # the spans reach Jaeger a moment after the task ends
+        if timeline.count():
+            break
+        page.wait_for_timeout(1000)
+        page.reload()
+    expect(timeline.first).to_be_visible()
+    expect(page.locator("#trace-summary")).to_contain_text("spans over")
+    expect(page.locator("#timeline")).to_contain_text("process agora.tasks")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "trace.png"), full_page=True)
 
     page.goto(f"{console.app_url}/agents")
     expect(page.locator("#agents tbody tr").first).to_be_visible()

@@ -21,6 +21,7 @@ from agora.console.auth import (
 )
 from agora.console.decision_form import FormRefused, deadline_extension, decision_request
 from agora.console.inbox import InboxFilter, age_text, inbox
+from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
 from agora.core.errors import IllegalTransition
 from agora.core.escalation.checkpoints import CheckpointContext
@@ -365,3 +366,67 @@ def test_the_extension_form_counts_from_the_deadline_or_from_now() -> None:
     assert "extend_minutes" in refused.value.problems
     with pytest.raises(FormRefused):
         deadline_extension(form(extend_minutes="60"), record(), "alice", NOW)
+
+
+# -- a task's trace as a timeline ---------------------------------------------------------------
+
+
+def jaeger_trace() -> JaegerAnswer:
+    def span(span_id: str, name: str, start: int, duration: int, process: str, parent: str | None = None,
+             error: bool = False) -> dict[str, object]:  # fmt: skip
+        return {
+            "spanID": span_id, "operationName": name, "startTime": start, "duration": duration,
+            "processID": process, "tags": [{"key": "error", "value": True}] if error else [],
+            "references": [{"refType": "CHILD_OF", "spanID": parent}] if parent else [],
+        }  # fmt: skip
+
+    return JaegerAnswer.model_validate(
+        {
+            "data": [
+                {
+                    "traceID": "abc",
+                    "spans": [
+                        span("b", "process agora.tasks", 1_000_100, 400, "p1", parent="a"),
+                        span("a", "publish agora.tasks", 1_000_000, 1_000, "p2"),
+                        span("c", "<script>x</script>", 1_000_500, 100, "p1", parent="b", error=True),
+                    ],
+                    "processes": {
+                        "p1": {
+                            "serviceName": "allocator",
+                            "tags": [{"key": "service.namespace", "value": "agora"}],
+                        },
+                        "p2": {"serviceName": "console", "tags": []},
+                    },
+                }
+            ]
+        }
+    )
+
+
+def test_a_trace_becomes_rows_in_start_order_with_depth_and_share() -> None:
+    answer = jaeger_trace()
+    assert answer.data is not None
+    drawn = timeline(answer.data[0])
+    assert [r.operation for r in drawn.rows] == [
+        "publish agora.tasks",
+        "process agora.tasks",
+        "<script>x</script>",
+    ]
+    assert [r.depth for r in drawn.rows] == [0, 1, 2]
+    assert [r.sidecar for r in drawn.rows] == [True, False, False]
+    assert (drawn.total_ms, drawn.errors, drawn.services) == (1.0, 1, ["allocator", "console"])
+    assert [(r.offset_pct, r.width_pct) for r in drawn.rows] == [(0.0, 100.0), (10.0, 40.0), (50.0, 10.0)]
+    html = (
+        templates()
+        .get_template("trace.html")
+        .render(refresh_ms=1000, person=None, task_id="t", timeline=drawn, href="/tasks/t")
+    )
+    assert "<script>x" not in html and "&lt;script&gt;x" in html
+
+
+def test_a_trace_with_a_parent_cycle_still_draws() -> None:
+    answer = jaeger_trace()
+    assert answer.data is not None
+    looped = answer.data[0].model_copy()
+    looped.spans[1].references.append(looped.spans[0].references[0].model_copy(update={"spanID": "c"}))
+    assert len(timeline(looped).rows) == 3

@@ -64,7 +64,8 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
             cluster.add_service(spec)
     users_file, secret_file = local_sign_in(run_dir.resolve() / "console")
     running = {r.spec.app_id for r in cluster.replicas}
-    [console] = cluster.add_service(console_with(running, str(users_file)))
+    traces = {"AGORA_CONSOLE_JAEGER_URL": cluster.jaeger_query_url} if cluster.with_jaeger else {}
+    [console] = cluster.add_service(console_with(running, str(users_file), **traces))
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     for replica in cluster.replicas:
         ep = replica.endpoints

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from agora.console.settings import ConsoleSettings
+from agora.console.traces import JaegerTraces, TracesUnavailable
 from agora.core.errors import AgoraError, NotFound
 from agora.core.limits import ID_PATTERN, MAX_ID_CHARS
 from agora.core.market import AllocationStatus, ReputationRecord
@@ -106,7 +107,22 @@ def install_boards(
     @app.get("/tasks/{task_id}", include_in_schema=False)
     async def task(task_id: str, request: Request) -> Response:
         record = await _answer(board.get(_checked_id(task_id, "task")), "task")
-        return page(request, "task.html", {"task": record})
+        return page(request, "task.html", {"task": record, "traces": jaeger is not None})
+
+    jaeger = JaegerTraces(settings.console_jaeger_url) if settings.console_jaeger_url else None
+
+    @app.get("/tasks/{task_id}/trace", include_in_schema=False)
+    async def task_trace(task_id: str, request: Request) -> Response:
+        _checked_id(task_id, "task")
+        if jaeger is None:
+            raise Unavailable(404, "the console has no trace store configured (AGORA_CONSOLE_JAEGER_URL)")
+        try:
+            found = await jaeger.task_trace(settings.app_for("allocator"), task_id)
+        except TracesUnavailable as exc:
+            raise Unavailable(503, f"the trace store is not answering ({exc})") from None
+        return page(
+            request, "trace.html", {"task_id": task_id, "timeline": found, "href": link("tasks", task_id)}
+        )
 
     @app.get("/plans", include_in_schema=False)
     async def plans(request: Request) -> Response:

@@ -37,6 +37,9 @@ class ConsoleSettings(ServiceSettings):
     """AGORA_CONSOLE_SECURE_COOKIES: mark the session cookie Secure (when served over HTTPS)."""
     console_refresh_seconds: float = Field(default=2.0, gt=0, le=60)
     """How often an open page asks for changes."""
+    console_jaeger_url: str | None = None
+    """AGORA_CONSOLE_JAEGER_URL: Jaeger's query API (e.g. http://127.0.0.1:16686), for a task's
+    trace as a timeline; unset, the console shows no traces."""
     api_token: str | None = None
     """AGORA_API_TOKEN: sent as x-agora-token when deciding (when the escalation service
     requires it)."""
