@@ -3,6 +3,7 @@ sessions, the decision form, the inbox's filters, and pages that show hostile te
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from agora.console.auth import (
     verify_secret,
 )
 from agora.console.decision_form import FormRefused, deadline_extension, decision_request
-from agora.console.inbox import InboxFilter, age_text, inbox
+from agora.console.inbox import InboxFilter, SharedReading, age_text, inbox
 from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
 from agora.core.errors import IllegalTransition
@@ -430,3 +431,41 @@ def test_a_trace_with_a_parent_cycle_still_draws() -> None:
     looped = answer.data[0].model_copy()
     looped.spans[1].references.append(looped.spans[0].references[0].model_copy(update={"spanID": "c"}))
     assert len(timeline(looped).rows) == 3
+
+
+async def test_every_open_inbox_shares_one_reading_per_interval() -> None:
+    now = [0.0]
+    calls = []
+    release = asyncio.Event()
+
+    async def read() -> int:
+        calls.append(now[0])
+        await release.wait()
+        return len(calls)
+
+    shared = SharedReading(read, fresh_seconds=1.0, clock=lambda: now[0])
+    waiting = [asyncio.ensure_future(shared.get()) for _ in range(5)]
+    await asyncio.sleep(0)
+    release.set()
+    assert await asyncio.gather(*waiting) == [1] * 5 and calls == [0.0]  # one reading for five pages
+    now[0] = 0.5
+    assert await shared.get() == 1 and len(calls) == 1  # still fresh
+    now[0] = 1.5
+    assert await shared.get() == 2
+    shared.forget()
+    assert await shared.get() == 3
+
+
+async def test_a_failed_reading_is_not_kept() -> None:
+    outcomes: list[int | Exception] = [RuntimeError("down"), 7]
+
+    async def read() -> int:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    shared = SharedReading(read, fresh_seconds=10.0, clock=lambda: 0.0)
+    with pytest.raises(RuntimeError):
+        await shared.get()
+    assert await shared.get() == 7

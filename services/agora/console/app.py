@@ -44,7 +44,15 @@ from agora.console.decision_form import (
     decision_request,
     prompt_of,
 )
-from agora.console.inbox import AGE_CHOICES, CONFIDENCE_CHOICES, InboxFilter, age_text, confidence_of, inbox
+from agora.console.inbox import (
+    AGE_CHOICES,
+    CONFIDENCE_CHOICES,
+    InboxFilter,
+    SharedReading,
+    age_text,
+    confidence_of,
+    inbox,
+)
 from agora.console.settings import ConsoleSettings
 from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.escalation.digest import (
@@ -267,9 +275,15 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
             return response
 
+        waiting = SharedReading(
+            lambda: escalations.listed(EscalationStatus.WAITING_FOR_HUMAN, MAX_PAGE_SIZE),
+            settings.console_refresh_seconds / 2,
+            time.monotonic,
+        )
+
         async def waiting_now(shown: InboxFilter) -> tuple[list[EscalationRecord], int]:
             try:
-                listing = await escalations.listed(EscalationStatus.WAITING_FOR_HUMAN, MAX_PAGE_SIZE)
+                listing = await waiting.get()
             except (DaprError, SidecarUnavailable, AgoraError) as exc:
                 raise _unreachable(exc) from None
             return inbox(listing.escalations, shown, datetime.now(UTC)), listing.total
@@ -398,6 +412,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                 extra={"escalation_id": decided.escalation_id, "person": person.name,
                        "action": str(request_model.decision.action)},
             )  # fmt: skip
+            waiting.forget()
             return RedirectResponse("/escalations/" + _path_part(decided.escalation_id), status_code=303)
 
         async def refused(

@@ -1,18 +1,31 @@
 """The inbox: the escalations that wait for a decision, the newest first, narrowed by what
 waits (a task, a plan step, a debate, a session), how long it has waited and how confident the
-step was."""
+step was; read from the escalation service once per refresh interval for every open page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import EscalationRecord, WaitingPartyKind
 
-__all__ = ["AGE_CHOICES", "CONFIDENCE_CHOICES", "InboxFilter", "age_text", "confidence_of", "inbox"]
+__all__ = [
+    "AGE_CHOICES",
+    "CONFIDENCE_CHOICES",
+    "InboxFilter",
+    "SharedReading",
+    "age_text",
+    "confidence_of",
+    "inbox",
+]
+
+T = TypeVar("T")
 
 AGE_CHOICES = {"": "any age", "5": "waiting over 5 min", "60": "over 1 hour", "1440": "over 1 day"}
 CONFIDENCE_CHOICES = {"": "any confidence", "0.25": "below 0.25", "0.5": "below 0.50", "0.75": "below 0.75"}
@@ -84,3 +97,40 @@ def age_text(since: datetime, now: datetime) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+class SharedReading(Generic[T]):
+    """One reading shared by every page that asks within `fresh_seconds` of it: however many
+    inboxes are open and polling, the escalation service is asked at most once per interval
+    (a reading under way is awaited, not repeated). A failed reading is not kept."""
+
+    def __init__(
+        self, read: Callable[[], Awaitable[T]], fresh_seconds: float, clock: Callable[[], float]
+    ) -> None:
+        self._read = read
+        self._fresh = fresh_seconds
+        self._clock = clock
+        self._value: T | None = None
+        self._read_at = -math.inf
+        self._pending: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        if self._value is not None and self._clock() - self._read_at < self._fresh:
+            return self._value
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._refresh())
+        pending = self._pending
+        return await asyncio.shield(pending)
+
+    def forget(self) -> None:
+        """The next `get` reads again (after a change made through the console itself)."""
+        self._value = None
+
+    async def _refresh(self) -> T:
+        try:
+            started = self._clock()
+            value = await self._read()
+            self._value, self._read_at = value, started
+            return value
+        finally:
+            self._pending = None
