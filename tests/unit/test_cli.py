@@ -581,7 +581,7 @@ def test_the_banner_names_the_services_jaeger_knows_and_the_console(
     args = argparse.Namespace(profile="default", no_demo=True)
     assert cli_run.serve_locally(cast(LocalCluster, cluster), args, tmp_path / "run") == 1
     out = capsys.readouterr().out
-    assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora, console)\n" in out
+    assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in out
     secret_file = tmp_path / "run" / "console" / "operator-secret"
     assert f"  console: http://127.0.0.1:4010  (sign in as operator with the secret in {secret_file})" in out
     assert secret_file.read_text().strip() not in out

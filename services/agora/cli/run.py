@@ -72,7 +72,10 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
         app = f"app :{ep.app_port}" if replica.spec.has_app else "(no app)"
         print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
     if cluster.with_jaeger:
-        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.has_app)
+        # The console is traced too, but only once someone uses it: the services Jaeger knows from the start.
+        traced = dict.fromkeys(
+            r.spec.app_id for r in cluster.replicas if r.spec.has_app and r.spec.app_id != CONSOLE.app_id
+        )
         print(f"  traces: {cluster.jaeger_query_url} (Jaeger query API; services: {', '.join(traced)})")
     app_ids = {r.spec.app_id for r in cluster.replicas}
 
