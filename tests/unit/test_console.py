@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace import TracerProvider
 
-from agora.console.app import templates
+from agora.console.app import create_app, templates
 from agora.console.auth import (
     Person,
     Role,
@@ -22,6 +24,7 @@ from agora.console.auth import (
 )
 from agora.console.decision_form import FormRefused, deadline_extension, decision_request
 from agora.console.inbox import InboxFilter, SharedReading, age_text, inbox
+from agora.console.settings import ConsoleSettings
 from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
 from agora.core.errors import IllegalTransition
@@ -469,3 +472,58 @@ async def test_a_failed_reading_is_not_kept() -> None:
     with pytest.raises(RuntimeError):
         await shared.get()
     assert await shared.get() == 7
+
+
+# -- the sign-in edge, without Dapr -------------------------------------------------------------
+
+
+def console_client(tmp_path: Path) -> TestClient:
+    """The console app without Dapr (nothing here reaches its sidecar); create it only with the
+    test process's tracer provider installed (fixture `tracer_provider`), so it exports nowhere."""
+    users = tmp_path / "users.yaml"
+    users.write_text("users:\n" + entry_yaml("alice", Role.DECIDER, "alice-secret-1"))
+    settings = ConsoleSettings(console_users_file=users, console_session_key="k" * 32)
+    return TestClient(create_app(settings), follow_redirects=False)
+
+
+def test_signing_in_sets_a_locked_down_cookie_and_never_echoes_the_secret(
+    tmp_path: Path, tracer_provider: TracerProvider
+) -> None:
+    client = console_client(tmp_path)
+    assert client.get("/inbox").headers["location"] == "/signin"
+    page = client.get("/signin")
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store" and page.headers["x-frame-options"] == "DENY"
+
+    refused = client.post("/signin", data={"name": "alice<b>", "secret": "wrong-secret-typed"})
+    assert refused.status_code == 401 and "do not sign anyone in" in refused.text
+    assert "wrong-secret-typed" not in refused.text and "alice<b>" not in refused.text
+    assert "set-cookie" not in refused.headers
+
+    signed = client.post("/signin", data={"name": "alice", "secret": "alice-secret-1"})
+    assert signed.status_code == 303 and signed.headers["location"] == "/inbox"
+    cookie = signed.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "alice-secret-1" not in cookie
+
+    assert client.get("/static/console.js").headers["content-type"].startswith("text/javascript")
+    for missing in ("/static/../app.py", "/static/other.js", "/docs", "/openapi.json"):
+        assert client.get(missing).status_code == 404
+
+
+def test_forms_without_their_csrf_token_or_as_json_are_refused(
+    tmp_path: Path, tracer_provider: TracerProvider
+) -> None:
+    client = console_client(tmp_path)
+    client.post("/signin", data={"name": "alice", "secret": "alice-secret-1"})
+    forged = client.post("/escalations/e-1/decision", data={"action": "retry", "csrf": "forged"})
+    assert forged.status_code == 403 and "out of date" in forged.text
+    as_json = client.post("/escalations/e-1/decision", json={"action": "retry"})
+    assert as_json.status_code == 415
+    huge = client.post(
+        "/signin",
+        content=b"x" * (1024 * 1024 + 1),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert huge.status_code == 413
+    signed_out = TestClient(client.app, follow_redirects=False)
+    assert signed_out.post("/escalations/e-1/decision", data={"action": "retry"}).status_code == 401

@@ -491,9 +491,16 @@ def _path_part(escalation_id: str) -> str:
     return quote(escalation_id, safe="")
 
 
+API_DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+"""FastAPI's API documentation pages: the console has no public API to document, and those pages
+load their script from a CDN."""
+
+
 def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
     settings = settings or ConsoleSettings()
-    return create_service_app(settings, [console_module(settings)])
+    app = create_service_app(settings, [console_module(settings)])
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) not in API_DOCS_PATHS]
+    return app
 
 
 def main() -> None:
