@@ -16,6 +16,7 @@ DAPR_TAGS   := stablecomponents,conversation_echo
 GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 JAEGER      ?= 1
 PROFILE     ?= default
+AGENTS      ?=
 PYTEST_ARGS ?=
 
 export AGORA_CACHE := $(CACHE)
@@ -25,7 +26,8 @@ include deploy/kubernetes/tools.mk
 .PHONY: help venv dapr jaeger jaeger-run redis chromium go-agent tools run test test-unit test-integration bench chaos soak lint clean
 
 help:
-	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change)"
+	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change;"
+	@echo "             AGENTS=my_agents.py puts your SDK agents on its market)"
 	@echo "make test    install what the tests need, then run unit + integration tests"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
@@ -99,7 +101,8 @@ go-agent: venv
 tools: venv dapr jaeger redis chromium go-agent
 
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
-	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger)
+	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
+		$(if $(AGENTS),--agents $(abspath $(AGENTS)))
 
 test: tools kube
 	$(PY) -m pytest tests $(PYTEST_ARGS)

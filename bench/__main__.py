@@ -6,6 +6,7 @@ from bench import (
     escalations,
     flood,
     input_bounds,
+    market_agent_bids,
     market_e2e,
     market_hops,
     market_simulation,
@@ -19,6 +20,7 @@ if __name__ == "__main__":
     input_bounds.main()
     market_simulation.main()
     market_e2e.main()
+    market_agent_bids.main()
     market_hops.main()
     escalations.main()
     planner_plan.main()

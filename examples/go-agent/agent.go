@@ -121,6 +121,7 @@ func (a *Agent) Outcome(award TaskAwarded, spec TaskSpec) TaskOutcome {
 		ActualCostUSD: a.Profile.CostPerStepUSD,
 		ActualSteps:   1,
 		Summary:       strconv.Itoa(CountWords(spec.Description)),
+		ToolsCalled:   []string{}, // it calls none; an empty list, never null
 		AwardToken:    award.AwardToken,
 	}
 }

@@ -99,16 +99,17 @@ type TaskRecord struct {
 
 // TaskOutcome: task_outcome.json (topic agora.task.outcome, message id `outcome:<task_id>`).
 type TaskOutcome struct {
-	TaskID        string  `json:"task_id"`
-	AgentID       string  `json:"agent_id"`
-	ActualSuccess bool    `json:"actual_success"`
-	ActualCostUSD float64 `json:"actual_cost_usd"`
-	ActualSteps   int     `json:"actual_steps"`
-	Partial       bool    `json:"partial"`
-	Summary       string  `json:"summary"`
-	InputTokens   int     `json:"input_tokens"`
-	OutputTokens  int     `json:"output_tokens"`
-	AwardToken    string  `json:"award_token"`
+	TaskID        string   `json:"task_id"`
+	AgentID       string   `json:"agent_id"`
+	ActualSuccess bool     `json:"actual_success"`
+	ActualCostUSD float64  `json:"actual_cost_usd"`
+	ActualSteps   int      `json:"actual_steps"`
+	Partial       bool     `json:"partial"`
+	Summary       string   `json:"summary"`
+	InputTokens   int      `json:"input_tokens"`
+	OutputTokens  int      `json:"output_tokens"`
+	ToolsCalled   []string `json:"tools_called"`
+	AwardToken    string   `json:"award_token"`
 }
 
 // DeadLetter: dead_letter.json (topic agora.deadletter): a message this agent refused, with

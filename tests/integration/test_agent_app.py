@@ -5,6 +5,9 @@ not bid in time gets the market's estimate instead."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +25,11 @@ pytestmark = pytest.mark.integration
 
 AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "market_agents.py"
 """The example calculator (examples/agents/calculator.py) and an agent slow to bid."""
-AGENTS = ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": str(AGENTS_FILE)})
+AGENTS = ServiceSpec(
+    "agents",
+    "agora.sdk",
+    env={"AGORA_AGENTS_FILE": str(AGENTS_FILE), "AGORA_UNCERTAINTY_APP_ID": "uncertainty"},
+)
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
@@ -105,7 +112,8 @@ def test_the_agent_app_registered_its_agent_as_bidding_for_itself(market: LocalC
     assert answer.json()["bid_app_id"] == "agents" and answer.json()["lease_expires_at"]
 
 
-def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> None:
+@pytest.mark.parametrize("after_s", [0.0, 1.0], ids=["as-it-takes-the-award", "mid-run"])
+def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster, after_s: float) -> None:
     task_id = publish(market, description="Count these words slowly please", required_skills=["slow_count"])
     [app] = replicas_of(market, "agents")
 
@@ -114,8 +122,8 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
         awards = answer.json().get("awards", []) if answer.status_code == 200 else []
         return bool(awards) and awards[-1]["acknowledged_at"] is not None
 
-    eventually(taken, timeout=30)
-    time.sleep(1)  # the award's run is under way: it takes four seconds
+    eventually(taken, timeout=30, interval=0.02)
+    time.sleep(after_s)  # 0: its run is being scheduled; 1: under way (it takes four seconds)
     app.kill_app()
     time.sleep(1)
     app.start_app()
@@ -124,3 +132,104 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster) -> No
     assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "plodder"
     assert record["outcome"]["summary"] == "5"
     assert [a["agent_id"] for a in record["awards"]] == ["plodder"], "the run resumed; nobody else got it"
+
+
+def parked(cluster: LocalCluster, task_id: str) -> str:
+    """The escalation the task's run waits on, once it is listed as waiting."""
+
+    def waiting_on() -> str | None:
+        answer = httpx.get(
+            console(cluster).invoke_url("v1/escalations?status=WAITING_FOR_HUMAN&limit=500", "escalation"),
+            timeout=10,
+        )
+        waiting = answer.json()["escalations"] if answer.status_code == 200 else []
+        return next((e["escalation_id"] for e in waiting if e["waiting_party"]["id"] == task_id), None)
+
+    found: str = eventually(waiting_on, timeout=60)
+    return found
+
+
+def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: LocalCluster) -> None:
+    task_id = publish(market, description="Migrate the orders table", required_skills=["migration"])
+
+    escalation_id = parked(market, task_id)
+    board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
+    assert board["status"] == "ALLOCATED" and board["outcome"] is None, "paused, not ended"
+
+    port = ["--dapr-http-port", str(console(market).endpoints.dapr_http_port)]
+    decided = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "escalations", "resume", escalation_id,
+         "--action", "modify_prompt", "--prompt", "Migrate it with a rollback plan", "--who", "alice"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "cautious"
+    assert record["outcome"]["summary"] == "done as asked: Migrate it with a rollback plan"
+    assert record["outcome"]["actual_steps"] == 2, "the paused step, then the one after the decision"
+
+
+def test_a_run_its_recovery_cannot_fix_is_handed_to_a_person_and_goes_on_as_decided(
+    market: LocalCluster,
+) -> None:
+    task_id = publish(market, description="Date the pottery shards", required_skills=["archaeology"])
+
+    escalation_id = parked(market, task_id)
+    assert escalation_id == f"{task_id}.attempt-1"
+    shown = httpx.get(console(market).invoke_url(f"v1/escalations/{escalation_id}", "escalation"), timeout=10)
+    context = shown.json()["context"]
+    assert context["prompt_used"] == "Date the pottery shards" and context["error_history"]
+    decided = httpx.post(
+        console(market).invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "retry", "guidance": "use the field notes"},
+              "who": "alice", "why": "the notes have the dates"},
+        timeout=30,
+    )  # fmt: skip
+    assert decided.status_code == 200, decided.text
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "done with help"
+    learning = httpx.get(console(market).invoke_url("v1/agents/stubborn/learning", "agents"), timeout=10)
+    assert learning.status_code == 200 and learning.json()["outcomes"] >= 1
+
+
+def test_the_task_s_trace_shows_the_agent_app_s_run_its_model_calls_and_tools_and_what_they_cost(
+    market: LocalCluster,
+) -> None:
+    task_id = publish(market, description="What is 7 + 8?")
+    assert settled(market, task_id)["status"] == "COMPLETED"
+
+    def trace() -> list[dict[str, Any]] | None:
+        found = (
+            httpx.get(
+                f"{market.jaeger_query_url}/api/traces",
+                params={"service": "agents", "tags": json.dumps({"task_id": task_id}), "limit": 5},
+                timeout=10,
+            )
+            .json()
+            .get("data")
+            or []
+        )
+        if not found:
+            return None
+        whole = httpx.get(f"{market.jaeger_query_url}/api/traces/{found[0]['traceID']}", timeout=10)
+        data = whole.json()["data"][0]
+        spans = [
+            {**span, "service": data["processes"][span["processID"]]["serviceName"],
+             "tag": {t["key"]: t["value"] for t in span.get("tags", [])}}
+            for span in data["spans"]
+        ]  # fmt: skip
+        names = {span["operationName"] for span in spans}
+        wanted = {"market.allocate", "agent.execute", "invoke_agent calculator", "execute_tool add",
+                  "agent.report", "process agora.task.outcome"}  # fmt: skip
+        return spans if wanted <= names else None
+
+    spans = eventually(trace, timeout=60, interval=1.0)
+    services = {span["service"] for span in spans}
+    assert {"allocator", "agents", "taskboard"} <= services
+    [run] = [span for span in spans if span["operationName"] == "invoke_agent calculator"]
+    assert run["tag"]["agora.cost_usd"] > 0 and run["tag"]["gen_ai.usage.input_tokens"] > 0
+    chats = [span for span in spans if span["operationName"] == "chat offline-calculator"]
+    assert chats and all(span["service"] == "agents" and "agora.cost_usd" in span["tag"] for span in chats)
+    assert sum(span["tag"]["agora.cost_usd"] for span in chats) == pytest.approx(run["tag"]["agora.cost_usd"])

@@ -93,6 +93,17 @@ def test_the_banner_names_jaeger_services_that_exist(system: RunningSystem) -> N
     eventually(known, timeout=30)
 
 
+def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(system: RunningSystem) -> None:
+    shown = "".join(system.output)
+    assert "Agent app: published demo-sum 'What is 19 + 23?'" in shown, shown
+    winner = next(line for line in system.output if "winner calculator by" in line)
+    assert "by its own bid: 'Calculator: about 2 steps, 0 of 4 runs under way'" in winner, winner
+    outcome = next(line for line in system.output if "tools called:" in line)
+    assert "outcome: succeeded in 2 steps" in outcome and outcome.rstrip().endswith(
+        "'42.0'; tools called: add"
+    )
+
+
 def test_every_readme_command_runs_as_written_from_the_clone(system: RunningSystem) -> None:
     commands = _readme_commands()
     assert len(commands) >= 15, commands

@@ -578,7 +578,7 @@ def test_the_banner_names_the_services_jaeger_knows_and_the_console(
         add_service=add_service,
         processes=lambda: iter([stopped]),
     )
-    args = argparse.Namespace(profile="default", no_demo=True)
+    args = argparse.Namespace(profile="default", no_demo=True, agents=None)
     assert cli_run.serve_locally(cast(LocalCluster, cluster), args, tmp_path / "run") == 1
     out = capsys.readouterr().out
     assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in out
@@ -610,7 +610,7 @@ def test_a_run_points_both_links_at_its_folder_while_it_runs(
 
     monkeypatch.setattr(cli_run, "LocalCluster", FakeCluster)
     monkeypatch.setattr(cli_run, "serve_locally", serve)
-    args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True)
+    args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True, agents=None)
     assert cli_run.cmd_run(args) == 0
     assert seen["run_dir"].is_absolute()
     assert seen["here"] == seen["user-wide"] == seen["run_dir"]
@@ -984,3 +984,18 @@ def test_a_decision_that_does_not_validate_is_refused_before_it_is_sent(
         "error: the decision: modified_prompt: "
         "Value error, modified_prompt is required when action is modify_prompt (given None)\n"
     )
+
+
+def test_agora_run_puts_the_example_agents_or_the_given_ones_beside_the_services(tmp_path: Path) -> None:
+    embedded = cli_run.agent_app_of("default", None)
+    assert [s.app_id for s in embedded] == ["agora"]
+    assert embedded[0].env["AGORA_SDK_AGENTS_FILE"] == str(cli_run.EXAMPLE_AGENTS)
+
+    mine = tmp_path / "my_agents.py"
+    mine.write_text("agents = []\n")
+    separate = cli_run.agent_app_of("redis", mine)
+    assert separate[-1].app_id == "agents" and separate[-1].module == "agora.sdk"
+    assert separate[-1].env == {"AGORA_AGENTS_FILE": str(mine.resolve())}
+
+    with pytest.raises(CliError, match=r"missing\.py: no such file"):
+        cli_run.agent_app_of("redis", tmp_path / "missing.py")

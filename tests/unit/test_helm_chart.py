@@ -108,9 +108,9 @@ def metadata_of(component: Doc) -> dict[str, Doc]:
 
 
 LOCAL_ONLY_APPS = {"recorder", "agents", "agents-go"}
-"""Apps the redis profile scopes that the chart does not deploy: the topic recorder (a test
-tool) and `agents` and `agents-go`, the local agent apps (Python, and Go: examples/go-agent;
-the chart does not deploy agent apps yet)."""
+"""Apps the redis profile scopes that the chart does not deploy by default: the topic recorder
+(a test tool) and `agents` and `agents-go`, the local agent apps (Python, and Go:
+examples/go-agent); the chart deploys agent apps only as values agentApps name them."""
 
 
 def without_recorder(scopes: str) -> str:
@@ -435,3 +435,172 @@ def test_the_schema_refuses_wrong_values_readably(values: tuple[str, ...], expec
     for fragment in expected:
         assert fragment in message, f"{fragment!r} not in: {message}"
     assert "hunter2" not in message
+
+
+AGENT_APPS = (
+    "agentApps[0].name=calculator",
+    "agentApps[0].agentsFile=/opt/agora/examples/agents/calculator.py",
+    "agentApps[0].replicaCount=2",
+    "agentApps[0].env[0].name=AGORA_TASKBOARD_APP_ID",
+    "agentApps[0].env[0].value=taskboard",
+    "agentApps[1].name=wordsmith",
+    "agentApps[1].image.repository=registry.example.com/go-agent",
+    "agentApps[1].image.tag=1.2.3",
+    "agentApps[1].command[0]=/usr/local/bin/go-agent",
+    "agentApps[1].stateStore=false",
+    "agentApps[1].usesModel=false",
+    "agentApps[1].execProbes=false",
+    "agentApps[2].name=agents",
+    "agentApps[2].module=team.agents",
+)
+
+
+@pytest.fixture(scope="module")
+def with_agent_apps() -> list[Doc]:
+    return render(*AGENT_APPS)
+
+
+def _scope_entries(component: Doc, rule: str) -> dict[str, set[str]]:
+    value = metadata_of(component)[rule]["value"]
+    entries = [entry.partition("=") for entry in value.split(";")]
+    assert len({app for app, _, _ in entries}) == len(entries), f"an app is named twice in {rule}: {value}"
+    return {app: set(topics.split(",")) for app, _, topics in entries}
+
+
+def test_an_agent_app_is_a_dapr_app_of_the_chart_image_serving_its_agents_file(
+    with_agent_apps: list[Doc],
+) -> None:
+    deployments = deployments_by_app(with_agent_apps)
+    assert {"calculator", "wordsmith", "agents"} <= set(deployments)
+    calculator = deployments["calculator"]
+    assert calculator["metadata"]["name"] == f"{FULLNAME}-calculator"
+    assert calculator["spec"]["replicas"] == 2
+    pod = calculator["spec"]["template"]
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["dapr.io/enabled"] == "true"
+    assert annotations["dapr.io/app-id"] == "calculator"
+    assert annotations["dapr.io/app-port"] == "8000"
+    assert annotations["dapr.io/app-channel-address"] == "127.0.0.1"
+    assert annotations["dapr.io/config"] == f"{FULLNAME}-calculator"
+    assert annotations["dapr.io/config"] in of_kind(with_agent_apps, "Configuration")
+    assert annotations["dapr.io/app-health-check-path"] == "/healthz"
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "agora:0.1.0"
+    assert container["args"] == ["agora.sdk"]
+    assert "command" not in container
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["APP_ID"] == "calculator"
+    assert env["APP_PORT"] == "8000"
+    assert env["AGORA_APP_HOST"] == "127.0.0.1"
+    assert env["AGORA_AGENTS_FILE"] == "/opt/agora/examples/agents/calculator.py"
+    assert env["AGORA_MODEL_BACKEND"] == "offline"
+    assert env["AGORA_TASKBOARD_APP_ID"] == "taskboard"
+    assert _probe_route(container["readinessProbe"]) == "/readyz"
+    assert _probe_route(container["livenessProbe"]) == "/healthz"
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert (
+        of_kind(with_agent_apps, "ServiceAccount")[spec["serviceAccountName"]]["automountServiceAccountToken"]
+        is False
+    )
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+    (module_app,) = deployments["agents"]["spec"]["template"]["spec"]["containers"]
+    assert module_app["args"] == ["team.agents"]
+    assert "AGORA_AGENTS_FILE" not in {e["name"] for e in module_app["env"]}
+
+
+def test_an_agent_app_of_its_own_image_runs_its_command_without_state_or_model(
+    with_agent_apps: list[Doc],
+) -> None:
+    pod = deployments_by_app(with_agent_apps)["wordsmith"]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "registry.example.com/go-agent:1.2.3"
+    assert container["command"] == ["/usr/local/bin/go-agent"]
+    assert "args" not in container
+    env = {e["name"] for e in container["env"]}
+    assert {"APP_ID", "APP_PORT", "AGORA_APP_HOST"} <= env
+    assert not {"AGORA_MODEL_BACKEND", "AGORA_AGENTS_FILE"} & env
+    assert not {"startupProbe", "livenessProbe", "readinessProbe"} & set(container)
+    components = of_kind(with_agent_apps, "Component")
+    assert "wordsmith" not in components["agora-state"]["scopes"]
+    assert "wordsmith" not in components["agora-llm"]["scopes"]
+    assert "wordsmith" in components["agora-pubsub"]["scopes"]
+
+
+def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_agent_apps: list[Doc]) -> None:
+    components = of_kind(with_agent_apps, "Component")
+    pubsub = components["agora-pubsub"]
+    publishing = _scope_entries(pubsub, "publishingScopes")
+    subscriptions = _scope_entries(pubsub, "subscriptionScopes")
+    for app in ("calculator", "wordsmith", "agents"):
+        assert app in pubsub["scopes"]
+        assert publishing[app] == {"agora.task.outcome", "agora.cost.events", "agora.deadletter"}
+        assert subscriptions[app] == {"agora.task.awarded", "agora.escalation.resolved"}
+        assert app not in components["agora-broadcast"]["scopes"]
+    assert publishing["agents-go"] == {"agora.task.outcome", "agora.deadletter"}  # the local profile's
+    assert {"calculator", "agents"} <= set(components["agora-state"]["scopes"])
+    assert {"calculator", "agents"} <= set(components["agora-llm"]["scopes"])
+    assert pubsub["scopes"].count("agents") == 1
+
+    configurations = of_kind(with_agent_apps, "Configuration")
+    registry = configurations[f"{FULLNAME}-registry"]["spec"]["accessControl"]["policies"]
+    by_caller = {policy["appId"]: policy for policy in registry}
+    assert len(by_caller) == len(registry), "a caller is named twice in the registry's policy"
+    uncertainty = configurations[f"{FULLNAME}-uncertainty"]["spec"]["accessControl"]["policies"]
+    monitored = {policy["appId"]: policy for policy in uncertainty}
+    assert len(monitored) == len(uncertainty), "a caller is named twice in the uncertainty monitor's policy"
+    for app in ("calculator", "wordsmith", "agents"):
+        policy = by_caller[app]
+        assert policy["defaultAction"] == "deny"
+        assert policy["namespace"] == NAMESPACE
+        assert policy["operations"] == [{"name": "/v1/agents", "httpVerb": ["POST"], "action": "allow"}]
+        # like the worker, an agent app reports its runs' steps to the uncertainty monitor
+        assert monitored[app]["defaultAction"] == "deny"
+        assert monitored[app]["operations"] == monitored["worker"]["operations"]
+
+        own = configurations[f"{FULLNAME}-{app}"]["spec"]
+        assert own["accessControl"]["defaultAction"] == "deny"
+        callers = {p["appId"]: p for p in own["accessControl"]["policies"]}
+        assert set(callers) == {"allocator", "console"}
+        assert callers["allocator"]["defaultAction"] == "deny"
+        assert callers["allocator"]["operations"] == [
+            {"name": "/v1/bids", "httpVerb": ["POST"], "action": "allow"}
+        ]
+        assert callers["console"]["defaultAction"] == "allow"
+        assert own["mtls"]["enabled"] is True
+        assert own["secrets"] == {"scopes": [{"storeName": "kubernetes", "defaultAccess": "deny"}]}
+    (repo_policy,) = repo_docs("access-control", "agents.yaml")
+    own = configurations[f"{FULLNAME}-calculator"]["spec"]["accessControl"]["policies"]
+    assert [{k: v for k, v in p.items() if k != "namespace"} for p in own] == [
+        {k: v for k, v in p.items() if k != "namespace"}
+        for p in repo_policy["spec"]["accessControl"]["policies"]
+    ]
+
+    (resiliency,) = of_kind(with_agent_apps, "Resiliency").values()
+    assert {"calculator", "wordsmith", "agents"} <= set(resiliency["scopes"])
+    for values in ((), AGENT_APPS):
+        done = helm("lint", "--strict", str(CHART), *[arg for value in values for arg in ("--set", value)])
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (("agentApps[0].name=allocator", "agentApps[0].module=m"), "app id of one of the chart's own parts"),
+        (
+            ("agentApps[0].name=a", "agentApps[0].module=m", "agentApps[1].name=a", "agentApps[1].module=m"),
+            "given to two agent apps",
+        ),
+        (("agentApps[0].name=a",), "exactly one of agentsFile, module or command"),
+        (
+            ("agentApps[0].name=a", "agentApps[0].module=m", "agentApps[0].agentsFile=/a.py"),
+            "exactly one of agentsFile, module or command",
+        ),
+        (("agentApps[0].name=Bad_Name", "agentApps[0].module=m"), "agentApps"),
+        (("agentApps[0].name=a", "agentApps[0].module=m", "agentApps[0].replicas=2"), "replicas"),
+    ],
+)
+def test_a_wrong_agent_app_entry_is_refused_naming_it(values: tuple[str, ...], expected: str) -> None:
+    assert expected in refusal(*values)

@@ -1,5 +1,6 @@
 """The layers of the code, read from its imports: the core imports nothing but the core (and
-nothing from Dapr), the runtime nothing above itself, no service imports another, and no
+nothing from Dapr), the runtime nothing above itself, the agent SDK nothing above the runtime
+and the model clients, no service imports another, and no
 module's imports lead back to it. Modules split by idea say their idea and their names."""
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def test_the_runtime_and_the_model_clients_import_nothing_above_them() -> None:
     assert crossings({"runtime": {"core", "runtime"}, "llm": {"core", "runtime", "llm"}}) == []
 
 
+def test_the_agent_sdk_imports_nothing_above_it() -> None:
+    assert crossings({"sdk": {"core", "runtime", "llm", "sdk"}}) == []
+
+
 def test_no_service_imports_another() -> None:
-    below = {"core", "runtime", "llm"}
+    below = {"core", "runtime", "llm", "sdk"}  # agent runtimes (the worker) are built on the SDK
     assert crossings({service: below | {service} for service in SERVICES}) == []
 
 

@@ -1,6 +1,8 @@
 """The `make run` demo: the worker's sample agents are registered; the demo asks the registry
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
-the intake topic and prints each allocation (winner and scores) and outcome, submits a plan
+the intake topic and prints each allocation (winner and scores) and outcome, gives an agent
+app's agent (the example calculator) a task it wins by its own bid and does with its tool,
+submits a plan
 and prints its waves as they run, runs two debates (one converges, one waits for a person),
 and parks an uncertain session for a person. It sends contract models and reads every answer
 as the contract model its route answers; an error answer stops it with a readable account
@@ -31,6 +33,7 @@ from agora.debate.view import debate_lines
 from agora.planner.view import plan_lines
 
 __all__ = [
+    "AGENT_APP_TASK",
     "DEMO_DEBATES",
     "DEMO_PLAN",
     "DEMO_SESSION",
@@ -101,9 +104,50 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
             url = invoke("taskboard", f"v1/tasks/{spec.task_id}")
             _print_task(_wait(functools.partial(_settled_at, http, url)))
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
+        _agent_app_task(http, invoke, publish)
         _run_a_plan(http, invoke, publish)
         _debate(http, invoke, publish)
         _pause_a_session(http, invoke)
+
+
+AGENT_APP_TASK = TaskSpec(
+    task_id="demo-sum",
+    description="What is 19 + 23?",
+    required_skills=["arithmetic"],
+    min_success_threshold=0.2,
+)
+"""A task for an agent app's agent (the example calculator bids for it and calls its tool)."""
+
+
+def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """A task only an SDK agent can do, when one is on the market: it bids for itself, wins,
+    and works with its own tools."""
+    question = CapabilityQuery(required_skills=AGENT_APP_TASK.required_skills)
+    answered = http.post(invoke("registry", "v1/agents/filter"), json=question.model_dump(mode="json"))
+    if not _answer(answered, FilterAnswer, "registry").agents:
+        return
+    _publish(http, publish, Topic.TASKS, AGENT_APP_TASK)
+    print(f"\nAgent app: published {AGENT_APP_TASK.task_id} {AGENT_APP_TASK.description!r} to agora.tasks")
+    url = invoke("taskboard", f"v1/tasks/{AGENT_APP_TASK.task_id}")
+    record: TaskRecord = _wait(functools.partial(_settled_at, http, url))
+    history = " → ".join(change.status for change in record.history)
+    print(f"  {AGENT_APP_TASK.task_id:<14} {record.status:<9} {history}")
+    allocation, outcome = record.allocation, record.outcome
+    bid = allocation.winning_bid if allocation is not None else None
+    if bid is not None:
+        whose = f"the market's estimate ({bid.fallback_reason})" if bid.fallback else "its own bid"
+        print(
+            f"    winner {bid.agent_id} by {whose}: {bid.rationale!r} "
+            f"(p {bid.self_reported_success_prob:.2f}, ${bid.estimated_cost_usd:.4f})"
+        )
+    if outcome is not None:
+        verdict = "succeeded" if outcome.actual_success else "failed"
+        tools = ", ".join(outcome.tools_called) or "none"
+        tokens = outcome.input_tokens + outcome.output_tokens
+        print(
+            f"    outcome: {verdict} in {outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}, "
+            f"{tokens} tokens: {outcome.summary!r}; tools called: {tools}"
+        )
 
 
 def _capable_agents(http: httpx.Client, url: str) -> list[Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from agora.cli.debates import cmd_debate_ask, cmd_debate_list, cmd_debate_show
 from agora.cli.escalations import cmd_escalations_list, cmd_escalations_resume, cmd_escalations_show
@@ -36,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=["default", "redis"], default="default")
     run.add_argument("--no-jaeger", action="store_true", help="do not start Jaeger")
     run.add_argument("--no-demo", action="store_true", help="skip the demo")
+    run.add_argument(
+        "--agents",
+        type=Path,
+        help="a Python file of SDK agents to put on the market beside the services "
+        "(default: the example calculator, examples/agents/calculator.py)",
+    )
     run.set_defaults(func=cmd_run)
 
     registry = commands.add_parser("registry", help="capability registry").add_subparsers(

@@ -7,6 +7,7 @@ import argparse
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,10 +17,11 @@ from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.console.users import LOCAL_PERSON, local_sign_in
-from agora.harness.cluster import LocalCluster
+from agora.harness.cluster import LocalCluster, ServiceSpec
 from agora.harness.processes import ProcessFailed
 from agora.harness.system import (
     CONSOLE,
+    EMBEDDED,
     JAEGER_DEFAULT_PORTS,
     SERVICES_BY_PROFILE,
     app_id_hosting,
@@ -27,7 +29,10 @@ from agora.harness.system import (
 )
 from agora.harness.toolchain import MissingTool
 
-__all__ = ["cmd_run", "serve_locally"]
+__all__ = ["EXAMPLE_AGENTS", "agent_app_of", "cmd_run", "serve_locally"]
+
+EXAMPLE_AGENTS = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
+"""The example agent app (a calculator and a file reader as tools), in a clone."""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,8 +63,29 @@ def cmd_run(args: argparse.Namespace) -> int:
             unlink_if_pointing_at(link, run_dir)
 
 
+def agent_app_of(profile: str, agents_file: Path | None) -> list[ServiceSpec]:
+    """The services of `profile` with a team's agents beside them (`agents_file`, else the
+    example calculator when this is a clone): in the embedded default they are hosted by the
+    one app (its in-memory broker is the only one), in the redis profile they are their own
+    agent app, `agents`."""
+    services = list(SERVICES_BY_PROFILE[profile])
+    if agents_file is None:
+        agents_file = EXAMPLE_AGENTS if EXAMPLE_AGENTS.is_file() else None
+    if agents_file is None:
+        return services
+    if not agents_file.is_file():
+        raise CliError(f"{agents_file}: no such file (--agents names a Python file of SDK agents)")
+    path = str(agents_file.resolve())
+    if profile == "default":
+        return [
+            replace(s, env={**s.env, "AGORA_SDK_AGENTS_FILE": path}) if s.app_id == EMBEDDED.app_id else s
+            for s in services
+        ]
+    return [*services, ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": path})]
+
+
 def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
-    for spec in SERVICES_BY_PROFILE[args.profile]:
+    for spec in agent_app_of(args.profile, args.agents):
         if spec.app_id != CONSOLE.app_id:
             cluster.add_service(spec)
     users_file, secret_file = local_sign_in(run_dir.resolve() / "console")

@@ -18,6 +18,7 @@ from agora.core.limits import (
     MAX_ITEMS,
     MAX_TASK_SKILLS,
     Identifier,
+    Name,
     Note,
     SkillTag,
     Text,
@@ -180,6 +181,11 @@ class TaskOutcome(BaseModel):
     summary: Text = Field(default="", description="What the agent produced, briefly.")
     input_tokens: int = Field(default=0, ge=0, description="Model input tokens the run used.")
     output_tokens: int = Field(default=0, ge=0, description="Model output tokens the run used.")
+    tools_called: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="The tools the run called, in order (at most 100).",
+    )
     award_token: AwardToken | None = Field(
         default=None,
         description="The award's token (from `TaskAwarded`); the task board accepts an "

@@ -41,12 +41,14 @@ class ServiceSpec:
     """How to run one service: its Dapr app id and the Python module that serves it (None: a
     sidecar without an app, e.g. the operator console's identity), or `command`, the argv of
     an app in any language (run instead of `python -m module`, with the same environment:
-    APP_ID, APP_PORT, DAPR_HTTP_PORT, DAPR_GRPC_PORT; it serves `/healthz` and `/readyz`)."""
+    APP_ID, APP_PORT, DAPR_HTTP_PORT, DAPR_GRPC_PORT; it serves `/healthz` and `/readyz`).
+    `resource_dirs` are loaded by this service's sidecar only, after the cluster's own."""
 
     app_id: str
     module: str | None
     env: dict[str, str] = field(default_factory=dict)
     command: list[str] | None = None
+    resource_dirs: tuple[Path, ...] = ()
 
     @property
     def has_app(self) -> bool:
@@ -197,7 +199,7 @@ class ServiceReplica:
             "--log-level",
             c.log_level,
         ]
-        for path in c.resource_dirs:
+        for path in (*c.resource_dirs, *self.spec.resource_dirs):
             argv += ["--resources-path", str(path)]
         return argv
 
@@ -330,14 +332,19 @@ class LocalCluster:
     def add_service(
         self, spec: ServiceSpec, replicas: int = 1, timeout: float = 60.0
     ) -> list[ServiceReplica]:
-        started = []
-        for _ in range(replicas):
-            index = sum(r.spec.app_id == spec.app_id for r in self.replicas)
-            replica = ServiceReplica(self, spec, index)
-            self.replicas.append(replica)
-            started.append(replica.start(timeout))
+        started = [self.reserve_replica(spec).start(timeout) for _ in range(replicas)]
         self._write_manifest()
         return started
+
+    def reserve_replica(self, spec: ServiceSpec) -> ServiceReplica:
+        """A replica of `spec` with its ports taken, stopped with the cluster, not started yet
+        (`start()` it): for a resource that must name the replica's own ports, e.g. an
+        `MCPServer` reached through the replica's sidecar."""
+        index = sum(r.spec.app_id == spec.app_id for r in self.replicas)
+        replica = ServiceReplica(self, spec, index)
+        self.replicas.append(replica)
+        self._write_manifest()
+        return replica
 
     # -- infrastructure ----------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ from agora.llm.client import (
     ModelClient,
     ModelError,
     ModelOutputInvalid,
+    ModelPrice,
     ModelUnavailable,
     TracedModelClient,
     Usage,
     complete_json,
     extract_json_object,
+    priced_calls,
 )
 from agora.llm.dapr_conversation import DaprConversationClient
 from agora.llm.offline import OfflineModelClient
@@ -28,6 +30,7 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelOutputInvalid",
+    "ModelPrice",
     "ModelSettings",
     "ModelUnavailable",
     "OfflineModelClient",
@@ -37,4 +40,5 @@ __all__ = [
     "complete_json",
     "extract_json_object",
     "model_client_from_settings",
+    "priced_calls",
 ]

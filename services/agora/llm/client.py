@@ -12,7 +12,10 @@ from __future__ import annotations
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -104,9 +107,37 @@ class MeteredModel:
         return None
 
 
+@dataclass(frozen=True)
+class ModelPrice:
+    """What a model's tokens cost, in USD per 1,000 (the router's `ModelSpec` prices)."""
+
+    input_usd_per_1k: float
+    output_usd_per_1k: float
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_usd_per_1k + output_tokens * self.output_usd_per_1k) / 1000
+
+
+_PRICE: ContextVar[ModelPrice | None] = ContextVar("agora_model_price", default=None)
+
+
+@contextmanager
+def priced_calls(price: ModelPrice) -> Iterator[None]:
+    """Model calls made within (in this task) are priced at `price`: each call's span carries
+    its cost as `agora.cost_usd`. The caller that knows the prices (the SDK's router) sets it;
+    the backends stay unaware of prices."""
+    token = _PRICE.set(price)
+    try:
+        yield
+    finally:
+        _PRICE.reset(token)
+
+
 class TracedModelClient(ABC):
     """Base class of the backends: wraps `_complete` in a CLIENT span that follows the
-    OpenTelemetry GenAI semantic conventions (`chat {model}`, gen_ai.* attributes)."""
+    OpenTelemetry GenAI semantic conventions (`chat {model}`, gen_ai.* attributes: operation
+    `chat`, the requested and the answering model, input and output tokens) and, for a call
+    priced by `priced_calls`, its cost in USD (`agora.cost_usd`)."""
 
     backend: str = "unknown"
     model: str = "unknown"
@@ -149,6 +180,12 @@ class TracedModelClient(ABC):
             span.set_attribute("gen_ai.response.model", completion.model)
             span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
+            price = _PRICE.get()
+            if price is not None:
+                span.set_attribute(
+                    "agora.cost_usd",
+                    price.cost_usd(completion.usage.prompt_tokens, completion.usage.completion_tokens),
+                )
             return completion
 
     @abstractmethod

@@ -3,7 +3,8 @@
 An agent is a capability profile plus a runner: an `AgentRunner` (the ReAct loop over a
 `ModelRouter`, with `Tool`s run by a `ToolExecutor`, costs tracked by a `CostTracker`) or a
 handler function of your own. This package is the public API; everything else under
-`agora.sdk` is private. See docs/sdk.md.
+`agora.sdk` is private. Tools may also come from MCP servers reached through Dapr
+(`McpServer.app(app_id)`, `McpServer.resource(name)`). See docs/sdk.md.
 
     from agora.sdk import AgentDefinition, AgentRunner, ToolExecutor, tool
 
@@ -20,6 +21,9 @@ from agora.core.errors import AgoraError as OrchestrationError
 from agora.core.errors import BudgetExceededError, MaxIterationsExceeded
 from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
+from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
+from agora.sdk._mcp import McpServer, McpToolError
+from agora.sdk._recovery import RecoveryPolicy
 from agora.sdk._router import (
     DEFAULT_FALLBACK_CHAIN,
     ModelRouter,
@@ -33,6 +37,7 @@ from agora.sdk._runner import (
     AgentRunner,
     AgentState,
     AgentStateStore,
+    Escalator,
     ExecutionResult,
     InMemoryStateStore,
     MemoryManager,
@@ -42,7 +47,15 @@ from agora.sdk._runner import (
     StepCheck,
     StepMonitor,
 )
-from agora.sdk._tools import DEFAULT_TOOL_TIMEOUT_S, Tool, ToolCall, ToolExecutor, ToolResult, tool
+from agora.sdk._tools import (
+    DEFAULT_TOOL_TIMEOUT_S,
+    Tool,
+    ToolCall,
+    ToolExecutor,
+    ToolResult,
+    ToolSource,
+    tool,
+)
 
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
@@ -57,17 +70,23 @@ __all__ = [
     "BudgetExceededError",
     "CostSummary",
     "CostTracker",
+    "Escalator",
     "EventPublisher",
     "ExecutionResult",
     "HandlerResult",
+    "InMemoryOutcomeHistory",
     "InMemoryStateStore",
     "MaxIterationsExceeded",
+    "McpServer",
+    "McpToolError",
     "MemoryManager",
     "ModelRouter",
     "ModelSpec",
     "ModelTier",
     "OrchestrationError",
+    "OutcomeHistory",
     "ReactStep",
+    "RecoveryPolicy",
     "RoutedCompletion",
     "RoutingRule",
     "RunStatus",
@@ -79,6 +98,7 @@ __all__ = [
     "ToolCall",
     "ToolExecutor",
     "ToolResult",
+    "ToolSource",
     "load_agents",
     "serve_agents",
     "tool",

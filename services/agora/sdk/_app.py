@@ -5,7 +5,11 @@ itself as the app that answers their bid solicitations; answers them (`POST /v1/
 each agent's own estimate; takes the awards its agents win (acknowledged on the task board
 with the award's token, checked against the board's record); runs each award as a Dapr
 workflow (`agent_run`: execute, then report), so a crash of the app mid-run resumes the run
-instead of losing the task; and publishes the outcome with its real cost, tokens and steps. On
+instead of losing the task; and publishes the outcome with its real cost, tokens and steps.
+With `AGORA_UNCERTAINTY_APP_ID` set, every step of its runners is reported to the uncertainty
+monitor; a step it pauses parks the run (WAITING_FOR_HUMAN, the task stays allocated) until a
+person's decision (`agora.escalation.resolved`, checked against the escalation's record)
+reaches the run's workflow as an event, and the run goes on as decided. On
 shutdown it re-registers its agents with the shortest lease, so they leave the market within
 seconds.
 
@@ -30,20 +34,41 @@ from fastapi import FastAPI
 from pydantic import AliasChoices, BaseModel, Field
 
 from agora.core import topics
-from agora.core.contracts import BidOffer, BidSolicitation
+from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, InvalidArgument, NotFound
+from agora.core.escalation.decisions import resume_message
+from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
-from agora.core.messages import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, AwardAcknowledgement, TaskAwarded
+from agora.core.messages import (
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
+    AwardAcknowledgement,
+    EscalationResolved,
+    TaskAwarded,
+)
 from agora.core.models import CapabilityProfile
+from agora.core.outcomes.record import SheetOutcome
+from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import RegistryClient, task_actors
+from agora.runtime.clients import EscalationActors, RegistryClient, escalation_actors, task_actors
 from agora.runtime.pubsub import RejectMessage
-from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of
-from agora.sdk._runner import AgentDefinition, AgentRunner, AgentState, RunStatus
+from agora.runtime.tracing import current_traceparent
+from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
+from agora.sdk._learning import LEARNING_KEPT
+from agora.sdk._mcp import durable_call_scope
+from agora.sdk._monitor import UncertaintyStepMonitor
+from agora.sdk._runner import (
+    AgentDefinition,
+    AgentRunner,
+    AgentState,
+    AgentStateStore,
+    ExecutionResult,
+    RunStatus,
+)
 
 __all__ = [
     "Agent",
@@ -59,8 +84,10 @@ log = logging.getLogger(__name__)
 
 RUN_WORKFLOW = "agent_run"
 EXECUTE = "agent.execute"
+RESUME = "agent.resume"
 REPORT = "agent.report"
 STATE_NAMESPACE = "agent:state"
+LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
 
 
@@ -145,10 +172,74 @@ class AgentAppSettings(ServiceSettings):
     agents_file: Path | None = None
     """AGORA_AGENTS_FILE: the Python file defining the agents (`agora-agent run FILE` sets it)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    uncertainty_app_id: str | None = None
+    """AGORA_UNCERTAINTY_APP_ID: the uncertainty monitor that checks every step of the app's
+    runners (and may pause a run for a person); unset: no per-step checks."""
 
 
 class AgentRunStart(BaseModel):
     award: TaskAwarded
+    traceparent: str | None = None
+    """The award's trace: every step of the run is a span of it, however often the workflow is
+    replayed or moved to another process."""
+
+
+class RunProgress(BaseModel):
+    """Where a run stands after a step of its workflow: ended with an outcome, or paused for a
+    person on an escalation."""
+
+    outcome: TaskOutcome | None = None
+    waiting_on: str | None = None
+
+
+class AgentRunDecision(BaseModel):
+    """A person's decision on the escalation a paused run waits on."""
+
+    award: TaskAwarded
+    decided: EscalationResolved
+    traceparent: str | None = None
+
+
+class AgentRunReport(BaseModel):
+    """A run's outcome, to announce in the run's trace."""
+
+    outcome: TaskOutcome
+    traceparent: str | None = None
+
+
+class RecentOutcomes(BaseModel):
+    """An agent's recent runs, as its app keeps them (`agent:learning:<agent_id>`)."""
+
+    outcomes: list[SheetOutcome] = Field(default_factory=list, max_length=LEARNING_KEPT)
+
+
+class DaprOutcomeHistory:
+    """What an app's agents learn from, in its Dapr state store: one record per agent, each
+    run added under its etag (runs of one agent end side by side)."""
+
+    def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
+        self._repository = repository
+
+    async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+        found = await self._repository.get(agent_id)
+        return list(found.value.outcomes) if found is not None else []
+
+    async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+        def add(current: RecentOutcomes | None) -> RecentOutcomes:
+            kept = [o for o in (current.outcomes if current else []) if o.outcome_id != outcome.outcome_id]
+            return RecentOutcomes(outcomes=[*kept, outcome][-LEARNING_KEPT:])
+
+        await self._repository.update(agent_id, add)
+
+
+class EscalationService:
+    """Hands a run to a person through the escalation service's `Escalation` actors."""
+
+    def __init__(self, escalations: EscalationActors) -> None:
+        self._escalations = escalations
+
+    async def park(self, escalation_id: str, request: ParkRequest) -> None:
+        await self._escalations(escalation_id).park(request)
 
 
 class DaprAgentStateStore:
@@ -166,17 +257,38 @@ class DaprAgentStateStore:
 
 
 def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
-    """An award's run: execute it, then report its outcome (each step recorded once)."""
+    """An award's run: execute it; while it is paused for a person, wait for the decision (a
+    workflow event, kept by the engine across crashes) and go on as decided; then report its
+    outcome (each step recorded once)."""
     start = result_of(AgentRunStart, raw)
-    outcome = yield ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY)
-    yield ctx.call_activity(REPORT, input=result_of(TaskOutcome, outcome), retry_policy=ACTIVITY_RETRY)
+    progress = result_of(
+        RunProgress, (yield ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY))
+    )
+    while progress.outcome is None:
+        waiting_on = progress.waiting_on or ""
+        decided = yield ctx.wait_for_external_event(decision_event(waiting_on))
+        resumed = AgentRunDecision(
+            award=start.award, decided=result_of(EscalationResolved, decided), traceparent=start.traceparent
+        )
+        progress = result_of(
+            RunProgress, (yield ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY))
+        )
+    report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
+    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
+
+
+def decision_event(escalation_id: str) -> str:
+    """The workflow event that carries the decision on `escalation_id` to the run it paused."""
+    return f"decision.{escalation_id}"
 
 
 def agent_run_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Any:
     """A run that broke down still ends its task: a failed outcome with the reason."""
-    award = result_of(AgentRunStart, raw).award
-    outcome = failed_outcome(award, failure.reason)
-    yield ctx.call_activity(REPORT, input=outcome, retry_policy=ACTIVITY_RETRY)
+    start = result_of(AgentRunStart, raw)
+    report = AgentRunReport(
+        outcome=failed_outcome(start.award, failure.reason), traceparent=start.traceparent
+    )
+    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
 
 
 def failed_outcome(award: TaskAwarded, reason: str, *, cost_usd: float = 0.0, steps: int = 0,
@@ -206,27 +318,72 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         store = DaprAgentStateStore(ctx.repository(STATE_NAMESPACE, AgentState))
+        monitor = (
+            UncertaintyStepMonitor(ctx.sidecar, settings.uncertainty_app_id)
+            if settings.uncertainty_app_id
+            else None
+        )
+        actors = ActorClient(ctx.sidecar)
+        outcomes = DaprOutcomeHistory(ctx.repository(LEARNING_NAMESPACE, RecentOutcomes))
+        escalator = EscalationService(escalation_actors(actors))
         for agent in agents:
             if agent.runner is not None:
-                agent.runner.attach(state_store=store, cost_publisher=ctx.publisher)
-        tasks = task_actors(ActorClient(ctx.sidecar))
+                agent.runner.attach(state_store=store, cost_publisher=ctx.publisher, monitor=monitor,
+                                    escalator=escalator, outcomes=outcomes)  # fmt: skip
+        tasks = task_actors(actors)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
 
-        async def execute(start: AgentRunStart) -> TaskOutcome:
+        async def execute(start: AgentRunStart) -> RunProgress:
             award = start.award
             agent = by_id[award.agent_id]
             agent.runs_in_flight += 1
             try:
-                return await _execute(agent, award, store)
+                # A run resumed after a crash may come before warm-up listed the MCP tools.
+                await _connect_tools(agent, settings)
+                with (
+                    step_span("agent.execute", start.traceparent, _run_attributes(award)),
+                    durable_call_scope(run_instance(award.task_id)),
+                ):
+                    return await _execute(agent, award, store)
             finally:
                 agent.runs_in_flight -= 1
 
-        async def report(outcome: TaskOutcome) -> None:
-            await ctx.publisher.publish(topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}")
+        async def resume(decision: AgentRunDecision) -> RunProgress:
+            award = decision.award
+            agent = by_id[award.agent_id]
+            agent.runs_in_flight += 1
+            try:
+                await _connect_tools(agent, settings)
+                # Each decision continues the run once: its calls are numbered afresh.
+                with (
+                    step_span("agent.resume", decision.traceparent, _run_attributes(award)),
+                    durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"),
+                ):
+                    return await _resume(agent, decision, store, monitor)
+            finally:
+                agent.runs_in_flight -= 1
+
+        async def report(report: AgentRunReport) -> None:
+            outcome = report.outcome
+            with step_span("agent.report", report.traceparent, {"task_id": outcome.task_id}):
+                await ctx.publisher.publish(
+                    topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}"
+                )
 
         host.activity(EXECUTE, AgentRunStart, execute)
-        host.activity(REPORT, TaskOutcome, report)
+        host.activity(RESUME, AgentRunDecision, resume)
+        host.activity(REPORT, AgentRunReport, report)
+
+        @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
+        async def learning(agent_id: PathId) -> AgentLearning:
+            """What an agent learnt from its recent runs, and how its patterns fare."""
+            agent = by_id.get(agent_id)
+            if agent is None:
+                raise NotFound(f"no agent {agent_id!r} in this app", agent_id=agent_id)
+            if agent.runner is None:
+                return AgentLearning(agent_id=agent_id, outcomes=0, patterns=[], effectiveness=[])
+            return await agent.runner.learning(agent_id)
 
         @app.post("/v1/bids", response_model=BidOffer)
         async def bid(solicitation: BidSolicitation) -> BidOffer:
@@ -256,11 +413,35 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done
-            await host.start_once(RUN_WORKFLOW, f"run.{award.task_id}", AgentRunStart(award=award))
+            start = AgentRunStart(award=award, traceparent=current_traceparent())
+            await host.start_once(RUN_WORKFLOW, run_instance(award.task_id), start)
 
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
+        async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
+                return
+            # A paused run waits in the workflow of the task it runs, when one of this app's
+            # agents holds that task on the board; anything else is someone else's to continue.
+            try:
+                board = await tasks(event.waiting_party.id).get_task()
+            except NotFound:
+                return
+            holder = board.allocation.winning_agent_id if board.allocation else None
+            if holder not in by_id:
+                return
+            await decisions.verified(escalation_actors(actors), event)
+            await host.client.raise_workflow_event(
+                run_instance(event.waiting_party.id),
+                decision_event(event.escalation_id),
+                data=event.model_dump(mode="json"),
+            )
+
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
+
     async def warm_up(ctx: ServiceContext) -> None:
+        for agent in agents:  # before registering: an agent bids only once its tools are there
+            await _connect_tools(agent, settings)
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
         for profile in profiles():
             await registry.register(profile, lease_seconds=settings.agent_lease_seconds)
@@ -278,49 +459,144 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
     return ServiceModule("agents", setup=setup, warm_up=warm_up, stop=stop)
 
 
-async def _execute(agent: Agent, award: TaskAwarded, store: DaprAgentStateStore) -> TaskOutcome:
+def _run_attributes(award: TaskAwarded) -> dict[str, Any]:
+    return {"task_id": award.task_id, "agent_id": award.agent_id}
+
+
+def run_instance(task_id: str) -> str:
+    """The workflow instance that runs a task in its agent app."""
+    return f"run.{task_id}"
+
+
+async def _connect_tools(agent: Agent, settings: AgentAppSettings) -> None:
+    """The agent's tools from MCP servers, listed through the app's sidecar (once)."""
+    if agent.runner is not None and agent.runner.tools.sources:
+        await agent.runner.tools.connect(settings.dapr_http_endpoint)
+
+
+async def _execute(agent: Agent, award: TaskAwarded, store: AgentStateStore) -> RunProgress:
     """Run the award: the agent's handler, or its runner on the task's description within the
     task's budget. A run that fails (its budget, its iteration limit, a model that is gone)
-    ends as a failed outcome with the reason and what it spent."""
+    ends as a failed outcome with the reason and what it spent; a run the step monitor paused
+    waits for a person."""
     if agent.handler is not None:
         result = await agent.handler(award)
-        return TaskOutcome(
-            task_id=award.task_id,
-            agent_id=award.agent_id,
-            actual_success=result.success,
-            actual_cost_usd=result.cost_usd,
-            actual_steps=result.steps,
-            partial=result.partial,
-            summary=result.summary,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            award_token=award.award_token,
+        return RunProgress(
+            outcome=TaskOutcome(
+                task_id=award.task_id,
+                agent_id=award.agent_id,
+                actual_success=result.success,
+                actual_cost_usd=result.cost_usd,
+                actual_steps=result.steps,
+                partial=result.partial,
+                summary=result.summary,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                award_token=award.award_token,
+            )
         )
     assert agent.runner is not None
+    saved = await store.load(agent.agent_id, award.task_id)
+    if saved is not None and saved.status is RunStatus.WAITING_FOR_HUMAN:
+        # This step ran before and paused the run (then the app stopped before the engine
+        # recorded it): the run waits for that escalation's decision, not for a second one.
+        return RunProgress(waiting_on=saved.escalation_id)
     definition = AgentDefinition(name=agent.agent_id, instructions=agent.instructions)
-    try:
-        run = await agent.runner.run(
+    return await _progress(
+        award,
+        store,
+        agent.runner.run(
             definition, award.spec.description, session_id=award.task_id, budget_usd=award.spec.budget_usd
-        )
+        ),
+    )
+
+
+async def _resume(
+    agent: Agent,
+    decision: AgentRunDecision,
+    store: AgentStateStore,
+    monitor: UncertaintyStepMonitor | None,
+) -> RunProgress:
+    """Go on with a paused run as the person decided: abort ends it failed, skip ends it as
+    partial, anything else continues it with the decision (and a new prompt or guidance) as
+    the next message."""
+    award, decided = decision.award, decision.decided
+    assert agent.runner is not None
+    saved = await store.load(agent.agent_id, award.task_id)
+    if saved is None:
+        raise NotFound(f"no saved run of agent {agent.agent_id} for task {award.task_id}")
+    if saved.status is not RunStatus.WAITING_FOR_HUMAN or saved.escalation_id != decided.escalation_id:
+        # Applied before (the app stopped before the engine recorded it): as the run now stands.
+        return _progress_of(award, saved)
+    action = str(decided.decision.action)
+    if action in ("abort", "skip"):
+        reason = f"{action} by {decided.decided_by}"[:MAX_NOTE_CHARS]
+        ended = saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason})
+        await store.save(ended)
+        outcome = _outcome_of(award, ended)
+        return RunProgress(outcome=outcome.model_copy(update={"partial": action == "skip"}))
+    if monitor is not None:
+        await monitor.decision_taken(award.task_id, decided.escalation_id)
+    return await _progress(
+        award,
+        store,
+        agent.runner.resume(agent.agent_id, award.task_id, resume_message(decided.decision)),
+    )
+
+
+async def _progress(
+    award: TaskAwarded, store: AgentStateStore, running: Awaitable[ExecutionResult]
+) -> RunProgress:
+    try:
+        run = await running
     except AgoraError as exc:
-        spent = await store.load(agent.agent_id, award.task_id)
-        return failed_outcome(
-            award,
-            f"{exc.code}: {exc.message}",
-            cost_usd=spent.cost_usd if spent else 0.0,
-            steps=spent.iterations if spent else 0,
-            input_tokens=spent.input_tokens if spent else 0,
-            output_tokens=spent.output_tokens if spent else 0,
+        spent = await store.load(award.agent_id, award.task_id)
+        return RunProgress(
+            outcome=failed_outcome(
+                award,
+                f"{exc.code}: {exc.message}",
+                cost_usd=spent.cost_usd if spent else 0.0,
+                steps=spent.iterations if spent else 0,
+                input_tokens=spent.input_tokens if spent else 0,
+                output_tokens=spent.output_tokens if spent else 0,
+            )
         )
+    if run.status is RunStatus.WAITING_FOR_HUMAN:
+        return RunProgress(waiting_on=run.escalation_id)
+    return RunProgress(
+        outcome=TaskOutcome(
+            task_id=award.task_id,
+            agent_id=award.agent_id,
+            actual_success=run.status is RunStatus.COMPLETED,
+            actual_cost_usd=run.cost.total_cost_usd,
+            actual_steps=run.iterations,
+            summary=(run.output or run.reason)[:MAX_TEXT_CHARS],
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            tools_called=run.tools_called,
+            award_token=award.award_token,
+        )
+    )
+
+
+def _progress_of(award: TaskAwarded, state: AgentState) -> RunProgress:
+    if state.status is RunStatus.WAITING_FOR_HUMAN:
+        return RunProgress(waiting_on=state.escalation_id)
+    return RunProgress(outcome=_outcome_of(award, state))
+
+
+def _outcome_of(award: TaskAwarded, state: AgentState) -> TaskOutcome:
+    """The outcome a saved run's state shows (a run that ended, or is ended now)."""
     return TaskOutcome(
         task_id=award.task_id,
         agent_id=award.agent_id,
-        actual_success=run.status is RunStatus.COMPLETED,
-        actual_cost_usd=run.cost.total_cost_usd,
-        actual_steps=run.iterations,
-        summary=(run.output or run.reason)[:MAX_TEXT_CHARS],
-        input_tokens=run.input_tokens,
-        output_tokens=run.output_tokens,
+        actual_success=state.status is RunStatus.COMPLETED,
+        actual_cost_usd=round(state.cost_usd, 6),
+        actual_steps=state.iterations,
+        summary=(state.output or state.reason)[:MAX_TEXT_CHARS],
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+        tools_called=state.tools_called,
         award_token=award.award_token,
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agora.llm import ChatMessage, Completion, ModelClient, ModelError
+from agora.llm import ChatMessage, Completion, ModelClient, ModelError, ModelPrice, priced_calls
 
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
@@ -48,8 +48,12 @@ class ModelSpec(BaseModel):
     input_usd_per_1k: float = Field(default=0.0, ge=0.0, description="USD per 1,000 input tokens.")
     output_usd_per_1k: float = Field(default=0.0, ge=0.0, description="USD per 1,000 output tokens.")
 
+    @property
+    def price(self) -> ModelPrice:
+        return ModelPrice(self.input_usd_per_1k, self.output_usd_per_1k)
+
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_usd_per_1k + output_tokens * self.output_usd_per_1k) / 1000
+        return self.price.cost_usd(input_tokens, output_tokens)
 
 
 class RoutingRule(BaseModel):
@@ -120,13 +124,15 @@ class ModelRouter:
         max_tokens: int | None = None,
     ) -> RoutedCompletion:
         """Ask the step's model; on a `ModelError`, the next model of the chain. The last
-        model's error is raised when every one failed."""
+        model's error is raised when every one failed. Each call is priced at its model's
+        prices: its `chat` span carries the cost (`agora.cost_usd`)."""
         failure: ModelError | None = None
         for attempt, spec in enumerate(self.candidates(step_name), start=1):
             try:
-                completion = await self._clients[spec.model_id].complete(
-                    messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
-                )
+                with priced_calls(spec.price):
+                    completion = await self._clients[spec.model_id].complete(
+                        messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+                    )
             except ModelError as exc:
                 failure = exc
                 continue

@@ -11,21 +11,30 @@ answer. Every call's cost is recorded before the budget is checked (`CostTracker
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
+from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agora.core.contracts import AgentLearning
 from agora.core.errors import MaxIterationsExceeded, NotFound
-from agora.core.escalation.record import AgentNotWaiting
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.escalation.ladder import EscalationLevel
+from agora.core.escalation.record import AgentNotWaiting, ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.outcomes.prompts import format_patterns_for_prompt
+from agora.core.triage.context import Step as TriageStep
+from agora.core.triage.failures import FailureType
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
 from agora.runtime.tracing import tracer
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher
+from agora.sdk._learning import InMemoryOutcomeHistory, Lessons, OutcomeHistory, learning_report, learnt
+from agora.sdk._recovery import FAILURE_ANALYSIS_SCHEMA, RecoveryPolicy, analyse, handover, recovery_after
 from agora.sdk._router import ModelRouter
 from agora.sdk._tools import ToolCall, ToolExecutor, ToolResult
 
@@ -34,6 +43,7 @@ __all__ = [
     "AgentRunner",
     "AgentState",
     "AgentStateStore",
+    "Escalator",
     "ExecutionResult",
     "InMemoryStateStore",
     "MemoryManager",
@@ -44,9 +54,12 @@ __all__ = [
     "StepMonitor",
 ]
 
+log = logging.getLogger(__name__)
+
 REACT_PROTOCOL = """Work step by step. Answer every turn with ONE JSON object and nothing else:
 {"thought": "<your reasoning>", "action": "tool" or "final", "tool": "<tool name, for a tool call>",
  "arguments": {<the tool's arguments>}, "answer": "<your final answer, for action final>",
+ "succeeded": <for action final: true if you did the task, false if you give up>,
  "confidence": <0.0 to 1.0, how sure you are of this step>}
 Call a tool when it helps; its result comes back to you. Give the final answer when you have it."""
 
@@ -64,6 +77,11 @@ class RunnerConfig(BaseModel):
         default=True, description="Recall and remember through the memory manager, if any."
     )
     react_pattern: bool = Field(default=True, description="The ReAct loop with tools; off: one model call.")
+    learn_from_outcomes: bool = Field(
+        default=True,
+        description="Add what the agent's recent runs show (patterns of their failures and successes) to "
+        "its prompt, and keep each run's outcome to learn from.",
+    )
 
 
 class AgentDefinition(BaseModel):
@@ -95,6 +113,8 @@ class ReactStep(BaseModel):
     tool: str = Field(default="", max_length=64)
     arguments: dict[str, Any] = Field(default_factory=dict)
     answer: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    succeeded: bool = True
+    """With a final answer: whether the agent did the task (false: it gives up on this attempt)."""
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
@@ -107,6 +127,8 @@ class AgentState(BaseModel):
     messages: list[ChatMessage] = Field(default_factory=list)
     iterations: int = 0
     tool_calls: int = 0
+    tools_called: list[str] = Field(default_factory=list)
+    """The tools the run called, in order (the first `MAX_TOOLS_KEPT`)."""
     budget_usd: float | None = None
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -114,6 +136,14 @@ class AgentState(BaseModel):
     escalation_id: str | None = None
     reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
     output: str = ""
+    attempt_started_at: int = 0
+    """The iteration the current attempt started after (its budget is `max_iterations` more)."""
+    attempt_history: list[tuple[FailureType, str]] = Field(default_factory=list)
+    """With a recovery policy: the failed attempts so far and what was tried after each."""
+    aborted: bool = False
+    """Ended by the escalation ladder's last rung."""
+    patterns_applied: list[str] = Field(default_factory=list)
+    """What the agent's earlier runs taught it, added to this run's prompt."""
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -129,11 +159,16 @@ class ExecutionResult(BaseModel):
     messages: list[ChatMessage]
     iterations: int
     tool_results: list[ToolResult] = Field(default_factory=list)
+    """The results of this turn's tool calls (since the run's start or its resume)."""
+    tools_called: list[str] = Field(default_factory=list)
+    """Every tool the run called, in order, across pauses (the first `MAX_TOOLS_KEPT`)."""
     cost: CostSummary
     input_tokens: int
     output_tokens: int
     escalation_id: str | None = None
     reason: str = ""
+    failed_attempts: int = 0
+    """Attempts that failed and were recovered (with a recovery policy)."""
     started_at: datetime
     finished_at: datetime
     duration_s: float
@@ -159,6 +194,13 @@ class MemoryManager(Protocol):
     async def recall(self, agent_id: str, query: str, top_k: int) -> list[str]: ...
 
     async def remember(self, agent_id: str, text: str) -> None: ...
+
+
+class Escalator(Protocol):
+    """Hands a run to a person: parks the escalation (the escalation service, in an agent app).
+    Parking the same escalation again is a repeat, not a second escalation."""
+
+    async def park(self, escalation_id: str, request: ParkRequest) -> None: ...
 
 
 class AgentStateStore(Protocol):
@@ -196,25 +238,50 @@ class AgentRunner:
         monitor: StepMonitor | None = None,
         memory: MemoryManager | None = None,
         config: RunnerConfig | None = None,
+        recovery: RecoveryPolicy | None = None,
+        escalator: Escalator | None = None,
+        outcomes: OutcomeHistory | None = None,
     ) -> None:
         self.router = model if isinstance(model, ModelRouter) else ModelRouter.single(model)
         self.tools = tool_executor or ToolExecutor()
         self.state_store = state_store or InMemoryStateStore()
         self.config = config or RunnerConfig()
+        self.recovery = recovery
+        self.outcomes = outcomes or InMemoryOutcomeHistory()
         self._publisher = cost_publisher
         self._monitor = monitor
         self._memory = memory
+        self._escalator = escalator
+        self._lessons: dict[str, Lessons] = {}
         self._last_cost: CostSummary | None = None
 
     def attach(
-        self, *, state_store: AgentStateStore | None = None, cost_publisher: EventPublisher | None = None
+        self,
+        *,
+        state_store: AgentStateStore | None = None,
+        cost_publisher: EventPublisher | None = None,
+        monitor: StepMonitor | None = None,
+        escalator: Escalator | None = None,
+        outcomes: OutcomeHistory | None = None,
     ) -> None:
-        """What an agent app gives its runners: Dapr state for runs, its publisher for cost
-        events. A store or publisher the runner was built with stays."""
+        """What an agent app gives its runners: Dapr state for runs and for the outcomes they
+        learn from, its publisher for cost events, the uncertainty monitor for steps, the
+        escalation service for handing a run to a person. What the runner was built with stays."""
         if state_store is not None and isinstance(self.state_store, InMemoryStateStore):
             self.state_store = state_store
         if cost_publisher is not None and self._publisher is None:
             self._publisher = cost_publisher
+        if monitor is not None and self._monitor is None:
+            self._monitor = monitor
+        if escalator is not None and self._escalator is None:
+            self._escalator = escalator
+        if outcomes is not None and isinstance(self.outcomes, InMemoryOutcomeHistory):
+            self.outcomes = outcomes
+
+    async def learning(self, agent_id: str) -> AgentLearning:
+        """What the agent learnt from its recent runs: the patterns they show, and how runs
+        fared with each pattern against without."""
+        return learning_report(agent_id, await self.outcomes.outcomes(agent_id))
 
     def cost_summary(self) -> CostSummary | None:
         """The last run's costs (None before any run)."""
@@ -232,13 +299,21 @@ class AgentRunner:
         ends without an answer and `BudgetExceededError` when the budget is spent (the state is
         saved FAILED with the reason first)."""
         budgets = [b for b in (agent.budget_usd, budget_usd) if b is not None]
+        patterns = await self._patterns_for(agent.name, user_input)
         state = AgentState(
             agent_id=agent.name,
             session_id=session_id,
             budget_usd=min(budgets) if budgets else None,
-            messages=await self._opening(agent, user_input),
+            messages=await self._opening(agent, user_input, patterns),
+            patterns_applied=patterns,
         )
         return await self._drive(state)
+
+    async def _patterns_for(self, agent_id: str, user_input: str) -> list[str]:
+        if not self.config.learn_from_outcomes:
+            return []
+        lessons = self._lessons.setdefault(agent_id, Lessons())
+        return lessons.for_task(await self.outcomes.outcomes(agent_id), user_input)
 
     async def resume(self, agent_id: str, session_id: str, human_response: str) -> ExecutionResult:
         """Continue a paused run with a person's answer as the next user message. `NotFound`
@@ -252,6 +327,8 @@ class AgentRunner:
             update={
                 "status": RunStatus.RUNNING,
                 "escalation_id": None,
+                "reason": "",
+                "attempt_started_at": state.iterations,  # a person's answer: a fresh budget
                 "messages": [
                     *state.messages,
                     ChatMessage(role="user", content=f"A person answered: {human_response}"),
@@ -260,10 +337,14 @@ class AgentRunner:
         )
         return await self._drive(state)
 
-    async def _opening(self, agent: AgentDefinition, user_input: str) -> list[ChatMessage]:
+    async def _opening(
+        self, agent: AgentDefinition, user_input: str, patterns: list[str]
+    ) -> list[ChatMessage]:
         system = [agent.instructions] if agent.instructions else []
         if self.config.react_pattern:
             system += [f"Tools you can call:\n{self.tools.catalogue()}", REACT_PROTOCOL]
+        if patterns:
+            system.append(format_patterns_for_prompt(patterns))
         if self._memory is not None and self.config.enable_memory:
             recalled = await self._memory.recall(agent.name, user_input, self.config.memory_top_k)
             if recalled:
@@ -284,7 +365,7 @@ class AgentRunner:
             f"invoke_agent {state.agent_id}", attributes=span_attributes
         ) as span:
             try:
-                await self._loop(run, tracker, tool_results)
+                await self._attempts(run, tracker, tool_results)
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
                 await self._save(
@@ -301,6 +382,8 @@ class AgentRunner:
             await self._save(state)
         if state.status is RunStatus.COMPLETED and self._memory is not None and self.config.enable_memory:
             await self._memory.remember(state.agent_id, state.output)
+        if state.status in (RunStatus.COMPLETED, RunStatus.FAILED) and self.config.learn_from_outcomes:
+            await self._learn(state)
         self._last_cost = tracker.cost.summary()
         return ExecutionResult(
             agent_id=state.agent_id,
@@ -310,17 +393,115 @@ class AgentRunner:
             messages=state.messages,
             iterations=state.iterations,
             tool_results=tool_results,
+            tools_called=state.tools_called,
             cost=self._last_cost,
             input_tokens=state.input_tokens,
             output_tokens=state.output_tokens,
             escalation_id=state.escalation_id,
             reason=state.reason,
+            failed_attempts=len(state.attempt_history),
             started_at=state.started_at,
             finished_at=state.updated_at,
             duration_s=time.monotonic() - started,
         )
 
-    async def _loop(self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult]) -> None:
+    async def _learn(self, state: AgentState) -> None:
+        outcome = learnt(
+            state.session_id,
+            succeeded=state.status is RunStatus.COMPLETED,
+            partial=False,
+            aborted=state.aborted,
+            started_at=state.started_at.timestamp(),
+            history=state.attempt_history,
+            patterns_applied=state.patterns_applied,
+            summary=state.output or state.reason,
+        )
+        await self.outcomes.record(state.agent_id, outcome)
+        self._lessons.setdefault(state.agent_id, Lessons()).ran()
+
+    async def _attempts(self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult]) -> None:
+        """Attempts until one ends the run; with a recovery policy, a failed attempt (no final
+        answer within its budget, or the agent gave up) is triaged and recovered as the
+        escalation ladder says: tried again (after the agent's own analysis, or with a notice),
+        handed to a person, or aborted."""
+        while True:
+            trajectory: list[TriageStep] = []
+            try:
+                end = await self._loop(run, tracker, tool_results, trajectory)
+            except MaxIterationsExceeded as exc:
+                if self.recovery is None:
+                    raise
+                run.update(status=RunStatus.FAILED, reason=exc.message[:MAX_NOTE_CHARS])
+                end = _AttemptEnd.FAILED
+            if end is not _AttemptEnd.FAILED or self.recovery is None:
+                return
+            if not await self._recover(self.recovery, run, tracker, trajectory):
+                return
+
+    async def _recover(
+        self, policy: RecoveryPolicy, run: _Run, tracker: _Tracker, trajectory: list[TriageStep]
+    ) -> bool:
+        """Whether the run goes on with a new attempt after the failed one."""
+        state = run.state
+        task = next((m.content for m in state.messages if m.role == "user"), "")
+        recovery = recovery_after(trajectory, task=task, history=state.attempt_history, policy=policy)
+        decision, level = recovery.decision, recovery.level
+        run.update(attempt_history=[*state.attempt_history, decision.history_entry])
+        trace.get_current_span().add_event(
+            "triage",
+            {"agora.failure_type": decision.failure_type.value, "agora.recovery": decision.action.kind.value,
+             "agora.attempt": recovery.failed_attempt, "agora.escalation_level": level.value},
+        )  # fmt: skip
+        if level is EscalationLevel.ABORT:
+            reason = (
+                f"aborted after {recovery.failed_attempt} failed attempts ({decision.failure_type.value})"
+            )
+            run.update(status=RunStatus.FAILED, aborted=True, reason=reason)
+            return False
+        if level is EscalationLevel.REQUIRE_DECISION:
+            if self._escalator is None:
+                run.update(
+                    reason=f"{recovery.note} A person would decide next; this runner has no escalator."
+                )
+                return False
+            escalation_id, request = handover(
+                waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=state.session_id),
+                recovery=recovery,
+                history=run.state.attempt_history,
+                prompt_used=task[:MAX_TEXT_CHARS],
+                output_summary=(state.reason or f"failed after {state.iterations} iterations")[
+                    :MAX_TEXT_CHARS
+                ],
+                who=f"agent:{state.agent_id}",
+            )
+            await self._escalator.park(escalation_id, request)
+            run.update(status=RunStatus.WAITING_FOR_HUMAN, escalation_id=escalation_id,
+                       reason=f"{recovery.note} Waiting for a person."[:MAX_NOTE_CHARS])  # fmt: skip
+            return False
+        guidance = decision.action.hint or "Try again."
+        if level is EscalationLevel.AGENT_ANALYSIS:
+
+            async def ask(messages: list[ChatMessage]) -> str:
+                tracker.cost.check_budget()
+                step_name = f"{state.agent_id}.analysis"
+                routed = await self.router.complete(step_name, messages, json_schema=FAILURE_ANALYSIS_SCHEMA)
+                await tracker.record(routed.completion, step_name, routed.model)
+                return routed.completion.text
+
+            guidance = await analyse(ask, run.state.messages, recovery.note) or guidance
+        elif level is EscalationLevel.NOTIFY:
+            log.warning(
+                "a run keeps failing; continuing without waiting for a person",
+                extra={"agent_id": state.agent_id, "session_id": state.session_id,
+                       "attempt": recovery.failed_attempt, "failure_type": decision.failure_type.value},
+            )  # fmt: skip
+        run.say(ChatMessage(role="user", content=f"{recovery.note} {guidance}"))
+        run.update(status=RunStatus.RUNNING, reason="", attempt_started_at=run.state.iterations)
+        return True
+
+    async def _loop(
+        self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult], trajectory: list[TriageStep]
+    ) -> _AttemptEnd:
         step_name = f"{run.state.agent_id}.step"
         if not self.config.react_pattern:
             tracker.cost.check_budget()
@@ -330,8 +511,9 @@ class AgentRunner:
             answer = routed.completion.text
             run.say(ChatMessage(role="assistant", content=answer))
             run.update(status=RunStatus.COMPLETED, output=answer)
-            return
-        while run.state.iterations < self.config.max_iterations:
+            return _AttemptEnd.ANSWERED
+        limit = run.state.attempt_started_at + self.config.max_iterations
+        while run.state.iterations < limit:
             tracker.cost.check_budget()
             routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
             run.update(iterations=run.state.iterations + 1)
@@ -339,6 +521,7 @@ class AgentRunner:
             run.say(ChatMessage(role="assistant", content=routed.completion.text))
             step = _parse_step(routed.completion.text)
             if step is None:
+                trajectory.append(_triage_step(len(trajectory), None, routed.completion.text, None))
                 run.say(
                     ChatMessage(
                         role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
@@ -350,20 +533,29 @@ class AgentRunner:
                 if check.action == "pause":
                     run.update(status=RunStatus.WAITING_FOR_HUMAN, escalation_id=check.escalation_id,
                                reason=check.reason[:MAX_NOTE_CHARS])  # fmt: skip
-                    return
+                    return _AttemptEnd.PAUSED
                 if check.action == "abort":
                     run.update(
                         status=RunStatus.FAILED,
                         reason=(check.reason or "stopped by the step monitor")[:MAX_NOTE_CHARS],
                     )
-                    return
+                    return _AttemptEnd.STOPPED
             if step.action == "final":
+                trajectory.append(_triage_step(len(trajectory), step, step.answer, None))
+                if not step.succeeded:
+                    run.update(status=RunStatus.FAILED, output=step.answer,
+                               reason=f"the agent gave up: {step.answer}"[:MAX_NOTE_CHARS])  # fmt: skip
+                    return _AttemptEnd.FAILED
                 run.update(status=RunStatus.COMPLETED, output=step.answer)
-                return
+                return _AttemptEnd.ANSWERED
             result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
             tool_results.append(result)
+            trajectory.append(_triage_step(len(trajectory), step, result.output, result))
             run.say(ChatMessage(role="user", content=f"Result of tool {result.name}: {result.for_model()}"))
-            run.update(tool_calls=run.state.tool_calls + 1)
+            run.update(
+                tool_calls=run.state.tool_calls + 1,
+                tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
+            )
         state = run.state
         raise MaxIterationsExceeded(
             f"agent {state.agent_id} gave no final answer within {self.config.max_iterations} iterations",
@@ -375,6 +567,8 @@ class AgentRunner:
 
 
 REACT_STEP_SCHEMA: dict[str, Any] = ReactStep.model_json_schema()
+MAX_TOOLS_KEPT = MAX_ITEMS
+"""Tool names a run's state keeps (an outcome carries at most as many)."""
 
 
 def _parse_step(text: str) -> ReactStep | None:
@@ -382,6 +576,32 @@ def _parse_step(text: str) -> ReactStep | None:
         return ReactStep.model_validate(extract_json_object(text))
     except (ValueError, ValidationError, ModelOutputInvalid):
         return None
+
+
+class _AttemptEnd(StrEnum):
+    ANSWERED = "answered"
+    FAILED = "failed"
+    """The agent gave up (or, raised as `MaxIterationsExceeded`, ran out of iterations)."""
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    """The step monitor ended the run."""
+
+
+def _triage_step(index: int, step: ReactStep | None, output: str, result: ToolResult | None) -> TriageStep:
+    """One step of an attempt as failure triage reads it."""
+    if step is None:
+        return TriageStep(index=index, action="unparsable answer", llm_output=output[:MAX_NOTE_CHARS],
+                          error="the answer was not one step of the protocol")  # fmt: skip
+    return TriageStep(
+        index=index,
+        action=f"{step.action}: {step.thought}"[:MAX_NOTE_CHARS],
+        tool_called=step.tool or None if step.action == "tool" else None,
+        tool_input=step.arguments or None,
+        tool_output=output[:MAX_NOTE_CHARS] if result is not None else None,
+        llm_output=step.answer[:MAX_NOTE_CHARS] if result is None else None,
+        error=result.error if result is not None else None,
+        metadata={"confidence": step.confidence},
+    )
 
 
 def _budget_left(state: AgentState) -> float | None:

@@ -13,7 +13,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -22,7 +22,7 @@ from agora.core.errors import describe_field_errors, field_errors
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.runtime.tracing import tracer
 
-__all__ = ["DEFAULT_TOOL_TIMEOUT_S", "Tool", "ToolCall", "ToolExecutor", "ToolResult", "tool"]
+__all__ = ["DEFAULT_TOOL_TIMEOUT_S", "Tool", "ToolCall", "ToolExecutor", "ToolResult", "ToolSource", "tool"]
 
 DEFAULT_TOOL_TIMEOUT_S = 30.0
 MAX_TOOL_NAME_CHARS = 64
@@ -142,14 +142,54 @@ def _arguments_model(function: ToolFunction, name: str) -> type[BaseModel]:
     return model
 
 
+@runtime_checkable
+class ToolSource(Protocol):
+    """Somewhere tools are listed at run time (an MCP server: `McpServer`), through the app's
+    sidecar."""
+
+    def describe(self) -> str: ...
+
+    async def load_tools(self, dapr_http_endpoint: str) -> list[Tool]: ...
+
+
 class ToolExecutor:
     """Runs tool calls by name, each within its tool's timeout, each as a span
-    (`execute_tool {name}`, OpenTelemetry GenAI conventions)."""
+    (`execute_tool {name}`, OpenTelemetry GenAI conventions). Tools given as sources (MCP
+    servers) join on `connect`, which an agent app calls when it starts."""
 
-    def __init__(self, tools: Iterable[Tool | ToolFunction] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool | ToolFunction | ToolSource] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._connected = False
+        self._connecting = asyncio.Lock()
         for given in tools:
-            self.add(given if isinstance(given, Tool) else Tool(given))
+            if isinstance(given, Tool):
+                self.add(given)
+            elif isinstance(given, ToolSource):
+                self._sources.append(given)
+            else:
+                self.add(Tool(given))
+
+    @property
+    def sources(self) -> list[ToolSource]:
+        return list(self._sources)
+
+    async def connect(self, dapr_http_endpoint: str) -> None:
+        """List the tools of every source through the sidecar at `dapr_http_endpoint` and add
+        them (once; a failure adds none, and the next call tries again)."""
+        async with self._connecting:
+            if self._connected:
+                return
+            loaded: list[Tool] = []
+            for source in self._sources:
+                loaded += await source.load_tools(dapr_http_endpoint)
+            names = [t.name for t in loaded]
+            clashes = sorted({n for n in names if names.count(n) > 1 or n in self._tools})
+            if clashes:
+                raise ValueError(f"two tools are named {', '.join(clashes)} (give a source a prefix)")
+            for found in loaded:
+                self.add(found)
+            self._connected = True
 
     def add(self, given: Tool) -> None:
         if given.name in self._tools:

@@ -22,7 +22,7 @@ the decision is kept as a reminder on the agent (`decided:<escalation_id>`, carr
 its delivery is acknowledged, and removed once applied, so a crash or a call that timed out
 cannot lose it.
 
-With failure triage on (`agora.worker.recovery`), an attempt that ends without success is
+With failure triage on (`agora.sdk._recovery`, the runner's own), an attempt that ends without success is
 classified from its trajectory (`agora.core.triage`): the recovery the policy picks (retry,
 replan, a hint...) is tried automatically as a new attempt with the hint in the transcript,
 until the policy escalates (an unclassifiable failure, or the same failure type again after its
@@ -33,7 +33,7 @@ failure, the next with a notice to the people watching, and from then on a perso
 after the ladder's last attempt the task is aborted. A low-confidence failure (after the first
 attempt) goes straight to a person.
 
-Every agent learns from its own recent runs (`agora.worker.learning`, over
+Every agent learns from its own recent runs (`agora.sdk._learning`, the runner's own, over
 `agora.core.outcomes`): before a task, the patterns its recent outcomes show that are relevant
 to the task are added to its prompt; the outcome of each run is kept with the patterns that
 were applied, so their effectiveness (success with the pattern against without) can be read
@@ -51,6 +51,7 @@ from agora.core import topics
 from agora.core.contracts import AgentLearning
 from agora.core.errors import AgoraError
 from agora.core.escalation.ladder import DEFAULT_ESCALATION_CONFIG, EscalationConfig, EscalationLevel
+from agora.core.escalation.record import WaitingParty, WaitingPartyKind
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile
@@ -61,10 +62,17 @@ from agora.runtime.clients import escalation_actors
 from agora.runtime.interfaces import WorkerAgentInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.sidecar import DaprError, DaprSidecar
-from agora.worker.learning import LEARNING_KEPT, Lessons, learning_report, learnt
+from agora.sdk._learning import LEARNING_KEPT, Lessons, learning_report, learnt
+from agora.sdk._recovery import (
+    FAILURE_ANALYSIS_SCHEMA,
+    Recovery,
+    RecoveryPolicy,
+    analyse,
+    handover,
+    recovery_after,
+)
 from agora.worker.monitoring import report_step
 from agora.worker.react import Attempt, ReactStep, attempt_outcome, opening, run_steps, step_budget
-from agora.worker.recovery import Recovery, analyse, escalation_for, recovery_after
 from agora.worker.reminders import (
     DECISION_REMINDER_PREFIX,
     RUN_REMINDER_PREFIX,
@@ -249,7 +257,12 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             if done is None or done.actual_success or not self.deps.triage_failures:
                 return done
             recovery = recovery_after(
-                attempt, task, run, repeat_limit=self.deps.triage_repeat_limit, ladder=self.deps.escalation
+                attempt.trajectory,
+                task=task.spec.description,
+                history=run.history,
+                policy=RecoveryPolicy(
+                    repeat_limit=self.deps.triage_repeat_limit, ladder=self.deps.escalation
+                ),
             )
             decision, level, failed_attempt = recovery.decision, recovery.level, recovery.failed_attempt
             trace.get_current_span().add_event(
@@ -278,7 +291,7 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
                 return None
             guidance = decision.action.hint or "Try again."
             if level is EscalationLevel.AGENT_ANALYSIS:
-                guidance = await analyse(self.deps.model, transcript, recovery.note) or guidance
+                guidance = await analyse(self._ask, transcript, recovery.note) or guidance
             elif level is EscalationLevel.NOTIFY:
                 log.warning(
                     "task keeps failing; continuing without waiting for a person",
@@ -287,6 +300,9 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
                 )  # fmt: skip
             transcript = [*transcript, ChatMessage(role="user", content=f"{recovery.note} {guidance}")]
             steps, limit = done.actual_steps, done.actual_steps + self._step_budget(task)
+
+    async def _ask(self, messages: list[ChatMessage]) -> str:
+        return (await self.deps.model.complete(messages, json_schema=FAILURE_ANALYSIS_SCHEMA)).text
 
     async def _park_failed(
         self,
@@ -297,7 +313,14 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
         run: Run,
     ) -> None:
         """Hand a task automated recovery could not fix to a person (waiting party: the task)."""
-        escalation_id, request = escalation_for(task, done, recovery, run)
+        escalation_id, request = handover(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=task.task_id),
+            recovery=recovery,
+            history=run.history,
+            prompt_used=task.spec.description,
+            output_summary=done.summary or f"failed after {done.actual_steps} steps",
+            who=f"worker:{task.agent_id}",
+        )
         await escalation_actors(ActorClient(self.deps.sidecar))(escalation_id).park(request)
         self.state.parked[task.task_id] = ParkedTask.of(
             task, transcript, done.actual_steps, escalation_id, run
@@ -330,7 +353,17 @@ class WorkerAgent(PydanticActor[WorkerState, WorkerDeps], WorkerAgentInterface, 
             self.state.executed = dict(
                 list({**self.state.executed, task.task_id: done}.items())[-EXECUTED_KEPT:]
             )
-            self.state.learning = [*self.state.learning, learnt(done, run)][-LEARNING_KEPT:]
+            lesson = learnt(
+                done.task_id,
+                succeeded=done.actual_success,
+                partial=done.partial,
+                aborted=run.aborted,
+                started_at=run.started_at,
+                history=run.history,
+                patterns_applied=run.patterns_applied,
+                summary=done.summary,
+            )
+            self.state.learning = [*self.state.learning, lesson][-LEARNING_KEPT:]
             self.lessons.ran()
             await self.commit()
         await self._announce(done)

@@ -1,18 +1,24 @@
 """The agents the agent-app tests put on the market: the example calculator, an agent whose app
 is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does its
-work, and an agent whose runs take four seconds (time to kill its app mid-run)."""
+work, an agent whose runs take four seconds (time to kill its app mid-run), a cautious agent
+whose first step is unsure (the uncertainty monitor pauses it for a person), and a stubborn
+one that gives up until a person tells it how (its runner hands the run to a person)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from agora.core.contracts import BidOffer
+from agora.core.escalation.ladder import EscalationConfig
 from agora.core.market import TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
-from agora.sdk import Agent, AgentLoad, HandlerResult
+from agora.llm import ChatMessage, OfflineModelClient
+from agora.sdk import Agent, AgentLoad, AgentRunner, HandlerResult, RecoveryPolicy
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
 
@@ -50,4 +56,40 @@ steady = Agent(
     handler=count_slowly,
 )
 
-agents = [*_example_agents(), slow, steady]
+
+def hesitate(messages: Sequence[ChatMessage]) -> str | None:
+    """Unsure until a person answers; then it follows the person's prompt."""
+    answered = [m.content for m in messages if m.role == "user" and m.content.startswith("A person answered")]
+    if not answered:
+        return json.dumps({"thought": "I am really not sure this migration is safe", "action": "final",
+                           "answer": "drop the old table", "confidence": 0.1})  # fmt: skip
+    prompt = answered[-1].split("Use this prompt instead:\n", 1)[-1].splitlines()[0]
+    return json.dumps({"thought": "The capital of France is Paris", "action": "final",
+                       "answer": f"done as asked: {prompt}", "confidence": 0.95})  # fmt: skip
+
+
+cautious = Agent(
+    CapabilityProfile(agent_id="cautious", agent_name="Cautious", skill_tags=["migration"], max_steps=4),
+    runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
+)
+
+
+def give_up_until_told(messages: Sequence[ChatMessage]) -> str | None:
+    if any(m.role == "user" and m.content.startswith("A person answered") for m in messages):
+        return json.dumps({"thought": "now I see", "action": "final", "answer": "done with help",
+                           "confidence": 0.9})  # fmt: skip
+    return json.dumps({"thought": "I cannot find the data", "action": "final", "answer": "no data",
+                       "succeeded": False, "confidence": 0.9})  # fmt: skip
+
+
+stubborn = Agent(
+    CapabilityProfile(agent_id="stubborn", agent_name="Stubborn", skill_tags=["archaeology"], max_steps=4),
+    runner=AgentRunner(
+        OfflineModelClient(overrides=give_up_until_told),
+        recovery=RecoveryPolicy(
+            ladder=EscalationConfig(retry_limit=1, agent_analysis_attempts=0, notify_attempts=0)
+        ),
+    ),
+)
+
+agents = [*_example_agents(), slow, steady, cautious, stubborn]

@@ -52,6 +52,7 @@ UPGRADE_SETS = (
     f"services.{UPGRADED_SERVICE}.env[0].name=AGORA_MAX_IN_FLIGHT",
     f"services.{UPGRADED_SERVICE}.env[0].value=8",
 )
+AGENT_APP = "calculator"
 SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
 
 # The checks, in the order they run (test_kubernetes.py asserts each by these names).
@@ -196,7 +197,13 @@ class Scenario:
             "agora-console-api-token": {"token": secrets.token_hex(32)},
             "agora-escalation-token": {"token": secrets.token_hex(32)},
         }
-        self.install_sets = ["escalationToken.existingSecret=agora-escalation-token"]
+        self.install_sets = [
+            "escalationToken.existingSecret=agora-escalation-token",
+            # An agent app beside the services: its Deployment, injection, Configuration and
+            # scopes go through the same checks.
+            f"agentApps[0].name={AGENT_APP}",
+            "agentApps[0].agentsFile=/opt/agora/examples/agents/calculator.py",
+        ]
         self.rendered: list[Obj] = []
         self.before_upgrade: dict[str, Obj] = {}
         self.first_templates: dict[str, Obj] = {}
@@ -582,6 +589,10 @@ class Scenario:
                 "scopes": live["scopes"],
                 "secret_refs": secret_refs,
             }
+        expect(
+            AGENT_APP in evidence.get("agora-pubsub", {}).get("scopes", []),
+            f"the agent app {AGENT_APP} is not in agora-pubsub's scopes",
+        )
         return {"components": evidence}
 
     def no_secret_values(self) -> Obj:

@@ -89,6 +89,82 @@ allocator worker uncertainty planner debate
 {{- end -}}
 
 {{/*
+Names an agent app may not take: the services' and the console's app ids, the chart's other
+parts (jaeger) and the local topic recorder.
+*/}}
+{{- define "agora.reservedAppIds" -}}
+registry taskboard reputation allocator worker escalation uncertainty planner debate console jaeger recorder
+{{- end -}}
+
+{{/*
+The agent apps (values agentApps), each entry merged over agentAppDefaults and checked: a
+valid, unique app id that no service has, and exactly one way to start it (agentsFile, module
+or command). Renders {"apps": [...]} as JSON; read it with
+(include "agora.agentApps" . | fromJson).apps.
+*/}}
+{{- define "agora.agentApps" -}}
+{{- $reserved := splitList " " (include "agora.reservedAppIds" .) -}}
+{{- $apps := list -}}
+{{- $seen := dict -}}
+{{- range $i, $entry := .Values.agentApps -}}
+{{- $app := mergeOverwrite (deepCopy $.Values.agentAppDefaults) (deepCopy $entry) -}}
+{{- $name := required (printf "agentApps[%d].name is required (the agent app's Dapr app id)" $i) $app.name -}}
+{{- if has $name $reserved -}}
+{{- fail (printf "agentApps[%d].name: %q is the app id of one of the chart's own parts; pick another" $i $name) -}}
+{{- end -}}
+{{- if hasKey $seen $name -}}
+{{- fail (printf "agentApps[%d].name: %q is given to two agent apps; app ids are unique" $i $name) -}}
+{{- end -}}
+{{- $_ := set $seen $name true -}}
+{{- $starts := 0 -}}
+{{- range $way := list "agentsFile" "module" "command" -}}
+{{- if index $app $way }}{{ $starts = add1 $starts }}{{ end -}}
+{{- end -}}
+{{- if ne (int $starts) 1 -}}
+{{- fail (printf "agentApps[%d] (%s): give exactly one of agentsFile, module or command" $i $name) -}}
+{{- end -}}
+{{- $apps = append $apps $app -}}
+{{- end -}}
+{{- dict "apps" $apps | toJson -}}
+{{- end -}}
+
+{{/*
+The agent apps' app ids, space-separated ("" when none).
+*/}}
+{{- define "agora.agentAppIds" -}}
+{{- $ids := list -}}
+{{- range (include "agora.agentApps" . | fromJson).apps -}}
+{{- $ids = append $ids .name -}}
+{{- end -}}
+{{- join " " $ids -}}
+{{- end -}}
+
+{{/*
+Topic scopes of agora-pubsub (components/redis/pubsub.yaml, without the local topic recorder),
+with each agent app's: publish agora.task.outcome, agora.cost.events and agora.deadletter;
+subscribe agora.task.awarded and agora.escalation.resolved (a person's decision on a paused
+run). The local profile's agent apps `agents` and `agents-go` keep their entries; an agent app
+of the same name takes its entry over.
+Call with (dict "root" $ "rule" "publishingScopes"|"subscriptionScopes").
+*/}}
+{{- define "agora.pubsubTopicScopes" -}}
+{{- $ids := splitList " " (include "agora.agentAppIds" .root) | compact -}}
+{{- $entries := list -}}
+{{- if eq .rule "publishingScopes" -}}
+{{- $entries = list "console=agora.registry,agora.tasks,agora.plans,agora.debates" "registry=agora.registry,agora.deadletter" "taskboard=agora.task.awarded,agora.task.rejected,agora.task.award_lapsed,agora.deadletter" "worker=agora.registry,agora.task.outcome,agora.deadletter" "escalation=agora.escalation.resolved,agora.deadletter" "uncertainty=agora.escalation.outcome,agora.deadletter" "planner=agora.tasks,agora.plan.completed,agora.deadletter" "debate=agora.debate.completed,agora.deadletter" -}}
+{{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.outcome,agora.cost.events,agora.deadletter" }}{{ end -}}
+{{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.outcome,agora.deadletter" }}{{ end -}}
+{{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.outcome,agora.cost.events,agora.deadletter" .) }}{{ end -}}
+{{- else -}}
+{{- $entries = list "allocator=agora.tasks,agora.task.outcome" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome,agora.task.rejected,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
+{{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.awarded,agora.escalation.resolved" }}{{ end -}}
+{{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.awarded" }}{{ end -}}
+{{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.awarded,agora.escalation.resolved" .) }}{{ end -}}
+{{- end -}}
+{{- join ";" $entries -}}
+{{- end -}}
+
+{{/*
 Who may call each app's API (service invocation), per components/access-control/<app>.yaml:
 deny by default, console allowed everything, the few callers the architecture needs allowed
 what they need. Rendered into each app's Configuration with the trust domain and namespace.
@@ -117,6 +193,16 @@ registry:
       - name: /v1/agents
         httpVerb: ["POST"]
         action: allow
+{{- range splitList " " (include "agora.agentAppIds" .) | compact }}
+{{- if not (has . (list "agents" "agents-go")) }}
+  - appId: {{ . }}
+    defaultAction: deny
+    operations:
+      - name: /v1/agents
+        httpVerb: ["POST"]
+        action: allow
+{{- end }}
+{{- end }}
   - appId: allocator
     defaultAction: deny
     operations:
@@ -176,6 +262,40 @@ uncertainty:
       - name: /v1/sessions/**/checkpoints
         httpVerb: ["POST"]
         action: allow
+  - appId: agents
+    defaultAction: deny
+    operations:
+      - name: /v1/sessions/*
+        httpVerb: ["GET"]
+        action: allow
+      - name: /v1/sessions/**/llm-responses
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/tool-calls
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/checkpoints
+        httpVerb: ["POST"]
+        action: allow
+{{- range splitList " " (include "agora.agentAppIds" .) | compact }}
+{{- if not (has . (list "agents" "agents-go")) }}
+  - appId: {{ . }}
+    defaultAction: deny
+    operations:
+      - name: /v1/sessions/*
+        httpVerb: ["GET"]
+        action: allow
+      - name: /v1/sessions/**/llm-responses
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/tool-calls
+        httpVerb: ["POST"]
+        action: allow
+      - name: /v1/sessions/**/checkpoints
+        httpVerb: ["POST"]
+        action: allow
+{{- end }}
+{{- end }}
 planner:
   - appId: console
     defaultAction: allow
@@ -183,6 +303,44 @@ debate:
   - appId: console
     defaultAction: allow
 console: []
+{{- /* Agent apps (components/access-control/agents.yaml): the allocator asks their agents for
+bids; the console may call them. Like the worker, each may report its runs' steps to the
+uncertainty monitor (its policy above). */}}
+{{- range splitList " " (include "agora.agentAppIds" .) | compact }}
+{{ . }}:
+  - appId: allocator
+    defaultAction: deny
+    operations:
+      - name: /v1/bids
+        httpVerb: ["POST"]
+        action: allow
+  - appId: console
+    defaultAction: allow
+{{- end }}
+{{- end -}}
+
+{{/*
+The model backend's settings (AGORA_MODEL_*), for an app that calls a model; the API key comes
+from its Secret.
+*/}}
+{{- define "agora.modelEnv" -}}
+- name: AGORA_MODEL_BACKEND
+  value: {{ $.Values.model.backend | quote }}
+{{- with $.Values.model.name }}
+- name: AGORA_MODEL_MODEL
+  value: {{ . | quote }}
+{{- end }}
+- name: AGORA_MODEL_TIMEOUT_S
+  value: {{ $.Values.model.timeoutSeconds | quote }}
+{{- if eq $.Values.model.backend "openai" }}
+- name: AGORA_MODEL_OPENAI_BASE_URL
+  value: {{ required "model.openai.baseUrl is required with model.backend openai" $.Values.model.openai.baseUrl | quote }}
+- name: AGORA_MODEL_OPENAI_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "model.openai.existingSecret is required with model.backend openai" $.Values.model.openai.existingSecret | quote }}
+      key: {{ $.Values.model.openai.apiKeyKey | quote }}
+{{- end }}
 {{- end -}}
 
 {{/*

@@ -1,26 +1,29 @@
 """What an agent learns from its own recent runs: the patterns they show, the relevant ones
 added to a new task's prompt, each run kept as an outcome with the patterns it was given, and
-the report of how runs fared with each pattern against without."""
+the report of how runs fared with each pattern against without. Both agent runtimes use it:
+the `AgentRunner` (with an `OutcomeHistory`) and the reference worker."""
 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from agora.core.checks import RecordedError
 from agora.core.contracts import AgentLearning
 from agora.core.limits import MAX_ITEMS, MAX_TEXT_CHARS
-from agora.core.market import TaskOutcome
 from agora.core.outcomes.effectiveness import pattern_effectiveness
 from agora.core.outcomes.patterns import DetectedPattern, detect_patterns
 from agora.core.outcomes.prompts import select_relevant_patterns
 from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
-from agora.worker.runs import Run
+from agora.core.triage.failures import FailureType
 
 __all__ = [
     "LEARNING_KEPT",
     "PATTERNS_APPLIED",
     "PATTERNS_REFRESHED_EVERY",
+    "InMemoryOutcomeHistory",
     "Lessons",
+    "OutcomeHistory",
     "learning_report",
     "learnt",
 ]
@@ -58,34 +61,66 @@ class Lessons:
         return [p.description for p in relevant]
 
 
-def learnt(done: TaskOutcome, run: Run) -> SheetOutcome:
-    """What one run teaches the agent: how it ended, after how many failed attempts and of
-    which kinds, and which patterns its prompt carried. A run has no validations, so the
-    validation fields stay unset."""
-    if done.actual_success:
+def learnt(
+    run_id: str,
+    *,
+    succeeded: bool,
+    partial: bool,
+    aborted: bool,
+    started_at: float,
+    history: list[tuple[FailureType, str]],
+    patterns_applied: list[str],
+    summary: str,
+) -> SheetOutcome:
+    """What one run (`run_id`: its task or session) teaches the agent: how it ended, after how
+    many failed attempts and of which kinds, and which patterns its prompt carried. A run has
+    no validations, so the validation fields stay unset."""
+    if succeeded:
         status = OutcomeStatus.COMPLETED
-    elif done.partial:
+    elif partial:
         status = OutcomeStatus.SKIPPED
-    elif run.aborted:
+    elif aborted:
         status = OutcomeStatus.ABORTED
     else:
         status = OutcomeStatus.FAILED
     return SheetOutcome(
-        outcome_id=f"task-{done.task_id}",
+        outcome_id=f"task-{run_id}",
         sheet_id="1",
-        job_id=done.task_id,
-        execution_duration=max(0.0, time.time() - run.started_at),
-        retry_count=len(run.history),
+        job_id=run_id,
+        execution_duration=max(0.0, time.time() - started_at),
+        retry_count=len(history),
         final_status=status,
-        success_without_retry=done.actual_success and not run.history,
-        patterns_applied=run.patterns_applied,
+        success_without_retry=succeeded and not history,
+        patterns_applied=patterns_applied,
         error_history=[
             RecordedError(error_code=kind.value, category=kind.value, message=f"{kind.value}: {recovery}")
-            for kind, recovery in run.history
+            for kind, recovery in history
         ],
-        failure_type=run.history[-1][0] if run.history else None,
-        stdout_tail=done.summary[-500:],
+        failure_type=history[-1][0] if history else None,
+        stdout_tail=summary[-500:],
     )
+
+
+class OutcomeHistory(Protocol):
+    """Where an agent's recent runs are kept (the latest `LEARNING_KEPT`, oldest first)."""
+
+    async def outcomes(self, agent_id: str) -> list[SheetOutcome]: ...
+
+    async def record(self, agent_id: str, outcome: SheetOutcome) -> None: ...
+
+
+class InMemoryOutcomeHistory:
+    """An outcome history in this process only (tests, one-off scripts)."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[str, list[SheetOutcome]] = {}
+
+    async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+        return list(self._outcomes.get(agent_id, []))
+
+    async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+        kept = [o for o in self._outcomes.get(agent_id, []) if o.outcome_id != outcome.outcome_id]
+        self._outcomes[agent_id] = [*kept, outcome][-LEARNING_KEPT:]
 
 
 def learning_report(agent_id: str, history: list[SheetOutcome]) -> AgentLearning:

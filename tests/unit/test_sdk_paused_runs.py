@@ -1,0 +1,120 @@
+"""An agent app's run paused for a person: it waits on its escalation, goes on or ends as the
+decision says, and a step that runs again (the app stopped before the workflow engine recorded
+it) neither opens a second escalation nor applies a decision twice."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import EscalationStatus, WaitingParty, WaitingPartyKind
+from agora.core.market import Bid, TaskSpec
+from agora.core.messages import EscalationResolved, TaskAwarded
+from agora.core.models import CapabilityProfile
+from agora.llm import ChatMessage, OfflineModelClient
+from agora.sdk import Agent, AgentRunner, AgentState, InMemoryStateStore, ReactStep, StepCheck
+from agora.sdk._app import AgentRunDecision, _execute, _resume
+
+TASK = "t-1"
+
+
+class PauseFirstStep:
+    """Pauses the run's first step on escalation `esc-1`."""
+
+    async def check(self, state: AgentState, step: ReactStep) -> StepCheck:
+        if state.iterations == 1:
+            return StepCheck(action="pause", escalation_id="esc-1", reason="uncertain step")
+        return StepCheck()
+
+
+def answers(messages: Sequence[ChatMessage]) -> str:
+    said = messages[-1].content
+    answer = "after the decision" if said.startswith("A person answered") else "first try"
+    return json.dumps({"thought": "t", "action": "final", "answer": answer, "confidence": 0.9})
+
+
+def cautious(store: InMemoryStateStore) -> Agent:
+    runner = AgentRunner(OfflineModelClient(overrides=answers), state_store=store, monitor=PauseFirstStep())
+    profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
+    return Agent(profile, runner=runner)
+
+
+def award() -> TaskAwarded:
+    spec = TaskSpec(task_id=TASK, description="Migrate the orders table", required_skills=["migration"])
+    bid = Bid(task_id=TASK, agent_id="a1", self_reported_success_prob=0.8, estimated_cost_usd=0.1,
+              estimated_steps=1)  # fmt: skip
+    return TaskAwarded.model_validate(
+        {"task_id": TASK, "agent_id": "a1", "spec": spec, "bid": bid,
+         "score": {"bid_id": bid.bid_id, "agent_id": "a1", "raw_success_prob": 0.8,
+                   "calibrated_success_prob": 0.8, "reputation_score": 0.5, "cost_score": 0.5,
+                   "composite": 0.6, "ucb_bonus": 0.0, "final_score": 0.6},
+         "award_token": "award-token-0123456789"}
+    )  # fmt: skip
+
+
+def decision(
+    action: EscalationAction, prompt: str | None = None, escalation_id: str = "esc-1"
+) -> AgentRunDecision:
+    return AgentRunDecision(
+        award=award(),
+        decided=EscalationResolved(
+            escalation_id=escalation_id,
+            waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=TASK),
+            decision=EscalationResponse(action=action, modified_prompt=prompt),
+            decided_by="alice",
+            status=EscalationStatus.RESOLVED,
+        ),
+    )
+
+
+async def test_a_paused_run_waits_and_a_step_run_again_waits_on_the_same_escalation() -> None:
+    store = InMemoryStateStore()
+    agent = cautious(store)
+
+    first = await _execute(agent, award(), store)
+    again = await _execute(agent, award(), store)
+
+    assert first.outcome is None and first.waiting_on == "esc-1"
+    assert again.outcome is None and again.waiting_on == "esc-1", "no second escalation"
+
+
+async def test_modify_prompt_goes_on_with_the_new_prompt_and_a_repeat_changes_nothing() -> None:
+    store = InMemoryStateStore()
+    agent = cautious(store)
+    await _execute(agent, award(), store)
+
+    decided = decision(EscalationAction.MODIFY_PROMPT, "Migrate it with a rollback plan")
+    resumed = await _resume(agent, decided, store, None)
+    repeated = await _resume(agent, decided, store, None)
+
+    assert resumed.outcome is not None and resumed.outcome.actual_success
+    assert resumed.outcome.summary == "after the decision" and resumed.outcome.actual_steps == 2
+    state = await store.load("a1", TASK)
+    assert state is not None
+    assert any(
+        "Use this prompt instead:\nMigrate it with a rollback plan" in m.content for m in state.messages
+    )
+    assert repeated == resumed, "the run no longer waits on esc-1: its outcome as it stands"
+
+
+async def test_skip_ends_the_run_partial_and_abort_ends_it_failed() -> None:
+    for action, partial in ((EscalationAction.SKIP, True), (EscalationAction.ABORT, False)):
+        store = InMemoryStateStore()
+        agent = cautious(store)
+        await _execute(agent, award(), store)
+
+        ended = await _resume(agent, decision(action), store, None)
+
+        assert ended.outcome is not None and not ended.outcome.actual_success
+        assert ended.outcome.partial is partial and ended.outcome.summary == f"{action} by alice"
+
+
+async def test_a_decision_on_another_escalation_does_not_move_the_run() -> None:
+    store = InMemoryStateStore()
+    agent = cautious(store)
+    await _execute(agent, award(), store)
+
+    other = await _resume(agent, decision(EscalationAction.RETRY, escalation_id="esc-9"), store, None)
+
+    assert other.outcome is None and other.waiting_on == "esc-1"
