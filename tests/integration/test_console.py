@@ -98,7 +98,7 @@ def session_state(cluster: LocalCluster, session: str) -> dict[str, Any]:
 def sign_in(browser: Browser, console: ServiceReplica, name: str) -> Page:
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.goto(f"{console.app_url}/inbox")
-    expect(page).to_have_url(re.compile(r"/signin$"))
+    expect(page).to_have_url(re.compile(r"/signin\?next=%2Finbox$"))
     page.fill("input[name=name]", name)
     page.fill("input[name=secret]", SECRETS[name])
     page.click("button[type=submit]")

@@ -490,7 +490,8 @@ def test_signing_in_sets_a_locked_down_cookie_and_never_echoes_the_secret(
     tmp_path: Path, tracer_provider: TracerProvider
 ) -> None:
     client = console_client(tmp_path)
-    assert client.get("/inbox").headers["location"] == "/signin"
+    assert client.get("/inbox").headers["location"] == "/signin?next=%2Finbox"
+    assert client.get("/escalations/e-1").headers["location"] == "/signin?next=%2Fescalations%2Fe-1"
     page = client.get("/signin")
     assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["cache-control"] == "no-store" and page.headers["x-frame-options"] == "DENY"
@@ -500,8 +501,13 @@ def test_signing_in_sets_a_locked_down_cookie_and_never_echoes_the_secret(
     assert "wrong-secret-typed" not in refused.text and "alice<b>" not in refused.text
     assert "set-cookie" not in refused.headers
 
-    signed = client.post("/signin", data={"name": "alice", "secret": "alice-secret-1"})
-    assert signed.status_code == 303 and signed.headers["location"] == "/inbox"
+    for elsewhere in ("//evil.example/x", "https://evil.example", "/\\evil.example", "javascript:alert(1)"):
+        page = client.post("/signin", data={"name": "alice", "secret": "nope", "next": elsewhere})
+        assert 'value="/inbox"' in page.text
+    signed = client.post(
+        "/signin", data={"name": "alice", "secret": "alice-secret-1", "next": "/escalations/e-1"}
+    )
+    assert signed.status_code == 303 and signed.headers["location"] == "/escalations/e-1"
     cookie = signed.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "alice-secret-1" not in cookie
 
@@ -525,5 +531,11 @@ def test_forms_without_their_csrf_token_or_as_json_are_refused(
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
     assert huge.status_code == 413
+    elsewhere = client.post(
+        "/signin",
+        data={"name": "alice", "secret": "alice-secret-1"},
+        headers={"origin": "https://evil.example"},
+    )
+    assert elsewhere.status_code == 403 and "another site" in elsewhere.text
     signed_out = TestClient(client.app, follow_redirects=False)
     assert signed_out.post("/escalations/e-1/decision", data={"action": "retry"}).status_code == 401

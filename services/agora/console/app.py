@@ -12,13 +12,14 @@ since, and the page then says what changed.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -132,15 +133,18 @@ class PageError(Exception):
 
 
 def _valid_id(escalation_id: str) -> str:
-    import re
-
     if len(escalation_id) > MAX_ID_CHARS or not re.match(ID_PATTERN, escalation_id):
         raise PageError(404, "there is no escalation with that id")
     return escalation_id
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """A urlencoded form, bounded like every API body; its first value per field."""
+    """A urlencoded form, bounded like every API body; its first value per field. A form a
+    browser posts from another site (its Origin names another host) is refused, whatever
+    cookies came with it."""
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        raise PageError(403, "this form was sent from another site")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
         raise PageError(415, "send the form as application/x-www-form-urlencoded")
     declared = request.headers.get("content-length", "")
@@ -219,7 +223,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         def board_page(request: Request, template: str, values: dict[str, Any]) -> Response:
             signed = who(request)
             if signed is None:
-                return RedirectResponse("/signin", status_code=303)
+                return to_sign_in(request)
             return render(template, person=signed[0], csrf=signer.csrf_token(signed[1]), **values)
 
         install_boards(app, ctx.sidecar, settings, board_page)
@@ -239,9 +243,10 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
 
         @app.get("/signin", include_in_schema=False)
         async def signin_page(request: Request) -> Response:
+            after = _back_to(request.query_params.get("next", ""))
             if who(request) is not None:
-                return RedirectResponse("/inbox", status_code=303)
-            return render("signin.html", configured=book.anyone, problem=None)
+                return RedirectResponse(after, status_code=303)
+            return render("signin.html", configured=book.anyone, problem=None, after=after)
 
         @app.post("/signin", include_in_schema=False)
         async def signin(request: Request) -> Response:
@@ -250,10 +255,11 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                 person = book.sign_in(form.get("name", "")[:256], form.get("secret", ""))
             except SignInRefused as exc:
                 log.info("sign-in refused")  # never the name or the secret typed
-                return render("signin.html", 401, configured=book.anyone, problem=str(exc))
+                after = _back_to(form.get("next", ""))
+                return render("signin.html", 401, configured=book.anyone, problem=str(exc), after=after)
             cookie, _ = signer.issue(person, int(time.time()))
             log.info("signed in", extra={"person": person.name, "role": str(person.role)})
-            response = RedirectResponse("/inbox", status_code=303)
+            response = RedirectResponse(_back_to(form.get("next", "")), status_code=303)
             response.set_cookie(
                 COOKIE,
                 cookie,
@@ -310,7 +316,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         async def inbox_page(request: Request) -> Response:
             signed = who(request)
             if signed is None:
-                return RedirectResponse("/signin", status_code=303)
+                return to_sign_in(request)
             shown = InboxFilter.of_query(request.query_params)
             rows, total = await waiting_now(shown)
             return render(
@@ -368,7 +374,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         async def show(escalation_id: str, request: Request) -> Response:
             signed = who(request)
             if signed is None:
-                return RedirectResponse("/signin", status_code=303)
+                return to_sign_in(request)
             record = await fetch(_valid_id(escalation_id))
             return escalation_page(record, *signed)
 
@@ -480,14 +486,27 @@ def _belongs_to(record: EscalationRecord) -> str | None:
     return link(pages, record.waiting_party.id) if pages is not None else None
 
 
+BACK_TO = re.compile(r"^/(?!/)[A-Za-z0-9/_.~%?=&:+-]{0,512}$")
+"""A page of the console to return to after signing in: a path on this site, never another
+site's address (`//host`, `https:`) or anything a browser would read differently."""
+
+
+def _back_to(path: str) -> str:
+    return path if BACK_TO.match(path) and "\\" not in path else "/inbox"
+
+
+def to_sign_in(request: Request) -> RedirectResponse:
+    """To the sign-in page, which comes back to this page afterwards."""
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse("/signin?" + urlencode({"next": _back_to(here)}), status_code=303)
+
+
 def _unreachable(exc: Exception) -> PageError:
     log.warning("the escalation service did not answer", extra={"reason": repr(exc)[:300]})
     return PageError(503, "the escalation service is not answering; try again in a moment")
 
 
 def _path_part(escalation_id: str) -> str:
-    from urllib.parse import quote
-
     return quote(escalation_id, safe="")
 
 

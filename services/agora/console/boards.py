@@ -6,6 +6,7 @@ script swaps in the part marked live when it changed)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -50,8 +51,6 @@ def link(kind: str, record_id: str) -> str:
 
 
 def _checked_id(record_id: str, what: str) -> str:
-    import re
-
     if len(record_id) > MAX_ID_CHARS or not re.match(ID_PATTERN, record_id):
         raise Unavailable(404, f"there is no {what} with that id")
     return record_id
