@@ -17,6 +17,7 @@ from agora.console.auth import (
     Role,
     SessionSigner,
     SignInRefused,
+    SignInThrottle,
     hash_secret,
     load_users,
     proxied_person,
@@ -195,6 +196,18 @@ def test_sessions_are_signed_expire_and_carry_their_csrf_token() -> None:
     token = signer.csrf_token(session.nonce)
     assert signer.csrf_valid(session.nonce, token) and not signer.csrf_valid(session.nonce, token[:-1] + "x")
     assert signer.csrf_token("another session") != token
+
+
+def test_guessing_is_slowed_per_name_and_per_address() -> None:
+    throttle = SignInThrottle(attempts=3, window_seconds=60)
+    keys = ["name:alice", "from:10.0.0.1"]
+    for second in range(3):
+        assert throttle.allows(keys, now=second)
+        throttle.refused(keys, now=second)
+    assert not throttle.allows(keys, now=10)
+    assert not throttle.allows(["name:bob", "from:10.0.0.1"], now=10)  # the same address
+    assert throttle.allows(["name:bob", "from:10.0.0.2"], now=10)
+    assert throttle.allows(keys, now=61)  # the oldest refusal left the window
 
 
 def test_local_sign_in_files_are_private(tmp_path: Path) -> None:
@@ -539,3 +552,14 @@ def test_forms_without_their_csrf_token_or_as_json_are_refused(
     assert elsewhere.status_code == 403 and "another site" in elsewhere.text
     signed_out = TestClient(client.app, follow_redirects=False)
     assert signed_out.post("/escalations/e-1/decision", data={"action": "retry"}).status_code == 401
+
+
+def test_a_name_guessed_too_often_is_refused_for_a_while(
+    tmp_path: Path, tracer_provider: TracerProvider
+) -> None:
+    client = console_client(tmp_path)
+    for _ in range(5):
+        assert client.post("/signin", data={"name": "alice", "secret": "guess"}).status_code == 401
+    held = client.post("/signin", data={"name": "alice", "secret": "alice-secret-1"})
+    assert held.status_code == 429 and "too many refused sign-ins" in held.text
+    assert "set-cookie" not in held.headers

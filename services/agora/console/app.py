@@ -31,6 +31,7 @@ from agora.console.auth import (
     Role,
     SessionSigner,
     SignInRefused,
+    SignInThrottle,
     UserBook,
     load_users,
     proxied_person,
@@ -174,6 +175,8 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
     )
     key = settings.console_session_key.encode() if settings.console_session_key else secrets.token_bytes(32)
     signer = SessionSigner(key, settings.console_session_hours * 3600)
+    by_name = SignInThrottle(attempts=5)
+    by_address = SignInThrottle(attempts=20)  # people behind one proxy share an address
     pages = templates()
     refresh_ms = int(settings.console_refresh_seconds * 1000)
 
@@ -251,9 +254,19 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         @app.post("/signin", include_in_schema=False)
         async def signin(request: Request) -> Response:
             form = await _form(request)
+            name = form.get("name", "")[:256]
+            address = request.client.host if request.client else "-"
+            now = time.monotonic()
+            if not (by_name.allows([name.strip()], now) and by_address.allows([address], now)):
+                log.info("sign-in refused: too many tries")
+                problem = "too many refused sign-ins; wait a few minutes and try again"
+                after = _back_to(form.get("next", ""))
+                return render("signin.html", 429, configured=book.anyone, problem=problem, after=after)
             try:
-                person = book.sign_in(form.get("name", "")[:256], form.get("secret", ""))
+                person = book.sign_in(name, form.get("secret", ""))
             except SignInRefused as exc:
+                by_name.refused([name.strip()], now)
+                by_address.refused([address], now)
                 log.info("sign-in refused")  # never the name or the secret typed
                 after = _back_to(form.get("next", ""))
                 return render("signin.html", 401, configured=book.anyone, problem=str(exc), after=after)

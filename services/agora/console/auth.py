@@ -16,8 +16,9 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -32,6 +33,7 @@ __all__ = [
     "Role",
     "SessionSigner",
     "SignInRefused",
+    "SignInThrottle",
     "UserBook",
     "UserEntry",
     "UsersFile",
@@ -246,3 +248,30 @@ class SessionSigner:
 
     def csrf_valid(self, nonce: str, token: str) -> bool:
         return hmac.compare_digest(token.encode(), self.csrf_token(nonce).encode())
+
+
+@dataclass
+class SignInThrottle:
+    """Slows down guessing: after `attempts` refused sign-ins for one name (or from one
+    address) within `window_seconds`, more tries for it are refused unchecked until the oldest
+    of them leaves the window. Per process; the names and addresses it keeps are bounded."""
+
+    attempts: int = 5
+    window_seconds: float = 300.0
+    tracked_at_most: int = 10_000
+    _refused: dict[str, deque[float]] = field(default_factory=dict)
+
+    def allows(self, keys: Sequence[str], now: float) -> bool:
+        return all(len(self._recent(key, now)) < self.attempts for key in keys)
+
+    def refused(self, keys: Sequence[str], now: float) -> None:
+        if len(self._refused) >= self.tracked_at_most:
+            self._refused.clear()  # under a flood of names, start over rather than grow
+        for key in keys:
+            self._refused.setdefault(key, deque(maxlen=self.attempts)).append(now)
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        times = self._refused.get(key, deque())
+        while times and now - times[0] > self.window_seconds:
+            times.popleft()
+        return times
