@@ -143,9 +143,9 @@ class DeadlineExtension(BaseModel):
 
 
 class EscalationList(BaseModel):
-    """`GET /v1/escalations?status=...`: one page of the escalations in a status, by id; with no
-    status, of every escalation kept, the newest first (escalations parked before that listing
-    existed are not in it)."""
+    """`GET /v1/escalations?status=...`: one page of the escalations in a status, or with no
+    status of every escalation kept, the newest first (escalations parked before the listing by
+    creation existed follow a status's, by id, and are not in the listing of every status)."""
 
     status: EscalationStatus | None = Field(
         default=None, description="The status listed; None: every status."

@@ -69,9 +69,11 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
-            """One page of the escalations in `status` (by id), or with no status of every
-            escalation kept (newest first). Only the page's records are read."""
-            ids = await index.list(str(status)) if status is not None else await index.newest_first()
+            """One page of the escalations in `status`, or with no status of every escalation
+            kept, the newest first. Only the page's records are read."""
+            ids = (
+                await index.newest_first_in(str(status)) if status is not None else await index.newest_first()
+            )
             page = await asyncio.gather(*(listed(i) for i in ids[offset : offset + limit]))
             return EscalationList(
                 status=status,
