@@ -31,7 +31,7 @@ from agora.console.users import entry_yaml, local_sign_in
 from agora.core.errors import IllegalTransition
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.context import EscalationContext
-from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.decisions import CheckpointResponse, EscalationAction, EscalationResponse
 from agora.core.escalation.digest import (
     ContextChanged,
     changed_fields,
@@ -563,3 +563,16 @@ def test_a_name_guessed_too_often_is_refused_for_a_while(
     held = client.post("/signin", data={"name": "alice", "secret": "alice-secret-1"})
     assert held.status_code == 429 and "too many refused sign-ins" in held.text
     assert "set-cookie" not in held.headers
+
+
+def test_a_checkpoint_is_answered_with_a_checkpoint_action() -> None:
+    context = CheckpointContext(job_id="job-1", sheet_num=1, prompt="Delete the bucket")
+    checkpoint = park("cp-1", WaitingParty(kind="task", id="t-1"), context, now=NOW)
+    request = decision_request(
+        form(action="proceed", modified_prompt="Delete the bucket"), checkpoint, "alice"
+    )
+    assert isinstance(request.decision, CheckpointResponse) and request.decision.action == "proceed"
+    assert request.decision.modified_prompt is None
+    with pytest.raises(FormRefused) as refused:
+        decision_request(form(action="retry"), checkpoint, "alice")  # an escalation's action
+    assert "proceed" in refused.value.problems["action"]
