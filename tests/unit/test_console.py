@@ -449,7 +449,7 @@ def test_a_trace_with_a_parent_cycle_still_draws() -> None:
     assert len(timeline(looped).rows) == 3
 
 
-async def test_every_open_inbox_shares_one_reading_per_interval() -> None:
+async def test_every_open_inbox_shares_one_reading_at_a_time() -> None:
     now = [0.0]
     calls = []
     release = asyncio.Event()
@@ -467,7 +467,9 @@ async def test_every_open_inbox_shares_one_reading_per_interval() -> None:
     now[0] = 0.5
     assert await shared.get() == 1 and len(calls) == 1  # still fresh
     now[0] = 1.5
-    assert await shared.get() == 2
+    assert await shared.get() == 1  # stale: answered at once, read again behind it
+    await asyncio.sleep(0)
+    assert calls == [0.0, 1.5] and await shared.get() == 2
     shared.forget()
     assert await shared.get() == 3
 
@@ -481,10 +483,18 @@ async def test_a_failed_reading_is_not_kept() -> None:
             raise outcome
         return outcome
 
-    shared = SharedReading(read, fresh_seconds=10.0, clock=lambda: 0.0)
+    now = [0.0]
+    shared = SharedReading(read, fresh_seconds=10.0, clock=lambda: now[0])
     with pytest.raises(RuntimeError):
         await shared.get()
     assert await shared.get() == 7
+    outcomes.extend([RuntimeError("down again"), RuntimeError("still down"), 8])
+    now[0] = 20.0
+    assert await shared.get() == 7  # stale: answered, read again behind it, which fails
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError):  # nothing kept: the next caller waits for a reading
+        await shared.get()
+    assert await shared.get() == 8
 
 
 # -- the sign-in edge, without Dapr -------------------------------------------------------------

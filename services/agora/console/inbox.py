@@ -8,7 +8,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -100,9 +100,11 @@ def age_text(since: datetime, now: datetime) -> str:
 
 
 class SharedReading(Generic[T]):
-    """One reading shared by every page that asks within `fresh_seconds` of it: however many
-    inboxes are open and polling, the escalation service is asked at most once per interval
-    (a reading under way is awaited, not repeated). A failed reading is not kept."""
+    """One reading shared by every page that asks: however many inboxes are open and polling,
+    the escalation service is asked at most once at a time. A reading older than
+    `fresh_seconds` is answered at once while a new one is made in the background (a poll never
+    waits for the service once there is a reading); with no reading yet (or after `forget`, or a
+    failed reading), callers await the one under way."""
 
     def __init__(
         self, read: Callable[[], Awaitable[T]], fresh_seconds: float, clock: Callable[[], float]
@@ -115,16 +117,19 @@ class SharedReading(Generic[T]):
         self._pending: asyncio.Future[T] | None = None
 
     async def get(self) -> T:
-        if self._value is not None and self._clock() - self._read_at < self._fresh:
-            return self._value
-        if self._pending is None:
+        stale = self._clock() - self._read_at >= self._fresh
+        if stale and self._pending is None:
             self._pending = asyncio.ensure_future(self._refresh())
-        pending = self._pending
-        return await asyncio.shield(pending)
+            self._pending.add_done_callback(_retrieved)
+        if self._value is not None:
+            return self._value
+        assert self._pending is not None
+        return await asyncio.shield(self._pending)
 
     def forget(self) -> None:
-        """The next `get` reads again (after a change made through the console itself)."""
+        """The next `get` waits for a new reading (after a change made through the console)."""
         self._value = None
+        self._read_at = -math.inf
 
     async def _refresh(self) -> T:
         try:
@@ -132,5 +137,14 @@ class SharedReading(Generic[T]):
             value = await self._read()
             self._value, self._read_at = value, started
             return value
+        except BaseException:
+            self.forget()  # the next caller waits for a reading and sees it fail, if it does
+            raise
         finally:
             self._pending = None
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """A background reading's failure is the next waiting caller's to see, not the loop's."""
+    if not done.cancelled():
+        done.exception()
