@@ -23,7 +23,7 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run redis go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
+.PHONY: help venv dapr jaeger jaeger-run redis chromium go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change;"
@@ -89,12 +89,18 @@ redis:
 	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
 
+# The browser the console's tests drive (through Playwright, which launches Debian's build:
+# no browser download).
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
+
 # The Go agent app the tests put on the market, built from its pinned modules once per version
 # of its sources (agora.harness.gobuild: the cache folder's name carries their hash).
 go-agent: venv
 	$(PY) -m agora.harness.gobuild
 
-tools: venv dapr jaeger redis go-agent
+tools: venv dapr jaeger redis chromium go-agent
 
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
 	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \

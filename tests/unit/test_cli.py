@@ -550,26 +550,41 @@ def test_a_run_leaves_a_link_that_a_later_run_took_over(places: SimpleNamespace)
 # -- the `agora run` banner -----------------------------------------------------------------
 
 
-def test_the_banner_names_the_services_jaeger_knows(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_banner_names_the_services_jaeger_knows_and_the_console(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     def replica(app_id: str, module: str | None, port: int) -> SimpleNamespace:
         return SimpleNamespace(
             name=f"{app_id}-0",
             spec=ServiceSpec(app_id, module),
             endpoints=Endpoints(port, port + 1, port + 2, port + 3),
             dapr_http=f"http://127.0.0.1:{port + 1}",
+            app_url=f"http://127.0.0.1:{port}",
         )
 
     stopped = SimpleNamespace(running=lambda: False)
+    replicas: list[SimpleNamespace] = []
+
+    def add_service(spec: ServiceSpec) -> list[SimpleNamespace]:
+        if spec.app_id == "console":
+            assert spec.env["AGORA_CONSOLE_SERVICES_APP_ID"] == "agora"
+        replicas.append(replica(spec.app_id, spec.module, 4000 + 10 * len(replicas)))
+        return replicas[-1:]
+
     cluster = SimpleNamespace(
-        replicas=[replica("agora", "agora.embedded", 4000), replica("console", None, 4010)],
+        replicas=replicas,
         with_jaeger=True,
         jaeger_query_url="http://127.0.0.1:16686",
-        add_service=lambda spec: None,
+        add_service=add_service,
         processes=lambda: iter([stopped]),
     )
     args = argparse.Namespace(profile="default", no_demo=True, agents=None)
-    assert cli_run.serve_locally(cast(LocalCluster, cluster), args, Path(".run/x")) == 1
-    assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in capsys.readouterr().out
+    assert cli_run.serve_locally(cast(LocalCluster, cluster), args, tmp_path / "run") == 1
+    out = capsys.readouterr().out
+    assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in out
+    secret_file = tmp_path / "run" / "console" / "operator-secret"
+    assert f"  console: http://127.0.0.1:4010  (sign in as operator with the secret in {secret_file})" in out
+    assert secret_file.read_text().strip() not in out
 
 
 def test_a_run_points_both_links_at_its_folder_while_it_runs(

@@ -223,20 +223,52 @@ def test_every_pod_is_probed_locked_down_and_has_no_api_token(defaults: list[Doc
                 assert _probe_route(container["readinessProbe"]) == "/readyz"
 
 
-def test_the_console_is_a_token_guarded_sidecar_without_an_app(defaults: list[Doc]) -> None:
+def test_the_console_serves_its_web_page_beside_a_token_guarded_sidecar(defaults: list[Doc]) -> None:
     console = deployments_by_app(defaults)["console"]["spec"]["template"]
     annotations = console["metadata"]["annotations"]
     assert annotations["dapr.io/app-id"] == "console"
-    assert "dapr.io/app-port" not in annotations
+    assert "dapr.io/app-port" not in annotations  # nothing invokes the console through Dapr
     assert annotations["dapr.io/config"] == f"{FULLNAME}-console"
     assert annotations["dapr.io/api-token-secret"] == "agora-console-api-token"
     assert annotations["dapr.io/sidecar-listen-addresses"] == "0.0.0.0"
     (container,) = console["spec"]["containers"]
-    token = {e["name"]: e for e in container["env"]}["DAPR_API_TOKEN"]
-    assert token["valueFrom"]["secretKeyRef"] == {"name": "agora-console-api-token", "key": "token"}
+    assert container["args"] == ["agora.console"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DAPR_API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agora-console-api-token",
+        "key": "token",
+    }
+    assert (env["APP_PORT"]["value"], env["AGORA_APP_HOST"]["value"]) == ("8080", "0.0.0.0")
+    assert env["AGORA_CONSOLE_SECURE_COOKIES"]["value"] == "true"
+    assert "AGORA_CONSOLE_PROXY_USER_HEADER" not in env and "AGORA_CONSOLE_USERS_FILE" not in env
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     service = of_kind(defaults, "Service")[f"{FULLNAME}-console"]
-    assert service["spec"]["ports"][0]["targetPort"] == 3500
+    ports = {port["name"]: port for port in service["spec"]["ports"]}
+    assert ports["http"]["targetPort"] == "http" and ports["dapr-http"]["targetPort"] == 3500
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "console"
+
+
+def test_the_console_signs_people_in_from_a_users_secret_or_a_trusted_proxy() -> None:
+    rendered = render(
+        "console.web.usersSecret=agora-console-users",
+        "console.web.sessionKeySecret=agora-console-session",
+        "console.web.proxyUserHeader=X-Forwarded-User",
+        "console.web.proxyDeciders[0]=alice",
+        "console.web.proxyDeciders[1]=bob",
+    )
+    pod = deployments_by_app(rendered)["console"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AGORA_CONSOLE_USERS_FILE"]["value"] == "/etc/agora/console/users.yaml"
+    assert env["AGORA_CONSOLE_SESSION_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "agora-console-session",
+        "key": "key",
+    }
+    assert env["AGORA_CONSOLE_PROXY_USER_HEADER"]["value"] == "X-Forwarded-User"
+    assert env["AGORA_CONSOLE_PROXY_DECIDERS"]["value"] == "alice,bob"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["users"]["secret"]["secretName"] == "agora-console-users"
+    assert {"name": "users", "mountPath": "/etc/agora/console", "readOnly": True} in container["volumeMounts"]
 
 
 def test_every_component_is_scoped_as_the_redis_profile_scopes_it(defaults: list[Doc]) -> None:
@@ -345,8 +377,11 @@ def test_jaeger_ingress_and_autoscalers_are_optional(defaults: list[Doc], all_on
             == "otel-collector.observability.svc:4317"
         )
     (ingress,) = of_kind(all_on, "Ingress").values()
-    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
-    assert backend == {"name": f"{FULLNAME}-console", "port": {"name": "dapr-http"}}
+    paths = {p["path"]: p["backend"]["service"] for p in ingress["spec"]["rules"][0]["http"]["paths"]}
+    assert paths == {
+        "/v1.0": {"name": f"{FULLNAME}-console", "port": {"name": "dapr-http"}},
+        "/": {"name": f"{FULLNAME}-console", "port": {"name": "http"}},
+    }
     autoscalers = of_kind(all_on, "HorizontalPodAutoscaler")
     budgets = of_kind(all_on, "PodDisruptionBudget")
     deployments = deployments_by_app(all_on)

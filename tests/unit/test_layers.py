@@ -15,9 +15,9 @@ import pytest
 SERVICES_ROOT = Path(__file__).resolve().parents[2] / "services"
 PACKAGE = SERVICES_ROOT / "agora"
 SERVICES = {"registry", "taskboard", "reputation", "allocator", "worker", "uncertainty", "escalation",
-            "planner", "debate"}  # fmt: skip
+            "planner", "debate", "console"}  # fmt: skip
 ONE_IDEA_PER_MODULE = ["core/escalation", "core/outcomes", "core/uncertainty", "core/triage", "core/plans",
-                       "core/debate", "worker", "cli"]  # fmt: skip
+                       "core/debate", "worker", "cli", "console"]  # fmt: skip
 """Packages split one module per idea: each module has a docstring saying it and an `__all__`."""
 
 

@@ -196,3 +196,14 @@ def test_creation_entries_sort_as_their_times_whatever_the_time_zone() -> None:
     ]
     assert entries[0] == "2030-01-01T11:30:00.000000Z|id-0"
     assert id_of_entry(creation_entry("task:1.a-b", T0)) == "task:1.a-b"
+
+
+async def test_a_status_is_listed_the_newest_first_and_items_older_than_that_listing_follow() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    for minute, item_id in enumerate(["e-b", "e-c", "e-a", "e-d"]):
+        await index.add(item_id, "WAITING_FOR_HUMAN", T0 + timedelta(minutes=minute))
+    await index.move("e-a", "WAITING_FOR_HUMAN", "RESOLVED")
+    await index.move("e-0", None, "WAITING_FOR_HUMAN")  # listed by status only
+    assert await index.newest_first_in("WAITING_FOR_HUMAN") == ["e-d", "e-c", "e-b", "e-0"]
+    assert await index.newest_first_in("RESOLVED") == ["e-a"]

@@ -255,7 +255,8 @@ def _pause_a_session(http: httpx.Client, invoke: Callable[[str, str], str]) -> N
         f"\nUncertainty: session {DEMO_SESSION} step 2 → {verdict.action} "
         f"(confidence {verdict.step.propagated_confidence:.2f}); it waits for a person."
     )
-    print("  In another terminal:")
+    print(f"  Decide it in the console (its address is at the top): escalation {verdict.escalation_id}.")
+    print("  Or in another terminal:")
     print("    .venv/bin/agora escalations list")
     print(f"    .venv/bin/agora escalations show {verdict.escalation_id}")
     print(f"    .venv/bin/agora escalations resume {verdict.escalation_id} --action modify_prompt \\")

@@ -16,9 +16,17 @@ from agora.cli.demo import invoker, run_demo, session_continuation
 from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.console.users import LOCAL_PERSON, local_sign_in
 from agora.harness.cluster import LocalCluster, ServiceSpec
 from agora.harness.processes import ProcessFailed
-from agora.harness.system import EMBEDDED, JAEGER_DEFAULT_PORTS, SERVICES_BY_PROFILE, app_id_hosting
+from agora.harness.system import (
+    CONSOLE,
+    EMBEDDED,
+    JAEGER_DEFAULT_PORTS,
+    SERVICES_BY_PROFILE,
+    app_id_hosting,
+    console_with,
+)
 from agora.harness.toolchain import MissingTool
 
 __all__ = ["EXAMPLE_AGENTS", "agent_app_of", "cmd_run", "serve_locally"]
@@ -78,23 +86,33 @@ def agent_app_of(profile: str, agents_file: Path | None) -> list[ServiceSpec]:
 
 def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
     for spec in agent_app_of(args.profile, args.agents):
-        cluster.add_service(spec)
+        if spec.app_id != CONSOLE.app_id:
+            cluster.add_service(spec)
+    users_file, secret_file = local_sign_in(run_dir.resolve() / "console")
+    running = {r.spec.app_id for r in cluster.replicas}
+    traces = {"AGORA_CONSOLE_JAEGER_URL": cluster.jaeger_query_url} if cluster.with_jaeger else {}
+    [console] = cluster.add_service(console_with(running, str(users_file), **traces))
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     for replica in cluster.replicas:
         ep = replica.endpoints
         app = f"app :{ep.app_port}" if replica.spec.has_app else "(no app)"
         print(f"  {replica.name:<14} {app:<11}  daprd http :{ep.dapr_http_port}")
     if cluster.with_jaeger:
-        traced = dict.fromkeys(r.spec.app_id for r in cluster.replicas if r.spec.has_app)
+        # The console is traced too, but only once someone uses it: the services Jaeger knows from the start.
+        traced = dict.fromkeys(
+            r.spec.app_id for r in cluster.replicas if r.spec.has_app and r.spec.app_id != CONSOLE.app_id
+        )
         print(f"  traces: {cluster.jaeger_query_url} (Jaeger query API; services: {', '.join(traced)})")
     app_ids = {r.spec.app_id for r in cluster.replicas}
 
     def app_id_for(service: str) -> str:
         return app_id_hosting(service, app_ids)
 
-    # People's tools, the demo among them, speak through the console's sidecar where there is
-    # one (topic scopes and access policies name it); otherwise through the only app's.
-    tools = next((r for r in cluster.replicas if r.spec.app_id == "console"), cluster.replicas[0])
+    print(f"  console: {console.app_url}  (sign in as {LOCAL_PERSON} with the secret in {secret_file})")
+    # People's tools, the demo among them, speak through the console's sidecar (topic scopes
+    # and access policies name it), except in the default profile, whose in-memory pub/sub
+    # reaches only the apps behind the sidecar it is published to: there, the embedded app's.
+    tools = console if args.profile != "default" else cluster.replicas[0]
     watching = not args.no_demo
     if watching:
         try:

@@ -89,8 +89,10 @@ def sidecar_of_run(link: Path) -> Sidecar | str | None:
     if not services:
         return f"the last run at {run_dir} has no services up yet"
     # People's tools speak as the console where there is one (the access-control policies
-    # name it); otherwise through any sidecar.
-    url = loopback(next((p for app_id, p in services if app_id == "console"), services[0][1]))
+    # name it), except beside the embedded app, whose in-memory pub/sub only its own sidecar
+    # reaches; otherwise through any sidecar.
+    speaking_as = "agora" if any(app_id == "agora" for app_id, _ in services) else "console"
+    url = loopback(next((p for app_id, p in services if app_id == speaking_as), services[0][1]))
     if not sidecar_answers(url):
         return f"the last run at {run_dir} is not answering"
     return Sidecar(url, frozenset(app_id for app_id, _ in services))

@@ -11,10 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
 from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
+from agora.core.escalation.digest import DIGEST_PATTERN
 from agora.core.escalation.record import AbortSummary, EscalationRecord, EscalationStatus, PartialProgress
 from agora.core.limits import (
     MAX_CANDIDATES,
@@ -107,6 +108,14 @@ class ResumeRequest(BaseModel):
     decision: AnyResponse
     who: Name
     why: Note = ""
+    context_digest: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=DIGEST_PATTERN,
+        description="The context digest of the escalation as the decision-maker saw it "
+        "(agora.core.escalation.digest); when given, the decision applies only if the escalation "
+        "still shows the same, else 409 CONTEXT_CHANGED.",
+    )
 
 
 class Decision(BaseModel):
@@ -116,12 +125,27 @@ class Decision(BaseModel):
     who: Name
     why: Note = ""
     progress: PartialProgress | None = None
+    context_digest: str | None = Field(
+        default=None, max_length=64, pattern=DIGEST_PATTERN, description="See ResumeRequest.context_digest."
+    )
+
+
+class DeadlineExtension(BaseModel):
+    """`POST /v1/escalations/{id}/deadline` and `Escalation` actor `extend_deadline`: a later
+    deadline for a waiting escalation (its default decision unchanged), who moved it and why."""
+
+    deadline: AwareDatetime
+    who: Name
+    why: Note = ""
+    context_digest: str | None = Field(
+        default=None, max_length=64, pattern=DIGEST_PATTERN, description="See ResumeRequest.context_digest."
+    )
 
 
 class EscalationList(BaseModel):
-    """`GET /v1/escalations?status=...`: one page of the escalations in a status, by id; with no
-    status, of every escalation kept, the newest first (escalations parked before that listing
-    existed are not in it)."""
+    """`GET /v1/escalations?status=...`: one page of the escalations in a status, or with no
+    status of every escalation kept, the newest first (escalations parked before the listing by
+    creation existed follow a status's, by id, and are not in the listing of every status)."""
 
     status: EscalationStatus | None = Field(
         default=None, description="The status listed; None: every status."

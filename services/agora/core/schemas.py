@@ -24,6 +24,7 @@ from agora.core.contracts import (
     BidSolicitation,
     CheckpointAnswer,
     CheckpointRequest,
+    DeadlineExtension,
     Decision,
     Deregistered,
     EscalationList,
@@ -122,6 +123,9 @@ CONTRACTS: dict[str, Contract] = {
     "outcome_report": Contract(OutcomeReport, "`Reputation` actor `apply_outcome`"),
     "escalation_resume_request": Contract(ResumeRequest, "`POST /v1/escalations/{id}/resume` body"),
     "escalation_decision": Contract(Decision, "`Escalation` actor `resolve`"),
+    "escalation_deadline_extension": Contract(
+        DeadlineExtension, "`POST /v1/escalations/{id}/deadline` body; `Escalation` actor `extend_deadline`"
+    ),
     "escalation_list": Contract(EscalationList, "answer of `GET /v1/escalations`"),
     "step_report": Contract(
         StepReport,

@@ -15,10 +15,11 @@ from opentelemetry.trace import Link
 from pydantic import BaseModel
 
 from agora.core import topics
-from agora.core.contracts import Decision
+from agora.core.contracts import DeadlineExtension, Decision
 from agora.core.errors import NotFound
 from agora.core.escalation import record as rules
 from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.digest import require_context
 from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.messages import EscalationResolved
 from agora.core.outcomes.learner import OutcomeLearner
@@ -127,8 +128,11 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
     @actor_endpoint
     async def resolve(self, decision: Decision) -> EscalationRecord:
         await self._redeliver()
+        record = self._record()
+        if record.waiting:  # a decided one is refused by resolve, saying by whom
+            require_context(record, decision.context_digest)
         resolved = rules.resolve(
-            self._record(),
+            record,
             decision.response,
             decision.who,
             decision.why,
@@ -136,6 +140,23 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
             progress=decision.progress,
         )
         return await self._conclude(resolved)
+
+    @actor_endpoint
+    async def extend_deadline(self, extension: DeadlineExtension) -> EscalationRecord:
+        """A later deadline: the deadline reminder is registered again for it (the default
+        applies then, not at the old deadline)."""
+        await self._redeliver()
+        record = self._record()
+        if record.waiting:
+            require_context(record, extension.context_digest)
+        now = datetime.now(UTC)
+        extended = rules.extend_deadline(
+            record, extension.deadline, who=extension.who, why=extension.why, now=now
+        )
+        extended = await self._save(extended)
+        assert extended.deadline is not None
+        await self.register_reminder(DEADLINE_REMINDER, b"", max(extended.deadline - now, timedelta(0)))
+        return extended
 
     async def on_reminder(self, name: str, state: bytes) -> None:
         if name == EXPIRE_REMINDER:

@@ -10,7 +10,7 @@ import logging
 from fastapi import FastAPI, Header, Query
 
 from agora.core import topics
-from agora.core.contracts import Decision, EscalationList, ResumeRequest
+from agora.core.contracts import DeadlineExtension, Decision, EscalationList, ResumeRequest
 from agora.core.errors import NotFound, Unauthorized
 from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.limits import MAX_PAGE_SIZE
@@ -69,9 +69,11 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
             limit: int = Query(default=50, ge=1, le=MAX_PAGE_SIZE),
             offset: int = Query(default=0, ge=0),
         ) -> EscalationList:
-            """One page of the escalations in `status` (by id), or with no status of every
-            escalation kept (newest first). Only the page's records are read."""
-            ids = await index.list(str(status)) if status is not None else await index.newest_first()
+            """One page of the escalations in `status`, or with no status of every escalation
+            kept, the newest first. Only the page's records are read."""
+            ids = (
+                await index.newest_first_in(str(status)) if status is not None else await index.newest_first()
+            )
             page = await asyncio.gather(*(listed(i) for i in ids[offset : offset + limit]))
             return EscalationList(
                 status=status,
@@ -105,8 +107,24 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         ) -> EscalationRecord:
             if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
                 raise Unauthorized("deciding an escalation needs a valid x-agora-token header")
-            decision = Decision(response=request.decision, who=request.who, why=request.why)
+            decision = Decision(
+                response=request.decision,
+                who=request.who,
+                why=request.why,
+                context_digest=request.context_digest,
+            )
             return await escalations(escalation_id).resolve(decision)
+
+        @app.post("/v1/escalations/{escalation_id}/deadline", response_model=EscalationRecord)
+        async def extend_deadline(
+            escalation_id: PathId,
+            extension: DeadlineExtension,
+            x_agora_token: str | None = Header(default=None),
+        ) -> EscalationRecord:
+            """A later deadline for a waiting escalation; guarded like a decision."""
+            if settings.api_token and not hmac.compare_digest(x_agora_token or "", settings.api_token):
+                raise Unauthorized("moving an escalation's deadline needs a valid x-agora-token header")
+            return await escalations(escalation_id).extend_deadline(extension)
 
         async def on_outcome(event: EscalationOutcome) -> None:
             record = await escalations(event.escalation_id).get()

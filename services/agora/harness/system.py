@@ -16,9 +16,10 @@ UNCERTAINTY = ServiceSpec("uncertainty", "agora.uncertainty")
 PLANNER = ServiceSpec("planner", "agora.planner")
 DEBATE = ServiceSpec("debate", "agora.debate")
 EMBEDDED = ServiceSpec("agora", "agora.embedded")
-CONSOLE = ServiceSpec("console", None)
-"""A sidecar without an app: the identity people's tools (the `agora` CLI) call through, and
-the only caller the escalation service lets resume (components/access-control/)."""
+CONSOLE = ServiceSpec("console", "agora.console")
+"""The web console people decide escalations on (agora.console), and the Dapr identity people's
+tools (the `agora` CLI) call through: the only caller the escalation service lets resume
+(components/access-control/). Nobody can sign in to its pages unless `console_with` says who."""
 RECORDER = ServiceSpec(
     "recorder",
     "agora.harness.recorder",
@@ -48,6 +49,18 @@ SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {
     "default": (EMBEDDED,),  # in-memory pub/sub is per sidecar: one app hosts every service
     "redis": (*SERVICES, CONSOLE),
 }
+
+
+def console_with(running_app_ids: Collection[str], users_file: str | None = None, **env: str) -> ServiceSpec:
+    """The console beside the apps running: it asks the services' own apps, or the embedded
+    app that hosts them all (the default profile), and signs in the people of `users_file`."""
+    settings: dict[str, str] = {}
+    if app_id_hosting("escalation", running_app_ids) == EMBEDDED.app_id:
+        settings["AGORA_CONSOLE_SERVICES_APP_ID"] = EMBEDDED.app_id
+    if users_file is not None:
+        settings["AGORA_CONSOLE_USERS_FILE"] = users_file
+    return ServiceSpec(CONSOLE.app_id, CONSOLE.module, env={**settings, **env})
+
 
 JAEGER_DEFAULT_PORTS = {
     "otlp_grpc": 4317,

@@ -8,20 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
 from agora.core.contracts import (
+    AgentList,
+    DeadlineExtension,
+    EscalationList,
     FilterAnswer,
     RegisteredAgent,
+    ResumeRequest,
     SessionState,
     StepReport,
     StepVerdict,
     TaskList,
 )
-from agora.core.market import AllocationStatus
+from agora.core.debate.record import DebateList, DebateRecord
+from agora.core.escalation.record import EscalationRecord, EscalationStatus
+from agora.core.market import AllocationStatus, ReputationRecord
 from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
+from agora.core.plans.record import PlanList, PlanRecord
+from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import ActorClient, Actors
 from agora.runtime.interfaces import EscalationInterface, ReputationActorInterface, TaskActorInterface
 from agora.runtime.sidecar import DaprSidecar
@@ -44,6 +53,9 @@ class RegistryClient:
         body = query.model_dump(mode="json", exclude_none=True)
         return await _as(FilterAnswer, self._sidecar.invoke(self._app_id, "v1/agents/filter", json_body=body))
 
+    async def agents(self) -> AgentList:
+        return await _as(AgentList, self._sidecar.invoke(self._app_id, "v1/agents", http_method="GET"))
+
     async def register(
         self, profile: CapabilityProfile, lease_seconds: int = DEFAULT_LEASE_SECONDS
     ) -> RegisteredAgent:
@@ -64,6 +76,54 @@ class TaskBoardClient:
         path = f"v1/tasks?status={status}"
         return await _as(TaskList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
+    async def get(self, task_id: str) -> TaskRecord:
+        path = f"v1/tasks/{quote(task_id, safe='')}"
+        return await _as(TaskRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class ReputationClient:
+    """The reputation service's HTTP API, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def get(self, agent_id: str) -> ReputationRecord:
+        path = f"v1/reputation/{quote(agent_id, safe='')}"
+        return await _as(ReputationRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class PlannerClient:
+    """The planner's HTTP API for people's tools, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def listed(self, limit: int, offset: int = 0) -> PlanList:
+        path = f"v1/plans?limit={limit}&offset={offset}"
+        return await _as(PlanList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, plan_id: str) -> PlanRecord:
+        path = f"v1/plans/{quote(plan_id, safe='')}"
+        return await _as(PlanRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class DebateClient:
+    """The debate service's HTTP API for people's tools, through service invocation."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+
+    async def listed(self, limit: int, offset: int = 0) -> DebateList:
+        path = f"v1/debates?limit={limit}&offset={offset}"
+        return await _as(DebateList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, debate_id: str) -> DebateRecord:
+        path = f"v1/debates/{quote(debate_id, safe='')}"
+        return await _as(DebateRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
 
 class UncertaintyClient:
     """The uncertainty monitor's HTTP API, through service invocation."""
@@ -80,6 +140,43 @@ class UncertaintyClient:
     async def session(self, session_id: str) -> SessionState:
         path = f"v1/sessions/{session_id}"
         return await _as(SessionState, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+
+class EscalationClient:
+    """The escalation service's HTTP API for people's tools (the console), through service
+    invocation: the listing, one escalation, and deciding one."""
+
+    def __init__(self, sidecar: DaprSidecar, app_id: str, api_token: str | None = None) -> None:
+        self._sidecar = sidecar
+        self._app_id = app_id
+        self._api_token = api_token
+
+    async def listed(self, status: EscalationStatus | None, limit: int, offset: int = 0) -> EscalationList:
+        query = f"limit={limit}&offset={offset}" + (f"&status={status}" if status is not None else "")
+        path = f"v1/escalations?{query}"
+        return await _as(EscalationList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def get(self, escalation_id: str) -> EscalationRecord:
+        path = f"v1/escalations/{quote(escalation_id, safe='')}"
+        return await _as(EscalationRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def resume(self, escalation_id: str, request: ResumeRequest) -> EscalationRecord:
+        """Decide; sent once (a decision whose answer was lost is not sent again: asking for the
+        escalation tells whether it was applied)."""
+        path = f"v1/escalations/{quote(escalation_id, safe='')}/resume"
+        headers = {"x-agora-token": self._api_token} if self._api_token else None
+        answer = self._sidecar.invoke(
+            self._app_id, path, json_body=request.model_dump(mode="json"), headers=headers, idempotent=False
+        )
+        return await _as(EscalationRecord, answer)
+
+    async def extend_deadline(self, escalation_id: str, extension: DeadlineExtension) -> EscalationRecord:
+        path = f"v1/escalations/{quote(escalation_id, safe='')}/deadline"
+        headers = {"x-agora-token": self._api_token} if self._api_token else None
+        answer = self._sidecar.invoke(
+            self._app_id, path, json_body=extension.model_dump(mode="json"), headers=headers, idempotent=False
+        )
+        return await _as(EscalationRecord, answer)
 
 
 TaskActors = Actors[TaskActorInterface]

@@ -18,6 +18,7 @@ from dapr.actor import ActorInterface
 from agora.core.contracts import (
     CheckpointAnswer,
     CheckpointRequest,
+    DeadlineExtension,
     Decision,
     OutcomeReport,
     SessionState,
@@ -88,6 +89,9 @@ class EscalationInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("resolve")
     async def resolve(self, decision: Decision) -> EscalationRecord: ...
+
+    @actor_method("extend_deadline")
+    async def extend_deadline(self, extension: DeadlineExtension) -> EscalationRecord: ...
 
 
 class SessionUncertaintyInterface(AgoraActorInterface, ActorInterface):

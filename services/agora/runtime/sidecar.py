@@ -170,13 +170,26 @@ class DaprSidecar:
             headers={"content-type": "application/cloudevents+json"},
         )
 
-    async def invoke(self, app_id: str, method: str, http_method: str = "POST", json_body: Any = None) -> Any:
+    async def invoke(
+        self,
+        app_id: str,
+        method: str,
+        http_method: str = "POST",
+        json_body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        idempotent: bool = True,
+    ) -> Any:
         """Call another app's route through service invocation. Its error answer (an
         `ErrorBody`) is raised as the same typed error it raised over there; the sidecar's own
         refusals (the app unreachable, a policy) stay `DaprError`s."""
         try:
             response = await self.request(
-                http_method, f"/v1.0/invoke/{app_id}/method/{method}", json_body=json_body
+                http_method,
+                f"/v1.0/invoke/{app_id}/method/{method}",
+                json_body=json_body,
+                headers=headers,
+                idempotent=idempotent,
             )
         except DaprError as exc:
             raise exc.app_error or exc from None

@@ -105,6 +105,15 @@ class StatusIndex:
         """Every item added with `add` and not discarded since, the newest first."""
         return [id_of_entry(entry) for entry in reversed(await self.list(EVERY_STATUS))]
 
+    async def newest_first_in(self, status: str) -> list[str]:
+        """The items in `status`, the newest first; items in it that the creation-ordered
+        listing lacks (listed before it existed) follow, by id."""
+        in_status, by_creation = await asyncio.gather(self.list(status), self.newest_first())
+        members = set(in_status)
+        ordered = [item_id for item_id in by_creation if item_id in members]
+        placed = set(ordered)
+        return ordered + [item_id for item_id in in_status if item_id not in placed]
+
     async def list(self, status: str) -> list[str]:
         keys = [f"{status}:{shard:02d}" for shard in range(self._shards)]
         found = await self._repository.get_many(keys)

@@ -29,6 +29,10 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 _provider: TracerProvider | None = None
 
+TASK_ID_ATTRIBUTE = "agora.task_id"
+"""The span attribute naming the task a span works on (set on the allocator's intake span, so
+a task's trace can be looked up in the trace store by it)."""
+
 
 def _exporter_from_env() -> SpanExporter | None:
     choice = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()

@@ -39,6 +39,7 @@ __all__ = [
     "abort_summary",
     "complete_cleanup",
     "expire",
+    "extend_deadline",
     "is_overdue",
     "park",
     "require_record",
@@ -198,7 +199,7 @@ class EscalationRecord(BaseModel):
     audit: list[AuditEntry] = Field(
         default_factory=list,
         max_length=MAX_ITEMS,
-        description="Who did what when: parked, decided (or expired), cleaned up (three entries at most).",
+        description="Who did what when: parked, deadlines extended, decided (or expired), cleaned up.",
     )
 
     @model_validator(mode="after")
@@ -422,6 +423,33 @@ def expire(
         now=now,
         progress=progress,
     )
+
+
+def extend_deadline(
+    record: EscalationRecord, deadline: datetime, *, who: str, why: str, now: datetime
+) -> EscalationRecord:
+    """Move a waiting escalation's deadline later (its default decision unchanged), with an
+    audit entry. Raises AgentNotWaiting once it is decided, and IllegalTransition when it has
+    no deadline (a deadline needs a default decision, set at park), when `deadline` is not
+    later than both the current one and `now`, or when its audit trail is full."""
+    _check_aware(now)
+    if not record.waiting:
+        raise AgentNotWaiting(
+            f"escalation {record.escalation_id} is {record.status}, not waiting for a decision"
+        )
+    if record.deadline is None:
+        raise IllegalTransition(
+            f"escalation {record.escalation_id} has no deadline to extend (it waits until decided)"
+        )
+    if deadline <= record.deadline or deadline <= now:
+        raise IllegalTransition(
+            f"the new deadline {deadline.isoformat()} is not later than the current one "
+            f"({record.deadline.isoformat()}) and now"
+        )
+    if len(record.audit) >= MAX_ITEMS - 2:  # room is kept for the decision and a cleanup
+        raise IllegalTransition(f"escalation {record.escalation_id} has had its deadline moved too often")
+    entry = AuditEntry(who=who, when=now, what=f"deadline extended to {deadline.isoformat()}", why=why)
+    return _evolve(record, deadline=deadline, audit=[*record.audit, entry])
 
 
 CLEANUP_COMPLETED = "cleanup completed"

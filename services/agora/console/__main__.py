@@ -1,0 +1,3 @@
+from agora.console.app import main
+
+main()

@@ -1,0 +1,53 @@
+"""The console's settings, read from the environment (AGORA_CONSOLE_...)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+
+from agora.runtime.settings import ServiceSettings
+
+__all__ = ["ConsoleSettings"]
+
+
+class ConsoleSettings(ServiceSettings):
+    app_id: str = Field(default="console", validation_alias=AliasChoices("AGORA_APP_ID", "APP_ID"))
+    console_services_app_id: str | None = None
+    """AGORA_CONSOLE_SERVICES_APP_ID: the one app hosting every service (`agora`, the embedded
+    default); unset, each service is reached at its own app id (`escalation`, `taskboard`...)."""
+    console_users_file: Path | None = None
+    """AGORA_CONSOLE_USERS_FILE: people who may sign in (YAML `users: [{name, role,
+    secret_hash}]`; `python -m agora.console.users` hashes a secret)."""
+    console_token: str | None = None
+    """AGORA_CONSOLE_TOKEN: a secret that signs in as `console_token_user` (any name typed)."""
+    console_token_user: str = "operator"
+    console_token_role: str = "decider"
+    console_proxy_user_header: str | None = None
+    """AGORA_CONSOLE_PROXY_USER_HEADER: trust this request header (e.g. X-Forwarded-User) to
+    name the person; set it only behind an authenticating proxy that always sets it."""
+    console_proxy_deciders: str = ""
+    """AGORA_CONSOLE_PROXY_DECIDERS: comma-separated names (from the proxy header) who may
+    decide; everyone else it names is a viewer."""
+    console_session_key: str | None = None
+    """AGORA_CONSOLE_SESSION_KEY: signs session cookies (share it between replicas); unset, a
+    random key per process (sessions end when it restarts)."""
+    console_session_hours: int = Field(default=12, ge=1, le=24 * 30)
+    console_secure_cookies: bool = False
+    """AGORA_CONSOLE_SECURE_COOKIES: mark the session cookie Secure (when served over HTTPS)."""
+    console_refresh_seconds: float = Field(default=2.0, gt=0, le=60)
+    """How often an open page asks for changes."""
+    console_jaeger_url: str | None = None
+    """AGORA_CONSOLE_JAEGER_URL: Jaeger's query API (e.g. http://127.0.0.1:16686), for a task's
+    trace as a timeline; unset, the console shows no traces."""
+    api_token: str | None = None
+    """AGORA_API_TOKEN: sent as x-agora-token when deciding (when the escalation service
+    requires it)."""
+
+    def app_for(self, service: str) -> str:
+        """The app id serving `service`'s API."""
+        return self.console_services_app_id or service
+
+    @property
+    def deciders(self) -> list[str]:
+        return [name.strip() for name in self.console_proxy_deciders.split(",") if name.strip()]
