@@ -223,6 +223,15 @@ class BudgetExceededError(AgoraError):
     http_status = 402
 
 
+class BidTooLate(AgoraError):
+    """An agent's estimate did not finish within the bid solicitation's deadline (the market
+    has used its own estimate meanwhile)."""
+
+    code = "BID_TOO_LATE"
+    http_status = 504
+    permanent = False
+
+
 class MaxIterationsExceeded(AgoraError):
     """An agent's loop reached its iteration limit (`RunnerConfig.max_iterations`) without a
     final answer."""

@@ -35,7 +35,7 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
-from agora.core.errors import AgoraError, InvalidArgument, NotFound
+from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
 from agora.core.escalation.decisions import resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
@@ -472,7 +472,16 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
                 agent.profile.skill_tags
             ):
                 raise InvalidArgument(f"agent {agent.agent_id} lacks a required skill of the task")
-            return await asyncio.wait_for(agent.bid(solicitation.task), solicitation.respond_within_ms / 1000)
+            try:
+                return await asyncio.wait_for(
+                    agent.bid(solicitation.task), solicitation.respond_within_ms / 1000
+                )
+            except TimeoutError:
+                raise BidTooLate(
+                    f"agent {agent.agent_id} did not estimate the task within "
+                    f"{solicitation.respond_within_ms} ms",
+                    agent_id=agent.agent_id,
+                ) from None
 
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in by_id:
