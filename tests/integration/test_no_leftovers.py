@@ -3,6 +3,7 @@ it is SIGKILLed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -36,8 +37,19 @@ def test_stopping_the_system_leaves_no_process(tmp_path: Path, stop_signal: sign
     assert {"daprd", "placement", "scheduler", "jaeger"} <= names, names
     assert any(name.startswith("python") for name in names), names
 
-    proc.send_signal(stop_signal)
-    code = proc.wait(timeout=60)
-    expected_exit = {signal.SIGINT: 0, signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGKILL: -signal.SIGKILL}
-    assert code == expected_exit[stop_signal], proc.stdout.read() if proc.stdout else ""
-    eventually(lambda: not _children(run_id, proc.pid), timeout=30)
+    try:
+        proc.send_signal(stop_signal)
+        code = proc.wait(timeout=60)
+        expected_exit = {
+            signal.SIGINT: 0,
+            signal.SIGTERM: 128 + signal.SIGTERM,
+            signal.SIGKILL: -signal.SIGKILL,
+        }
+        assert code == expected_exit[stop_signal], proc.stdout.read() if proc.stdout else ""
+        eventually(lambda: not _children(run_id, proc.pid), timeout=30)
+    finally:  # a system that did not stop as it should is not left running by its test
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _children(run_id, proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -36,6 +36,9 @@ EXAMPLE_AGENTS = Path(__file__).resolve().parents[3] / "examples" / "agents" / "
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # Ctrl-C (SIGINT) stops the system even when this process inherited SIGINT ignored (a shell
+    # starts background commands so): Python keeps an inherited SIG_IGN otherwise.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     RUN_ROOT.mkdir(exist_ok=True)
     run_dir = RUN_ROOT / time.strftime("%Y%m%d-%H%M%S")
     here, user_wide = run_links()

@@ -39,6 +39,7 @@ from dapr.ext.workflow import (
     TaskFailedError,
     WorkflowActivityContext,
     WorkflowRuntime,
+    WorkflowStatus,
 )
 
 # The engine skips retries for a failure of this type name (the SDK does not export it).
@@ -139,6 +140,10 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, TRANSIENT_ERRORS)
 
 
+WAKE_EVENT = "agora.wake"
+"""An event no workflow waits for: raised to get an instance that has not started going."""
+
+
 class WorkflowHost:
     """The app's workflow runtime: register workflows and activities, then `start`."""
 
@@ -191,8 +196,15 @@ class WorkflowHost:
 
     async def start_once(self, workflow: str, instance_id: str, argument: BaseModel) -> bool:
         """Schedule `workflow` as `instance_id` unless an instance of that id exists (a repeated
-        request, a redelivery); whether it was scheduled now."""
-        if await self.client.get_workflow_state(instance_id, fetch_payloads=False) is not None:
+        request, a redelivery); whether it was scheduled now. An existing instance that has not
+        started yet is woken with an event: one created just as the app's workflow worker went
+        away (a crash mid-request, the request then redelivered) was seen to wait a minute or
+        more for its first step after the worker came back, where any event gets it going."""
+        existing = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
+        if existing is not None:
+            if existing.runtime_status is WorkflowStatus.PENDING:
+                log.info("a run not started yet is woken", extra={"instance_id": instance_id})
+                await self.client.raise_workflow_event(instance_id, WAKE_EVENT, data=None)
             return False
         await self.client.schedule_new_workflow(
             workflow, input=argument.model_dump(mode="json"), instance_id=instance_id
