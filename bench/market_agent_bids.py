@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
-from agora.harness.system import RECORDER, SERVICES, WORKER
+from agora.harness.system import ALLOCATOR, RECORDER, SERVICES, WORKER
 from bench.market_e2e import (
     CLIENT_THREADS,
     DECISION_TOPICS,
@@ -59,11 +59,24 @@ RESULTS = Path(__file__).parent / "results" / "market_agent_bids.json"
 MODES = ("in_process", "agent_app")
 
 
+BID_DEADLINE_MS = int(os.environ.get("AGORA_BENCH_AGENT_BID_MS", "2000"))
+"""The allocator's bid deadline in the agent_app mode (AGORA_BENCH_AGENT_BID_MS). A burst
+saturates the system (its tasks wait seconds in queues), so at the default 300 ms a quarter of
+the agents' answers came late and their bids were the market's fallback: the figures would not
+be about agent-side bids."""
+
+
 def _specs(mode: str) -> list[ServiceSpec]:
     if mode == "in_process":
         return list(SERVICES)
-    bidding = replace(WORKER, env={**WORKER.env, "AGORA_BIDS": "self"})
-    return [bidding if spec.app_id == WORKER.app_id else spec for spec in SERVICES]
+    changed = {
+        WORKER.app_id: {"AGORA_BIDS": "self"},
+        ALLOCATOR.app_id: {"AGORA_AGENT_BID_MS": str(BID_DEADLINE_MS)},
+    }
+    return [
+        replace(spec, env={**spec.env, **changed[spec.app_id]}) if spec.app_id in changed else spec
+        for spec in SERVICES
+    ]
 
 
 def _awards(recorder: ServiceReplica, task_ids: set[str]) -> list[dict[str, Any]]:
@@ -153,6 +166,7 @@ def main() -> None:
         "benchmark": "agent-side bidding: the same burst with in-process bids and with an agent app's "
         "own bids (redis profile, every service its own app, real sidecars)",
         "client_threads": CLIENT_THREADS,
+        "agent_bid_deadline_ms": BID_DEADLINE_MS,
         "tasks_per_burst": TASKS,
         **results,
         "comparison": comparison,

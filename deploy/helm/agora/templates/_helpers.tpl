@@ -227,6 +227,12 @@ allocator:
 worker:
   - appId: console
     defaultAction: allow
+  - appId: allocator
+    defaultAction: deny
+    operations:
+      - name: /v1/bids
+        httpVerb: ["POST"]
+        action: allow
 escalation:
   - appId: console
     defaultAction: allow
