@@ -77,7 +77,7 @@ def reputation(cluster: LocalCluster, agent_id: str) -> dict[str, Any]:
 
 
 def test_task_is_awarded_executed_and_its_outcome_recorded(default_cluster: LocalCluster) -> None:
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     spec = task()
     publish_task(app, spec)
     record = settled(default_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
@@ -98,7 +98,7 @@ def test_task_is_awarded_executed_and_its_outcome_recorded(default_cluster: Loca
 
 
 def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalCluster) -> None:
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     spec = task(required_skills=["quantum_chemistry"])
     publish_task(app, spec)
     record = settled(default_cluster, spec["task_id"])
@@ -108,7 +108,7 @@ def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalClus
 
 
 def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> None:
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     # Agents without history: calibration 1.0, so no self-report < 1.0 reaches threshold 1.0
     # (an agent that outperformed its claims could be calibrated up to exactly 1.0).
     skill = f"audit-{uuid.uuid4().hex[:6]}"
@@ -128,7 +128,7 @@ def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> Non
 
 
 def test_outcome_changes_reputation_seen_by_the_next_allocation(default_cluster: LocalCluster) -> None:
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     first = task()
     publish_task(app, first)
     done = settled(default_cluster, first["task_id"], {"COMPLETED", "FAILED"})
@@ -147,7 +147,7 @@ def test_outcome_changes_reputation_seen_by_the_next_allocation(default_cluster:
 
 
 def test_redelivered_task_is_allocated_once(default_cluster: LocalCluster) -> None:
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     spec = task()
     event_id = str(uuid.uuid4())
     publish_task(app, spec, event_id=event_id)
@@ -250,7 +250,7 @@ async def test_a_repeated_post_restores_a_task_missing_from_its_status_listing(
 ) -> None:
     """A post that failed after its commit (say, at the index write) is redelivered; the repeat
     finds the task already stored and must still leave it listed under its status."""
-    [app] = default_cluster.replicas
+    app = replicas_of(default_cluster, "agora")[0]
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=app.endpoints.dapr_http_port))
     index = StatusIndex(StateRepository(sidecar, "agora-state", TASK_STATUS_INDEX, IdSet))
     spec = task(required_skills=["unheard-of-skill"])  # if the allocator ever takes it: rejected

@@ -144,7 +144,7 @@ def test_redelivered_command_is_applied_once(redis_cluster: LocalCluster) -> Non
 
 
 def test_invalid_profile_over_http_is_a_typed_422(default_cluster: LocalCluster) -> None:
-    [registry] = default_cluster.replicas
+    registry = replicas_of(default_cluster, "agora")[0]
     response = httpx.post(registry.invoke_url("v1/agents"), json=profile("bad", "x", max_steps=0), timeout=10)
     assert response.status_code == 422
     assert response.json()["details"]["errors"][0]["loc"][-1] == "max_steps"
@@ -154,7 +154,7 @@ def test_invalid_profile_over_http_is_a_typed_422(default_cluster: LocalCluster)
 
 
 def test_default_profile_registers_and_filters(default_cluster: LocalCluster) -> None:
-    [registry] = default_cluster.replicas
+    registry = replicas_of(default_cluster, "agora")[0]
     search, digest = f"search-{uuid.uuid4().hex[:6]}", f"digest-{uuid.uuid4().hex[:6]}"
     for agent in (profile("r1", search, digest), profile("r2", search), profile("r3", "sql")):
         httpx.post(registry.invoke_url("v1/agents"), json=agent, timeout=10).raise_for_status()
