@@ -21,11 +21,10 @@ seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -407,38 +406,39 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
 
         run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
 
-        @contextlib.asynccontextmanager
-        async def working(agent: Agent) -> AsyncIterator[None]:
-            """A run slot of the app, counted in the agent's load, with its tools listed (a run
-            resumed after a crash may come before warm-up listed the MCP tools)."""
-            async with run_slots:
-                agent.runs_in_flight += 1
-                try:
-                    await _connect_tools(agent, settings)
-                    yield
-                finally:
-                    agent.runs_in_flight -= 1
-
         async def execute(start: AgentRunStart) -> RunProgress:
             award = start.award
             agent = by_id[award.agent_id]
-            async with working(agent):
+            await run_slots.acquire()
+            agent.runs_in_flight += 1
+            try:
+                # A run resumed after a crash may come before warm-up listed the MCP tools.
+                await _connect_tools(agent, settings)
                 with (
                     step_span("agent.execute", start.traceparent, _run_attributes(award)),
                     durable_call_scope(run_instance(award.task_id)),
                 ):
                     return await _execute(agent, award, store)
+            finally:
+                agent.runs_in_flight -= 1
+                run_slots.release()
 
         async def resume(decision: AgentRunDecision) -> RunProgress:
             award = decision.award
             agent = by_id[award.agent_id]
-            async with working(agent):
+            await run_slots.acquire()
+            agent.runs_in_flight += 1
+            try:
+                await _connect_tools(agent, settings)
                 # Each decision continues the run once: its calls are numbered afresh.
                 with (
                     step_span("agent.resume", decision.traceparent, _run_attributes(award)),
                     durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"),
                 ):
                     return await _resume(agent, decision, store, monitor)
+            finally:
+                agent.runs_in_flight -= 1
+                run_slots.release()
 
         async def report(report: AgentRunReport) -> None:
             outcome = report.outcome
