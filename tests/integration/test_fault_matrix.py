@@ -159,6 +159,9 @@ class RowResult:
     plans_and_debates: int
     recover_seconds: float
     """From the faulty process's return (or Redis's resumption) until the burst had settled."""
+    unsettled: list[str]
+    """What had not settled (ids and states of unfinished tasks, plans, debates) and the dead
+    letters' topics and reasons: what a failed row says about where to look."""
 
 
 class Matrix:
@@ -318,6 +321,15 @@ class Matrix:
             doubled += len(announced) > 1
 
         finished = sum(self._finished(*run) for run in runs)
+        unsettled = [
+            f"{app_id} {path}: {(self.get(app_id, path) or {}).get('state')}"
+            for app_id, path, states in runs
+            if not self._finished(app_id, path, states)
+        ]
+        for task_id in sorted(ids - terminal)[:10]:
+            record = self.get("taskboard", f"v1/tasks/{task_id}") or {}
+            unsettled.append(f"task {task_id}: {record.get('status')}")
+        unsettled += [f"dead letter on {m.get('topic')}: {str(m.get('reason'))[:200]}" for m in dead]
         for topic, key, run_ids in (
             ("agora.plan.completed", "plan_id", plans),
             ("agora.debate.completed", "debate_id", debates),
@@ -338,6 +350,7 @@ class Matrix:
             escalations_decided=len(decided),
             plans_and_debates=finished,
             recover_seconds=round(recover_seconds, 1),
+            unsettled=unsettled,
         )
         self.results.append(result)
         return result

@@ -15,7 +15,8 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,15 @@ import httpx
 import pytest
 import yaml
 
+from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
 from tests.integration.helpers import (
     error_line,
     eventually,
+    filter_ids,
+    profile,
     record_at,
     record_in_state,
     recorded_message,
@@ -467,3 +471,42 @@ def test_without_a_state_plans_of_every_state_are_listed_newest_first(planner: P
     finally:
         planner.model.release("list-running")
         planner.decide(waiting["stop"]["escalation_id"], {"kind": "escalation", "action": "abort"})
+
+
+def offers_only(registry_url: str, skill: str, agent_id: str) -> bool:
+    return filter_ids(registry_url, [skill]) == [agent_id]
+
+
+def test_a_subgoal_whose_award_nobody_acknowledges_ends_at_the_lapse(planner: Planner) -> None:
+    """The only capable agent is a registration with nothing behind it: its award lapses, the
+    board fails the task, and the attempt ends then, not at its ten-minute timeout (nor at the
+    minute-long board check)."""
+    skill = f"haunting-{uuid.uuid4().hex[:6]}"
+    phantom = f"phantom-{uuid.uuid4().hex[:6]}"
+    registered = httpx.post(
+        planner.console.invoke_url("v1/agents", "registry"), json=profile(phantom, skill), timeout=30
+    )
+    assert registered.status_code == 200, registered.text
+    try:
+        for replica in replicas_of(planner.cluster, "registry"):
+            eventually(partial(offers_only, replica.app_url, skill, phantom), timeout=30)
+        given = [{"id": "haunt", "description": "Haunt the warehouse", "success_criterion": "haunted",
+                  "tool_hints": [skill]}]  # fmt: skip
+        plan_id = planner.submit(
+            "lapse",
+            skills=[skill],
+            subgoals=given,
+            escalate=False,
+            attempt_timeout_seconds=600,
+            config={"enable_lookahead": False, "max_replans": 0},
+        )
+        record = planner.wait_for(plan_id, timeout=120, states=FINAL)
+
+        assert record["state"] == "FAILED"
+        first = attempts_of(record, "haunt")[0]
+        assert first["ended"] == "REJECTED" and first["agent_id"] is None
+        assert f"no agent acknowledged the award in time (tried {phantom})" in first["reason"]
+        waited = at(first["finished_at"]) - at(first["started_at"])
+        assert timedelta(seconds=DEFAULT_ACK_SECONDS) <= waited < timedelta(seconds=50), waited
+    finally:
+        httpx.delete(planner.console.invoke_url(f"v1/agents/{phantom}", "registry"), timeout=30)

@@ -341,6 +341,8 @@ class MarketAllocator:
         try:
             record = await self._tasks(outcome.task_id).mark_outcome(outcome)
         except AgoraError as exc:
+            if not exc.permanent:
+                raise  # the board or its store is away: the delivery is retried
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         allocation = record.allocation
         report = OutcomeReport(

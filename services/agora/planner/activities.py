@@ -14,7 +14,7 @@ from agora.core.errors import NotFound
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
-from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.market import TaskSpec
 from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult
 from agora.core.plans.record import (
     FINAL_STATES,
@@ -308,14 +308,7 @@ class PlannerActivities:
             record = await self.tasks(step.task_id).get_task()
         except NotFound:
             return None
-        if record.outcome is not None:
-            return TaskEnded(task_id=step.task_id, outcome=record.outcome)
-        if record.status is AllocationStatus.REJECTED:
-            reason = (record.allocation.reject_reason if record.allocation else None) or "rejected"
-            return TaskEnded(task_id=step.task_id, rejected_reason=str(reason)[:2048])
-        if record.status is AllocationStatus.FAILED:
-            return TaskEnded(task_id=step.task_id, rejected_reason=record.failure_reason or "the task failed")
-        return None
+        return TaskEnded.on_board(record)
 
     async def verify(self, step: Verify) -> Verified:
         job, ended = step.job, step.ended

@@ -1,11 +1,12 @@
 """The planner app: takes plan requests (`agora.plans`, `PUT /v1/plans/{id}`), runs each plan as
 a Dapr workflow (`agora.planner.workflow`), and shows plans (`GET /v1/plans...`).
 
-It also hears how the plans' market tasks end (`agora.task.outcome`, `agora.task.rejected`)
-and how their escalations are decided (`agora.escalation.resolved`), and passes each on to
-the workflow that waits for it as an external event: only after the source of truth agrees
-(the `Task` actor records the outcome, or holds the rejection; the `Escalation` actor holds
-the decision), and only for tasks a plan posted (`planner:task:<task id>` names its workflow).
+It also hears how the plans' market tasks end (`agora.task.outcome`, `agora.task.rejected`, and
+`agora.task.award_lapsed` when the board failed a task nobody acknowledged) and how their
+escalations are decided (`agora.escalation.resolved`), and passes each on to the workflow that
+waits for it as an external event: only after the source of truth agrees (the `Task` actor
+records the outcome, or holds the rejection or failure; the `Escalation` actor holds the
+decision), and only for tasks a plan posted (`planner:task:<task id>` names its workflow).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.market import AllocationStatus, TaskOutcome
-from agora.core.messages import EscalationResolved, TaskRejected
+from agora.core.messages import AwardLapsed, EscalationResolved, TaskRejected
 from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState
 from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
 from agora.core.plans.run import given_plan
@@ -147,7 +148,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         async def on_plan(request: PlanRequest) -> None:
             await start(request)
 
-        async def ended(link: TaskLink, event: TaskEnded) -> None:
+        async def ended_event(link: TaskLink, event: TaskEnded) -> None:
             await host.client.raise_workflow_event(
                 link.instance_id, link.event, data=event.model_dump(mode="json")
             )
@@ -162,7 +163,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
                 if not exc.permanent:
                     raise
                 raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-            await ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
+            await ended_event(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
 
         async def on_rejected(rejected: TaskRejected) -> None:
             link = await links.get(rejected.task_id)
@@ -175,7 +176,23 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             if record.status is not AllocationStatus.REJECTED:
                 raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
             reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
-            await ended(link.value, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
+            await ended_event(link.value, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
+
+        async def on_award_lapsed(lapse: AwardLapsed) -> None:
+            """An award lapsed unacknowledged: when no other bid could take it, the board failed
+            the task, and the attempt ends now rather than at its timeout."""
+            link = await links.get(lapse.task_id)
+            if link is None:
+                return
+            try:
+                record = await tasks(lapse.task_id).get_task()
+            except NotFound as exc:
+                raise RejectMessage(f"no task {lapse.task_id} on the board") from exc
+            if (problem := lapse.disagreement_with(record)) is not None:
+                raise RejectMessage(problem)
+            ended = TaskEnded.on_board(record)
+            if ended is not None:
+                await ended_event(link.value, ended)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind is not WaitingPartyKind.PLAN_STEP:
@@ -197,6 +214,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         ctx.subscriptions.subscribe(topics.PLANS, on_plan)
         ctx.subscriptions.subscribe(topics.TASK_OUTCOME, on_outcome, idempotent=True)
         ctx.subscriptions.subscribe(topics.TASK_REJECTED, on_rejected, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_AWARD_LAPSED, on_award_lapsed, idempotent=True)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
     return ServiceModule("planner", setup=setup)

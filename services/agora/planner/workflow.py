@@ -64,6 +64,8 @@ from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, re
 
 PLAN_WORKFLOW = "plan_run"
 SUBGOAL_WORKFLOW = "subgoal_run"
+BOARD_CHECK_EVERY = timedelta(seconds=60)
+"""How often a subgoal attempt waiting for its task's end reads the board meanwhile."""
 
 
 class Activity:
@@ -350,14 +352,7 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             event=event,
         )
         yield _activity(ctx, Activity.DISPATCH, dispatch)
-        waiting = ctx.wait_for_external_event(event)
-        timeout = ctx.create_timer(timedelta(seconds=job.attempt_timeout_seconds))
-        first = yield when_any([waiting, timeout])
-        if first is waiting:
-            ended: TaskEnded | None = result_of(TaskEnded, waiting.get_result())
-        else:  # no event in time: the board may still know the end (a lost delivery)
-            checked = yield _activity(ctx, Activity.CHECK, Check(task_id=task_id))
-            ended = result_of(TaskEnded, checked) if checked else None
+        ended: TaskEnded | None = yield from _task_end(ctx, event, task_id, job.attempt_timeout_seconds)
         verified = result_of(
             Verified,
             (yield _activity(ctx, Activity.VERIFY, Verify(job=job, subgoal=subgoal, ended=ended))),
@@ -388,6 +383,26 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         )
         if subgoal.status is not SubGoalStatus.PENDING:
             return SubGoalReport(subgoal=subgoal, attempts=attempts).model_dump(mode="json")
+
+
+def _task_end(ctx: DaprWorkflowContext, event: str, task_id: str, timeout_seconds: int) -> Steps:
+    """Waits for the task's end (the `event` the planner raises when it hears it), reading the
+    board every `BOARD_CHECK_EVERY` meanwhile: a signal lost on the way (a dead-lettered
+    delivery, a notice nobody sent) costs at most that long, not the attempt's whole timeout.
+    None: no end within `timeout_seconds`."""
+    deadline = workflow_now(ctx) + timedelta(seconds=timeout_seconds)
+    waiting = ctx.wait_for_external_event(event)  # one waiter for every slice: a second would never hear it
+    while True:
+        left = deadline - workflow_now(ctx)
+        timer = ctx.create_timer(max(min(left, BOARD_CHECK_EVERY), timedelta(seconds=1)))
+        first = yield when_any([waiting, timer])
+        if first is waiting:
+            return result_of(TaskEnded, waiting.get_result())
+        checked = yield _activity(ctx, Activity.CHECK, Check(task_id=task_id))
+        if checked:
+            return result_of(TaskEnded, checked)
+        if workflow_now(ctx) >= deadline:
+            return None
 
 
 def subgoal_instance_id(job: SubGoalJob) -> str:

@@ -156,7 +156,7 @@ Call with (dict "root" $ "rule" "publishingScopes"|"subscriptionScopes").
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.outcome,agora.deadletter" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.outcome,agora.cost.events,agora.deadletter" .) }}{{ end -}}
 {{- else -}}
-{{- $entries = list "allocator=agora.tasks,agora.task.outcome" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome,agora.task.rejected,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
+{{- $entries = list "allocator=agora.tasks,agora.task.outcome" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome,agora.task.rejected,agora.task.award_lapsed,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
 {{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.awarded,agora.escalation.resolved" }}{{ end -}}
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.awarded" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.awarded,agora.escalation.resolved" .) }}{{ end -}}
