@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ import pytest
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES
-from tests.integration.helpers import eventually, publish_event, replicas_of
+from tests.integration.helpers import (
+    eventually,
+    filter_ids,
+    profile,
+    publish_event,
+    recorded_message,
+    replicas_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +38,10 @@ AGENTS = ServiceSpec(
     "agora.sdk",
     env={"AGORA_AGENTS_FILE": str(AGENTS_FILE), "AGORA_UNCERTAINTY_APP_ID": "uncertainty"},
 )
+CARELESS_BIDDER = ServiceSpec(
+    "careless-bidder", None, command=[sys.executable, str(AGENTS_FILE.parent / "careless_bidder.py")]
+)
+"""An app that answers bid solicitations out of contract."""
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
@@ -39,7 +51,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         "redis", run_dir=tmp_path_factory.mktemp("agent-app-cluster"), jaeger=True,
         extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},
     ) as cluster:  # fmt: skip
-        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS]:
+        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS, CARELESS_BIDDER]:
             cluster.add_service(spec)
         yield cluster
 
@@ -95,6 +107,48 @@ def test_an_agent_app_that_does_not_bid_in_time_gets_the_market_s_estimate(marke
     assert "did not bid within 300 ms" in bid["fallback_reason"]
     assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "4"
 
+    # Asked directly, the app says its estimate was too late, in the error model (no stack trace).
+    [app] = replicas_of(market, "agents")
+    task = {"task_id": "ask-late", "description": "Count", "required_skills": ["word_count"]}
+    solicitation = {"agent_id": "ponderer", "respond_within_ms": 100, "task": task}
+    late = httpx.post(f"{app.app_url}/v1/bids", json=solicitation, timeout=10)
+    assert late.status_code == 504 and late.json()["error"] == "BID_TOO_LATE", late.text
+    assert "agent ponderer did not estimate the task within 100 ms" in late.json()["message"]
+
+
+def test_a_bid_out_of_contract_gets_the_market_s_estimate_and_the_task_is_still_decided(
+    market: LocalCluster,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    agent_id, skill = f"careless-{suffix}", f"guessing-{suffix}"
+    agent = profile(agent_id, skill, bid_app_id="careless-bidder")
+    registered = httpx.post(console(market).invoke_url("v1/agents", "registry"), json=agent, timeout=30)
+    assert registered.status_code == 200, registered.text
+    try:
+        for replica in replicas_of(market, "registry"):
+            eventually(partial(offers_only, replica.app_url, skill, agent_id), timeout=30)
+        task_id = publish(market, description="Guess the number", required_skills=[skill])
+
+        record = eventually(partial(decided, market, task_id), timeout=60)
+        [bid] = record["allocation"]["all_bids"]
+        assert bid["agent_id"] == agent_id and bid["fallback"] is True
+        assert "careless-bidder answered out of contract" in bid["fallback_reason"], bid["fallback_reason"]
+        assert 0.0 <= bid["self_reported_success_prob"] <= 1.0 and bid["estimated_cost_usd"] >= 0.0
+        assert record["allocation"]["winning_agent_id"] == agent_id
+    finally:
+        httpx.delete(console(market).invoke_url(f"v1/agents/{agent_id}", "registry"), timeout=30)
+
+
+def offers_only(registry_url: str, skill: str, agent_id: str) -> bool:
+    return filter_ids(registry_url, [skill]) == [agent_id]
+
+
+def decided(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
+    """The task's record once the market decided it (awarded or rejected)."""
+    answer = httpx.get(console(cluster).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+    record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
+    return record if record and record.get("allocation") else None
+
 
 def test_a_task_s_budget_stops_the_run_and_its_outcome_says_why(market: LocalCluster) -> None:
     record = settled(market, publish(market, description="What is 5 + 6?", budget_usd=0.0025))
@@ -104,6 +158,12 @@ def test_a_task_s_budget_stops_the_run_and_its_outcome_says_why(market: LocalClu
     assert record["status"] == "FAILED" and outcome["actual_success"] is False
     assert outcome["summary"].startswith("BUDGET_EXCEEDED"), outcome["summary"]
     assert outcome["actual_cost_usd"] > 0.0025
+    # The call that passed the budget was announced on agora.cost.events before the refusal.
+    announced = eventually(
+        lambda: recorded_message(market, "agora.cost.events", "session_id", record["task_id"]), timeout=30
+    )
+    assert announced["agent_id"] == "calculator" and announced["budget_usd"] == 0.0025
+    assert announced["session_cost_usd"] > 0.0025 and announced["cost_usd"] > 0
 
 
 def test_the_agent_app_registered_its_agent_as_bidding_for_itself(market: LocalCluster) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agora.core.errors import NotFound
+from agora.core.errors import NoStateFound
 from agora.core.escalation.record import AgentNotWaiting
 from agora.core.topics import Channel
 from agora.llm import ChatMessage, OfflineModelClient
@@ -133,8 +133,9 @@ async def test_a_paused_run_waits_for_a_person_and_resume_continues_it() -> None
 
 async def test_resume_refuses_an_unknown_run_and_one_that_is_not_waiting() -> None:
     runner = AgentRunner(scripted(final("5")), ToolExecutor([add]))
-    with pytest.raises(NotFound):
+    with pytest.raises(NoStateFound) as unknown:
         await runner.resume("calc", "nope", "hi")
+    assert unknown.value.code == "NO_STATE_FOUND" and unknown.value.http_status == 404
     await runner.run(CALC, "2 + 3?", session_id="s-1")
     with pytest.raises(AgentNotWaiting) as refused:
         await runner.resume("calc", "s-1", "hi")

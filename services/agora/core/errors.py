@@ -31,6 +31,7 @@ __all__ = [
     "BudgetExceededError",
     "ConflictingRequest",
     "ConflictingTask",
+    "CrewMemberFailed",
     "ErrorBody",
     "FieldError",
     "Forbidden",
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidOutcome",
     "MaxIterationsExceeded",
     "MethodNotAllowed",
+    "NoStateFound",
     "NotFound",
     "PayloadTooLarge",
     "Unauthorized",
@@ -238,6 +240,20 @@ class MaxIterationsExceeded(AgoraError):
 
     code = "MAX_ITERATIONS_EXCEEDED"
     http_status = 422
+
+
+class CrewMemberFailed(AgoraError):
+    """A member of a crew raised, failed or paused for a person, so the crew could not finish;
+    the message names the member and why."""
+
+    code = "CREW_MEMBER_FAILED"
+    http_status = 502
+
+
+class NoStateFound(NotFound):
+    """An agent's run was asked to resume, but no saved state of that agent's session exists."""
+
+    code = "NO_STATE_FOUND"
 
 
 def conflict_between(kind: str, run_id: str, earlier: BaseModel, later: BaseModel) -> ConflictingRequest:

@@ -27,7 +27,7 @@ RECORDER = ServiceSpec(
         "AGORA_RECORD_TOPICS": (
             "agora-pubsub/agora.deadletter,agora-pubsub/agora.task.awarded,"
             "agora-pubsub/agora.escalation.resolved,agora-pubsub/agora.plan.completed,"
-            "agora-pubsub/agora.debate.completed"
+            "agora-pubsub/agora.debate.completed,agora-pubsub/agora.cost.events"
         )
     },
 )

@@ -18,9 +18,11 @@ handler function of your own. This package is the public API; everything else un
 """
 
 from agora.core.errors import AgoraError as OrchestrationError
-from agora.core.errors import BudgetExceededError, MaxIterationsExceeded
+from agora.core.errors import BudgetExceededError, CrewMemberFailed, MaxIterationsExceeded, NoStateFound
+from agora.core.escalation.record import AgentNotWaiting
 from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
+from agora.sdk._crew import Crew, CrewMember, CrewPattern, CrewResult
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
 from agora.sdk._recovery import RecoveryPolicy
@@ -64,12 +66,18 @@ __all__ = [
     "AgentAppSettings",
     "AgentDefinition",
     "AgentLoad",
+    "AgentNotWaiting",
     "AgentRunner",
     "AgentState",
     "AgentStateStore",
     "BudgetExceededError",
     "CostSummary",
     "CostTracker",
+    "Crew",
+    "CrewMember",
+    "CrewMemberFailed",
+    "CrewPattern",
+    "CrewResult",
     "Escalator",
     "EventPublisher",
     "ExecutionResult",
@@ -83,6 +91,7 @@ __all__ = [
     "ModelRouter",
     "ModelSpec",
     "ModelTier",
+    "NoStateFound",
     "OrchestrationError",
     "OutcomeHistory",
     "ReactStep",

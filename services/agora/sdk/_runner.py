@@ -23,7 +23,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agora.core.contracts import AgentLearning
-from agora.core.errors import MaxIterationsExceeded, NotFound
+from agora.core.errors import MaxIterationsExceeded, NoStateFound
 from agora.core.escalation.ladder import EscalationLevel
 from agora.core.escalation.record import AgentNotWaiting, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
@@ -324,11 +324,11 @@ class AgentRunner:
         return lessons.for_task(await self.outcomes.outcomes(agent_id), user_input)
 
     async def resume(self, agent_id: str, session_id: str, human_response: str) -> ExecutionResult:
-        """Continue a paused run with a person's answer as the next user message. `NotFound`
+        """Continue a paused run with a person's answer as the next user message. `NoStateFound`
         when the run has no saved state, `AgentNotWaiting` when it is not paused."""
         state = await self.state_store.load(agent_id, session_id)
         if state is None:
-            raise NotFound(f"no saved run of agent {agent_id} in session {session_id}")
+            raise NoStateFound(f"no saved run of agent {agent_id} in session {session_id}")
         if state.status is not RunStatus.WAITING_FOR_HUMAN:
             raise AgentNotWaiting(f"agent {agent_id} in session {session_id} is {state.status}, not waiting")
         state = state.model_copy(

@@ -151,7 +151,7 @@ Call with (dict "root" $ "rule" "publishingScopes"|"subscriptionScopes").
 {{- $ids := splitList " " (include "agora.agentAppIds" .root) | compact -}}
 {{- $entries := list -}}
 {{- if eq .rule "publishingScopes" -}}
-{{- $entries = list "console=agora.registry,agora.tasks,agora.plans,agora.debates" "registry=agora.registry,agora.deadletter" "taskboard=agora.task.awarded,agora.task.rejected,agora.task.award_lapsed,agora.deadletter" "worker=agora.registry,agora.task.outcome,agora.deadletter" "escalation=agora.escalation.resolved,agora.deadletter" "uncertainty=agora.escalation.outcome,agora.deadletter" "planner=agora.tasks,agora.plan.completed,agora.deadletter" "debate=agora.debate.completed,agora.deadletter" -}}
+{{- $entries = list "console=agora.registry,agora.tasks,agora.plans,agora.debates" "registry=agora.registry,agora.deadletter" "taskboard=agora.task.awarded,agora.task.rejected,agora.task.award_lapsed,agora.deadletter" "worker=agora.registry,agora.task.outcome,agora.cost.events,agora.deadletter" "escalation=agora.escalation.resolved,agora.deadletter" "uncertainty=agora.escalation.outcome,agora.deadletter" "planner=agora.tasks,agora.plan.completed,agora.deadletter" "debate=agora.debate.completed,agora.deadletter" -}}
 {{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.outcome,agora.cost.events,agora.deadletter" }}{{ end -}}
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.outcome,agora.deadletter" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.outcome,agora.cost.events,agora.deadletter" .) }}{{ end -}}
