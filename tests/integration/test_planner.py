@@ -504,7 +504,7 @@ def test_a_subgoal_whose_award_nobody_acknowledges_ends_at_the_lapse(planner: Pl
 
         assert record["state"] == "FAILED"
         first = attempts_of(record, "haunt")[0]
-        assert first["ended"] == "REJECTED" and first["agent_id"] is None
+        assert first["ended"] == "rejected" and first["agent_id"] is None
         assert f"no agent acknowledged the award in time (tried {phantom})" in first["reason"]
         waited = at(first["finished_at"]) - at(first["started_at"])
         assert timedelta(seconds=DEFAULT_ACK_SECONDS) <= waited < timedelta(seconds=50), waited

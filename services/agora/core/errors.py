@@ -270,6 +270,7 @@ def conflict_between(kind: str, run_id: str, earlier: BaseModel, later: BaseMode
 
 DOMAIN_ERROR_MODULES = (
     "agora.core.task_lifecycle",
+    "agora.core.graphs",
     "agora.core.escalation.record",
     "agora.core.escalation.digest",
     "agora.core.planning",

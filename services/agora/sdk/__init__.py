@@ -20,9 +20,19 @@ handler function of your own. This package is the public API; everything else un
 from agora.core.errors import AgoraError as OrchestrationError
 from agora.core.errors import BudgetExceededError, CrewMemberFailed, MaxIterationsExceeded, NoStateFound
 from agora.core.escalation.record import AgentNotWaiting
+from agora.core.graphs import GraphRunFailed, InvalidGraph
 from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
 from agora.sdk._crew import Crew, CrewMember, CrewPattern, CrewResult
+from agora.sdk._graph import (
+    CompiledGraph,
+    Graph,
+    GraphRun,
+    GraphState,
+    GraphStatus,
+    conditional_node,
+    human_node,
+)
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
 from agora.sdk._recovery import RecoveryPolicy
@@ -71,6 +81,7 @@ __all__ = [
     "AgentState",
     "AgentStateStore",
     "BudgetExceededError",
+    "CompiledGraph",
     "CostSummary",
     "CostTracker",
     "Crew",
@@ -81,9 +92,15 @@ __all__ = [
     "Escalator",
     "EventPublisher",
     "ExecutionResult",
+    "Graph",
+    "GraphRun",
+    "GraphRunFailed",
+    "GraphState",
+    "GraphStatus",
     "HandlerResult",
     "InMemoryOutcomeHistory",
     "InMemoryStateStore",
+    "InvalidGraph",
     "MaxIterationsExceeded",
     "McpServer",
     "McpToolError",
@@ -108,6 +125,8 @@ __all__ = [
     "ToolExecutor",
     "ToolResult",
     "ToolSource",
+    "conditional_node",
+    "human_node",
     "load_agents",
     "serve_agents",
     "tool",

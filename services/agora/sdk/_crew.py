@@ -149,8 +149,11 @@ class Crew:
 
     async def _together(self, work: Sequence[tuple[CrewMember, str]]) -> list[ExecutionResult]:
         """Run every (member, input) at once; the first failure cancels the rest and is raised."""
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._run(member, text)) for member, text in work]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._run(member, text)) for member, text in work]
+        except ExceptionGroup as failures:
+            raise failures.exceptions[0] from None  # each a member's CrewMemberFailed
         return [task.result() for task in tasks]
 
     async def _run(self, member: CrewMember, text: str, suffix: str = "") -> ExecutionResult:

@@ -1,0 +1,249 @@
+"""Graphs of agent steps: nodes are async functions from the run's state to its next state
+(a typed model: `GraphState` or a subclass of it), edges say which node comes next, and a
+condition can pick the next node from the state.
+
+    graph = (
+        Graph("review", ReportState)
+        .add_node("draft", draft, entry=True)
+        .add_node("check", conditional_node(needs_review))
+        .add_node("review", human_node("Please review the draft."))
+        .add_edge("draft", "check")
+        .add_conditional_edge("check", needs_review, {"yes": "review", "no": None})
+        .compile()
+    )
+    run = await graph.execute(ReportState(input="Solar prices in Spain"))
+
+`compile` checks the shape (`agora.core.graphs.validate_graph`: unknown or unreachable nodes,
+a cycle without a condition, each named) and raises `InvalidGraph`. `execute` runs the nodes in
+this process; a node that sets the status WAITING_FOR_HUMAN (`human_node`) stops the run there,
+and `resume` goes on after it with the person's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+from agora.core.errors import AgoraError
+from agora.core.graphs import (
+    DEFAULT_MAX_STEPS,
+    ConditionalEdge,
+    GraphRunFailed,
+    GraphShape,
+    has_condition,
+    next_node,
+    validate_graph,
+)
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.llm import ChatMessage
+
+__all__ = [
+    "CompiledGraph",
+    "Graph",
+    "GraphRun",
+    "GraphState",
+    "GraphStatus",
+    "conditional_node",
+    "human_node",
+]
+
+
+class GraphStatus(StrEnum):
+    RUNNING = "RUNNING"
+    WAITING_FOR_HUMAN = "WAITING_FOR_HUMAN"
+    """A node asked a person; the run goes on after it with the person's answer."""
+    COMPLETED = "COMPLETED"
+
+
+class GraphState(BaseModel):
+    """What a graph's nodes read and write. Subclass it to add the fields your nodes share."""
+
+    input: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    messages: list[ChatMessage] = Field(default_factory=list)
+    output: str = ""
+    status: GraphStatus = GraphStatus.RUNNING
+    question: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    """What the node waiting for a person asks (`human_node`)."""
+
+
+S = TypeVar("S", bound=GraphState)
+NodeHandler = Callable[[S], Awaitable[S]]
+Condition = Callable[[S], str]
+
+
+class GraphRun(BaseModel, Generic[S]):
+    """A run of a graph so far: its state, the nodes it ran in order, and where it waits for a
+    person (None unless its status is WAITING_FOR_HUMAN)."""
+
+    graph_id: str
+    state: S
+    path: list[str]
+    waiting_at: str | None = None
+
+    @property
+    def status(self) -> GraphStatus:
+        return self.state.status
+
+
+class Graph(Generic[S]):
+    """The builder: add nodes and edges, then `compile`."""
+
+    def __init__(self, graph_id: str, state_type: type[S], *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        self.graph_id = graph_id
+        self.state_type = state_type
+        self.max_steps = max_steps
+        self._handlers: dict[str, NodeHandler[S]] = {}
+        self._names: list[str] = []
+        self._entries: list[str] = []
+        self._edges: list[tuple[str, str | None]] = []
+        self._conditions: list[tuple[str, Condition[S], dict[str, str | None]]] = []
+
+    def add_node(self, name: str, handler: NodeHandler[S], *, entry: bool = False) -> Graph[S]:
+        self._names.append(name)
+        self._handlers.setdefault(name, handler)
+        if entry:
+            self._entries.append(name)
+        return self
+
+    def add_edge(self, source: str, target: str | None) -> Graph[S]:
+        """After `source`, run `target` (None: the run ends)."""
+        self._edges.append((source, target))
+        return self
+
+    def add_conditional_edge(
+        self, source: str, condition: Condition[S], routes: Mapping[str, str | None]
+    ) -> Graph[S]:
+        """After `source`, `condition(state)` names a route; `routes` maps it to the next node
+        (None: the run ends)."""
+        self._conditions.append((source, condition, dict(routes)))
+        return self
+
+    def compile(self) -> CompiledGraph[S]:
+        """The graph, checked: `InvalidGraph` names every problem of its shape."""
+        shape = GraphShape(
+            graph_id=self.graph_id,
+            nodes=self._names,
+            entries=self._entries,
+            edges=self._edges,
+            conditional=[(source, ConditionalEdge(routes=routes)) for source, _, routes in self._conditions],
+        )
+        validate_graph(shape)
+        conditions = {source: condition for source, condition, _ in self._conditions}
+        return CompiledGraph(shape, self.state_type, dict(self._handlers), conditions, self.max_steps)
+
+
+class CompiledGraph(Generic[S]):
+    def __init__(
+        self,
+        shape: GraphShape,
+        state_type: type[S],
+        handlers: Mapping[str, NodeHandler[S]],
+        conditions: Mapping[str, Condition[S]],
+        max_steps: int,
+    ) -> None:
+        self.shape = shape
+        self.state_type = state_type
+        self._handlers = handlers
+        self._conditions = conditions
+        self.max_steps = max_steps
+
+    @property
+    def graph_id(self) -> str:
+        return self.shape.graph_id
+
+    async def run_node(self, node: str, state: S) -> S:
+        """One node on `state`; whatever it raises is `GraphRunFailed` naming the node (an
+        Agora error keeps its code in the message)."""
+        try:
+            updated = await self._handlers[node](state)
+        except AgoraError as exc:
+            raise _node_failed(node, f"{exc.code}: {exc.message}") from exc
+        except Exception as exc:
+            raise _node_failed(node, f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(updated, self.state_type):
+            raise _node_failed(node, f"it returned {type(updated).__name__}, not {self.state_type.__name__}")
+        return updated
+
+    def after(self, node: str, state: S) -> str | None:
+        """The node to run after `node` (None: the run ends)."""
+        route = None
+        if has_condition(self.shape, node):
+            try:
+                route = self._conditions[node](state)
+            except Exception as exc:
+                message = f"the condition of node {node!r} failed: {type(exc).__name__}: {exc}"
+                raise GraphRunFailed(message[:MAX_NOTE_CHARS]) from exc
+        return next_node(self.shape, node, route)
+
+    async def execute(self, state: S) -> GraphRun[S]:
+        """Run the graph from its entry on `state`, in this process."""
+        return await self._run_from(self.shape.entry, state, [])
+
+    async def resume(self, run: GraphRun[S], answer: str) -> GraphRun[S]:
+        """Go on with a run that waits for a person: the answer is the next user message and
+        the run continues after the node that asked."""
+        if run.waiting_at is None or run.status is not GraphStatus.WAITING_FOR_HUMAN:
+            raise GraphRunFailed(f"the run of graph {self.graph_id} does not wait for a person")
+        state = run.state.model_copy(
+            update={
+                "status": GraphStatus.RUNNING,
+                "question": "",
+                "messages": [*run.state.messages, ChatMessage(role="user", content=answer)],
+            }
+        )
+        following = self.after(run.waiting_at, state)
+        if following is None:
+            return GraphRun(graph_id=self.graph_id, state=_completed(state), path=run.path)
+        return await self._run_from(following, state, run.path)
+
+    async def _run_from(self, node: str, state: S, path: list[str]) -> GraphRun[S]:
+        current: str | None = node
+        path = list(path)
+        while current is not None:
+            if len(path) >= self.max_steps:
+                raise GraphRunFailed(
+                    f"the run of graph {self.graph_id} reached its limit of {self.max_steps} steps"
+                )
+            state = await self.run_node(current, state)
+            path.append(current)
+            if state.status is GraphStatus.WAITING_FOR_HUMAN:
+                return GraphRun(graph_id=self.graph_id, state=state, path=path, waiting_at=current)
+            current = self.after(current, state)
+        return GraphRun(graph_id=self.graph_id, state=_completed(state), path=path)
+
+
+def _node_failed(node: str, why: str) -> GraphRunFailed:
+    return GraphRunFailed(f"node {node!r} failed: {why}"[:MAX_NOTE_CHARS], node=node)
+
+
+def _completed(state: S) -> S:
+    return state.model_copy(update={"status": GraphStatus.COMPLETED})
+
+
+def conditional_node(condition: Condition[S]) -> NodeHandler[S]:
+    """A node that only marks a decision point: it passes the state on unchanged, and the
+    graph's `add_conditional_edge` on it routes with the same `condition`."""
+
+    async def decide(state: S) -> S:
+        return state
+
+    return decide
+
+
+def human_node(prompt: str = "Waiting for a person's input...") -> NodeHandler[S]:
+    """A node that asks a person: it sets the status WAITING_FOR_HUMAN and adds the prompt as a
+    system message; the run stops there until `resume`."""
+
+    async def ask(state: S) -> S:
+        return state.model_copy(
+            update={
+                "status": GraphStatus.WAITING_FOR_HUMAN,
+                "question": prompt,
+                "messages": [*state.messages, ChatMessage(role="system", content=prompt)],
+            }
+        )
+
+    return ask

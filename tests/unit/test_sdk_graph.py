@@ -1,0 +1,200 @@
+"""Graphs: their shape checked before they run (every problem named), routing by plain edges and
+conditions, a person's stop and its resumption, a loop through a condition bounded by the step
+limit, and a node with a model (the offline one) deciding the route."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from agora.core.graphs import GraphShape, InvalidGraph, validate_graph
+from agora.llm import ChatMessage, OfflineModelClient
+from agora.sdk import (
+    AgentDefinition,
+    AgentRunner,
+    Graph,
+    GraphRunFailed,
+    GraphState,
+    GraphStatus,
+    conditional_node,
+    human_node,
+)
+
+
+class Draft(GraphState):
+    """A typed state: the draft and how many times it was revised."""
+
+    draft: str = ""
+    revisions: int = 0
+
+
+async def write(state: Draft) -> Draft:
+    return state.model_copy(update={"draft": f"draft of {state.input}", "revisions": state.revisions + 1})
+
+
+async def publish(state: Draft) -> Draft:
+    return state.model_copy(update={"output": f"published: {state.draft} (v{state.revisions})"})
+
+
+def good_enough(state: Draft) -> str:
+    return "yes" if state.revisions >= 3 else "no"
+
+
+def problems_of(shape: GraphShape) -> list[str]:
+    with pytest.raises(InvalidGraph) as invalid:
+        validate_graph(shape)
+    assert invalid.value.code == "INVALID_GRAPH"
+    return invalid.value.problems
+
+
+def test_every_problem_of_a_shape_is_named_at_once() -> None:
+    problems = problems_of(
+        GraphShape(
+            graph_id="g",
+            nodes=["a", "b", "c", "lonely", "a"],
+            entries=[],
+            edges=[("a", "b"), ("b", "ghost"), ("nowhere", "a"), ("c", "a"), ("c", "b")],
+        )
+    )
+    assert "node 'a' is added twice" in problems
+    assert "it has no entry node (mark one with entry=True)" in problems
+    assert "edge b → ghost goes to unknown node 'ghost'" in problems
+    assert "edge nowhere → a leaves unknown node 'nowhere'" in problems
+    assert "node 'c' has 2 ways out (at most one: an edge or a condition)" in problems
+
+
+def test_nodes_the_entry_never_reaches_and_a_cycle_without_a_condition_are_refused() -> None:
+    problems = problems_of(
+        GraphShape(graph_id="g", nodes=["a", "b", "c", "d"], entries=["a"], edges=[("a", "b"), ("b", "a")])
+    )
+    assert problems == [
+        "the entry 'a' never reaches c, d",
+        "the cycle a → b → a has no condition: a run would never leave it",
+    ]
+
+
+def test_the_builder_refuses_a_graph_whose_condition_routes_to_an_unknown_node() -> None:
+    graph = (
+        Graph("g", Draft)
+        .add_node("write", write, entry=True)
+        .add_node("check", conditional_node(good_enough))
+        .add_edge("write", "check")
+        .add_conditional_edge("check", good_enough, {"yes": "publish", "no": "write"})
+    )
+    with pytest.raises(InvalidGraph) as invalid:
+        graph.compile()
+    assert invalid.value.problems == ["route 'yes' of check's condition goes to unknown node 'publish'"]
+
+
+def review_loop() -> Graph[Draft]:
+    return (
+        Graph("review", Draft)
+        .add_node("write", write, entry=True)
+        .add_node("check", conditional_node(good_enough))
+        .add_node("publish", publish)
+        .add_edge("write", "check")
+        .add_conditional_edge("check", good_enough, {"yes": "publish", "no": "write"})
+    )
+
+
+async def test_a_condition_routes_the_run_round_a_loop_until_it_says_otherwise() -> None:
+    run = await review_loop().compile().execute(Draft(input="solar prices"))
+
+    assert run.status is GraphStatus.COMPLETED and run.waiting_at is None
+    assert run.path == ["write", "check"] * 3 + ["publish"]
+    assert run.state.output == "published: draft of solar prices (v3)"
+    assert isinstance(run.state, Draft)
+
+
+async def test_a_loop_that_never_ends_stops_at_the_step_limit() -> None:
+    graph = review_loop()
+    graph.max_steps = 4
+    with pytest.raises(GraphRunFailed, match="reached its limit of 4 steps"):
+        await graph.compile().execute(Draft(input="x"))
+
+
+async def test_a_condition_answering_a_route_it_lacks_fails_the_run_naming_the_node() -> None:
+    graph = (
+        Graph("g", Draft)
+        .add_node("check", conditional_node(lambda _: "maybe"), entry=True)
+        .add_node("publish", publish)
+        .add_conditional_edge("check", lambda _: "maybe", {"yes": "publish", "no": None})
+        .compile()
+    )
+    with pytest.raises(
+        GraphRunFailed, match="the condition of node 'check' answered 'maybe'; its routes are no, yes"
+    ):
+        await graph.execute(Draft())
+
+
+async def test_a_node_that_raises_fails_the_run_naming_it() -> None:
+    async def broken(state: Draft) -> Draft:
+        raise ValueError("no ink")
+
+    graph = Graph("g", Draft).add_node("write", broken, entry=True).compile()
+    with pytest.raises(GraphRunFailed) as failed:
+        await graph.execute(Draft())
+    assert failed.value.message == "node 'write' failed: ValueError: no ink"
+    assert failed.value.details == {"node": "write"}
+
+
+async def test_a_human_node_stops_the_run_and_the_answer_resumes_it_after_that_node() -> None:
+    graph = (
+        Graph("approve", Draft)
+        .add_node("write", write, entry=True)
+        .add_node("approve", human_node("Publish this draft?"))
+        .add_node("publish", publish)
+        .add_edge("write", "approve")
+        .add_edge("approve", "publish")
+        .compile()
+    )
+
+    waiting = await graph.execute(Draft(input="wind"))
+
+    assert waiting.status is GraphStatus.WAITING_FOR_HUMAN and waiting.waiting_at == "approve"
+    assert waiting.path == ["write", "approve"] and waiting.state.question == "Publish this draft?"
+    assert waiting.state.output == ""
+
+    done = await graph.resume(waiting, "Yes, publish it")
+
+    assert done.status is GraphStatus.COMPLETED and done.path == ["write", "approve", "publish"]
+    assert done.state.output == "published: draft of wind (v1)"
+    assert done.state.messages[-1] == ChatMessage(role="user", content="Yes, publish it")
+    with pytest.raises(GraphRunFailed, match="does not wait for a person"):
+        await graph.resume(done, "again")
+
+
+async def test_a_model_s_answer_routes_the_run() -> None:
+    """A node asks an agent (the offline model) to classify the input; the condition routes by
+    its answer."""
+
+    def classify(messages: Sequence[ChatMessage]) -> str:
+        kind = "billing" if "invoice" in messages[-1].content else "other"
+        return json.dumps({"thought": "t", "action": "final", "answer": kind, "confidence": 0.9})
+
+    runner = AgentRunner(OfflineModelClient(overrides=classify))
+
+    async def triage(state: GraphState) -> GraphState:
+        result = await runner.run(AgentDefinition(name="triage"), state.input, session_id="g-1")
+        return state.model_copy(update={"output": result.output})
+
+    async def billing(state: GraphState) -> GraphState:
+        return state.model_copy(update={"output": "sent to billing"})
+
+    def route(state: GraphState) -> str:
+        return state.output
+
+    graph = (
+        Graph("support", GraphState)
+        .add_node("triage", triage, entry=True)
+        .add_node("billing", billing)
+        .add_conditional_edge("triage", route, {"billing": "billing", "other": None})
+        .compile()
+    )
+
+    billed = await graph.execute(GraphState(input="My invoice is wrong"))
+    assert billed.path == ["triage", "billing"] and billed.state.output == "sent to billing"
+    other = await graph.execute(GraphState(input="Hello"))
+    assert other.path == ["triage"] and other.state.output == "other"
