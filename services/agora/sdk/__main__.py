@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agora.sdk._app import AgentAppSettings, load_agents, serve_agents
+from agora.sdk._app import AgentAppSettings, load_app, serve_agents
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "run" and args.app_id:
         settings = settings.model_copy(update={"app_id": args.app_id})
-    serve_agents(load_agents(path), settings)
+    agents, graphs = load_app(path)
+    serve_agents(agents, settings, graphs)
     return 0
 
 

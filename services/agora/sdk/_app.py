@@ -27,16 +27,16 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from dapr.ext.workflow import DaprWorkflowContext
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
-from agora.core.escalation.decisions import resume_message
+from agora.core.escalation.decisions import EscalationResponse, resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
@@ -59,6 +59,9 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent
 from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
+from agora.sdk._graph import CompiledGraph
+from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns, graph_instance
+from agora.sdk._graph_runs import decision_event as graph_decision_event
 from agora.sdk._learning import LEARNING_KEPT
 from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
@@ -88,6 +91,8 @@ EXECUTE = "agent.execute"
 RESUME = "agent.resume"
 REPORT = "agent.report"
 STATE_NAMESPACE = "agent:state"
+GRAPH_RUN_NAMESPACE = "graph:run"
+T = TypeVar("T")
 LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
 
@@ -373,12 +378,14 @@ def failed_outcome(award: TaskAwarded, reason: str, *, cost_usd: float = 0.0, st
     )
 
 
-def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> ServiceModule:
+def agent_app_module(
+    agents: Sequence[Agent], settings: AgentAppSettings, graphs: Sequence[CompiledGraph[Any]] = ()
+) -> ServiceModule:
     by_id = {agent.agent_id: agent for agent in agents}
     if len(by_id) != len(agents):
         raise ValueError("two agents of this app have one agent id")
-    if not agents:
-        raise ValueError("an agent app needs at least one agent")
+    if not agents and not graphs:
+        raise ValueError("an agent app needs at least one agent or graph")
 
     def profiles() -> list[CapabilityProfile]:
         return [
@@ -403,6 +410,18 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         tasks = task_actors(actors)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
+        graph_runs = GraphRuns(graphs, ctx.repository(GRAPH_RUN_NAMESPACE, GraphRunRecord), escalator, host)
+        graph_runs.register()
+
+        @app.put("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunAccepted)
+        async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:
+            """Start a run of the graph on the state in the body (the graph's state as JSON);
+            the same request again is a repeat."""
+            return await graph_runs.start(graph_id, run_id, await request.body(), current_traceparent())
+
+        @app.get("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunRecord)
+        async def show_graph_run(graph_id: PathId, run_id: PathId) -> GraphRunRecord:
+            return await graph_runs.show(graph_id, run_id)
 
         run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
 
@@ -504,6 +523,9 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
         async def on_resolved(event: EscalationResolved) -> None:
+            if event.waiting_party.kind is WaitingPartyKind.GRAPH_RUN:
+                await graph_decided(event)
+                return
             if event.waiting_party.kind not in (WaitingPartyKind.SESSION, WaitingPartyKind.TASK):
                 return
             # A paused run waits in the workflow of the task it runs, when one of this app's
@@ -519,6 +541,21 @@ def agent_app_module(agents: Sequence[Agent], settings: AgentAppSettings) -> Ser
             await host.client.raise_workflow_event(
                 run_instance(event.waiting_party.id),
                 decision_event(event.escalation_id),
+                data=event.model_dump(mode="json"),
+            )
+
+        async def graph_decided(event: EscalationResolved) -> None:
+            """A decision for a graph run of this app that waits on it goes to its workflow."""
+            if not await graph_runs.waits_here(event.waiting_party.id, event.escalation_id):
+                return
+            await decisions.verified(escalation_actors(actors), event)
+            if not isinstance(event.decision, EscalationResponse):
+                raise RejectMessage(
+                    "a graph run's stop is decided with an escalation answer, not a checkpoint answer"
+                )
+            await host.client.raise_workflow_event(
+                graph_instance(event.waiting_party.id),
+                graph_decision_event(event.escalation_id),
                 data=event.model_dump(mode="json"),
             )
 
@@ -715,26 +752,52 @@ async def _renew(registry: RegistryClient, profiles: list[CapabilityProfile], le
 
 def load_agents(path: Path) -> list[Agent]:
     """The agents a Python file defines: its `agents` list, else every module-level `Agent`."""
+    agents, _ = load_app(path)
+    if not agents:
+        raise ValueError(f"{path} defines no agents (an `agents` list of `Agent`, or module-level `Agent`s)")
+    return agents
+
+
+def load_app(path: Path) -> tuple[list[Agent], list[CompiledGraph[Any]]]:
+    """What a Python file puts in an agent app: its agents (its `agents` list, else every
+    module-level `Agent`) and its graphs (its `graphs` list, else every module-level compiled
+    graph). One of the two may be empty, not both."""
     spec = importlib.util.spec_from_file_location(f"agora_agents_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    declared = getattr(module, "agents", None)
+    agents = _declared(module, "agents", Agent)
+    graphs = _declared(module, "graphs", CompiledGraph)
+    if not agents and not graphs:
+        raise ValueError(f"{path} defines no agents and no graphs (an `agents` or `graphs` list)")
+    return agents, graphs
+
+
+def _declared(module: Any, name: str, kind: type[T]) -> list[T]:
+    declared = getattr(module, name, None)
     found = (
-        list(declared) if declared is not None else [v for v in vars(module).values() if isinstance(v, Agent)]
+        list(declared) if declared is not None else [v for v in vars(module).values() if isinstance(v, kind)]
     )
-    if not found or not all(isinstance(a, Agent) for a in found):
-        raise ValueError(f"{path} defines no agents (an `agents` list of `Agent`, or module-level `Agent`s)")
+    if not all(isinstance(item, kind) for item in found):
+        raise ValueError(f"`{name}` lists something that is not a {kind.__name__}")
     return found
 
 
-def create_agent_app(agents: Sequence[Agent], settings: AgentAppSettings | None = None) -> FastAPI:
+def create_agent_app(
+    agents: Sequence[Agent],
+    settings: AgentAppSettings | None = None,
+    graphs: Sequence[CompiledGraph[Any]] = (),
+) -> FastAPI:
     settings = settings or AgentAppSettings()
-    return create_service_app(settings, [agent_app_module(agents, settings)])
+    return create_service_app(settings, [agent_app_module(agents, settings, graphs)])
 
 
-def serve_agents(agents: Sequence[Agent], settings: AgentAppSettings | None = None) -> None:
-    """Serve `agents` as an agent app beside its own daprd (blocks until stopped)."""
+def serve_agents(
+    agents: Sequence[Agent],
+    settings: AgentAppSettings | None = None,
+    graphs: Sequence[CompiledGraph[Any]] = (),
+) -> None:
+    """Serve `agents` (and `graphs`) as an agent app beside its own daprd (blocks until stopped)."""
     settings = settings or AgentAppSettings()
-    serve(create_agent_app(agents, settings), settings)
+    serve(create_agent_app(agents, settings, graphs), settings)

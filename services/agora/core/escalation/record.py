@@ -113,6 +113,7 @@ class WaitingPartyKind(StrEnum):
     PLAN_STEP = "plan_step"
     DEBATE = "debate"
     SESSION = "session"
+    GRAPH_RUN = "graph_run"
 
 
 class WaitingParty(BaseModel):

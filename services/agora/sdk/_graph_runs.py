@@ -1,0 +1,353 @@
+"""Durable graph runs in an agent app: each run of a graph is a Dapr workflow (`graph_run`,
+instance `graph.<run_id>`), each node one recorded activity (`graph.step`), so a run survives a
+crash of its app or sidecar and no node whose step was recorded runs again (a node cut off mid-
+step runs again: nodes should be safe to repeat).
+
+A node that waits for a person (`human_node`) parks an escalation (`graph.<run_id>.<step>`,
+waiting party `graph_run`/<run_id>); the workflow then waits for the decision as an event
+(`decision.<escalation_id>`, raised by the app when the escalation service announces the
+decision and the escalation's record agrees). `abort` ends the run ABORTED; any other decision
+is the person's answer (its text as `resume_message` words it) and the run goes on after the
+node. Its record (`graph:run:<run_id>`) is saved after every step, for people and tools to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from dapr.ext.workflow import DaprWorkflowContext
+from pydantic import BaseModel, Field, ValidationError
+
+from agora.core.errors import Conflict, InvalidArgument, NotFound, describe_field_errors, field_errors
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
+from agora.core.graphs import GraphRunFailed
+from agora.core.limits import MAX_ID_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note
+from agora.core.messages import EscalationResolved
+from agora.llm import ChatMessage
+from agora.runtime.state import StateRepository
+from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, WorkflowHost, result_of, step_span
+from agora.sdk._graph import CompiledGraph, GraphState, GraphStatus
+from agora.sdk._runner import Escalator
+
+__all__ = [
+    "GRAPH_WORKFLOW",
+    "MAX_GRAPH_STATE_CHARS",
+    "GraphRunAccepted",
+    "GraphRunRecord",
+    "GraphRunState",
+    "GraphRuns",
+    "graph_instance",
+]
+
+GRAPH_WORKFLOW = "graph_run"
+STEP = "graph.step"
+DECIDE = "graph.decide"
+FAIL = "graph.fail"
+MAX_GRAPH_STATE_CHARS = 262_144
+"""The largest state (as JSON) a graph run carries from node to node."""
+
+
+class GraphRunState(StrEnum):
+    RUNNING = "RUNNING"
+    WAITING_FOR_HUMAN = "WAITING_FOR_HUMAN"
+    COMPLETED = "COMPLETED"
+    ABORTED = "ABORTED"
+    """A person decided to abort it at a node that asked them."""
+    FAILED = "FAILED"
+    """A node raised, a condition answered a route its table lacks, or the step limit was hit."""
+
+
+class GraphRunRecord(BaseModel):
+    """A graph run as people see it (`GET /v1/graphs/{graph_id}/runs/{run_id}`)."""
+
+    graph_id: Name
+    run_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    status: GraphRunState
+    path: list[Name] = Field(description="The nodes run so far, in order.")
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS, description="The run's state as JSON.")
+    waiting_at: Name | None = None
+    escalation_id: str | None = None
+    reason: Note = ""
+    created_at: datetime
+    updated_at: datetime
+
+
+class GraphRunAccepted(BaseModel):
+    graph_id: Name
+    run_id: str
+    created: bool
+    """False: a run of this id existed (the same request again is a repeat)."""
+
+
+class GraphRunStart(BaseModel):
+    """`graph_run`'s input."""
+
+    graph_id: Name
+    run_id: str
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    created_at: datetime
+    traceparent: str | None = None
+
+
+class GraphStep(BaseModel):
+    """One node to run on the state (`graph.step`)."""
+
+    start: GraphRunStart
+    node: Name | None = None
+    """None: the graph's entry."""
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    path: list[Name]
+
+
+class GraphStepDone(BaseModel):
+    """What a step left: the state, the path, and either the next node (None: the run ended)
+    or the escalation the node waits on."""
+
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    path: list[Name]
+    next: Name | None = None
+    escalation_id: str | None = None
+
+
+class GraphDecision(BaseModel):
+    """A person's decision for the node that waits (`graph.decide`)."""
+
+    start: GraphRunStart
+    waiting_at: Name
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    path: list[Name]
+    decided: EscalationResolved
+
+
+class GraphFailed(BaseModel):
+    start: GraphRunStart
+    failure: RunFailure
+
+
+def graph_instance(run_id: str) -> str:
+    return f"graph.{run_id}"
+
+
+def decision_event(escalation_id: str) -> str:
+    return f"decision.{escalation_id}"
+
+
+def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
+    """A graph's run: each node one step; a node that asks a person waits for the decision."""
+    start = result_of(GraphRunStart, raw)
+    step = GraphStep(start=start, state=start.state, path=[])
+    while True:
+        done = result_of(
+            GraphStepDone, (yield ctx.call_activity(STEP, input=step, retry_policy=ACTIVITY_RETRY))
+        )
+        while done.escalation_id is not None:
+            decided = yield ctx.wait_for_external_event(decision_event(done.escalation_id))
+            decision = GraphDecision(
+                start=start,
+                waiting_at=done.path[-1],
+                state=done.state,
+                path=done.path,
+                decided=result_of(EscalationResolved, decided),
+            )
+            done = result_of(
+                GraphStepDone, (yield ctx.call_activity(DECIDE, input=decision, retry_policy=ACTIVITY_RETRY))
+            )
+        if done.next is None:
+            return
+        step = GraphStep(start=start, node=done.next, state=done.state, path=done.path)
+
+
+def graph_run_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Any:
+    """A run whose steps broke down ends FAILED with the reason."""
+    failed = GraphFailed(start=result_of(GraphRunStart, raw), failure=failure)
+    yield ctx.call_activity(FAIL, input=failed, retry_policy=ACTIVITY_RETRY)
+
+
+class GraphRuns:
+    """An agent app's graphs: their runs' workflow and steps, their records, and the decisions
+    that reach the runs waiting for a person."""
+
+    def __init__(
+        self,
+        graphs: Sequence[CompiledGraph[Any]],
+        records: StateRepository[GraphRunRecord],
+        escalator: Escalator,
+        host: WorkflowHost,
+    ) -> None:
+        by_id = {graph.graph_id: graph for graph in graphs}
+        if len(by_id) != len(graphs):
+            raise ValueError("two graphs of this app have one graph id")
+        self.graphs: Mapping[str, CompiledGraph[Any]] = by_id
+        self.records = records
+        self.escalator = escalator
+        self.host = host
+
+    def register(self) -> None:
+        self.host.workflow(GRAPH_WORKFLOW, graph_run, on_failure=graph_run_failed)
+        self.host.activity(STEP, GraphStep, self.step)
+        self.host.activity(DECIDE, GraphDecision, self.decide)
+        self.host.activity(FAIL, GraphFailed, self.fail)
+
+    def graph(self, graph_id: str) -> CompiledGraph[Any]:
+        found = self.graphs.get(graph_id)
+        if found is None:
+            raise NotFound(f"no graph {graph_id!r} in this app", graph_id=graph_id)
+        return found
+
+    async def start(
+        self, graph_id: str, run_id: str, body: bytes, traceparent: str | None
+    ) -> GraphRunAccepted:
+        """Start a run on the state `body` (the graph's state as JSON) unless one of this id
+        exists; a different graph or state under a used id is refused."""
+        graph = self.graph(graph_id)
+        if len(body) > MAX_GRAPH_STATE_CHARS:
+            raise InvalidArgument(f"a graph's state has at most {MAX_GRAPH_STATE_CHARS} characters of JSON")
+        try:
+            state = graph.state_type.model_validate_json(body)
+        except ValidationError as exc:
+            errors = field_errors(exc.errors())
+            raise InvalidArgument(
+                f"invalid graph state: {describe_field_errors(errors)}", errors=errors
+            ) from exc
+        start = GraphRunStart(
+            graph_id=graph_id,
+            run_id=run_id,
+            state=state.model_dump_json(),
+            created_at=datetime.now(UTC),
+            traceparent=traceparent,
+        )
+        if await self.host.start_once(GRAPH_WORKFLOW, graph_instance(run_id), start):
+            return GraphRunAccepted(graph_id=graph_id, run_id=run_id, created=True)
+        earlier = await self.host.input_of(graph_instance(run_id), GraphRunStart)
+        if earlier is not None and (earlier.graph_id, earlier.state) != (start.graph_id, start.state):
+            raise Conflict(f"graph run {run_id} already exists with another graph or state; use another id")
+        return GraphRunAccepted(graph_id=graph_id, run_id=run_id, created=False)
+
+    async def show(self, graph_id: str, run_id: str) -> GraphRunRecord:
+        found = await self.records.get(run_id)
+        if found is None or found.value.graph_id != graph_id:
+            raise NotFound(f"no run {run_id!r} of graph {graph_id!r}", run_id=run_id)
+        return found.value
+
+    async def waits_here(self, run_id: str, escalation_id: str) -> bool:
+        """Whether a run of this app waits on that escalation (decisions for others are theirs)."""
+        found = await self.records.get(run_id)
+        return found is not None and found.value.escalation_id == escalation_id
+
+    # -- the steps ----------------------------------------------------------------------------
+
+    async def step(self, step: GraphStep) -> GraphStepDone:
+        start = step.start
+        graph = self.graph(start.graph_id)
+        node = step.node or graph.shape.entry
+        attributes = {
+            "agora.graph_id": start.graph_id,
+            "agora.graph_run": start.run_id,
+            "agora.graph_node": node,
+        }
+        with step_span(f"graph.node {node}", start.traceparent, attributes):
+            state = await graph.run_node(node, graph.state_type.model_validate_json(step.state))
+            path = [*step.path, node]
+            if state.status is GraphStatus.WAITING_FOR_HUMAN:
+                escalation_id = f"graph.{start.run_id}.{len(path)}"
+                await self.escalator.park(escalation_id, _park_request(start, node, state, len(path)))
+                await self._save(
+                    start,
+                    GraphRunState.WAITING_FOR_HUMAN,
+                    state,
+                    path,
+                    waiting_at=node,
+                    escalation_id=escalation_id,
+                )
+                return GraphStepDone(state=state.model_dump_json(), path=path, escalation_id=escalation_id)
+            following = graph.after(node, state)
+            if following is not None and len(path) >= graph.max_steps:
+                limit = f"the run of graph {graph.graph_id} reached its limit of {graph.max_steps} steps"
+                raise GraphRunFailed(limit)
+            status = GraphRunState.RUNNING if following is not None else GraphRunState.COMPLETED
+            final = (
+                state if following is not None else state.model_copy(update={"status": GraphStatus.COMPLETED})
+            )
+            await self._save(start, status, final, path)
+            return GraphStepDone(state=final.model_dump_json(), path=path, next=following)
+
+    async def decide(self, decision: GraphDecision) -> GraphStepDone:
+        start = decision.start
+        graph = self.graph(start.graph_id)
+        state = graph.state_type.model_validate_json(decision.state)
+        response = decision.decided.decision
+        who = decision.decided.decided_by
+        assert isinstance(response, EscalationResponse)  # the app passes on escalation answers only
+        if response.action is EscalationAction.ABORT:
+            reason = f"aborted by {who} at node {decision.waiting_at}"
+            await self._save(start, GraphRunState.ABORTED, state, decision.path, reason=reason)
+            return GraphStepDone(state=state.model_dump_json(), path=decision.path)
+        answered = state.model_copy(
+            update={"status": GraphStatus.RUNNING, "question": "",
+                    "messages": [*state.messages, ChatMessage(role="user", content=resume_message(response))]}
+        )  # fmt: skip
+        following = graph.after(decision.waiting_at, answered)
+        status = GraphRunState.RUNNING if following is not None else GraphRunState.COMPLETED
+        if following is None:
+            answered = answered.model_copy(update={"status": GraphStatus.COMPLETED})
+        await self._save(start, status, answered, decision.path)
+        return GraphStepDone(state=answered.model_dump_json(), path=decision.path, next=following)
+
+    async def fail(self, failed: GraphFailed) -> None:
+        start = failed.start
+        found = await self.records.get(start.run_id)
+        record = found.value if found is not None else None
+        state = record.state if record is not None else start.state
+        path = record.path if record is not None else []
+        now = datetime.now(UTC)
+        await self.records.save(
+            start.run_id,
+            GraphRunRecord(
+                graph_id=start.graph_id, run_id=start.run_id, status=GraphRunState.FAILED, path=path,
+                state=state, reason=failed.failure.reason[:MAX_NOTE_CHARS], created_at=start.created_at,
+                updated_at=now,
+            ),
+        )  # fmt: skip
+
+    async def _save(
+        self,
+        start: GraphRunStart,
+        status: GraphRunState,
+        state: GraphState,
+        path: list[str],
+        *,
+        waiting_at: str | None = None,
+        escalation_id: str | None = None,
+        reason: str = "",
+    ) -> None:
+        record = GraphRunRecord(
+            graph_id=start.graph_id, run_id=start.run_id, status=status, path=path,
+            state=state.model_dump_json(), waiting_at=waiting_at, escalation_id=escalation_id,
+            reason=reason[:MAX_NOTE_CHARS],
+            created_at=start.created_at, updated_at=datetime.now(UTC),
+        )  # fmt: skip
+        await self.records.save(start.run_id, record)
+
+
+def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int) -> ParkRequest:
+    context = EscalationContext(
+        job_id=start.run_id,
+        sheet_num=step,
+        validation_results=[],
+        confidence=0.0,
+        retry_count=0,
+        error_history=[],
+        prompt_used=(state.question or f"graph {start.graph_id} asks at node {node}")[:MAX_TEXT_CHARS],
+        output_summary=(state.output or state.input or "(nothing yet)")[:MAX_TEXT_CHARS],
+    )
+    return ParkRequest(
+        waiting_party=WaitingParty(kind=WaitingPartyKind.GRAPH_RUN, id=start.run_id),
+        context=context,
+        who=f"graph:{start.graph_id}"[:200],
+        why=f"node {node} of graph {start.graph_id} asks a person"[:MAX_NOTE_CHARS],
+    )

@@ -1,0 +1,123 @@
+"""Durable graph runs in an agent app against real sidecars (redis profile): a run stops at its
+human node as an escalation, survives a SIGKILL of its app while it waits, and the person's
+decision resumes it after that node without running a finished node again."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.system import CONSOLE, SERVICES
+from tests.integration.helpers import eventually, replicas_of
+
+pytestmark = pytest.mark.integration
+
+APPS = Path(__file__).resolve().parent / "apps"
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Path]]:
+    run_dir = tmp_path_factory.mktemp("graph-runs-cluster")
+    calls = run_dir / "graph-calls.txt"
+    with LocalCluster("redis", run_dir=run_dir) as cluster:
+        for spec in [*SERVICES, CONSOLE]:
+            cluster.add_service(spec)
+        cluster.add_service(
+            ServiceSpec(
+                "agents",
+                "agora.sdk",
+                env={"AGORA_AGENTS_FILE": str(APPS / "graph_agents.py"), "GRAPH_CALLS": str(calls)},
+            )
+        )
+        yield cluster, calls
+
+
+def console(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "console")[0]
+
+
+def run_url(cluster: LocalCluster, run_id: str, graph_id: str = "approval") -> str:
+    return console(cluster).invoke_url(f"v1/graphs/{graph_id}/runs/{run_id}", "agents")
+
+
+def run_in(cluster: LocalCluster, run_id: str, status: str) -> dict[str, Any] | None:
+    answer = httpx.get(run_url(cluster, run_id), timeout=10)
+    record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
+    return record if record is not None and record["status"] == status else None
+
+
+def test_a_graph_run_waits_for_a_person_through_a_crash_and_goes_on_as_decided(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, calls = market
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    started = httpx.put(run_url(cluster, run_id), json={"input": "solar prices"}, timeout=30)
+    assert started.status_code == 200, started.text
+    assert started.json() == {"graph_id": "approval", "run_id": run_id, "created": True}
+
+    waiting = eventually(lambda: run_in(cluster, run_id, "WAITING_FOR_HUMAN"), timeout=60)
+    assert waiting["path"] == ["write", "approve"] and waiting["waiting_at"] == "approve"
+    escalation_id = waiting["escalation_id"]
+    assert escalation_id == f"graph.{run_id}.2"
+    escalation = httpx.get(
+        console(cluster).invoke_url(f"v1/escalations/{escalation_id}", "escalation"), timeout=10
+    )
+    assert escalation.status_code == 200, escalation.text
+    parked = escalation.json()
+    assert parked["waiting_party"] == {"kind": "graph_run", "id": run_id}
+    assert parked["context"]["prompt_used"] == "Publish this draft?"
+
+    [app] = replicas_of(cluster, "agents")
+    app.kill_app()
+    app.start_app()
+
+    decided = httpx.post(
+        console(cluster).invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "modify_prompt", "modified_prompt": "in Spanish"},
+              "who": "pat@example.com", "why": "approved"},
+        timeout=30,
+    )  # fmt: skip
+    assert decided.status_code == 200, decided.text
+
+    done = eventually(lambda: run_in(cluster, run_id, "COMPLETED"), timeout=60)
+    assert done["path"] == ["write", "approve", "publish"]
+    assert "published: A short note on solar prices." in done["state"]
+    assert "Use this prompt instead:\\nin Spanish" in done["state"]
+    assert calls.read_text().splitlines() == ["write solar prices"], "a recorded node never runs again"
+
+    again = httpx.put(run_url(cluster, run_id), json={"input": "solar prices"}, timeout=30)
+    assert again.status_code == 200 and again.json()["created"] is False
+    other = httpx.put(run_url(cluster, run_id), json={"input": "wind"}, timeout=30)
+    assert other.status_code == 409 and other.json()["error"] == "CONFLICT", other.text
+
+
+def test_an_abort_ends_the_run_aborted(market: tuple[LocalCluster, Path]) -> None:
+    cluster, _ = market
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    assert httpx.put(run_url(cluster, run_id), json={"input": "wind"}, timeout=30).status_code == 200
+    waiting = eventually(lambda: run_in(cluster, run_id, "WAITING_FOR_HUMAN"), timeout=60)
+    decided = httpx.post(
+        console(cluster).invoke_url(f"v1/escalations/{waiting['escalation_id']}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "abort"}, "who": "pat@example.com", "why": "no"},
+        timeout=30,
+    )
+    assert decided.status_code == 200, decided.text
+    aborted = eventually(lambda: run_in(cluster, run_id, "ABORTED"), timeout=60)
+    assert aborted["path"] == ["write", "approve"] and "aborted by pat@example.com" in aborted["reason"]
+
+
+def test_a_run_of_an_unknown_graph_or_with_a_bad_state_is_refused(market: tuple[LocalCluster, Path]) -> None:
+    cluster, _ = market
+    unknown = httpx.put(run_url(cluster, "r-1", graph_id="nope"), json={"input": "x"}, timeout=30)
+    assert unknown.status_code == 404 and unknown.json()["error"] == "NOT_FOUND", unknown.text
+    bad = httpx.put(run_url(cluster, "r-2"), json={"input": 7, "status": "NONSENSE"}, timeout=30)
+    assert bad.status_code == 422 and bad.json()["error"] == "INVALID_ARGUMENT", bad.text
+    assert "input" in bad.json()["message"] and "status" in bad.json()["message"]
+    missing = httpx.get(run_url(cluster, "never-started"), timeout=30)
+    assert missing.status_code == 404, missing.text
