@@ -1,9 +1,11 @@
 """Durable graph runs in an agent app against real sidecars (redis profile): a run stops at its
 human node as an escalation, survives a SIGKILL of its app while it waits, and the person's
-decision resumes it after that node without running a finished node again."""
+decision resumes it after that node without running a finished node again; a market node's
+task is allocated and completed through the market."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +123,30 @@ def test_a_run_of_an_unknown_graph_or_with_a_bad_state_is_refused(market: tuple[
     assert "input" in bad.json()["message"] and "status" in bad.json()["message"]
     missing = httpx.get(run_url(cluster, "never-started"), timeout=30)
     assert missing.status_code == 404, missing.text
+
+
+def test_a_market_node_s_task_is_allocated_and_completed_through_the_market(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, _ = market
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    body = {"input": "Summarize the state of solar power in Spain"}
+    assert httpx.put(run_url(cluster, run_id, "research"), json=body, timeout=30).status_code == 200
+
+    def completed() -> dict[str, Any] | None:
+        answer = httpx.get(run_url(cluster, run_id, "research"), timeout=10)
+        record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
+        return record if record is not None and record["status"] in {"COMPLETED", "FAILED"} else None
+
+    done = eventually(completed, timeout=90)
+    assert done["status"] == "COMPLETED", done["reason"]
+    assert done["path"] == ["ask", "check", "note"]
+    state = json.loads(done["state"])
+    result = state["market"]["ask"]
+    assert result["task_id"] == f"graph.{run_id}.1" and result["status"] == "COMPLETED"
+    assert result["succeeded"] is True and result["agent_id"]
+    assert state["output"] == f"{result['agent_id']} answered: {result['summary']}"
+    board = httpx.get(console(cluster).invoke_url(f"v1/tasks/{result['task_id']}", "taskboard"), timeout=10)
+    assert board.status_code == 200, board.text
+    assert board.json()["status"] == "COMPLETED"
+    assert board.json()["allocation"]["winning_agent_id"] == result["agent_id"]

@@ -537,8 +537,14 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
     subscriptions = _scope_entries(pubsub, "subscriptionScopes")
     for app in ("calculator", "wordsmith", "agents"):
         assert app in pubsub["scopes"]
-        assert publishing[app] == {"agora.task.outcome", "agora.cost.events", "agora.deadletter"}
-        assert subscriptions[app] == {"agora.task.awarded", "agora.escalation.resolved"}
+        assert publishing[app] == {
+            "agora.task.outcome",
+            "agora.cost.events",
+            "agora.tasks",
+            "agora.deadletter",
+        }
+        assert subscriptions[app] == {"agora.task.awarded", "agora.escalation.resolved", "agora.task.outcome",
+                                      "agora.task.rejected", "agora.task.award_lapsed"}  # fmt: skip
         assert app not in components["agora-broadcast"]["scopes"]
     assert publishing["agents-go"] == {"agora.task.outcome", "agora.deadletter"}  # the local profile's
     assert {"calculator", "agents"} <= set(components["agora-state"]["scopes"])

@@ -11,7 +11,8 @@ from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult
 from agora.core.plans.record import AttemptEnd, new_record
 from agora.core.plans.request import PlanRequest
 from agora.core.plans.run import with_plan
-from agora.core.plans.workflow import SubGoalJob, TaskEnded
+from agora.core.plans.workflow import SubGoalJob
+from agora.core.task_waits import TaskEnded
 from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers

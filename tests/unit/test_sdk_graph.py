@@ -18,8 +18,10 @@ from agora.sdk import (
     GraphRunFailed,
     GraphState,
     GraphStatus,
+    MarketResult,
     conditional_node,
     human_node,
+    market_node,
 )
 
 
@@ -198,3 +200,22 @@ async def test_a_model_s_answer_routes_the_run() -> None:
     assert billed.path == ["triage", "billing"] and billed.state.output == "sent to billing"
     other = await graph.execute(GraphState(input="Hello"))
     assert other.path == ["triage"] and other.state.output == "other"
+
+
+async def test_a_market_node_describes_its_task_from_the_state_and_needs_a_durable_run() -> None:
+    node = market_node(["summarize"], budget_usd=0.5, describe=lambda state: f"Summarize: {state.draft}")
+    task = node.task(Draft(input="ignored", draft="the draft"), "graph.r-1.1")
+    assert (task.task_id, task.description) == ("graph.r-1.1", "Summarize: the draft")
+    assert task.required_skills == ["summarize"]
+    assert task.budget_usd == 0.5 and task.min_success_threshold == 0.0 and task.allow_partial is True
+    assert market_node(["summarize"]).task(Draft(input="the input"), "t").description == "the input"
+
+    result = MarketResult(task_id="t", succeeded=True, status="COMPLETED", agent_id="a", summary="done")
+    ended = node.ended("ask", Draft(), result)
+    assert ended.market == {"ask": result} and ended.output == "done"
+
+    graph = Graph("g", Draft).add_node("ask", node, entry=True).compile()
+    with pytest.raises(GraphRunFailed, match="it runs in a durable graph run"):
+        await graph.execute(Draft())
+    with pytest.raises(ValueError, match="at least one required skill"):
+        market_node([])

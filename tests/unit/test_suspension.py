@@ -248,11 +248,11 @@ def scope_of(rule: str, component: Doc) -> dict[str, set[str]]:
     return scopes
 
 
-def test_only_the_task_board_may_announce_lapses_and_only_the_registry_and_planner_hear_them() -> None:
+def test_only_the_task_board_may_announce_lapses_and_only_those_that_act_on_them_hear_them() -> None:
     [pubsub] = [doc for doc in repo_docs("redis", "pubsub.yaml") if doc["metadata"]["name"] == "agora-pubsub"]
     topic = str(Topic.TASK_AWARD_LAPSED)
     [protected] = [item["value"] for item in pubsub["spec"]["metadata"] if item["name"] == "protectedTopics"]
     assert topic in protected.split(",")
     publishers = {app for app, topics in scope_of("publishingScopes", pubsub).items() if topic in topics}
     subscribers = {app for app, topics in scope_of("subscriptionScopes", pubsub).items() if topic in topics}
-    assert (publishers, subscribers) == ({"taskboard"}, {"registry", "planner"})
+    assert (publishers, subscribers) == ({"taskboard"}, {"registry", "planner", "agents"})

@@ -26,7 +26,7 @@ from agora.core.plans.record import (
     new_record,
 )
 from agora.core.plans.run import failed_with
-from agora.core.plans.workflow import TaskEnded, TaskLink
+from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
 from agora.planner.workflow import (

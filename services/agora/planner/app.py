@@ -16,16 +16,16 @@ import logging
 from fastapi import FastAPI, Query
 
 from agora.core import topics
-from agora.core.errors import AgoraError, NotFound, conflict_between
+from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
-from agora.core.market import AllocationStatus, TaskOutcome
-from agora.core.messages import AwardLapsed, EscalationResolved, TaskRejected
+from agora.core.messages import EscalationResolved
 from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState
 from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
 from agora.core.plans.run import given_plan
-from agora.core.plans.workflow import PlanDecision, TaskEnded, TaskLink
+from agora.core.plans.workflow import PlanDecision
+from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.planner import steps
 from agora.planner.activities import PlannerActivities
@@ -52,6 +52,7 @@ from agora.runtime.service import (
 )
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
+from agora.runtime.task_ends import TaskEndRelay
 from agora.runtime.workflows import RunRecords, run_trace
 
 log = logging.getLogger(__name__)
@@ -148,51 +149,10 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         async def on_plan(request: PlanRequest) -> None:
             await start(request)
 
-        async def ended_event(link: TaskLink, event: TaskEnded) -> None:
-            await host.client.raise_workflow_event(
-                link.instance_id, link.event, data=event.model_dump(mode="json")
-            )
+        async def raise_ended(instance_id: str, event: str, ended: TaskEnded) -> None:
+            await host.client.raise_workflow_event(instance_id, event, data=ended.model_dump(mode="json"))
 
-        async def on_outcome(outcome: TaskOutcome) -> None:
-            link = await links.get(outcome.task_id)
-            if link is None:
-                return  # not a plan's task
-            try:  # the board checks the award token; recording the same outcome again is a no-op
-                record = await tasks(outcome.task_id).mark_outcome(outcome)
-            except AgoraError as exc:
-                if not exc.permanent:
-                    raise
-                raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-            await ended_event(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
-
-        async def on_rejected(rejected: TaskRejected) -> None:
-            link = await links.get(rejected.task_id)
-            if link is None:
-                return
-            try:
-                record = await tasks(rejected.task_id).get_task()
-            except NotFound as exc:
-                raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
-            if record.status is not AllocationStatus.REJECTED:
-                raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
-            reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
-            await ended_event(link.value, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
-
-        async def on_award_lapsed(lapse: AwardLapsed) -> None:
-            """An award lapsed unacknowledged: when no other bid could take it, the board failed
-            the task, and the attempt ends now rather than at its timeout."""
-            link = await links.get(lapse.task_id)
-            if link is None:
-                return
-            try:
-                record = await tasks(lapse.task_id).get_task()
-            except NotFound as exc:
-                raise RejectMessage(f"no task {lapse.task_id} on the board") from exc
-            if (problem := lapse.disagreement_with(record)) is not None:
-                raise RejectMessage(problem)
-            ended = TaskEnded.on_board(record)
-            if ended is not None:
-                await ended_event(link.value, ended)
+        TaskEndRelay(links, tasks, raise_ended).subscribe(ctx.subscriptions)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind is not WaitingPartyKind.PLAN_STEP:
@@ -212,9 +172,6 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             )
 
         ctx.subscriptions.subscribe(topics.PLANS, on_plan)
-        ctx.subscriptions.subscribe(topics.TASK_OUTCOME, on_outcome, idempotent=True)
-        ctx.subscriptions.subscribe(topics.TASK_REJECTED, on_rejected, idempotent=True)
-        ctx.subscriptions.subscribe(topics.TASK_AWARD_LAPSED, on_award_lapsed, idempotent=True)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
     return ServiceModule("planner", setup=setup)

@@ -28,7 +28,7 @@ from collections.abc import Generator
 from datetime import datetime, timedelta
 from typing import Any
 
-from dapr.ext.workflow import DaprWorkflowContext, when_all, when_any
+from dapr.ext.workflow import DaprWorkflowContext, when_all
 from pydantic import BaseModel, Field
 
 from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult, needs_plan
@@ -58,9 +58,17 @@ from agora.core.plans.run import (
     with_plan,
     with_usage,
 )
-from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport, TaskEnded
+from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
+from agora.core.task_waits import TaskEnded
 from agora.runtime.tracing import span_traceparent, stable_span_id
-from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
+from agora.runtime.workflows import (
+    ACTIVITY_RETRY,
+    FinishedSpan,
+    RunFailure,
+    event_or_check,
+    result_of,
+    workflow_now,
+)
 
 PLAN_WORKFLOW = "plan_run"
 SUBGOAL_WORKFLOW = "subgoal_run"
@@ -352,7 +360,14 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             event=event,
         )
         yield _activity(ctx, Activity.DISPATCH, dispatch)
-        ended: TaskEnded | None = yield from _task_end(ctx, event, task_id, job.attempt_timeout_seconds)
+        # The planner raises the event when it hears the task's end; the board is read every
+        # minute meanwhile, so a lost signal costs at most that long, not the attempt's timeout.
+        timeout = timedelta(seconds=job.attempt_timeout_seconds)
+        checked = Check(task_id=task_id)
+        end = yield from event_or_check(
+            ctx, event, Activity.CHECK, checked, every=BOARD_CHECK_EVERY, timeout=timeout
+        )
+        ended = result_of(TaskEnded, end) if end is not None else None
         verified = result_of(
             Verified,
             (yield _activity(ctx, Activity.VERIFY, Verify(job=job, subgoal=subgoal, ended=ended))),
@@ -383,26 +398,6 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         )
         if subgoal.status is not SubGoalStatus.PENDING:
             return SubGoalReport(subgoal=subgoal, attempts=attempts).model_dump(mode="json")
-
-
-def _task_end(ctx: DaprWorkflowContext, event: str, task_id: str, timeout_seconds: int) -> Steps:
-    """Waits for the task's end (the `event` the planner raises when it hears it), reading the
-    board every `BOARD_CHECK_EVERY` meanwhile: a signal lost on the way (a dead-lettered
-    delivery, a notice nobody sent) costs at most that long, not the attempt's whole timeout.
-    None: no end within `timeout_seconds`."""
-    deadline = workflow_now(ctx) + timedelta(seconds=timeout_seconds)
-    waiting = ctx.wait_for_external_event(event)  # one waiter for every slice: a second would never hear it
-    while True:
-        left = deadline - workflow_now(ctx)
-        timer = ctx.create_timer(max(min(left, BOARD_CHECK_EVERY), timedelta(seconds=1)))
-        first = yield when_any([waiting, timer])
-        if first is waiting:
-            return result_of(TaskEnded, waiting.get_result())
-        checked = yield _activity(ctx, Activity.CHECK, Check(task_id=task_id))
-        if checked:
-            return result_of(TaskEnded, checked)
-        if workflow_now(ctx) >= deadline:
-            return None
 
 
 def subgoal_instance_id(job: SubGoalJob) -> str:

@@ -40,6 +40,7 @@ from dapr.ext.workflow import (
     WorkflowActivityContext,
     WorkflowRuntime,
     WorkflowStatus,
+    when_any,
 )
 
 # The engine skips retries for a failure of this type name (the SDK does not export it).
@@ -380,6 +381,34 @@ def run_trace(run_id: str, kind: str) -> tuple[str, str | None]:
     current one (its parent): every step of the run is a descendant."""
     parent = current_traceparent()
     return span_traceparent(parent, stable_span_id(run_id, kind)), parent
+
+
+def event_or_check(
+    ctx: DaprWorkflowContext,
+    event: str,
+    check: str,
+    check_input: BaseModel,
+    *,
+    every: timedelta,
+    timeout: timedelta,
+) -> WorkflowSteps:
+    """Wait for `event`, running the activity `check` every `every` meanwhile: the event's data,
+    or the first answer of the check that is not None (what the event would have said, when its
+    signal was lost on the way), or None once `timeout` passed without either. One waiter
+    serves every interval: a second waiter for the same name would never hear the event."""
+    deadline = workflow_now(ctx) + timeout
+    waiting = ctx.wait_for_external_event(event)
+    while True:
+        left = deadline - workflow_now(ctx)
+        timer = ctx.create_timer(max(min(left, every), timedelta(seconds=1)))
+        first = yield when_any([waiting, timer])
+        if first is waiting:
+            return waiting.get_result()
+        checked = yield ctx.call_activity(check, input=check_input, retry_policy=ACTIVITY_RETRY)
+        if checked is not None:
+            return checked
+        if workflow_now(ctx) >= deadline:
+            return None
 
 
 def workflow_now(ctx: DaprWorkflowContext) -> datetime:

@@ -30,8 +30,11 @@ from agora.sdk._graph import (
     GraphRun,
     GraphState,
     GraphStatus,
+    MarketNode,
+    MarketResult,
     conditional_node,
     human_node,
+    market_node,
 )
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
@@ -101,6 +104,8 @@ __all__ = [
     "InMemoryOutcomeHistory",
     "InMemoryStateStore",
     "InvalidGraph",
+    "MarketNode",
+    "MarketResult",
     "MaxIterationsExceeded",
     "McpServer",
     "McpToolError",
@@ -128,6 +133,7 @@ __all__ = [
     "conditional_node",
     "human_node",
     "load_agents",
+    "market_node",
     "serve_agents",
     "tool",
 ]

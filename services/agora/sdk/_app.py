@@ -49,6 +49,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.record import SheetOutcome
+from agora.core.task_waits import TaskLink
 from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
@@ -92,6 +93,7 @@ RESUME = "agent.resume"
 REPORT = "agent.report"
 STATE_NAMESPACE = "agent:state"
 GRAPH_RUN_NAMESPACE = "graph:run"
+GRAPH_TASK_NAMESPACE = "graph:task"
 T = TypeVar("T")
 LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
@@ -410,8 +412,18 @@ def agent_app_module(
         tasks = task_actors(actors)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
-        graph_runs = GraphRuns(graphs, ctx.repository(GRAPH_RUN_NAMESPACE, GraphRunRecord), escalator, host)
+        graph_runs = GraphRuns(
+            graphs,
+            ctx.repository(GRAPH_RUN_NAMESPACE, GraphRunRecord),
+            escalator,
+            host,
+            publisher=ctx.publisher,
+            task_actors=tasks,
+            task_links=ctx.repository(GRAPH_TASK_NAMESPACE, TaskLink),
+        )
         graph_runs.register()
+        if graph_runs.waits_for_the_market:
+            graph_runs.tasks.subscribe(ctx.subscriptions)
 
         @app.put("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunAccepted)
         async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:

@@ -21,9 +21,10 @@ and `resume` goes on after it with the person's answer.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +39,7 @@ from agora.core.graphs import (
     validate_graph,
 )
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.market import TaskSpec
 from agora.llm import ChatMessage
 
 __all__ = [
@@ -46,8 +48,11 @@ __all__ = [
     "GraphRun",
     "GraphState",
     "GraphStatus",
+    "MarketNode",
+    "MarketResult",
     "conditional_node",
     "human_node",
+    "market_node",
 ]
 
 
@@ -56,6 +61,18 @@ class GraphStatus(StrEnum):
     WAITING_FOR_HUMAN = "WAITING_FOR_HUMAN"
     """A node asked a person; the run goes on after it with the person's answer."""
     COMPLETED = "COMPLETED"
+
+
+class MarketResult(BaseModel):
+    """How a market node's task ended: who won it, what they reported, what it cost."""
+
+    task_id: str
+    succeeded: bool
+    status: str
+    """The task's status on the board (COMPLETED, PARTIAL, FAILED, REJECTED), or TIMED_OUT."""
+    agent_id: str | None = None
+    summary: str = ""
+    cost_usd: float = 0.0
 
 
 class GraphState(BaseModel):
@@ -67,6 +84,8 @@ class GraphState(BaseModel):
     status: GraphStatus = GraphStatus.RUNNING
     question: str = Field(default="", max_length=MAX_TEXT_CHARS)
     """What the node waiting for a person asks (`human_node`)."""
+    market: dict[str, MarketResult] = Field(default_factory=dict)
+    """Each market node's result, by node name."""
 
 
 S = TypeVar("S", bound=GraphState)
@@ -153,6 +172,9 @@ class CompiledGraph(Generic[S]):
     @property
     def graph_id(self) -> str:
         return self.shape.graph_id
+
+    def handler(self, node: str) -> NodeHandler[S]:
+        return self._handlers[node]
 
     async def run_node(self, node: str, state: S) -> S:
         """One node on `state`; whatever it raises is `GraphRunFailed` naming the node (an
@@ -247,3 +269,66 @@ def human_node(prompt: str = "Waiting for a person's input...") -> NodeHandler[S
         )
 
     return ask
+
+
+DEFAULT_MARKET_TIMEOUT_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class MarketNode:
+    """A node that posts a task to the market and waits for its outcome (`market_node`)."""
+
+    required_skills: tuple[str, ...]
+    preferred_skills: tuple[str, ...] = ()
+    budget_usd: float | None = None
+    min_success_threshold: float = 0.0
+    timeout_seconds: int = DEFAULT_MARKET_TIMEOUT_SECONDS
+    describe: Callable[[Any], str] | None = None
+    """What the task asks, from the run's state (of the graph's state type)."""
+
+    def task(self, state: GraphState, task_id: str) -> TaskSpec:
+        """The task this node posts for `state`: what `describe` says, else the state's input."""
+        description = self.describe(state) if self.describe is not None else state.input
+        return TaskSpec(
+            task_id=task_id,
+            description=description[:MAX_TEXT_CHARS] or "(no description)",
+            required_skills=list(self.required_skills),
+            preferred_skills=list(self.preferred_skills),
+            budget_usd=self.budget_usd,
+            min_success_threshold=self.min_success_threshold,
+            allow_partial=True,
+        )
+
+    def ended(self, node: str, state: S, result: MarketResult) -> S:
+        """The state once the task ended: its result under the node's name, its summary as the
+        output (the next node, or a condition on `market[node].succeeded`, takes it from there)."""
+        return state.model_copy(update={"market": {**state.market, node: result}, "output": result.summary})
+
+    async def __call__(self, state: S) -> S:
+        raise GraphRunFailed(
+            "a market node waits for the market: it runs in a durable graph run (an agent app)"
+        )
+
+
+def market_node(
+    required_skills: Sequence[str],
+    *,
+    preferred_skills: Sequence[str] = (),
+    budget_usd: float | None = None,
+    min_success_threshold: float = 0.0,
+    timeout_seconds: int = DEFAULT_MARKET_TIMEOUT_SECONDS,
+    describe: Callable[[Any], str] | None = None,
+) -> MarketNode:
+    """A node that posts a task (`describe(state)`, else the state's input) needing
+    `required_skills` to the market, waits for the winner's outcome (at most `timeout_seconds`),
+    and records it in `state.market[<node>]` and `state.output`."""
+    if not required_skills:
+        raise ValueError("a market node needs at least one required skill")
+    return MarketNode(
+        tuple(required_skills),
+        tuple(preferred_skills),
+        budget_usd,
+        min_success_threshold,
+        timeout_seconds,
+        describe,
+    )

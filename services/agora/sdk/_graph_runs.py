@@ -14,13 +14,14 @@ node. Its record (`graph:run:<run_id>`) is saved after every step, for people an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field, ValidationError
 
+from agora.core import topics
 from agora.core.errors import Conflict, InvalidArgument, NotFound, describe_field_errors, field_errors
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
@@ -28,10 +29,21 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.graphs import GraphRunFailed
 from agora.core.limits import MAX_ID_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note
 from agora.core.messages import EscalationResolved
+from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ChatMessage
+from agora.runtime.clients import TaskActors
+from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, WorkflowHost, result_of, step_span
-from agora.sdk._graph import CompiledGraph, GraphState, GraphStatus
+from agora.runtime.task_ends import TaskEndRelay
+from agora.runtime.workflows import (
+    ACTIVITY_RETRY,
+    RunFailure,
+    WorkflowHost,
+    event_or_check,
+    result_of,
+    step_span,
+)
+from agora.sdk._graph import CompiledGraph, GraphState, GraphStatus, MarketNode, MarketResult
 from agora.sdk._runner import Escalator
 
 __all__ = [
@@ -47,6 +59,10 @@ __all__ = [
 GRAPH_WORKFLOW = "graph_run"
 STEP = "graph.step"
 DECIDE = "graph.decide"
+TASK_ENDED = "graph.task_ended"
+CHECK_TASK = "graph.check_task"
+BOARD_CHECK_EVERY = timedelta(seconds=60)
+"""How often a run waiting for a market task reads the board meanwhile (a lost signal)."""
 FAIL = "graph.fail"
 MAX_GRAPH_STATE_CHARS = 262_144
 """The largest state (as JSON) a graph run carries from node to node."""
@@ -72,6 +88,8 @@ class GraphRunRecord(BaseModel):
     state: str = Field(max_length=MAX_GRAPH_STATE_CHARS, description="The run's state as JSON.")
     waiting_at: Name | None = None
     escalation_id: str | None = None
+    task_id: str | None = None
+    """The market task the run waits for (at a market node)."""
     reason: Note = ""
     created_at: datetime
     updated_at: datetime
@@ -112,6 +130,9 @@ class GraphStepDone(BaseModel):
     path: list[Name]
     next: Name | None = None
     escalation_id: str | None = None
+    task_id: str | None = None
+    """The market task the node waits for (a market node), for at most `timeout_seconds`."""
+    timeout_seconds: int = 0
 
 
 class GraphDecision(BaseModel):
@@ -122,6 +143,20 @@ class GraphDecision(BaseModel):
     state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
     path: list[Name]
     decided: EscalationResolved
+
+
+class GraphTaskEnded(BaseModel):
+    """A market node's task ended, or its wait timed out (`ended` None) (`graph.task_ended`)."""
+
+    start: GraphRunStart
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    path: list[Name]
+    task_id: str
+    ended: TaskEnded | None
+
+
+class GraphTaskCheck(BaseModel):
+    task_id: str
 
 
 class GraphFailed(BaseModel):
@@ -137,6 +172,10 @@ def decision_event(escalation_id: str) -> str:
     return f"decision.{escalation_id}"
 
 
+def task_event(task_id: str) -> str:
+    return f"task.{task_id}"
+
+
 def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
     """A graph's run: each node one step; a node that asks a person waits for the decision."""
     start = result_of(GraphRunStart, raw)
@@ -145,6 +184,16 @@ def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
         done = result_of(
             GraphStepDone, (yield ctx.call_activity(STEP, input=step, retry_policy=ACTIVITY_RETRY))
         )
+        while done.task_id is not None:
+            end = yield from event_or_check(
+                ctx, task_event(done.task_id), CHECK_TASK, GraphTaskCheck(task_id=done.task_id),
+                every=BOARD_CHECK_EVERY, timeout=timedelta(seconds=done.timeout_seconds),
+            )  # fmt: skip
+            ended = GraphTaskEnded(start=start, state=done.state, path=done.path, task_id=done.task_id,
+                                   ended=result_of(TaskEnded, end) if end is not None else None)  # fmt: skip
+            done = result_of(
+                GraphStepDone, (yield ctx.call_activity(TASK_ENDED, input=ended, retry_policy=ACTIVITY_RETRY))
+            )
         while done.escalation_id is not None:
             decided = yield ctx.wait_for_external_event(decision_event(done.escalation_id))
             decision = GraphDecision(
@@ -178,6 +227,10 @@ class GraphRuns:
         records: StateRepository[GraphRunRecord],
         escalator: Escalator,
         host: WorkflowHost,
+        *,
+        publisher: Publisher,
+        task_actors: TaskActors,
+        task_links: StateRepository[TaskLink],
     ) -> None:
         by_id = {graph.graph_id: graph for graph in graphs}
         if len(by_id) != len(graphs):
@@ -186,12 +239,29 @@ class GraphRuns:
         self.records = records
         self.escalator = escalator
         self.host = host
+        self.publisher = publisher
+        self.task_actors = task_actors
+        self.tasks = TaskEndRelay(task_links, task_actors, self._raise_ended)
+
+    @property
+    def waits_for_the_market(self) -> bool:
+        """Whether a graph of this app has a market node (its app then hears tasks end)."""
+        return any(
+            isinstance(graph.handler(node), MarketNode)
+            for graph in self.graphs.values()
+            for node in graph.shape.nodes
+        )
+
+    async def _raise_ended(self, instance_id: str, event: str, ended: TaskEnded) -> None:
+        await self.host.client.raise_workflow_event(instance_id, event, data=ended.model_dump(mode="json"))
 
     def register(self) -> None:
         self.host.workflow(GRAPH_WORKFLOW, graph_run, on_failure=graph_run_failed)
         self.host.activity(STEP, GraphStep, self.step)
         self.host.activity(DECIDE, GraphDecision, self.decide)
         self.host.activity(FAIL, GraphFailed, self.fail)
+        self.host.activity(TASK_ENDED, GraphTaskEnded, self.task_ended)
+        self.host.activity(CHECK_TASK, GraphTaskCheck, self.check_task)
 
     def graph(self, graph_id: str) -> CompiledGraph[Any]:
         found = self.graphs.get(graph_id)
@@ -245,36 +315,33 @@ class GraphRuns:
         start = step.start
         graph = self.graph(start.graph_id)
         node = step.node or graph.shape.entry
-        attributes = {
-            "agora.graph_id": start.graph_id,
-            "agora.graph_run": start.run_id,
-            "agora.graph_node": node,
-        }
-        with step_span(f"graph.node {node}", start.traceparent, attributes):
-            state = await graph.run_node(node, graph.state_type.model_validate_json(step.state))
+        attributes = {"agora.graph_id": start.graph_id, "agora.graph_run": start.run_id,
+                      "agora.graph_node": node}  # fmt: skip
+        with step_span(f"graph.node {node}", start.traceparent, attributes) as span:
+            state = graph.state_type.model_validate_json(step.state)
             path = [*step.path, node]
+            handler = graph.handler(node)
+            if isinstance(handler, MarketNode):
+                task_id = f"graph.{start.run_id}.{len(path)}"
+                span.set_attribute("task_id", task_id)
+                await self.tasks.link(TaskLink(task_id=task_id, instance_id=graph_instance(start.run_id),
+                                               event=task_event(task_id)))  # fmt: skip
+                await self.publisher.publish(topics.TASKS, handler.task(state, task_id), message_id=task_id)
+                await self._save(start, GraphRunState.RUNNING, state, path, waiting_at=node, task_id=task_id)
+                return GraphStepDone(
+                    state=state.model_dump_json(),
+                    path=path,
+                    task_id=task_id,
+                    timeout_seconds=handler.timeout_seconds,
+                )
+            state = await graph.run_node(node, state)
             if state.status is GraphStatus.WAITING_FOR_HUMAN:
                 escalation_id = f"graph.{start.run_id}.{len(path)}"
                 await self.escalator.park(escalation_id, _park_request(start, node, state, len(path)))
-                await self._save(
-                    start,
-                    GraphRunState.WAITING_FOR_HUMAN,
-                    state,
-                    path,
-                    waiting_at=node,
-                    escalation_id=escalation_id,
-                )
+                waiting = GraphRunState.WAITING_FOR_HUMAN
+                await self._save(start, waiting, state, path, waiting_at=node, escalation_id=escalation_id)
                 return GraphStepDone(state=state.model_dump_json(), path=path, escalation_id=escalation_id)
-            following = graph.after(node, state)
-            if following is not None and len(path) >= graph.max_steps:
-                limit = f"the run of graph {graph.graph_id} reached its limit of {graph.max_steps} steps"
-                raise GraphRunFailed(limit)
-            status = GraphRunState.RUNNING if following is not None else GraphRunState.COMPLETED
-            final = (
-                state if following is not None else state.model_copy(update={"status": GraphStatus.COMPLETED})
-            )
-            await self._save(start, status, final, path)
-            return GraphStepDone(state=final.model_dump_json(), path=path, next=following)
+            return await self._moved_on(start, graph, node, state, path)
 
     async def decide(self, decision: GraphDecision) -> GraphStepDone:
         start = decision.start
@@ -287,16 +354,45 @@ class GraphRuns:
             reason = f"aborted by {who} at node {decision.waiting_at}"
             await self._save(start, GraphRunState.ABORTED, state, decision.path, reason=reason)
             return GraphStepDone(state=state.model_dump_json(), path=decision.path)
+        answer = ChatMessage(role="user", content=resume_message(response))
         answered = state.model_copy(
-            update={"status": GraphStatus.RUNNING, "question": "",
-                    "messages": [*state.messages, ChatMessage(role="user", content=resume_message(response))]}
-        )  # fmt: skip
-        following = graph.after(decision.waiting_at, answered)
-        status = GraphRunState.RUNNING if following is not None else GraphRunState.COMPLETED
+            update={"status": GraphStatus.RUNNING, "question": "", "messages": [*state.messages, answer]}
+        )
+        return await self._moved_on(start, graph, decision.waiting_at, answered, decision.path)
+
+    async def task_ended(self, ended: GraphTaskEnded) -> GraphStepDone:
+        """A market node's task ended (or its wait timed out): its result goes into the state."""
+        start = ended.start
+        graph = self.graph(start.graph_id)
+        node = ended.path[-1]
+        handler = graph.handler(node)
+        assert isinstance(handler, MarketNode)
+        state = graph.state_type.model_validate_json(ended.state)
+        result = _market_result(ended.task_id, ended.ended, handler.timeout_seconds)
+        return await self._moved_on(start, graph, node, handler.ended(node, state, result), ended.path)
+
+    async def check_task(self, check: GraphTaskCheck) -> TaskEnded | None:
+        """The task's end as the board recorded it, if it has one (for a lost signal)."""
+        try:
+            record = await self.task_actors(check.task_id).get_task()
+        except NotFound:
+            return None
+        return TaskEnded.on_board(record)
+
+    async def _moved_on(
+        self, start: GraphRunStart, graph: CompiledGraph[Any], node: str, state: GraphState, path: list[str]
+    ) -> GraphStepDone:
+        """After `node`: the next node, or the run's end; the record saved either way."""
+        following = graph.after(node, state)
+        if following is not None and len(path) >= graph.max_steps:
+            raise GraphRunFailed(
+                f"the run of graph {graph.graph_id} reached its limit of {graph.max_steps} steps"
+            )
         if following is None:
-            answered = answered.model_copy(update={"status": GraphStatus.COMPLETED})
-        await self._save(start, status, answered, decision.path)
-        return GraphStepDone(state=answered.model_dump_json(), path=decision.path, next=following)
+            state = state.model_copy(update={"status": GraphStatus.COMPLETED})
+        status = GraphRunState.RUNNING if following is not None else GraphRunState.COMPLETED
+        await self._save(start, status, state, path)
+        return GraphStepDone(state=state.model_dump_json(), path=path, next=following)
 
     async def fail(self, failed: GraphFailed) -> None:
         start = failed.start
@@ -323,12 +419,13 @@ class GraphRuns:
         *,
         waiting_at: str | None = None,
         escalation_id: str | None = None,
+        task_id: str | None = None,
         reason: str = "",
     ) -> None:
         record = GraphRunRecord(
             graph_id=start.graph_id, run_id=start.run_id, status=status, path=path,
             state=state.model_dump_json(), waiting_at=waiting_at, escalation_id=escalation_id,
-            reason=reason[:MAX_NOTE_CHARS],
+            task_id=task_id, reason=reason[:MAX_NOTE_CHARS],
             created_at=start.created_at, updated_at=datetime.now(UTC),
         )  # fmt: skip
         await self.records.save(start.run_id, record)
@@ -351,3 +448,17 @@ def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int)
         who=f"graph:{start.graph_id}"[:200],
         why=f"node {node} of graph {start.graph_id} asks a person"[:MAX_NOTE_CHARS],
     )
+
+
+def _market_result(task_id: str, ended: TaskEnded | None, timeout_seconds: int) -> MarketResult:
+    if ended is None:
+        return MarketResult(task_id=task_id, succeeded=False, status="TIMED_OUT",
+                            summary=f"no outcome within {timeout_seconds} s")  # fmt: skip
+    outcome = ended.outcome
+    if outcome is None:
+        reason = ended.rejected_reason or ""
+        return MarketResult(task_id=task_id, succeeded=False, status="REJECTED", summary=reason)
+    status = "COMPLETED" if outcome.actual_success else "PARTIAL" if outcome.partial else "FAILED"
+    return MarketResult(task_id=task_id, succeeded=outcome.actual_success, status=status,
+                        agent_id=outcome.agent_id, summary=outcome.summary,
+                        cost_usd=outcome.actual_cost_usd)  # fmt: skip

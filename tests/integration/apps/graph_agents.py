@@ -1,5 +1,7 @@
-"""A graph for the graph-run tests, served by an agent app: `approval` writes a draft, asks a
-person whether to publish it, then publishes it with the person's answer. Each run of the
+"""Graphs for the graph-run tests, served by an agent app: `approval` writes a draft, asks a
+person whether to publish it, then publishes it with the person's answer; `research` posts its
+input to the market (a task needing `summarize`, which the reference worker's agents have) and
+notes how it went. Each run of the
 `write` node is appended to the file named by GRAPH_CALLS, so a test can count how often a node
 really ran (a node whose step was recorded must not run again after a crash)."""
 
@@ -8,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agora.sdk import Graph, GraphState, human_node
+from agora.sdk import Graph, GraphState, conditional_node, human_node, market_node
 
 
 class Draft(GraphState):
@@ -38,4 +40,24 @@ approval = (
     .compile()
 )
 
-graphs = [approval]
+
+def market_went(state: GraphState) -> str:
+    return "done" if state.market["ask"].succeeded else "failed"
+
+
+async def note(state: GraphState) -> GraphState:
+    result = state.market["ask"]
+    return state.model_copy(update={"output": f"{result.agent_id} answered: {result.summary}"})
+
+
+research = (
+    Graph("research", GraphState)
+    .add_node("ask", market_node(["summarize"]), entry=True)
+    .add_node("check", conditional_node(market_went))
+    .add_node("note", note)
+    .add_edge("ask", "check")
+    .add_conditional_edge("check", market_went, {"done": "note", "failed": None})
+    .compile()
+)
+
+graphs = [approval, research]

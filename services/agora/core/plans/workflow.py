@@ -1,7 +1,6 @@
 """What a plan's durable workflows hand each other and wait for: a subgoal's job (the input of
-its child workflow) and report (what it returns), the external events (a market task's end,
-`TaskEnded`; a person's decision on a stopped plan, `PlanDecision`) and which workflow waits for
-a market task (`TaskLink`)."""
+its child workflow) and report (what it returns), and a person's decision on a stopped plan
+(`PlanDecision`); a market task's end is `agora.core.task_waits.TaskEnded`."""
 
 from __future__ import annotations
 
@@ -10,45 +9,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agora.core.escalation.decisions import EscalationResponse
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TASK_SKILLS, Name, Note, Text
-from agora.core.market import AllocationStatus, Probability, TaskOutcome
+from agora.core.limits import MAX_TASK_SKILLS, Name, Text
+from agora.core.market import Probability
 from agora.core.planning import SubGoal
 from agora.core.plans.record import SubGoalAttempt
 from agora.core.plans.request import PlanId, SkillHint
-from agora.core.task_lifecycle import TaskRecord
 
-__all__ = ["PlanDecision", "SubGoalJob", "SubGoalReport", "TaskEnded", "TaskLink"]
-
-
-class TaskLink(BaseModel):
-    """Which workflow waits for a market task's end (state `planner:task:<task id>`)."""
-
-    task_id: str
-    instance_id: str
-    event: str
-
-
-class TaskEnded(BaseModel):
-    """The external event a subgoal's workflow waits for: its task's outcome or rejection, as
-    the task board recorded it."""
-
-    task_id: str
-    outcome: TaskOutcome | None = None
-    rejected_reason: Note | None = None
-
-    @classmethod
-    def on_board(cls, record: TaskRecord) -> TaskEnded | None:
-        """The task's end as its board record tells it (None while it has none): its outcome,
-        its rejection, or its failure without an outcome (no agent acknowledged the award)."""
-        if record.outcome is not None:
-            return cls(task_id=record.task_id, outcome=record.outcome)
-        if record.status is AllocationStatus.REJECTED:
-            reason = (record.allocation.reject_reason if record.allocation else None) or "rejected"
-            return cls(task_id=record.task_id, rejected_reason=str(reason)[:MAX_NOTE_CHARS])
-        if record.status is AllocationStatus.FAILED:
-            reason = record.failure_reason or "the task failed"
-            return cls(task_id=record.task_id, rejected_reason=reason[:MAX_NOTE_CHARS])
-        return None
+__all__ = ["PlanDecision", "SubGoalJob", "SubGoalReport"]
 
 
 class SubGoalJob(BaseModel):

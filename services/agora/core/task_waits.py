@@ -1,0 +1,43 @@
+"""What a workflow that posted a market task waits for: which workflow waits for which task
+(`TaskLink`), and the task's end as the board recorded it (`TaskEnded`), the external event a
+plan's subgoal or a graph's market node is woken with."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from agora.core.limits import MAX_NOTE_CHARS, Note
+from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.task_lifecycle import TaskRecord
+
+__all__ = ["TaskEnded", "TaskLink"]
+
+
+class TaskLink(BaseModel):
+    """Which workflow waits for a market task's end, and the event that wakes it."""
+
+    task_id: str
+    instance_id: str
+    event: str
+
+
+class TaskEnded(BaseModel):
+    """A market task's end as the task board recorded it: its outcome, or why it has none."""
+
+    task_id: str
+    outcome: TaskOutcome | None = None
+    rejected_reason: Note | None = None
+
+    @classmethod
+    def on_board(cls, record: TaskRecord) -> TaskEnded | None:
+        """The task's end as its board record tells it (None while it has none): its outcome,
+        its rejection, or its failure without an outcome (no agent acknowledged the award)."""
+        if record.outcome is not None:
+            return cls(task_id=record.task_id, outcome=record.outcome)
+        if record.status is AllocationStatus.REJECTED:
+            reason = (record.allocation.reject_reason if record.allocation else None) or "rejected"
+            return cls(task_id=record.task_id, rejected_reason=str(reason)[:MAX_NOTE_CHARS])
+        if record.status is AllocationStatus.FAILED:
+            reason = record.failure_reason or "the task failed"
+            return cls(task_id=record.task_id, rejected_reason=reason[:MAX_NOTE_CHARS])
+        return None

@@ -1,0 +1,86 @@
+"""Passes a market task's end to the workflow that posted the task and waits for it (a plan's
+subgoal, a graph's market node), as the external event its `TaskLink` names.
+
+Each signal changes nothing until the task board agrees: an outcome is recorded on the `Task`
+actor first (which checks the award token; recording the same outcome again is a no-op), a
+rejection must be what the board holds, a lapsed award must be borne out by the task's record
+and end the task. Only tasks with a link are this app's to pass on; the others are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from agora.core import topics
+from agora.core.errors import AgoraError, NotFound
+from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.messages import AwardLapsed, TaskRejected
+from agora.core.task_waits import TaskEnded, TaskLink
+from agora.runtime.clients import TaskActors
+from agora.runtime.pubsub import RejectMessage, Subscriptions
+from agora.runtime.state import StateRepository
+
+__all__ = ["TaskEndRelay"]
+
+RaiseEvent = Callable[[str, str, TaskEnded], Awaitable[None]]
+"""Raise `event` with the task's end on the workflow instance."""
+
+
+class TaskEndRelay:
+    def __init__(self, links: StateRepository[TaskLink], tasks: TaskActors, raise_event: RaiseEvent) -> None:
+        self._links = links
+        self._tasks = tasks
+        self._raise = raise_event
+
+    def subscribe(self, subscriptions: Subscriptions) -> None:
+        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True)
+        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True)
+        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True)
+
+    async def link(self, link: TaskLink) -> None:
+        """Note which workflow waits for the task (before the task is posted)."""
+        await self._links.save(link.task_id, link)
+
+    async def on_outcome(self, outcome: TaskOutcome) -> None:
+        link = await self._links.get(outcome.task_id)
+        if link is None:
+            return
+        try:
+            record = await self._tasks(outcome.task_id).mark_outcome(outcome)
+        except AgoraError as exc:
+            if not exc.permanent:
+                raise
+            raise RejectMessage(f"{exc.code}: {exc.message}") from exc
+        await self._ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
+
+    async def on_rejected(self, rejected: TaskRejected) -> None:
+        link = await self._links.get(rejected.task_id)
+        if link is None:
+            return
+        try:
+            record = await self._tasks(rejected.task_id).get_task()
+        except NotFound as exc:
+            raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
+        if record.status is not AllocationStatus.REJECTED:
+            raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
+        reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
+        await self._ended(link.value, TaskEnded(task_id=rejected.task_id, rejected_reason=reason))
+
+    async def on_award_lapsed(self, lapse: AwardLapsed) -> None:
+        """An award lapsed unacknowledged: when no other bid could take it, the board failed
+        the task, and the wait ends now rather than at its timeout."""
+        link = await self._links.get(lapse.task_id)
+        if link is None:
+            return
+        try:
+            record = await self._tasks(lapse.task_id).get_task()
+        except NotFound as exc:
+            raise RejectMessage(f"no task {lapse.task_id} on the board") from exc
+        if (problem := lapse.disagreement_with(record)) is not None:
+            raise RejectMessage(problem)
+        ended = TaskEnded.on_board(record)
+        if ended is not None:
+            await self._ended(link.value, ended)
+
+    async def _ended(self, link: TaskLink, ended: TaskEnded) -> None:
+        await self._raise(link.instance_id, link.event, ended)
