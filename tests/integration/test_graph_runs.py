@@ -1,7 +1,8 @@
 """Durable graph runs in an agent app against real sidecars (redis profile): a run stops at its
 human node as an escalation, survives a SIGKILL of its app while it waits, and the person's
 decision resumes it after that node without running a finished node again; a market node's
-task is allocated and completed through the market."""
+task is allocated and completed through the market; a planning node and a debate node return
+their services' results."""
 
 from __future__ import annotations
 
@@ -150,3 +151,33 @@ def test_a_market_node_s_task_is_allocated_and_completed_through_the_market(
     assert board.status_code == 200, board.text
     assert board.json()["status"] == "COMPLETED"
     assert board.json()["allocation"]["winning_agent_id"] == result["agent_id"]
+
+
+def test_a_planning_node_and_a_debate_node_return_their_services_results(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, _ = market
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    body = {"input": "Write a market report on home solar batteries in Spain with sources and data"}
+    assert httpx.put(run_url(cluster, run_id, "plan_then_debate"), json=body, timeout=30).status_code == 200
+
+    def ended() -> dict[str, Any] | None:
+        answer = httpx.get(run_url(cluster, run_id, "plan_then_debate"), timeout=10)
+        record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
+        return record if record is not None and record["status"] in {"COMPLETED", "FAILED"} else None
+
+    done = eventually(ended, timeout=240)
+    assert done["status"] == "COMPLETED", done["reason"]
+    assert done["path"] == ["plan", "debate"]
+    state = json.loads(done["state"])
+    plan, debate = state["plans"]["plan"], state["debates"]["debate"]
+    ended_states = {"COMPLETED", "FAILED", "ABORTED"}
+    assert plan["plan_id"] == f"graph.{run_id}.1" and plan["state"] in ended_states
+    shown = httpx.get(console(cluster).invoke_url(f"v1/plans/{plan['plan_id']}", "planner"), timeout=10)
+    assert shown.json()["state"] == plan["state"]
+    assert shown.json()["result"]["final_output"] == plan["result"]["final_output"]
+    assert debate["debate_id"] == f"graph.{run_id}.2" and debate["state"] in ended_states
+    asked = httpx.get(console(cluster).invoke_url(f"v1/debates/{debate['debate_id']}", "debate"), timeout=10)
+    assert asked.json()["state"] == debate["state"]
+    assert asked.json()["question"].startswith("Should the report be published")
+    assert state["output"] == (debate["final_answer"] or debate["reason"])

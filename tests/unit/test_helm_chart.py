@@ -537,14 +537,11 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
     subscriptions = _scope_entries(pubsub, "subscriptionScopes")
     for app in ("calculator", "wordsmith", "agents"):
         assert app in pubsub["scopes"]
-        assert publishing[app] == {
-            "agora.task.outcome",
-            "agora.cost.events",
-            "agora.tasks",
-            "agora.deadletter",
-        }
+        assert publishing[app] == {"agora.task.outcome", "agora.cost.events", "agora.tasks", "agora.plans",
+                                   "agora.debates", "agora.deadletter"}  # fmt: skip
         assert subscriptions[app] == {"agora.task.awarded", "agora.escalation.resolved", "agora.task.outcome",
-                                      "agora.task.rejected", "agora.task.award_lapsed"}  # fmt: skip
+                                      "agora.task.rejected", "agora.task.award_lapsed",
+                                      "agora.plan.completed", "agora.debate.completed"}  # fmt: skip
         assert app not in components["agora-broadcast"]["scopes"]
     assert publishing["agents-go"] == {"agora.task.outcome", "agora.deadletter"}  # the local profile's
     assert {"calculator", "agents"} <= set(components["agora-state"]["scopes"])
@@ -563,6 +560,12 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
         assert policy["defaultAction"] == "deny"
         assert policy["namespace"] == NAMESPACE
         assert policy["operations"] == [{"name": "/v1/agents", "httpVerb": ["POST"], "action": "allow"}]
+        # its graphs read the plans and debates their nodes wait for
+        for service, path in (("planner", "/v1/plans/*"), ("debate", "/v1/debates/*")):
+            readers = configurations[f"{FULLNAME}-{service}"]["spec"]["accessControl"]["policies"]
+            [reader] = [p for p in readers if p["appId"] == app]
+            assert reader["defaultAction"] == "deny"
+            assert reader["operations"] == [{"name": path, "httpVerb": ["GET"], "action": "allow"}]
         # like the worker, an agent app reports its runs' steps to the uncertainty monitor
         assert monitored[app]["defaultAction"] == "deny"
         assert monitored[app]["operations"] == monitored["worker"]["operations"]

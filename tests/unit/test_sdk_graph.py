@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.graphs import GraphShape, InvalidGraph, validate_graph
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.sdk import (
@@ -20,8 +21,10 @@ from agora.sdk import (
     GraphStatus,
     MarketResult,
     conditional_node,
+    debate_node,
     human_node,
     market_node,
+    planning_node,
 )
 
 
@@ -219,3 +222,24 @@ async def test_a_market_node_describes_its_task_from_the_state_and_needs_a_durab
         await graph.execute(Draft())
     with pytest.raises(ValueError, match="at least one required skill"):
         market_node([])
+
+
+async def test_planning_and_debate_nodes_ask_from_the_state_and_need_a_durable_run() -> None:
+    planning = planning_node(["web_search", "write"], min_success_threshold=0.2)
+    request = planning.request(Draft(input="A report on wind"), "graph.r-1.1")
+    assert (request.plan_id, request.task) == ("graph.r-1.1", "A report on wind")
+    assert request.skills == ["web_search", "write"]
+    assert request.min_success_threshold == 0.2 and request.escalate is True
+
+    debaters = [DebaterConfig(debater_id="d0"), DebaterConfig(debater_id="d1")]
+    debating = debate_node(DebateConfig(debaters=debaters), describe=lambda state: f"Publish {state.draft}?")
+    asked = debating.request(Draft(draft="the note"), "graph.r-1.2")
+    assert (asked.debate_id, asked.question) == ("graph.r-1.2", "Publish the note?")
+    assert asked.config.debaters == debaters
+
+    for node in (planning, debating):
+        graph = Graph("g", Draft).add_node("n", node, entry=True).compile()
+        with pytest.raises(GraphRunFailed, match="it runs in a durable graph run"):
+            await graph.execute(Draft(input="x"))
+    with pytest.raises(ValueError, match="at least one skill"):
+        planning_node([])

@@ -185,15 +185,7 @@ class DebateActivities:
 
     async def announce(self, step: Announce) -> None:
         record = step.record
-        completed = DebateCompleted(
-            debate_id=record.debate_id,
-            state=record.state,
-            final_answer=record.final_answer,
-            answer_source=record.answer_source,
-            result=record.result,
-            decided_by=record.decided_by,
-            reason=record.reason,
-        )
+        completed = DebateCompleted.of(record)
         with step_span("debate.completed", record.traceparent, {"agora.debate_state": str(record.state)}):
             await self.publisher.publish(
                 topics.DEBATE_COMPLETED,

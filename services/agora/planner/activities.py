@@ -238,15 +238,7 @@ class PlannerActivities:
 
     async def announce(self, step: Announce) -> None:
         record = step.record
-        assert record.result is not None
-        who = record.decisions[-1].split(":", 1)[0] if record.decisions else None
-        completed = PlanCompleted(
-            plan_id=record.plan_id,
-            state=record.state,
-            result=record.result,
-            reason=record.reason,
-            decided_by=who,
-        )
+        completed = PlanCompleted.of(record)
         with step_span("planning.completed", record.traceparent, {"agora.plan_state": str(record.state)}):
             await self.publisher.publish(
                 topics.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"

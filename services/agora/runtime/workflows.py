@@ -390,25 +390,30 @@ def event_or_check(
     check_input: BaseModel,
     *,
     every: timedelta,
-    timeout: timedelta,
+    at_most: timedelta | None = None,
+    timeout: timedelta | None,
 ) -> WorkflowSteps:
-    """Wait for `event`, running the activity `check` every `every` meanwhile: the event's data,
-    or the first answer of the check that is not None (what the event would have said, when its
-    signal was lost on the way), or None once `timeout` passed without either. One waiter
-    serves every interval: a second waiter for the same name would never hear the event."""
-    deadline = workflow_now(ctx) + timeout
+    """Wait for `event`, running the activity `check` meanwhile, after `every` and then at
+    intervals doubling up to `at_most` (without it: every `every`): the event's data, or the
+    first answer of the check that is not None (what the event would have said, when its signal
+    was lost on the way), or None once `timeout` passed without either (None: no timeout). One
+    waiter serves every interval: a second waiter for the same name would never hear the event.
+    The doubling keeps a long wait's history short."""
+    deadline = workflow_now(ctx) + timeout if timeout is not None else None
     waiting = ctx.wait_for_external_event(event)
+    interval = every
     while True:
-        left = deadline - workflow_now(ctx)
-        timer = ctx.create_timer(max(min(left, every), timedelta(seconds=1)))
-        first = yield when_any([waiting, timer])
+        pause = interval if deadline is None else min(deadline - workflow_now(ctx), interval)
+        first = yield when_any([waiting, ctx.create_timer(max(pause, timedelta(seconds=1)))])
         if first is waiting:
             return waiting.get_result()
         checked = yield ctx.call_activity(check, input=check_input, retry_policy=ACTIVITY_RETRY)
         if checked is not None:
             return checked
-        if workflow_now(ctx) >= deadline:
+        if deadline is not None and workflow_now(ctx) >= deadline:
             return None
+        if at_most is not None:
+            interval = min(interval * 2, at_most)
 
 
 def workflow_now(ctx: DaprWorkflowContext) -> datetime:

@@ -26,15 +26,19 @@ from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
 from agora.sdk._crew import Crew, CrewMember, CrewPattern, CrewResult
 from agora.sdk._graph import (
     CompiledGraph,
+    DebateNode,
     Graph,
     GraphRun,
     GraphState,
     GraphStatus,
     MarketNode,
     MarketResult,
+    PlanningNode,
     conditional_node,
+    debate_node,
     human_node,
     market_node,
+    planning_node,
 )
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
@@ -92,6 +96,7 @@ __all__ = [
     "CrewMemberFailed",
     "CrewPattern",
     "CrewResult",
+    "DebateNode",
     "Escalator",
     "EventPublisher",
     "ExecutionResult",
@@ -116,6 +121,7 @@ __all__ = [
     "NoStateFound",
     "OrchestrationError",
     "OutcomeHistory",
+    "PlanningNode",
     "ReactStep",
     "RecoveryPolicy",
     "RoutedCompletion",
@@ -131,9 +137,11 @@ __all__ = [
     "ToolResult",
     "ToolSource",
     "conditional_node",
+    "debate_node",
     "human_node",
     "load_agents",
     "market_node",
+    "planning_node",
     "serve_agents",
     "tool",
 ]

@@ -53,7 +53,14 @@ from agora.core.task_waits import TaskLink
 from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import EscalationActors, RegistryClient, escalation_actors, task_actors
+from agora.runtime.clients import (
+    DebateClient,
+    EscalationActors,
+    PlannerClient,
+    RegistryClient,
+    escalation_actors,
+    task_actors,
+)
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -61,7 +68,7 @@ from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent
 from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
 from agora.sdk._graph import CompiledGraph
-from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns, graph_instance
+from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns, WaitLink, graph_instance
 from agora.sdk._graph_runs import decision_event as graph_decision_event
 from agora.sdk._learning import LEARNING_KEPT
 from agora.sdk._mcp import durable_call_scope
@@ -94,6 +101,7 @@ REPORT = "agent.report"
 STATE_NAMESPACE = "agent:state"
 GRAPH_RUN_NAMESPACE = "graph:run"
 GRAPH_TASK_NAMESPACE = "graph:task"
+GRAPH_WAIT_NAMESPACE = "graph:wait"
 T = TypeVar("T")
 LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
@@ -233,6 +241,10 @@ class AgentAppSettings(ServiceSettings):
     """The app's Dapr app id (`dapr run --app-id` sets APP_ID); its agents' bids are asked here."""
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
+    planner_app_id: str = "planner"
+    """Where a graph's planning nodes read their plans (`GET /v1/plans/{id}`)."""
+    debate_app_id: str = "debate"
+    """Where a graph's debate nodes read their debates (`GET /v1/debates/{id}`)."""
     agents_file: Path | None = None
     """AGORA_AGENTS_FILE: the Python file defining the agents (`agora-agent run FILE` sets it)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
@@ -420,10 +432,12 @@ def agent_app_module(
             publisher=ctx.publisher,
             task_actors=tasks,
             task_links=ctx.repository(GRAPH_TASK_NAMESPACE, TaskLink),
+            wait_links=ctx.repository(GRAPH_WAIT_NAMESPACE, WaitLink),
+            planner=PlannerClient(ctx.sidecar, settings.planner_app_id),
+            debates=DebateClient(ctx.sidecar, settings.debate_app_id),
         )
         graph_runs.register()
-        if graph_runs.waits_for_the_market:
-            graph_runs.tasks.subscribe(ctx.subscriptions)
+        graph_runs.subscribe(ctx.subscriptions)
 
         @app.put("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunAccepted)
         async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:

@@ -28,6 +28,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
+from agora.core.debate.config import DebateConfig
+from agora.core.debate.record import DebateCompleted
+from agora.core.debate.request import DebateRequest
 from agora.core.errors import AgoraError
 from agora.core.graphs import (
     DEFAULT_MAX_STEPS,
@@ -40,6 +43,9 @@ from agora.core.graphs import (
 )
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskSpec
+from agora.core.planning import PlanningConfig
+from agora.core.plans.record import PlanCompleted
+from agora.core.plans.request import PlanRequest
 from agora.llm import ChatMessage
 
 __all__ = [
@@ -86,6 +92,10 @@ class GraphState(BaseModel):
     """What the node waiting for a person asks (`human_node`)."""
     market: dict[str, MarketResult] = Field(default_factory=dict)
     """Each market node's result, by node name."""
+    plans: dict[str, PlanCompleted] = Field(default_factory=dict)
+    """Each planning node's plan as it ended, by node name."""
+    debates: dict[str, DebateCompleted] = Field(default_factory=dict)
+    """Each debate node's debate as it ended, by node name."""
 
 
 S = TypeVar("S", bound=GraphState)
@@ -332,3 +342,79 @@ def market_node(
         timeout_seconds,
         describe,
     )
+
+
+@dataclass(frozen=True)
+class PlanningNode:
+    """A node that runs a plan through the planner and waits for it to end (`planning_node`)."""
+
+    skills: tuple[str, ...]
+    config: PlanningConfig | None = None
+    escalate: bool = True
+    min_success_threshold: float = 0.5
+    describe: Callable[[Any], str] | None = None
+
+    def request(self, state: GraphState, plan_id: str) -> PlanRequest:
+        task = self.describe(state) if self.describe is not None else state.input
+        return PlanRequest(
+            plan_id=plan_id,
+            task=task[:MAX_TEXT_CHARS] or "(no task)",
+            skills=list(self.skills),
+            config=self.config or PlanningConfig(),
+            escalate=self.escalate,
+            min_success_threshold=self.min_success_threshold,
+        )
+
+    def ended(self, node: str, state: S, completed: PlanCompleted) -> S:
+        """The plan's end under the node's name; its final output as the state's output."""
+        output = completed.result.final_output or completed.reason
+        return state.model_copy(update={"plans": {**state.plans, node: completed}, "output": output})
+
+    async def __call__(self, state: S) -> S:
+        raise GraphRunFailed("a planning node waits for the planner: it runs in a durable graph run")
+
+
+def planning_node(
+    skills: Sequence[str],
+    *,
+    config: PlanningConfig | None = None,
+    escalate: bool = True,
+    min_success_threshold: float = 0.5,
+    describe: Callable[[Any], str] | None = None,
+) -> PlanningNode:
+    """A node that asks the planner to plan and carry out `describe(state)` (else the state's
+    input) with agents of `skills`, waits until the plan ends (a stop for a person included),
+    and records it in `state.plans[<node>]`, its final output in `state.output`."""
+    if not skills:
+        raise ValueError("a planning node needs at least one skill")
+    return PlanningNode(tuple(skills), config, escalate, min_success_threshold, describe)
+
+
+@dataclass(frozen=True)
+class DebateNode:
+    """A node that asks the debate service a question and waits for its answer (`debate_node`)."""
+
+    config: DebateConfig
+    describe: Callable[[Any], str] | None = None
+
+    def request(self, state: GraphState, debate_id: str) -> DebateRequest:
+        question = self.describe(state) if self.describe is not None else state.input
+        return DebateRequest(
+            debate_id=debate_id, question=question[:MAX_TEXT_CHARS] or "(no question)", config=self.config
+        )
+
+    def ended(self, node: str, state: S, completed: DebateCompleted) -> S:
+        """The debate's end under the node's name; its final answer as the state's output."""
+        output = completed.final_answer or completed.reason
+        return state.model_copy(update={"debates": {**state.debates, node: completed}, "output": output})
+
+    async def __call__(self, state: S) -> S:
+        raise GraphRunFailed("a debate node waits for the debate service: it runs in a durable graph run")
+
+
+def debate_node(config: DebateConfig, *, describe: Callable[[Any], str] | None = None) -> DebateNode:
+    """A node that asks the debate service (its debaters and rules in `config`)
+    `describe(state)` (else the state's input), waits
+    until the debate ends (a stop for a person included), and records it in
+    `state.debates[<node>]`, its final answer in `state.output`."""
+    return DebateNode(config, describe)

@@ -9,6 +9,13 @@ waiting party `graph_run`/<run_id>); the workflow then waits for the decision as
 decision and the escalation's record agrees). `abort` ends the run ABORTED; any other decision
 is the person's answer (its text as `resume_message` words it) and the run goes on after the
 node. Its record (`graph:run:<run_id>`) is saved after every step, for people and tools to read.
+
+A node that waits for other services (a market task, a plan, a debate: `market_node`,
+`planning_node`, `debate_node`) posts its request and notes which run waits for it; the run
+waits for the event `<task|plan|debate>.<id>`, raised by the app when it hears the end
+(`agora.task.outcome` / `rejected` / `award_lapsed`, `agora.plan.completed`,
+`agora.debate.completed`) and the owner's record agrees; meanwhile it reads the owner's record
+now and then (every minute at first, at most hourly), so a lost signal costs little.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field, ValidationError
 
 from agora.core import topics
+from agora.core.debate.record import FINAL_DEBATE_STATES, DebateCompleted
 from agora.core.errors import Conflict, InvalidArgument, NotFound, describe_field_errors, field_errors
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
@@ -29,10 +37,11 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.graphs import GraphRunFailed
 from agora.core.limits import MAX_ID_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note
 from agora.core.messages import EscalationResolved
+from agora.core.plans.record import FINAL_STATES, PlanCompleted
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ChatMessage
-from agora.runtime.clients import TaskActors
-from agora.runtime.pubsub import Publisher
+from agora.runtime.clients import DebateClient, PlannerClient, TaskActors
+from agora.runtime.pubsub import Publisher, RejectMessage, Subscriptions
 from agora.runtime.state import StateRepository
 from agora.runtime.task_ends import TaskEndRelay
 from agora.runtime.workflows import (
@@ -43,7 +52,15 @@ from agora.runtime.workflows import (
     result_of,
     step_span,
 )
-from agora.sdk._graph import CompiledGraph, GraphState, GraphStatus, MarketNode, MarketResult
+from agora.sdk._graph import (
+    CompiledGraph,
+    DebateNode,
+    GraphState,
+    GraphStatus,
+    MarketNode,
+    MarketResult,
+    PlanningNode,
+)
 from agora.sdk._runner import Escalator
 
 __all__ = [
@@ -59,10 +76,12 @@ __all__ = [
 GRAPH_WORKFLOW = "graph_run"
 STEP = "graph.step"
 DECIDE = "graph.decide"
-TASK_ENDED = "graph.task_ended"
-CHECK_TASK = "graph.check_task"
-BOARD_CHECK_EVERY = timedelta(seconds=60)
-"""How often a run waiting for a market task reads the board meanwhile (a lost signal)."""
+WAIT_ENDED = "graph.wait_ended"
+CHECK_WAIT = "graph.check_wait"
+CHECK_FIRST = timedelta(seconds=60)
+"""How soon a run waiting for another service first reads its record (a lost signal); the wait
+between readings doubles from there, up to `CHECK_AT_MOST`."""
+CHECK_AT_MOST = timedelta(hours=1)
 FAIL = "graph.fail"
 MAX_GRAPH_STATE_CHARS = 262_144
 """The largest state (as JSON) a graph run carries from node to node."""
@@ -78,6 +97,44 @@ class GraphRunState(StrEnum):
     """A node raised, a condition answered a route its table lacks, or the step limit was hit."""
 
 
+WaitingNode = MarketNode | PlanningNode | DebateNode
+"""The nodes that wait for another service."""
+
+
+class WaitKind(StrEnum):
+    TASK = "task"
+    PLAN = "plan"
+    DEBATE = "debate"
+
+
+class Wait(BaseModel):
+    """What a node waits for: a market task, a plan or a debate (by id), at most
+    `timeout_seconds` (None: until it ends)."""
+
+    kind: WaitKind
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    timeout_seconds: int | None = None
+
+    @property
+    def event(self) -> str:
+        return f"{self.kind}.{self.id}"
+
+
+class WaitEnded(BaseModel):
+    """How what a node waited for ended: the one field of its kind is set."""
+
+    task: TaskEnded | None = None
+    plan: PlanCompleted | None = None
+    debate: DebateCompleted | None = None
+
+
+class WaitLink(BaseModel):
+    """Which run waits for a plan or a debate (state `graph:wait:<id>`)."""
+
+    wait: Wait
+    instance_id: str
+
+
 class GraphRunRecord(BaseModel):
     """A graph run as people see it (`GET /v1/graphs/{graph_id}/runs/{run_id}`)."""
 
@@ -88,8 +145,8 @@ class GraphRunRecord(BaseModel):
     state: str = Field(max_length=MAX_GRAPH_STATE_CHARS, description="The run's state as JSON.")
     waiting_at: Name | None = None
     escalation_id: str | None = None
-    task_id: str | None = None
-    """The market task the run waits for (at a market node)."""
+    wait: Wait | None = None
+    """The market task, plan or debate the run waits for (at a market, planning or debate node)."""
     reason: Note = ""
     created_at: datetime
     updated_at: datetime
@@ -130,9 +187,7 @@ class GraphStepDone(BaseModel):
     path: list[Name]
     next: Name | None = None
     escalation_id: str | None = None
-    task_id: str | None = None
-    """The market task the node waits for (a market node), for at most `timeout_seconds`."""
-    timeout_seconds: int = 0
+    wait: Wait | None = None
 
 
 class GraphDecision(BaseModel):
@@ -145,18 +200,14 @@ class GraphDecision(BaseModel):
     decided: EscalationResolved
 
 
-class GraphTaskEnded(BaseModel):
-    """A market node's task ended, or its wait timed out (`ended` None) (`graph.task_ended`)."""
+class GraphWaitEnded(BaseModel):
+    """What a node waited for ended, or the wait timed out (`ended` None) (`graph.wait_ended`)."""
 
     start: GraphRunStart
     state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
     path: list[Name]
-    task_id: str
-    ended: TaskEnded | None
-
-
-class GraphTaskCheck(BaseModel):
-    task_id: str
+    wait: Wait
+    ended: WaitEnded | None
 
 
 class GraphFailed(BaseModel):
@@ -172,10 +223,6 @@ def decision_event(escalation_id: str) -> str:
     return f"decision.{escalation_id}"
 
 
-def task_event(task_id: str) -> str:
-    return f"task.{task_id}"
-
-
 def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
     """A graph's run: each node one step; a node that asks a person waits for the decision."""
     start = result_of(GraphRunStart, raw)
@@ -184,15 +231,16 @@ def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
         done = result_of(
             GraphStepDone, (yield ctx.call_activity(STEP, input=step, retry_policy=ACTIVITY_RETRY))
         )
-        while done.task_id is not None:
+        while done.wait is not None:
+            wait = done.wait
+            timeout = timedelta(seconds=wait.timeout_seconds) if wait.timeout_seconds is not None else None
             end = yield from event_or_check(
-                ctx, task_event(done.task_id), CHECK_TASK, GraphTaskCheck(task_id=done.task_id),
-                every=BOARD_CHECK_EVERY, timeout=timedelta(seconds=done.timeout_seconds),
-            )  # fmt: skip
-            ended = GraphTaskEnded(start=start, state=done.state, path=done.path, task_id=done.task_id,
-                                   ended=result_of(TaskEnded, end) if end is not None else None)  # fmt: skip
+                ctx, wait.event, CHECK_WAIT, wait, every=CHECK_FIRST, at_most=CHECK_AT_MOST, timeout=timeout
+            )
+            ended = GraphWaitEnded(start=start, state=done.state, path=done.path, wait=wait,
+                                   ended=result_of(WaitEnded, end) if end is not None else None)  # fmt: skip
             done = result_of(
-                GraphStepDone, (yield ctx.call_activity(TASK_ENDED, input=ended, retry_policy=ACTIVITY_RETRY))
+                GraphStepDone, (yield ctx.call_activity(WAIT_ENDED, input=ended, retry_policy=ACTIVITY_RETRY))
             )
         while done.escalation_id is not None:
             decided = yield ctx.wait_for_external_event(decision_event(done.escalation_id))
@@ -231,6 +279,9 @@ class GraphRuns:
         publisher: Publisher,
         task_actors: TaskActors,
         task_links: StateRepository[TaskLink],
+        wait_links: StateRepository[WaitLink],
+        planner: PlannerClient,
+        debates: DebateClient,
     ) -> None:
         by_id = {graph.graph_id: graph for graph in graphs}
         if len(by_id) != len(graphs):
@@ -241,27 +292,69 @@ class GraphRuns:
         self.host = host
         self.publisher = publisher
         self.task_actors = task_actors
-        self.tasks = TaskEndRelay(task_links, task_actors, self._raise_ended)
+        self.tasks = TaskEndRelay(task_links, task_actors, self._task_ended)
+        self.wait_links = wait_links
+        self.planner = planner
+        self.debates = debates
 
-    @property
-    def waits_for_the_market(self) -> bool:
-        """Whether a graph of this app has a market node (its app then hears tasks end)."""
-        return any(
-            isinstance(graph.handler(node), MarketNode)
-            for graph in self.graphs.values()
-            for node in graph.shape.nodes
-        )
+    def subscribe(self, subscriptions: Subscriptions) -> None:
+        """Hear how what this app's graphs wait for ends: market tasks, plans, debates (only
+        the kinds its graphs have nodes for)."""
+        handlers = [graph.handler(node) for graph in self.graphs.values() for node in graph.shape.nodes]
+        if any(isinstance(h, MarketNode) for h in handlers):
+            self.tasks.subscribe(subscriptions)
+        if any(isinstance(h, PlanningNode) for h in handlers):
+            subscriptions.subscribe(topics.PLAN_COMPLETED, self.on_plan_completed, idempotent=True)
+        if any(isinstance(h, DebateNode) for h in handlers):
+            subscriptions.subscribe(topics.DEBATE_COMPLETED, self.on_debate_completed, idempotent=True)
 
-    async def _raise_ended(self, instance_id: str, event: str, ended: TaskEnded) -> None:
+    async def on_plan_completed(self, completed: PlanCompleted) -> None:
+        """A plan ended: passed on to the run that waits for it once the planner's record says so."""
+        link = await self.wait_links.get(completed.plan_id)
+        if link is None:
+            return
+        ended = await self._plan_end(completed.plan_id)
+        if ended is None:
+            raise RejectMessage(f"plan {completed.plan_id} has not ended on the planner")
+        await self._raise(link.value.instance_id, link.value.wait.event, ended)
+
+    async def on_debate_completed(self, completed: DebateCompleted) -> None:
+        """A debate ended: passed on once the debate service's record says so."""
+        link = await self.wait_links.get(completed.debate_id)
+        if link is None:
+            return
+        ended = await self._debate_end(completed.debate_id)
+        if ended is None:
+            raise RejectMessage(f"debate {completed.debate_id} has not ended on the debate service")
+        await self._raise(link.value.instance_id, link.value.wait.event, ended)
+
+    async def _task_ended(self, instance_id: str, event: str, ended: TaskEnded) -> None:
+        await self._raise(instance_id, event, WaitEnded(task=ended))
+
+    async def _raise(self, instance_id: str, event: str, ended: WaitEnded) -> None:
         await self.host.client.raise_workflow_event(instance_id, event, data=ended.model_dump(mode="json"))
+
+    async def _plan_end(self, plan_id: str) -> WaitEnded | None:
+        try:
+            record = await self.planner.get(plan_id)
+        except NotFound:
+            return None
+        return WaitEnded(plan=PlanCompleted.of(record)) if record.state in FINAL_STATES else None
+
+    async def _debate_end(self, debate_id: str) -> WaitEnded | None:
+        try:
+            record = await self.debates.get(debate_id)
+        except NotFound:
+            return None
+        return WaitEnded(debate=DebateCompleted.of(record)) if record.state in FINAL_DEBATE_STATES else None
 
     def register(self) -> None:
         self.host.workflow(GRAPH_WORKFLOW, graph_run, on_failure=graph_run_failed)
         self.host.activity(STEP, GraphStep, self.step)
         self.host.activity(DECIDE, GraphDecision, self.decide)
         self.host.activity(FAIL, GraphFailed, self.fail)
-        self.host.activity(TASK_ENDED, GraphTaskEnded, self.task_ended)
-        self.host.activity(CHECK_TASK, GraphTaskCheck, self.check_task)
+        self.host.activity(WAIT_ENDED, GraphWaitEnded, self.wait_ended)
+        self.host.activity(CHECK_WAIT, Wait, self.check_wait)
 
     def graph(self, graph_id: str) -> CompiledGraph[Any]:
         found = self.graphs.get(graph_id)
@@ -321,19 +414,11 @@ class GraphRuns:
             state = graph.state_type.model_validate_json(step.state)
             path = [*step.path, node]
             handler = graph.handler(node)
-            if isinstance(handler, MarketNode):
-                task_id = f"graph.{start.run_id}.{len(path)}"
-                span.set_attribute("task_id", task_id)
-                await self.tasks.link(TaskLink(task_id=task_id, instance_id=graph_instance(start.run_id),
-                                               event=task_event(task_id)))  # fmt: skip
-                await self.publisher.publish(topics.TASKS, handler.task(state, task_id), message_id=task_id)
-                await self._save(start, GraphRunState.RUNNING, state, path, waiting_at=node, task_id=task_id)
-                return GraphStepDone(
-                    state=state.model_dump_json(),
-                    path=path,
-                    task_id=task_id,
-                    timeout_seconds=handler.timeout_seconds,
-                )
+            if isinstance(handler, WaitingNode):
+                wait = await self._post(start, handler, state, len(path))
+                span.set_attribute(f"agora.{wait.kind}_id", wait.id)
+                await self._save(start, GraphRunState.RUNNING, state, path, waiting_at=node, wait=wait)
+                return GraphStepDone(state=state.model_dump_json(), path=path, wait=wait)
             state = await graph.run_node(node, state)
             if state.status is GraphStatus.WAITING_FOR_HUMAN:
                 escalation_id = f"graph.{start.run_id}.{len(path)}"
@@ -360,24 +445,56 @@ class GraphRuns:
         )
         return await self._moved_on(start, graph, decision.waiting_at, answered, decision.path)
 
-    async def task_ended(self, ended: GraphTaskEnded) -> GraphStepDone:
-        """A market node's task ended (or its wait timed out): its result goes into the state."""
+    async def _post(self, start: GraphRunStart, handler: WaitingNode, state: GraphState, step: int) -> Wait:
+        """Post what the node asks of another service, having noted first which run waits for it
+        (an end heard before the note would find no one to tell)."""
+        item_id = f"graph.{start.run_id}.{step}"
+        instance_id = graph_instance(start.run_id)
+        if isinstance(handler, MarketNode):
+            wait = Wait(kind=WaitKind.TASK, id=item_id, timeout_seconds=handler.timeout_seconds)
+            await self.tasks.link(TaskLink(task_id=item_id, instance_id=instance_id, event=wait.event))
+            await self.publisher.publish(topics.TASKS, handler.task(state, item_id), message_id=item_id)
+        elif isinstance(handler, PlanningNode):
+            wait = Wait(kind=WaitKind.PLAN, id=item_id)
+            await self.wait_links.save(item_id, WaitLink(wait=wait, instance_id=instance_id))
+            await self.publisher.publish(topics.PLANS, handler.request(state, item_id), message_id=item_id)
+        else:
+            wait = Wait(kind=WaitKind.DEBATE, id=item_id)
+            await self.wait_links.save(item_id, WaitLink(wait=wait, instance_id=instance_id))
+            await self.publisher.publish(topics.DEBATES, handler.request(state, item_id), message_id=item_id)
+        return wait
+
+    async def wait_ended(self, ended: GraphWaitEnded) -> GraphStepDone:
+        """What the node waited for ended (or the wait timed out): its result goes into the state."""
         start = ended.start
         graph = self.graph(start.graph_id)
         node = ended.path[-1]
         handler = graph.handler(node)
-        assert isinstance(handler, MarketNode)
         state = graph.state_type.model_validate_json(ended.state)
-        result = _market_result(ended.task_id, ended.ended, handler.timeout_seconds)
-        return await self._moved_on(start, graph, node, handler.ended(node, state, result), ended.path)
+        end, wait = ended.ended, ended.wait
+        if isinstance(handler, MarketNode):
+            state = handler.ended(node, state, _market_result(wait, end.task if end is not None else None))
+        elif isinstance(handler, PlanningNode) and end is not None and end.plan is not None:
+            state = handler.ended(node, state, end.plan)
+        elif isinstance(handler, DebateNode) and end is not None and end.debate is not None:
+            state = handler.ended(node, state, end.debate)
+        else:
+            missing = f"node {node!r} of graph {graph.graph_id} got no end of its {wait.kind} {wait.id}"
+            raise GraphRunFailed(missing)
+        return await self._moved_on(start, graph, node, state, ended.path)
 
-    async def check_task(self, check: GraphTaskCheck) -> TaskEnded | None:
-        """The task's end as the board recorded it, if it has one (for a lost signal)."""
+    async def check_wait(self, wait: Wait) -> WaitEnded | None:
+        """The end of what a node waits for as its owner recorded it, if it ended (for a lost signal)."""
+        if wait.kind is WaitKind.PLAN:
+            return await self._plan_end(wait.id)
+        if wait.kind is WaitKind.DEBATE:
+            return await self._debate_end(wait.id)
         try:
-            record = await self.task_actors(check.task_id).get_task()
+            record = await self.task_actors(wait.id).get_task()
         except NotFound:
             return None
-        return TaskEnded.on_board(record)
+        ended = TaskEnded.on_board(record)
+        return WaitEnded(task=ended) if ended is not None else None
 
     async def _moved_on(
         self, start: GraphRunStart, graph: CompiledGraph[Any], node: str, state: GraphState, path: list[str]
@@ -419,13 +536,13 @@ class GraphRuns:
         *,
         waiting_at: str | None = None,
         escalation_id: str | None = None,
-        task_id: str | None = None,
+        wait: Wait | None = None,
         reason: str = "",
     ) -> None:
         record = GraphRunRecord(
             graph_id=start.graph_id, run_id=start.run_id, status=status, path=path,
             state=state.model_dump_json(), waiting_at=waiting_at, escalation_id=escalation_id,
-            task_id=task_id, reason=reason[:MAX_NOTE_CHARS],
+            wait=wait, reason=reason[:MAX_NOTE_CHARS],
             created_at=start.created_at, updated_at=datetime.now(UTC),
         )  # fmt: skip
         await self.records.save(start.run_id, record)
@@ -450,15 +567,15 @@ def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int)
     )
 
 
-def _market_result(task_id: str, ended: TaskEnded | None, timeout_seconds: int) -> MarketResult:
+def _market_result(wait: Wait, ended: TaskEnded | None) -> MarketResult:
     if ended is None:
-        return MarketResult(task_id=task_id, succeeded=False, status="TIMED_OUT",
-                            summary=f"no outcome within {timeout_seconds} s")  # fmt: skip
+        return MarketResult(task_id=wait.id, succeeded=False, status="TIMED_OUT",
+                            summary=f"no outcome within {wait.timeout_seconds} s")  # fmt: skip
     outcome = ended.outcome
     if outcome is None:
         reason = ended.rejected_reason or ""
-        return MarketResult(task_id=task_id, succeeded=False, status="REJECTED", summary=reason)
+        return MarketResult(task_id=wait.id, succeeded=False, status="REJECTED", summary=reason)
     status = "COMPLETED" if outcome.actual_success else "PARTIAL" if outcome.partial else "FAILED"
-    return MarketResult(task_id=task_id, succeeded=outcome.actual_success, status=status,
+    return MarketResult(task_id=wait.id, succeeded=outcome.actual_success, status=status,
                         agent_id=outcome.agent_id, summary=outcome.summary,
                         cost_usd=outcome.actual_cost_usd)  # fmt: skip

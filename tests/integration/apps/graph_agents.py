@@ -1,7 +1,8 @@
 """Graphs for the graph-run tests, served by an agent app: `approval` writes a draft, asks a
 person whether to publish it, then publishes it with the person's answer; `research` posts its
 input to the market (a task needing `summarize`, which the reference worker's agents have) and
-notes how it went. Each run of the
+notes how it went; `plan_then_debate` has a plan carried out by the planner, then asks the
+debate service a question about it. Each run of the
 `write` node is appended to the file named by GRAPH_CALLS, so a test can count how often a node
 really ran (a node whose step was recorded must not run again after a crash)."""
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agora.sdk import Graph, GraphState, conditional_node, human_node, market_node
+from agora.core.debate.config import DebateConfig, DebaterConfig
+from agora.sdk import Graph, GraphState, conditional_node, debate_node, human_node, market_node, planning_node
 
 
 class Draft(GraphState):
@@ -60,4 +62,27 @@ research = (
     .compile()
 )
 
-graphs = [approval, research]
+DEBATERS = [
+    DebaterConfig(debater_id="d0", role_hint="You answer carefully."),
+    DebaterConfig(debater_id="d1", role_hint="You are a skeptical devil's advocate."),
+    DebaterConfig(debater_id="d2", role_hint="You look for what the others missed."),
+]
+
+
+def question(state: GraphState) -> str:
+    return "Should the report be published today? Options: publish today | wait a week"
+
+
+plan_then_debate = (
+    Graph("plan_then_debate", GraphState)
+    .add_node(
+        "plan",
+        planning_node(["web_search", "summarize", "write", "sql", "python"], min_success_threshold=0.2),
+        entry=True,
+    )
+    .add_node("debate", debate_node(DebateConfig(debaters=DEBATERS), describe=question))
+    .add_edge("plan", "debate")
+    .compile()
+)
+
+graphs = [approval, research, plan_then_debate]

@@ -138,6 +138,13 @@ class DebateCompleted(BaseModel):
     decided_by: NameRef | None = Field(default=None, description="The person who decided, if one did.")
     reason: Note = ""
 
+    @classmethod
+    def of(cls, record: DebateRecord) -> DebateCompleted:
+        """The announcement of an ended debate's record."""
+        return cls(debate_id=record.debate_id, state=record.state, final_answer=record.final_answer,
+                   answer_source=record.answer_source, result=record.result, decided_by=record.decided_by,
+                   reason=record.reason)  # fmt: skip
+
 
 class DebateDecision(BaseModel):
     """The external event a debate waiting for a person receives: the decision, as its

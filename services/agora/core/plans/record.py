@@ -160,6 +160,14 @@ class PlanCompleted(BaseModel):
     reason: Note = ""
     decided_by: Name | None = Field(default=None, description="Who aborted or last decided, if a person did.")
 
+    @classmethod
+    def of(cls, record: PlanRecord) -> PlanCompleted:
+        """The announcement of an ended plan's record (its result is set once it ended)."""
+        assert record.result is not None
+        who = record.decisions[-1].split(":", 1)[0] if record.decisions else None
+        return cls(plan_id=record.plan_id, state=record.state, result=record.result, reason=record.reason,
+                   decided_by=who)  # fmt: skip
+
 
 class PlanAccepted(BaseModel):
     """`PUT /v1/plans/{id}`'s answer: the plan runs (or already ran) under this id."""
