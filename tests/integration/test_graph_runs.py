@@ -141,15 +141,21 @@ def test_a_market_node_s_task_is_allocated_and_completed_through_the_market(
 
     done = eventually(completed, timeout=90)
     assert done["status"] == "COMPLETED", done["reason"]
-    assert done["path"] == ["ask", "check", "note"]
     state = json.loads(done["state"])
     result = state["market"]["ask"]
-    assert result["task_id"] == f"graph.{run_id}.1" and result["status"] == "COMPLETED"
-    assert result["succeeded"] is True and result["agent_id"]
-    assert state["output"] == f"{result['agent_id']} answered: {result['summary']}"
+    assert result["task_id"] == f"graph.{run_id}.1" and result["agent_id"]
     board = httpx.get(console(cluster).invoke_url(f"v1/tasks/{result['task_id']}", "taskboard"), timeout=10)
     assert board.status_code == 200, board.text
-    assert board.json()["status"] == "COMPLETED"
+    # The offline agents succeed or give up as their model's hash says; either way the node
+    # records the board's end, and the condition routes by it.
+    assert (
+        board.json()["status"] == result["status"] and board.json()["outcome"]["summary"] == result["summary"]
+    )
+    if result["succeeded"]:
+        assert done["path"] == ["ask", "check", "note"], done["state"]
+        assert state["output"] == f"{result['agent_id']} answered: {result['summary']}"
+    else:
+        assert done["path"] == ["ask", "check"] and state["output"] == result["summary"]
     assert board.json()["allocation"]["winning_agent_id"] == result["agent_id"]
 
 
