@@ -20,11 +20,16 @@ from agora.sdk import (
     GraphState,
     GraphStatus,
     MarketResult,
+    ToolExecutor,
+    asked_for_a_tool,
     conditional_node,
     debate_node,
     human_node,
+    llm_node,
     market_node,
     planning_node,
+    tool,
+    tool_node,
 )
 
 
@@ -243,3 +248,38 @@ async def test_planning_and_debate_nodes_ask_from_the_state_and_need_a_durable_r
             await graph.execute(Draft(input="x"))
     with pytest.raises(ValueError, match="at least one skill"):
         planning_node([])
+
+
+async def test_an_llm_node_and_a_tool_node_loop_until_the_model_answers() -> None:
+    """The agent loop as a graph: think (the offline model, scripted), run the tool it asks for,
+    think again; the condition leaves the loop once the answer is final."""
+    turns = iter([
+        {"thought": "add them", "action": "tool", "tool": "add", "arguments": {"a": 2, "b": 3}},
+        {"thought": "done", "action": "final", "answer": "5", "confidence": 0.8},
+    ])  # fmt: skip
+
+    def model(_: Sequence[ChatMessage]) -> str:
+        return json.dumps(next(turns))
+
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    tools = ToolExecutor([add])
+    offline = OfflineModelClient(overrides=model)
+    graph = (
+        Graph("loop", GraphState)
+        .add_node("think", llm_node(offline, system_prompt="You add.", tools=tools), entry=True)
+        .add_node("act", tool_node(tools))
+        .add_conditional_edge("think", asked_for_a_tool, {"tool": "act", "answer": None})
+        .add_edge("act", "think")
+        .compile()
+    )
+
+    run = await graph.execute(GraphState(input="What is 2 + 3?"))
+
+    assert run.path == ["think", "act", "think"] and run.state.output == "5" and run.state.confidence == 0.8
+    assert [m.role for m in run.state.messages] == ["user", "assistant", "user", "assistant"]
+    assert run.state.messages[2].content == "Result of tool add: 5.0"
+    assert run.state.input_tokens > 0 and run.state.output_tokens > 0

@@ -34,11 +34,14 @@ from agora.sdk._graph import (
     MarketNode,
     MarketResult,
     PlanningNode,
+    asked_for_a_tool,
     conditional_node,
     debate_node,
     human_node,
+    llm_node,
     market_node,
     planning_node,
+    tool_node,
 )
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
@@ -136,12 +139,15 @@ __all__ = [
     "ToolExecutor",
     "ToolResult",
     "ToolSource",
+    "asked_for_a_tool",
     "conditional_node",
     "debate_node",
     "human_node",
+    "llm_node",
     "load_agents",
     "market_node",
     "planning_node",
     "serve_agents",
     "tool",
+    "tool_node",
 ]

@@ -46,7 +46,9 @@ from agora.core.market import TaskSpec
 from agora.core.planning import PlanningConfig
 from agora.core.plans.record import PlanCompleted
 from agora.core.plans.request import PlanRequest
-from agora.llm import ChatMessage
+from agora.llm import ChatMessage, ModelClient
+from agora.sdk._runner import parse_step, react_protocol, tool_result_message
+from agora.sdk._tools import ToolCall, ToolExecutor
 
 __all__ = [
     "CompiledGraph",
@@ -56,8 +58,10 @@ __all__ = [
     "GraphStatus",
     "MarketNode",
     "MarketResult",
+    "asked_for_a_tool",
     "conditional_node",
     "human_node",
+    "llm_node",
     "market_node",
 ]
 
@@ -96,6 +100,10 @@ class GraphState(BaseModel):
     """Each planning node's plan as it ended, by node name."""
     debates: dict[str, DebateCompleted] = Field(default_factory=dict)
     """Each debate node's debate as it ended, by node name."""
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The confidence the last model answer stated (`llm_node`), if it stated one."""
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 S = TypeVar("S", bound=GraphState)
@@ -418,3 +426,61 @@ def debate_node(config: DebateConfig, *, describe: Callable[[Any], str] | None =
     until the debate ends (a stop for a person included), and records it in
     `state.debates[<node>]`, its final answer in `state.output`."""
     return DebateNode(config, describe)
+
+
+def llm_node(
+    model: ModelClient, *, system_prompt: str = "", tools: ToolExecutor | None = None
+) -> NodeHandler[S]:
+    """A node that asks the model, with the conversation so far (the state's input as the first
+    user message when there is none), and adds its answer as an assistant message and the
+    output. With `tools`, the model is told the step protocol and the tools (the agent loop's),
+    and a `tool_node` after it runs the tool the answer asks for; an answer's stated confidence
+    is kept in `state.confidence`. Tokens add up in `input_tokens` / `output_tokens`."""
+
+    async def ask(state: S) -> S:
+        conversation = list(state.messages) or [ChatMessage(role="user", content=state.input)]
+        prompt = system_prompt
+        if tools is not None:
+            prompt = f"{system_prompt}\n\n{react_protocol(tools)}".strip()
+        messages = [ChatMessage(role="system", content=prompt), *conversation] if prompt else conversation
+        completion = await model.complete(messages)
+        step = parse_step(completion.text)
+        answer = ChatMessage(role="assistant", content=completion.text)
+        return state.model_copy(
+            update={
+                "messages": [*conversation, answer],
+                "output": step.answer if step is not None and step.action == "final" else completion.text,
+                "confidence": step.confidence if step is not None else None,
+                "status": GraphStatus.RUNNING,
+                "input_tokens": state.input_tokens + completion.usage.prompt_tokens,
+                "output_tokens": state.output_tokens + completion.usage.completion_tokens,
+            }
+        )
+
+    return ask
+
+
+def tool_node(executor: ToolExecutor) -> NodeHandler[S]:
+    """A node that runs the tool the last assistant message asks for (the step protocol:
+    `{"action": "tool", "tool": ..., "arguments": ...}`) and adds its result as the next user
+    message, as the agent loop does; a tool's error is its result, for the model to read. With
+    no tool asked for, it passes the state on unchanged."""
+
+    async def run(state: S) -> S:
+        last = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
+        step = parse_step(last.content) if last is not None else None
+        if step is None or step.action != "tool":
+            return state
+        result = await executor.execute(ToolCall(name=step.tool, arguments=step.arguments))
+        return state.model_copy(
+            update={"messages": [*state.messages, tool_result_message(result)], "output": result.for_model()}
+        )
+
+    return run
+
+
+def asked_for_a_tool(state: GraphState) -> str:
+    """A condition for after an `llm_node`: "tool" when its answer asks for a tool, else "answer"."""
+    last = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
+    step = parse_step(last.content) if last is not None else None
+    return "tool" if step is not None and step.action == "tool" else "answer"

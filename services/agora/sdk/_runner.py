@@ -350,7 +350,7 @@ class AgentRunner:
     ) -> list[ChatMessage]:
         system = [agent.instructions] if agent.instructions else []
         if self.config.react_pattern:
-            system += [f"Tools you can call:\n{self.tools.catalogue()}", REACT_PROTOCOL]
+            system.append(react_protocol(self.tools))
         if patterns:
             system.append(format_patterns_for_prompt(patterns))
         if self._memory is not None and self.config.enable_memory:
@@ -573,7 +573,7 @@ class AgentRunner:
             result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
             tool_results.append(result)
             trajectory.append(_triage_step(len(trajectory), step, result.output, result))
-            run.say(ChatMessage(role="user", content=f"Result of tool {result.name}: {result.for_model()}"))
+            run.say(tool_result_message(result))
             run.update(
                 tool_calls=run.state.tool_calls + 1,
                 tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
@@ -591,6 +591,21 @@ class AgentRunner:
 REACT_STEP_SCHEMA: dict[str, Any] = ReactStep.model_json_schema()
 MAX_TOOLS_KEPT = MAX_ITEMS
 """Tool names a run's state keeps (an outcome carries at most as many)."""
+
+
+def react_protocol(tools: ToolExecutor) -> str:
+    """What the model is told of the step protocol and the tools it can call."""
+    return f"Tools you can call:\n{tools.catalogue()}\n\n{REACT_PROTOCOL}"
+
+
+def tool_result_message(result: ToolResult) -> ChatMessage:
+    """A tool's result as the model reads it, the next user message."""
+    return ChatMessage(role="user", content=f"Result of tool {result.name}: {result.for_model()}")
+
+
+def parse_step(text: str) -> ReactStep | None:
+    """The model's answer as one step of the protocol (None: it is not one)."""
+    return _parse_step(text)
 
 
 def _parse_step(text: str) -> ReactStep | None:
