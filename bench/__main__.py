@@ -5,6 +5,7 @@ from bench import (
     debate_run,
     escalations,
     flood,
+    graph_run,
     input_bounds,
     market_agent_bids,
     market_e2e,
@@ -26,5 +27,6 @@ if __name__ == "__main__":
     planner_plan.main()
     debate_run.main()
     debate_gate.main()
+    graph_run.main()
     soak.main()
     flood.main()
