@@ -28,7 +28,9 @@ APPS = Path(__file__).resolve().parent / "apps"
 def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Path]]:
     run_dir = tmp_path_factory.mktemp("graph-runs-cluster")
     calls = run_dir / "graph-calls.txt"
-    with LocalCluster("redis", run_dir=run_dir) as cluster:
+    with LocalCluster(
+        "redis", run_dir=run_dir, jaeger=True, extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"}
+    ) as cluster:
         for spec in [*SERVICES, CONSOLE]:
             cluster.add_service(spec)
         cluster.add_service(
@@ -55,6 +57,33 @@ def run_in(cluster: LocalCluster, run_id: str, status: str) -> dict[str, Any] | 
     return record if record is not None and record["status"] == status else None
 
 
+def span_names(cluster: LocalCluster, trace_id: str) -> set[str]:
+    answer = httpx.get(f"{cluster.jaeger_query_url}/api/traces/{trace_id}", timeout=10)
+    if answer.status_code != 200 or not answer.json().get("data"):
+        return set()
+    return {s["operationName"] for s in answer.json()["data"][0]["spans"]}
+
+
+def traced_nodes(cluster: LocalCluster, trace_id: str, graph_id: str) -> list[str] | None:
+    """The nodes whose spans are children of the run's span in Jaeger, in time order."""
+    answer = httpx.get(f"{cluster.jaeger_query_url}/api/traces/{trace_id}", timeout=10)
+    if answer.status_code != 200 or not answer.json().get("data"):
+        return None
+    spans = answer.json()["data"][0]["spans"]
+    runs = [s for s in spans if s["operationName"] == f"graph.run {graph_id}"]
+    if len(runs) != 1:
+        return None
+    run_span = runs[0]["spanID"]
+
+    def under_run(span: dict[str, Any]) -> bool:
+        return any(r["refType"] == "CHILD_OF" and r["spanID"] == run_span for r in span.get("references", []))
+
+    nodes = [s for s in spans if s["operationName"].startswith("graph.node ") and under_run(s)]
+    return [
+        s["operationName"].removeprefix("graph.node ") for s in sorted(nodes, key=lambda s: s["startTime"])
+    ]
+
+
 def test_a_graph_run_waits_for_a_person_through_a_crash_and_goes_on_as_decided(
     market: tuple[LocalCluster, Path],
 ) -> None:
@@ -76,6 +105,12 @@ def test_a_graph_run_waits_for_a_person_through_a_crash_and_goes_on_as_decided(
     assert parked["waiting_party"] == {"kind": "graph_run", "id": run_id}
     assert parked["context"]["prompt_used"] == "Publish this draft?"
 
+    # The spans of the steps so far reach Jaeger before the app is killed (a killed process
+    # loses the spans it had not exported yet).
+    trace_id = waiting["traceparent"].split("-")[1]
+    eventually(
+        lambda: {"graph.node write", "graph.node approve"} <= span_names(cluster, trace_id), timeout=30
+    )
     [app] = replicas_of(cluster, "agents")
     app.kill_app()
     app.start_app()
@@ -93,6 +128,12 @@ def test_a_graph_run_waits_for_a_person_through_a_crash_and_goes_on_as_decided(
     assert "published: A short note on solar prices." in done["state"]
     assert "Use this prompt instead:\\nin Spanish" in done["state"]
     assert calls.read_text().splitlines() == ["write solar prices"], "a recorded node never runs again"
+
+    # One trace: the run's span, each node's span its child (also the node after the crash).
+    assert done["traceparent"] == waiting["traceparent"]
+    eventually(
+        lambda: traced_nodes(cluster, trace_id, "approval") == ["write", "approve", "publish"], timeout=60
+    )
 
     again = httpx.put(run_url(cluster, run_id), json={"input": "solar prices"}, timeout=30)
     assert again.status_code == 200 and again.json()["created"] is False

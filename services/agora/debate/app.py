@@ -130,6 +130,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             naming what differs."""
             if earlier != submission_of(request):
                 raise conflict_between("debate", request.debate_id, earlier, submission_of(request))
+            await host.wake_if_pending(request.debate_id)  # asked again: a run stuck before its start goes
             existing = await debates.get(request.debate_id)
             state = existing.state if existing is not None else DebateState.RUNNING
             return DebateAccepted(debate_id=request.debate_id, state=state, created=False)

@@ -102,6 +102,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             request under a used id is refused, naming what differs."""
             if earlier != submission_of(request):
                 raise conflict_between("plan", request.plan_id, earlier, submission_of(request))
+            await host.wake_if_pending(request.plan_id)  # asked again: a run stuck before its start goes
             existing = await plans.get(request.plan_id)
             state = existing.state if existing is not None else PlanState.PLANNING
             return PlanAccepted(plan_id=request.plan_id, state=state, created=False)

@@ -201,15 +201,22 @@ class WorkflowHost:
         started yet is woken with an event: one created just as the app's workflow worker went
         away (a crash mid-request, the request then redelivered) was seen to wait a minute or
         more for its first step after the worker came back, where any event gets it going."""
-        existing = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
-        if existing is not None:
-            if existing.runtime_status is WorkflowStatus.PENDING:
-                log.info("a run not started yet is woken", extra={"instance_id": instance_id})
-                await self.client.raise_workflow_event(instance_id, WAKE_EVENT, data=None)
+        if await self.wake_if_pending(instance_id):
             return False
         await self.client.schedule_new_workflow(
             workflow, input=argument.model_dump(mode="json"), instance_id=instance_id
         )
+        return True
+
+    async def wake_if_pending(self, instance_id: str) -> bool:
+        """Whether an instance of that id exists; one that has not started yet is woken with
+        an event (a request for it again, a redelivery: see `start_once`)."""
+        existing = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
+        if existing is None:
+            return False
+        if existing.runtime_status is WorkflowStatus.PENDING:
+            log.info("a run not started yet is woken", extra={"instance_id": instance_id})
+            await self.client.raise_workflow_event(instance_id, WAKE_EVENT, data=None)
         return True
 
     async def input_of(self, instance_id: str, model: type[M]) -> M | None:

@@ -443,7 +443,7 @@ def agent_app_module(
         async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:
             """Start a run of the graph on the state in the body (the graph's state as JSON);
             the same request again is a repeat."""
-            return await graph_runs.start(graph_id, run_id, await request.body(), current_traceparent())
+            return await graph_runs.start(graph_id, run_id, await request.body())
 
         @app.get("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunRecord)
         async def show_graph_run(graph_id: PathId, run_id: PathId) -> GraphRunRecord:

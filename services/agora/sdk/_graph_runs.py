@@ -20,6 +20,7 @@ now and then (every minute at first, at most hourly), so a lost signal costs lit
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -29,7 +30,7 @@ from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field, ValidationError
 
 from agora.core import topics
-from agora.core.debate.record import FINAL_DEBATE_STATES, DebateCompleted
+from agora.core.debate.record import FINAL_DEBATE_STATES, DebateCompleted, DebateRecord
 from agora.core.errors import Conflict, InvalidArgument, NotFound, describe_field_errors, field_errors
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
@@ -37,7 +38,7 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.graphs import GraphRunFailed
 from agora.core.limits import MAX_ID_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS, Name, Note
 from agora.core.messages import EscalationResolved
-from agora.core.plans.record import FINAL_STATES, PlanCompleted
+from agora.core.plans.record import FINAL_STATES, PlanCompleted, PlanRecord
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ChatMessage
 from agora.runtime.clients import DebateClient, PlannerClient, TaskActors
@@ -46,10 +47,12 @@ from agora.runtime.state import StateRepository
 from agora.runtime.task_ends import TaskEndRelay
 from agora.runtime.workflows import (
     ACTIVITY_RETRY,
+    FinishedSpan,
     RunFailure,
     WorkflowHost,
     event_or_check,
     result_of,
+    run_trace,
     step_span,
 )
 from agora.sdk._graph import (
@@ -62,6 +65,8 @@ from agora.sdk._graph import (
     PlanningNode,
 )
 from agora.sdk._runner import Escalator
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "GRAPH_WORKFLOW",
@@ -135,6 +140,9 @@ class WaitLink(BaseModel):
     instance_id: str
 
 
+ENDED = frozenset({GraphRunState.COMPLETED, GraphRunState.ABORTED, GraphRunState.FAILED})
+
+
 class GraphRunRecord(BaseModel):
     """A graph run as people see it (`GET /v1/graphs/{graph_id}/runs/{run_id}`)."""
 
@@ -148,6 +156,8 @@ class GraphRunRecord(BaseModel):
     wait: Wait | None = None
     """The market task, plan or debate the run waits for (at a market, planning or debate node)."""
     reason: Note = ""
+    traceparent: str | None = None
+    """The run's span: its trace shows every node."""
     created_at: datetime
     updated_at: datetime
 
@@ -167,6 +177,9 @@ class GraphRunStart(BaseModel):
     state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
     created_at: datetime
     traceparent: str | None = None
+    """The run's span (`graph.run <graph_id>`, recorded when the run ends): every node's span
+    is its child."""
+    parent_traceparent: str | None = None
 
 
 class GraphStep(BaseModel):
@@ -210,6 +223,15 @@ class GraphWaitEnded(BaseModel):
     ended: WaitEnded | None
 
 
+class GraphWaitCheck(BaseModel):
+    """A look at what a node waits for (`graph.check_wait`)."""
+
+    start: GraphRunStart
+    state: str = Field(max_length=MAX_GRAPH_STATE_CHARS)
+    path: list[Name]
+    wait: Wait
+
+
 class GraphFailed(BaseModel):
     start: GraphRunStart
     failure: RunFailure
@@ -235,7 +257,13 @@ def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
             wait = done.wait
             timeout = timedelta(seconds=wait.timeout_seconds) if wait.timeout_seconds is not None else None
             end = yield from event_or_check(
-                ctx, wait.event, CHECK_WAIT, wait, every=CHECK_FIRST, at_most=CHECK_AT_MOST, timeout=timeout
+                ctx,
+                wait.event,
+                CHECK_WAIT,
+                GraphWaitCheck(start=start, state=done.state, path=done.path, wait=wait),
+                every=CHECK_FIRST,
+                at_most=CHECK_AT_MOST,
+                timeout=timeout,
             )
             ended = GraphWaitEnded(start=start, state=done.state, path=done.path, wait=wait,
                                    ended=result_of(WaitEnded, end) if end is not None else None)  # fmt: skip
@@ -335,18 +363,28 @@ class GraphRuns:
         await self.host.client.raise_workflow_event(instance_id, event, data=ended.model_dump(mode="json"))
 
     async def _plan_end(self, plan_id: str) -> WaitEnded | None:
-        try:
-            record = await self.planner.get(plan_id)
-        except NotFound:
-            return None
-        return WaitEnded(plan=PlanCompleted.of(record)) if record.state in FINAL_STATES else None
+        record = await self._plan(plan_id)
+        return WaitEnded(plan=PlanCompleted.of(record)) if record and record.state in FINAL_STATES else None
 
     async def _debate_end(self, debate_id: str) -> WaitEnded | None:
+        record = await self._debate(debate_id)
+        return (
+            WaitEnded(debate=DebateCompleted.of(record))
+            if record and record.state in FINAL_DEBATE_STATES
+            else None
+        )
+
+    async def _plan(self, plan_id: str) -> PlanRecord | None:
         try:
-            record = await self.debates.get(debate_id)
+            return await self.planner.get(plan_id)
         except NotFound:
             return None
-        return WaitEnded(debate=DebateCompleted.of(record)) if record.state in FINAL_DEBATE_STATES else None
+
+    async def _debate(self, debate_id: str) -> DebateRecord | None:
+        try:
+            return await self.debates.get(debate_id)
+        except NotFound:
+            return None
 
     def register(self) -> None:
         self.host.workflow(GRAPH_WORKFLOW, graph_run, on_failure=graph_run_failed)
@@ -354,7 +392,7 @@ class GraphRuns:
         self.host.activity(DECIDE, GraphDecision, self.decide)
         self.host.activity(FAIL, GraphFailed, self.fail)
         self.host.activity(WAIT_ENDED, GraphWaitEnded, self.wait_ended)
-        self.host.activity(CHECK_WAIT, Wait, self.check_wait)
+        self.host.activity(CHECK_WAIT, GraphWaitCheck, self.check_wait)
 
     def graph(self, graph_id: str) -> CompiledGraph[Any]:
         found = self.graphs.get(graph_id)
@@ -362,9 +400,7 @@ class GraphRuns:
             raise NotFound(f"no graph {graph_id!r} in this app", graph_id=graph_id)
         return found
 
-    async def start(
-        self, graph_id: str, run_id: str, body: bytes, traceparent: str | None
-    ) -> GraphRunAccepted:
+    async def start(self, graph_id: str, run_id: str, body: bytes) -> GraphRunAccepted:
         """Start a run on the state `body` (the graph's state as JSON) unless one of this id
         exists; a different graph or state under a used id is refused."""
         graph = self.graph(graph_id)
@@ -377,12 +413,14 @@ class GraphRuns:
             raise InvalidArgument(
                 f"invalid graph state: {describe_field_errors(errors)}", errors=errors
             ) from exc
+        traceparent, parent = run_trace(run_id, "graph")
         start = GraphRunStart(
             graph_id=graph_id,
             run_id=run_id,
             state=state.model_dump_json(),
             created_at=datetime.now(UTC),
             traceparent=traceparent,
+            parent_traceparent=parent,
         )
         if await self.host.start_once(GRAPH_WORKFLOW, graph_instance(run_id), start):
             return GraphRunAccepted(graph_id=graph_id, run_id=run_id, created=True)
@@ -483,18 +521,42 @@ class GraphRuns:
             raise GraphRunFailed(missing)
         return await self._moved_on(start, graph, node, state, ended.path)
 
-    async def check_wait(self, wait: Wait) -> WaitEnded | None:
-        """The end of what a node waits for as its owner recorded it, if it ended (for a lost signal)."""
+    async def check_wait(self, check: GraphWaitCheck) -> WaitEnded | None:
+        """The end of what a node waits for as its owner recorded it, if it ended (for a lost
+        signal). A plan or debate its service has no record of yet is asked for again: a request
+        lost on the way is made now, and a run stuck before its first step is woken."""
+        wait = check.wait
+        if wait.kind is WaitKind.TASK:
+            try:
+                board = await self.task_actors(wait.id).get_task()
+            except NotFound:
+                return None
+            ended = TaskEnded.on_board(board)
+            return WaitEnded(task=ended) if ended is not None else None
         if wait.kind is WaitKind.PLAN:
-            return await self._plan_end(wait.id)
-        if wait.kind is WaitKind.DEBATE:
-            return await self._debate_end(wait.id)
-        try:
-            record = await self.task_actors(wait.id).get_task()
-        except NotFound:
-            return None
-        ended = TaskEnded.on_board(record)
-        return WaitEnded(task=ended) if ended is not None else None
+            plan = await self._plan(wait.id)
+            if plan is not None:
+                return WaitEnded(plan=PlanCompleted.of(plan)) if plan.state in FINAL_STATES else None
+        else:
+            debate = await self._debate(wait.id)
+            if debate is not None:
+                ended_debate = debate.state in FINAL_DEBATE_STATES
+                return WaitEnded(debate=DebateCompleted.of(debate)) if ended_debate else None
+        await self._ask_again(check)
+        return None
+
+    async def _ask_again(self, check: GraphWaitCheck) -> None:
+        start, wait = check.start, check.wait
+        graph = self.graph(start.graph_id)
+        handler = graph.handler(check.path[-1])
+        state = graph.state_type.model_validate_json(check.state)
+        log.info(
+            "asking again for what a graph run waits for", extra={"run_id": start.run_id, "wait": wait.id}
+        )
+        if isinstance(handler, PlanningNode):
+            await self.publisher.publish(topics.PLANS, handler.request(state, wait.id), message_id=wait.id)
+        elif isinstance(handler, DebateNode):
+            await self.publisher.publish(topics.DEBATES, handler.request(state, wait.id), message_id=wait.id)
 
     async def _moved_on(
         self, start: GraphRunStart, graph: CompiledGraph[Any], node: str, state: GraphState, path: list[str]
@@ -517,15 +579,12 @@ class GraphRuns:
         record = found.value if found is not None else None
         state = record.state if record is not None else start.state
         path = record.path if record is not None else []
-        now = datetime.now(UTC)
-        await self.records.save(
-            start.run_id,
-            GraphRunRecord(
-                graph_id=start.graph_id, run_id=start.run_id, status=GraphRunState.FAILED, path=path,
-                state=state, reason=failed.failure.reason[:MAX_NOTE_CHARS], created_at=start.created_at,
-                updated_at=now,
-            ),
+        failed_record = GraphRunRecord(
+            graph_id=start.graph_id, run_id=start.run_id, status=GraphRunState.FAILED, path=path, state=state,
+            reason=failed.failure.reason[:MAX_NOTE_CHARS], traceparent=start.traceparent,
+            created_at=start.created_at, updated_at=datetime.now(UTC),
         )  # fmt: skip
+        await self._keep(start, failed_record)
 
     async def _save(
         self,
@@ -542,10 +601,24 @@ class GraphRuns:
         record = GraphRunRecord(
             graph_id=start.graph_id, run_id=start.run_id, status=status, path=path,
             state=state.model_dump_json(), waiting_at=waiting_at, escalation_id=escalation_id,
-            wait=wait, reason=reason[:MAX_NOTE_CHARS],
+            wait=wait, reason=reason[:MAX_NOTE_CHARS], traceparent=start.traceparent,
             created_at=start.created_at, updated_at=datetime.now(UTC),
         )  # fmt: skip
+        await self._keep(start, record)
+
+    async def _keep(self, start: GraphRunStart, record: GraphRunRecord) -> None:
+        """Save the record; once the run ended, record the run's span too (its nodes' parent)."""
         await self.records.save(start.run_id, record)
+        if record.status in ENDED and start.traceparent is not None:
+            FinishedSpan(
+                name=f"graph.run {start.graph_id}",
+                traceparent=start.traceparent,
+                parent=start.parent_traceparent,
+                start=start.created_at,
+                end=record.updated_at,
+                attributes={"agora.graph_id": start.graph_id, "agora.graph_run": start.run_id,
+                            "agora.graph_status": str(record.status), "agora.graph_nodes": len(record.path)},
+            ).record()  # fmt: skip
 
 
 def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int) -> ParkRequest:

@@ -2,7 +2,8 @@
 person whether to publish it, then publishes it with the person's answer; `research` posts its
 input to the market (a task needing `summarize`, which the reference worker's agents have) and
 notes how it went; `plan_then_debate` has a plan carried out by the planner, then asks the
-debate service a question about it. Each run of the
+debate service a question about it (neither stops for a person: the plan ends FAILED when it
+cannot be carried out, the debate ends with its majority). Each run of the
 `write` node is appended to the file named by GRAPH_CALLS, so a test can count how often a node
 really ran (a node whose step was recorded must not run again after a crash)."""
 
@@ -77,10 +78,14 @@ plan_then_debate = (
     Graph("plan_then_debate", GraphState)
     .add_node(
         "plan",
-        planning_node(["web_search", "summarize", "write", "sql", "python"], min_success_threshold=0.2),
+        planning_node(
+            ["web_search", "summarize", "write", "sql", "python"], min_success_threshold=0.2, escalate=False
+        ),
         entry=True,
     )
-    .add_node("debate", debate_node(DebateConfig(debaters=DEBATERS), describe=question))
+    .add_node(
+        "debate", debate_node(DebateConfig(debaters=DEBATERS, escalate_threshold=0.0), describe=question)
+    )
     .add_edge("plan", "debate")
     .compile()
 )
