@@ -5,6 +5,7 @@ not bid in time gets the market's estimate instead."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -20,6 +21,8 @@ import pytest
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES
+from agora.llm import OfflineModelClient
+from agora.sdk import AgentDefinition, AgentRunner, CrewMember, DaprMarket, MarketCrew, MarketCrewResult
 from tests.integration.helpers import (
     eventually,
     filter_ids,
@@ -300,3 +303,29 @@ def test_the_task_s_trace_shows_the_agent_app_s_run_its_model_calls_and_tools_an
     chats = [span for span in spans if span["operationName"] == "chat offline-calculator"]
     assert chats and all(span["service"] == "agents" and "agora.cost_usd" in span["tag"] for span in chats)
     assert sum(span["tag"]["agora.cost_usd"] for span in chats) == pytest.approx(run["tag"]["agora.cost_usd"])
+
+
+def test_a_market_crew_runs_its_task_through_the_market(market: LocalCluster) -> None:
+    """A crew that uses the market posts its task from any process with a sidecar (here the
+    console's): the market picks the calculator by its bid, its app runs it, the outcome
+    reaches the board and the winner's reputation."""
+    reputation_url = console(market).invoke_url("v1/reputation/calculator", "reputation")
+    before = httpx.get(reputation_url, timeout=10).json()["total_tasks"]
+    members = [CrewMember(AgentDefinition(name="calculator"), AgentRunner(OfflineModelClient()))]
+
+    async def run() -> MarketCrewResult:
+        board = DaprMarket(console(market).endpoints.dapr_http_port)
+        try:
+            crew = MarketCrew(
+                members, session_id=f"crew-{uuid.uuid4().hex[:6]}", use_market=True, market=board
+            )
+            return await crew.run_task_with_market("What is 2 + 3?", ["arithmetic"], wait_s=60)
+        finally:
+            await board.aclose()
+
+    result = asyncio.run(run())
+
+    assert result.winner == "calculator" and result.succeeded and result.output == "5.0"
+    assert result.task.allocation is not None and result.task.allocation.winning_bid is not None
+    assert result.task.allocation.winning_bid.fallback is False, "the calculator's own bid"
+    eventually(lambda: httpx.get(reputation_url, timeout=10).json()["total_tasks"] == before + 1, timeout=30)

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from agora.core.errors import InvalidArgument
+from agora.core.errors import InvalidArgument, MarketAllocationError
 from agora.core.limits import MAX_TEXT_CHARS
+from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
+from agora.core.task_lifecycle import TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.sdk import (
     AgentDefinition,
@@ -19,6 +21,7 @@ from agora.sdk import (
     CrewMember,
     CrewMemberFailed,
     CrewPattern,
+    MarketCrew,
     RunnerConfig,
 )
 
@@ -185,3 +188,62 @@ async def test_a_task_over_the_bound_is_refused_before_any_member_runs() -> None
     with pytest.raises(InvalidArgument):
         await crew.run("x" * (MAX_TEXT_CHARS + 1))
     assert seen == []
+
+
+class FakeMarket:
+    """The market as a `MarketCrew` sees it: what was posted, and the board's record to show."""
+
+    def __init__(self, ends_as: TaskRecord | None) -> None:
+        self.posted: list[TaskSpec] = []
+        self.ends_as = ends_as
+        self.reads = 0
+
+    async def post(self, spec: TaskSpec) -> None:
+        self.posted.append(spec)
+
+    async def task(self, task_id: str) -> TaskRecord | None:
+        self.reads += 1
+        if self.reads < 3 or self.ends_as is None:
+            return None  # not on the board yet
+        return self.ends_as.model_copy(update={"spec": self.posted[-1]})
+
+
+def board_record(
+    status: AllocationStatus, outcome: TaskOutcome | None, reason: str | None = None
+) -> TaskRecord:
+    spec = TaskSpec(task_id="t", description="d", required_skills=["arithmetic"])
+    winner = "calculator" if outcome else None
+    allocation = AllocationResult(task_id="t", status=status, winning_agent_id=winner, reject_reason=reason)
+    return TaskRecord(spec=spec, status=status, allocation=allocation, outcome=outcome)
+
+
+async def test_a_market_crew_posts_its_task_and_returns_the_winner_s_outcome() -> None:
+    outcome = TaskOutcome(task_id="t", agent_id="calculator", actual_success=True, actual_cost_usd=0.002,
+                          actual_steps=2, summary="5.0")  # fmt: skip
+    market = FakeMarket(board_record(AllocationStatus.COMPLETED, outcome))
+    crew = MarketCrew(
+        [member("calculator", answering("x"))], session_id="mc-1", use_market=True, market=market
+    )
+
+    result = await crew.run_task_with_market("What is 2 + 3?", ["arithmetic"], budget_usd=0.05)
+
+    [spec] = market.posted
+    assert (spec.task_id, spec.description) == ("mc-1.market.1", "What is 2 + 3?")
+    assert spec.required_skills == ["arithmetic"]
+    assert spec.budget_usd == 0.05
+    assert result.winner == "calculator" and result.succeeded and result.output == "5.0"
+
+
+async def test_a_market_crew_raises_when_the_market_rejects_and_one_without_the_market_refuses() -> None:
+    rejected = FakeMarket(board_record(AllocationStatus.REJECTED, None, "no capable agents"))
+    crew = MarketCrew([member("a", answering("x"))], session_id="mc-2", use_market=True, market=rejected)
+    with pytest.raises(MarketAllocationError, match="no capable agents") as refused:
+        await crew.run_task_with_market("Anything", ["nothing"])
+    assert refused.value.code == "MARKET_ALLOCATION_FAILED"
+
+    plain = MarketCrew([member("a", answering("by hand"))], session_id="mc-3")
+    assert (await plain.run("Task")).outputs == {"a": "by hand"}
+    with pytest.raises(InvalidArgument, match="does not use the market"):
+        await plain.run_task_with_market("Task", ["x"])
+    with pytest.raises(ValueError, match="needs one"):
+        MarketCrew([member("a", answering("x"))], session_id="mc-4", use_market=True)

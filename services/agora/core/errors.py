@@ -39,6 +39,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "InvalidOutcome",
+    "MarketAllocationError",
     "MaxIterationsExceeded",
     "MethodNotAllowed",
     "NoStateFound",
@@ -248,6 +249,13 @@ class CrewMemberFailed(AgoraError):
 
     code = "CREW_MEMBER_FAILED"
     http_status = 502
+
+
+class MarketAllocationError(AgoraError):
+    """The market found no agent for a task a crew put on it (the task was rejected)."""
+
+    code = "MARKET_ALLOCATION_FAILED"
+    http_status = 422
 
 
 class NoStateFound(NotFound):

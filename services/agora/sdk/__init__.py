@@ -18,12 +18,26 @@ handler function of your own. This package is the public API; everything else un
 """
 
 from agora.core.errors import AgoraError as OrchestrationError
-from agora.core.errors import BudgetExceededError, CrewMemberFailed, MaxIterationsExceeded, NoStateFound
+from agora.core.errors import (
+    BudgetExceededError,
+    CrewMemberFailed,
+    MarketAllocationError,
+    MaxIterationsExceeded,
+    NoStateFound,
+)
 from agora.core.escalation.record import AgentNotWaiting
 from agora.core.graphs import GraphRunFailed, InvalidGraph
 from agora.sdk._app import Agent, AgentAppSettings, AgentLoad, HandlerResult, load_agents, serve_agents
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher, StepCost
-from agora.sdk._crew import Crew, CrewMember, CrewPattern, CrewResult
+from agora.sdk._crew import (
+    Crew,
+    CrewMember,
+    CrewPattern,
+    CrewResult,
+    DaprMarket,
+    MarketCrew,
+    MarketCrewResult,
+)
 from agora.sdk._graph import (
     CompiledGraph,
     DebateNode,
@@ -99,6 +113,7 @@ __all__ = [
     "CrewMemberFailed",
     "CrewPattern",
     "CrewResult",
+    "DaprMarket",
     "DebateNode",
     "Escalator",
     "EventPublisher",
@@ -112,6 +127,9 @@ __all__ = [
     "InMemoryOutcomeHistory",
     "InMemoryStateStore",
     "InvalidGraph",
+    "MarketAllocationError",
+    "MarketCrew",
+    "MarketCrewResult",
     "MarketNode",
     "MarketResult",
     "MaxIterationsExceeded",

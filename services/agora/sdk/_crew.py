@@ -11,6 +11,11 @@ A member whose run raises, fails or pauses for a person stops the crew with
 `CrewMemberFailed` (`CREW_MEMBER_FAILED`), naming the member and why; members still running in
 parallel are cancelled. Each member's run is its own session (`<session_id>.<agent name>`), so
 their states never mix.
+
+A `MarketCrew` can also put a task on the market instead (`use_market=True`): the task is posted
+to the task board, the market allocates it among the capable agents (the crew's members, served
+as agents of an agent app, bid for it with everyone else's), the winner's runner runs it, and its
+outcome reaches the board and the winner's reputation; `run_task_with_market` waits for it.
 """
 
 from __future__ import annotations
@@ -21,14 +26,33 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agora.core.errors import AgoraError, CrewMemberFailed, InvalidArgument
+from agora.core import topics
+from agora.core.errors import AgoraError, CrewMemberFailed, InvalidArgument, MarketAllocationError, NotFound
 from agora.core.limits import MAX_TEXT_CHARS
+from agora.core.market import TERMINAL_STATUSES, AllocationStatus, TaskSpec
+from agora.core.task_lifecycle import TaskRecord
+from agora.runtime.clients import TaskBoardClient
+from agora.runtime.pubsub import Publisher
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
 from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunStatus
 
-__all__ = ["MAX_CREW_MEMBERS", "SUPERVISOR_ROLE", "Crew", "CrewMember", "CrewPattern", "CrewResult"]
+__all__ = [
+    "MAX_CREW_MEMBERS",
+    "SUPERVISOR_ROLE",
+    "Crew",
+    "CrewMember",
+    "CrewPattern",
+    "CrewResult",
+    "DaprMarket",
+    "MarketCrew",
+    "MarketCrewResult",
+    "MarketPort",
+]
 
 MAX_CREW_MEMBERS = 32
 """The most members one crew has (each one a run, and in a parallel crew, a run at once)."""
@@ -218,3 +242,122 @@ def _delegations(answer: str, task: str, workers: dict[str, CrewMember]) -> list
 
 def _synthesis_prompt(task: str, done: Sequence[ExecutionResult]) -> str:
     return f"The task:\n{task}\n\nYour workers' results:\n\n{_quoted(done)}\n\nWrite the final answer."
+
+
+MARKET_POLL_FIRST_S = 0.05
+MARKET_POLL_AT_MOST_S = 2.0
+DEFAULT_MARKET_WAIT_S = 900.0
+
+
+class MarketCrewResult(BaseModel):
+    """How a task put on the market by a `MarketCrew` ended: the board's record of it (the
+    decision with every bid and score, and the winner's outcome with its cost and steps)."""
+
+    task: TaskRecord
+
+    @property
+    def winner(self) -> str | None:
+        return self.task.allocation.winning_agent_id if self.task.allocation else None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.task.outcome is not None and self.task.outcome.actual_success
+
+    @property
+    def output(self) -> str:
+        return self.task.outcome.summary if self.task.outcome else ""
+
+
+class MarketCrew(Crew):
+    """A crew that may put its task on the market (`use_market=True`) rather than run its
+    members itself; with `use_market=False`, `run` is a plain crew's."""
+
+    def __init__(
+        self,
+        members: Sequence[CrewMember],
+        *,
+        session_id: str,
+        pattern: CrewPattern = CrewPattern.SEQUENTIAL,
+        use_market: bool = False,
+        market: MarketPort | None = None,
+    ) -> None:
+        super().__init__(members, session_id=session_id, pattern=pattern)
+        if use_market and market is None:
+            raise ValueError("a crew that uses the market needs one: market=DaprMarket(<sidecar HTTP port>)")
+        self.use_market = use_market
+        self.market = market
+        self._posted = 0
+
+    async def run_task_with_market(
+        self,
+        task_description: str,
+        required_skills: Sequence[str],
+        *,
+        budget_usd: float | None = None,
+        preferred_skills: Sequence[str] = (),
+        min_success_threshold: float = 0.0,
+        wait_s: float = DEFAULT_MARKET_WAIT_S,
+    ) -> MarketCrewResult:
+        """Post the task (`<session_id>.market.<n>`), let the market allocate it, and wait (at
+        most `wait_s`) until its winner's outcome, or the market's rejection, is on the board.
+        `MarketAllocationError` when the market rejects it; `TimeoutError` when it has not ended
+        in time (it goes on on the board)."""
+        if not self.use_market or self.market is None:
+            raise InvalidArgument("this crew does not use the market (use_market=False)")
+        self._posted += 1
+        spec = TaskSpec(
+            task_id=f"{self.session_id}.market.{self._posted}",
+            description=task_description[:MAX_TEXT_CHARS],
+            required_skills=list(required_skills),
+            preferred_skills=list(preferred_skills),
+            budget_usd=budget_usd,
+            min_success_threshold=min_success_threshold,
+        )
+        await self.market.post(spec)
+        deadline = time.monotonic() + wait_s
+        pause = MARKET_POLL_FIRST_S
+        while True:
+            record = await self.market.task(spec.task_id)
+            if record is not None and record.status is AllocationStatus.REJECTED:
+                reason = record.allocation.reject_reason if record.allocation else None
+                why = reason or "rejected"
+                raise MarketAllocationError(f"the market found no agent for {spec.task_id}: {why}")
+            if record is not None and (record.outcome is not None or record.status in TERMINAL_STATUSES):
+                return MarketCrewResult(task=record)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"task {spec.task_id} has not ended within {wait_s} s")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MARKET_POLL_AT_MOST_S)
+
+
+class MarketPort(Protocol):
+    """Where a `MarketCrew` posts tasks and reads them: the market through a Dapr sidecar."""
+
+    async def post(self, spec: TaskSpec) -> None: ...
+
+    async def task(self, task_id: str) -> TaskRecord | None: ...
+
+
+class DaprMarket:
+    """The market through a Dapr sidecar: tasks published on `agora.tasks`, read from the task
+    board by service invocation."""
+
+    def __init__(
+        self, dapr_http_port: int, *, dapr_host: str = "127.0.0.1", taskboard_app_id: str = "taskboard"
+    ) -> None:
+        settings = ServiceSettings(app_id="market-crew", dapr_host=dapr_host, dapr_http_port=dapr_http_port)
+        self._sidecar = DaprSidecar(settings)
+        self._publisher = Publisher(self._sidecar, settings)
+        self._board = TaskBoardClient(self._sidecar, taskboard_app_id)
+
+    async def post(self, spec: TaskSpec) -> None:
+        await self._publisher.publish(topics.TASKS, spec, message_id=spec.task_id)
+
+    async def task(self, task_id: str) -> TaskRecord | None:
+        try:
+            return await self._board.get(task_id)
+        except NotFound:
+            return None
+
+    async def aclose(self) -> None:
+        await self._sidecar.aclose()
