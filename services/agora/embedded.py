@@ -10,7 +10,7 @@ through topics, actor calls and service invocation (addressed to this app's id).
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -22,7 +22,8 @@ from agora.registry.app import RegistrySettings, registry_module
 from agora.reputation.app import reputation_module
 from agora.runtime.service import ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
-from agora.sdk import Agent, load_agents
+from agora.sdk import Agent, CompiledGraph
+from agora.sdk._app import file_list, load_apps
 from agora.taskboard.app import TaskBoardSettings, taskboard_module
 from agora.uncertainty.app import uncertainty_module
 from agora.worker.app import WorkerSettings, worker_module
@@ -35,12 +36,12 @@ def create_app() -> FastAPI:
     return create_service_app(settings, service_modules(settings.app_id))
 
 
-def team_agents() -> list[Agent]:
-    """A team's SDK agents beside the reference worker's, from the Python file named by
-    AGORA_SDK_AGENTS_FILE (`agora run` gives the example calculator; AGORA_AGENTS_FILE is the
-    worker's YAML here). They share the worker's agent app: its runs, its bids at this app's id."""
-    path = os.environ.get("AGORA_SDK_AGENTS_FILE")
-    return load_agents(Path(path)) if path else []
+def team_app() -> tuple[list[Agent], list[CompiledGraph[Any]]]:
+    """A team's SDK agents and graphs beside the reference worker's, from the Python files named
+    by AGORA_SDK_AGENTS_FILE (several separated like PATH entries; `agora run` gives the
+    examples; AGORA_AGENTS_FILE is the worker's YAML here). They share the worker's agent app:
+    its runs, its bids at this app's id, its graph runs."""
+    return load_apps(file_list(os.environ.get("AGORA_SDK_AGENTS_FILE", "")))
 
 
 def service_modules(app_id: str) -> list[ServiceModule]:
@@ -53,7 +54,7 @@ def service_modules(app_id: str) -> list[ServiceModule]:
             WorkerSettings(
                 app_id=app_id, registry_app_id=app_id, taskboard_app_id=app_id, uncertainty_app_id=app_id
             ),
-            extra_agents=team_agents(),
+            *team_app(),
         ),
         escalation_module(EscalationSettings(app_id=app_id)),
         uncertainty_module(),

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -206,3 +207,32 @@ def test_a_clean_start_logs_no_error_and_one_reload_timer(system: RunningSystem)
             if '"level": "error"' in line or "level=error" in line or "level=fatal" in line:
                 errors.append(f"{path.name}: {line[:300]}")
     assert errors == []
+
+
+def test_the_demo_graph_waits_for_a_person_and_goes_on_as_decided(
+    system: RunningSystem, tmp_path: Path
+) -> None:
+    shown = "".join(system.output)
+    assert "Graph: run demo-review of the review graph" in shown, shown
+    route = next(line for line in system.output if "WAITING_FOR_HUMAN: " in line)
+    assert route.strip() == "WAITING_FOR_HUMAN: measure → research → approve", route
+    assert any("market node: task graph.demo-review.2" in line for line in system.output), shown
+    waiting = next(line for line in system.output if "it waits at 'approve' for a person" in line)
+    escalation_id = waiting.rsplit("escalation ", 1)[1].strip()
+
+    decided = agora(
+        "escalations", "resume", escalation_id, "--action", "retry", "--why", "publish it", cwd=tmp_path
+    )
+    assert decided.returncode == 0, decided.stderr
+
+    shown = "".join(system.output)
+    port = present(re.search(r"agora-0 .*daprd http :(\d+)", shown)).group(1)
+    url = f"http://127.0.0.1:{port}/v1.0/invoke/agora/method/v1/graphs/review/runs/demo-review"
+
+    def ended() -> dict[str, Any] | None:
+        record: dict[str, Any] = httpx.get(url, timeout=10).json()
+        return record if record["status"] == "COMPLETED" else None
+
+    record = eventually(ended, timeout=60)
+    assert record["path"] == ["measure", "research", "approve", "publish"]
+    assert "[Decision: retry.]" in json.loads(record["state"])["output"]

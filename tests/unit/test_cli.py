@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -989,7 +990,7 @@ def test_a_decision_that_does_not_validate_is_refused_before_it_is_sent(
 def test_agora_run_puts_the_example_agents_or_the_given_ones_beside_the_services(tmp_path: Path) -> None:
     embedded = cli_run.agent_app_of("default", None)
     assert [s.app_id for s in embedded] == ["agora"]
-    assert embedded[0].env["AGORA_SDK_AGENTS_FILE"] == str(cli_run.EXAMPLE_AGENTS)
+    assert embedded[0].env["AGORA_SDK_AGENTS_FILE"] == os.pathsep.join(str(f) for f in cli_run.EXAMPLE_AGENTS)
 
     mine = tmp_path / "my_agents.py"
     mine.write_text("agents = []\n")

@@ -2,7 +2,7 @@
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
 the intake topic and prints each allocation (winner and scores) and outcome, gives an agent
 app's agent (the example calculator) a task it wins by its own bid and does with its tool,
-submits a plan
+runs the example review graph until it waits for a person, submits a plan
 and prints its waves as they run, runs two debates (one converges, one waits for a person),
 and parks an uncertain session for a person. It sends contract models and reads every answer
 as the contract model its route answers; an error answer stops it with a readable account
@@ -31,13 +31,17 @@ from agora.core.plans.request import PlanRequest
 from agora.core.task_lifecycle import TaskRecord
 from agora.debate.view import debate_lines
 from agora.planner.view import plan_lines
+from agora.sdk import GraphState
+from agora.sdk._graph_runs import GraphRunRecord, GraphRunState
 
 __all__ = [
     "AGENT_APP_TASK",
     "DEMO_DEBATES",
+    "DEMO_GRAPH_RUN",
     "DEMO_PLAN",
     "DEMO_SESSION",
     "SAMPLE_TASKS",
+    "graph_continuation",
     "invoker",
     "run_demo",
     "session_continuation",
@@ -105,6 +109,7 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
             _print_task(_wait(functools.partial(_settled_at, http, url)))
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
         _agent_app_task(http, invoke, publish)
+        _run_a_graph(http, invoke)
         _run_a_plan(http, invoke, publish)
         _debate(http, invoke, publish)
         _pause_a_session(http, invoke)
@@ -148,6 +153,55 @@ def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publi
             f"    outcome: {verdict} in {outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}, "
             f"{tokens} tokens: {outcome.summary!r}; tools called: {tools}"
         )
+
+
+DEMO_GRAPH_RUN = "demo-review"
+DEMO_NOTE = "home solar batteries in Spain: prices, payback, subsidies"
+
+
+def _run_a_graph(http: httpx.Client, invoke: Callable[[str, str], str]) -> None:
+    """A run of the example review graph, when an agent app serves it: it counts the note's
+    words with a tool, sends a long note to the market for research, and stops at its human
+    node for a person's decision."""
+    url = invoke("agents", f"v1/graphs/review/runs/{DEMO_GRAPH_RUN}")
+    started = http.put(url, json={"input": DEMO_NOTE})
+    if started.status_code == 404:
+        return  # no agent app serves the review graph
+    _accepted(started, "agents")
+    print(f"\nGraph: run {DEMO_GRAPH_RUN} of the review graph on {DEMO_NOTE!r}")
+    record: GraphRunRecord = _wait(functools.partial(_graph_settled, http, url), timeout=60)
+    print(f"  {record.status}: {' → '.join(record.path)}")
+    state = GraphState.model_validate_json(record.state)
+    research = state.market.get("research")
+    if research is not None:
+        print(
+            f"    market node: task {research.task_id} {research.status} by {research.agent_id}: "
+            f"{research.summary!r}"
+        )
+    if record.escalation_id is not None:
+        print(f"    it waits at {record.waiting_at!r} for a person: escalation {record.escalation_id}")
+        print(f"    decide it in the console, or: .venv/bin/agora escalations resume {record.escalation_id} "
+              "--action retry --why 'publish it'")  # fmt: skip
+
+
+def graph_continuation(http: httpx.Client, invoke: Callable[[str, str], str]) -> str | None:
+    """A line describing how the demo's graph run ended once a person decided; else None."""
+    response = http.get(invoke("agents", f"v1/graphs/review/runs/{DEMO_GRAPH_RUN}"))
+    if response.status_code != 200:
+        return None
+    record = GraphRunRecord.model_validate(response.json())
+    if record.status in (GraphRunState.RUNNING, GraphRunState.WAITING_FOR_HUMAN):
+        return None
+    output = GraphState.model_validate_json(record.state).output
+    return f"graph run {DEMO_GRAPH_RUN} {record.status}: {' → '.join(record.path)}; {output!r}"
+
+
+def _graph_settled(http: httpx.Client, url: str) -> GraphRunRecord | None:
+    response = http.get(url)
+    if response.status_code != 200:
+        return None
+    record = GraphRunRecord.model_validate(response.json())
+    return record if record.status is not GraphRunState.RUNNING else None
 
 
 def _capable_agents(http: httpx.Client, url: str) -> list[Any]:

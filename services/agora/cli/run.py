@@ -4,6 +4,7 @@ demo), the links that tell later commands where it runs, and watching it until C
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from agora.cli.demo import invoker, run_demo, session_continuation
+from agora.cli.demo import graph_continuation, invoker, run_demo, session_continuation
 from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
@@ -31,8 +32,10 @@ from agora.harness.toolchain import MissingTool
 
 __all__ = ["EXAMPLE_AGENTS", "agent_app_of", "cmd_run", "serve_locally"]
 
-EXAMPLE_AGENTS = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
-"""The example agent app (a calculator and a file reader as tools), in a clone."""
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLE_AGENTS = (EXAMPLES / "agents" / "calculator.py", EXAMPLES / "graphs" / "review.py")
+"""The example agent app, in a clone: a calculator agent (a calculator and a file reader as
+tools) and the review graph (a branch, a tool, the market and a person)."""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -67,24 +70,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def agent_app_of(profile: str, agents_file: Path | None) -> list[ServiceSpec]:
-    """The services of `profile` with a team's agents beside them (`agents_file`, else the
-    example calculator when this is a clone): in the embedded default they are hosted by the
-    one app (its in-memory broker is the only one), in the redis profile they are their own
-    agent app, `agents`."""
+    """The services of `profile` with a team's agents (and graphs) beside them (`agents_file`,
+    else the examples when this is a clone): in the embedded default they are hosted by the one
+    app (its in-memory broker is the only one), in the redis profile they are their own agent
+    app, `agents`."""
     services = list(SERVICES_BY_PROFILE[profile])
-    if agents_file is None:
-        agents_file = EXAMPLE_AGENTS if EXAMPLE_AGENTS.is_file() else None
-    if agents_file is None:
-        return services
-    if not agents_file.is_file():
+    if agents_file is not None and not agents_file.is_file():
         raise CliError(f"{agents_file}: no such file (--agents names a Python file of SDK agents)")
-    path = str(agents_file.resolve())
+    files = [agents_file] if agents_file is not None else [f for f in EXAMPLE_AGENTS if f.is_file()]
+    if not files:
+        return services
+    paths = os.pathsep.join(str(f.resolve()) for f in files)
     if profile == "default":
         return [
-            replace(s, env={**s.env, "AGORA_SDK_AGENTS_FILE": path}) if s.app_id == EMBEDDED.app_id else s
+            replace(s, env={**s.env, "AGORA_SDK_AGENTS_FILE": paths}) if s.app_id == EMBEDDED.app_id else s
             for s in services
         ]
-    return [*services, ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": path})]
+    return [*services, ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": paths})]
 
 
 def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
@@ -127,11 +129,15 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
             )
     invoke = invoker(tools.dapr_http, app_id_for)
     print("Running. Ctrl-C stops everything.", flush=True)
+    watching_graph = watching
     with httpx.Client(timeout=10) as http:
         while all(p.running() for p in cluster.processes()):
             time.sleep(0.5)
             if watching and (continued := session_continuation(http, invoke)):
                 print(continued, flush=True)
                 watching = False
+            if watching_graph and (ended := graph_continuation(http, invoke)):
+                print(ended, flush=True)
+                watching_graph = False
     print("a process exited unexpectedly; stopping", file=sys.stderr)
     return 1

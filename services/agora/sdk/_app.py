@@ -24,6 +24,7 @@ import asyncio
 import importlib.util
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,8 +246,9 @@ class AgentAppSettings(ServiceSettings):
     """Where a graph's planning nodes read their plans (`GET /v1/plans/{id}`)."""
     debate_app_id: str = "debate"
     """Where a graph's debate nodes read their debates (`GET /v1/debates/{id}`)."""
-    agents_file: Path | None = None
-    """AGORA_AGENTS_FILE: the Python file defining the agents (`agora-agent run FILE` sets it)."""
+    agents_file: str | None = None
+    """AGORA_AGENTS_FILE: the Python file defining the agents and graphs, or several separated
+    like PATH entries (`agora-agent run FILE...` names them instead)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
     """AGORA_MAX_RUNS_IN_FLIGHT: runs this app works on at once; the workflow engine holds the
@@ -600,8 +602,15 @@ def agent_app_module(
 
     async def stop(ctx: ServiceContext) -> None:
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
-        for profile in profiles():
-            await registry.register(profile, lease_seconds=MIN_LEASE_SECONDS)
+        try:
+            for profile in profiles():
+                await registry.register(profile, lease_seconds=MIN_LEASE_SECONDS)
+        except Exception as exc:  # the registry stopping too (one app hosts both): leases lapse anyway
+            log.warning(
+                "the registry could not shorten the agents' leases; they lapse on their own",
+                extra={"reason": repr(exc)[:300], "within_s": settings.agent_lease_seconds},
+            )
+            return
         log.info("agents leave the market", extra={"agents": sorted(by_id), "within_s": MIN_LEASE_SECONDS})
 
     return ServiceModule("agents", setup=setup, warm_up=warm_up, stop=stop)
@@ -782,6 +791,22 @@ def load_agents(path: Path) -> list[Agent]:
     if not agents:
         raise ValueError(f"{path} defines no agents (an `agents` list of `Agent`, or module-level `Agent`s)")
     return agents
+
+
+def load_apps(paths: Sequence[Path]) -> tuple[list[Agent], list[CompiledGraph[Any]]]:
+    """The agents and graphs of several files (`load_app` each), together."""
+    agents: list[Agent] = []
+    graphs: list[CompiledGraph[Any]] = []
+    for path in paths:
+        more_agents, more_graphs = load_app(path)
+        agents += more_agents
+        graphs += more_graphs
+    return agents, graphs
+
+
+def file_list(value: str) -> list[Path]:
+    """The files named in a setting that may name several (separated like PATH entries)."""
+    return [Path(entry) for entry in value.split(os.pathsep) if entry]
 
 
 def load_app(path: Path) -> tuple[list[Agent], list[CompiledGraph[Any]]]:

@@ -25,7 +25,7 @@ from agora.llm import ChatMessage, Completion, ModelClient, ModelSettings, model
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from agora.sdk import Agent, AgentAppSettings, AgentRunner, RecoveryPolicy, RunnerConfig
+from agora.sdk import Agent, AgentAppSettings, AgentRunner, CompiledGraph, RecoveryPolicy, RunnerConfig
 from agora.sdk._app import agent_app_module
 
 __all__ = [
@@ -128,10 +128,12 @@ def worker_agents(settings: WorkerSettings, model: ModelClient) -> list[Agent]:
 
 
 def worker_module(
-    settings: WorkerSettings | None = None, extra_agents: Sequence[Agent] = ()
+    settings: WorkerSettings | None = None,
+    extra_agents: Sequence[Agent] = (),
+    extra_graphs: Sequence[CompiledGraph[Any]] = (),
 ) -> ServiceModule:
-    """The worker as an app's module; `extra_agents` (SDK agents of a team) share its app, as
-    in the embedded default."""
+    """The worker as an app's module; `extra_agents` and `extra_graphs` (a team's SDK agents and
+    graphs) share its app, as in the embedded default."""
     settings = settings or WorkerSettings()
     model = SidecarModel(ModelSettings())
     agents = AgentAppSettings(
@@ -142,7 +144,7 @@ def worker_module(
         max_runs_in_flight=settings.max_runs_in_flight,
         uncertainty_app_id=settings.uncertainty_app_id if settings.uncertainty_checks else None,
     )
-    app_module = agent_app_module([*worker_agents(settings, model), *extra_agents], agents)
+    app_module = agent_app_module([*worker_agents(settings, model), *extra_agents], agents, extra_graphs)
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         model.bind(ctx.sidecar)
