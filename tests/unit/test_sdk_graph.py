@@ -24,12 +24,14 @@ from agora.sdk import (
     asked_for_a_tool,
     conditional_node,
     debate_node,
+    guard_route,
     human_node,
     llm_node,
     market_node,
     planning_node,
     tool,
     tool_node,
+    uncertainty_guard_node,
 )
 
 
@@ -283,3 +285,30 @@ async def test_an_llm_node_and_a_tool_node_loop_until_the_model_answers() -> Non
     assert [m.role for m in run.state.messages] == ["user", "assistant", "user", "assistant"]
     assert run.state.messages[2].content == "Result of tool add: 5.0"
     assert run.state.input_tokens > 0 and run.state.output_tokens > 0
+
+
+async def test_an_uncertainty_guard_sends_an_unsure_answer_to_a_person() -> None:
+    def answering_with(confidence: float) -> OfflineModelClient:
+        answer = {"thought": "t", "action": "final", "answer": "drop the table", "confidence": confidence}
+        return OfflineModelClient(overrides=lambda _: json.dumps(answer))
+
+    def guarded(model: OfflineModelClient) -> Graph[GraphState]:
+        return (
+            Graph("safe", GraphState)
+            .add_node("llm", llm_node(model), entry=True)
+            .add_node("guard", uncertainty_guard_node(threshold=0.5))
+            .add_node("review", human_node("Low confidence: please review."))
+            .add_edge("llm", "guard")
+            .add_conditional_edge("guard", guard_route, {"escalate": "review", "continue": None})
+        )
+
+    sure = await guarded(answering_with(0.9)).compile().execute(GraphState(input="Migrate"))
+    assert sure.path == ["llm", "guard"] and not sure.state.uncertain and sure.status is GraphStatus.COMPLETED
+    unsure = await guarded(answering_with(0.2)).compile().execute(GraphState(input="Migrate"))
+    assert unsure.path == ["llm", "guard", "review"] and unsure.state.uncertain
+    assert (
+        unsure.status is GraphStatus.WAITING_FOR_HUMAN
+        and unsure.state.question == "Low confidence: please review."
+    )
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        uncertainty_guard_node(threshold=1.5)

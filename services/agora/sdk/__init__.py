@@ -51,11 +51,13 @@ from agora.sdk._graph import (
     asked_for_a_tool,
     conditional_node,
     debate_node,
+    guard_route,
     human_node,
     llm_node,
     market_node,
     planning_node,
     tool_node,
+    uncertainty_guard_node,
 )
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._mcp import McpServer, McpToolError
@@ -160,6 +162,7 @@ __all__ = [
     "asked_for_a_tool",
     "conditional_node",
     "debate_node",
+    "guard_route",
     "human_node",
     "llm_node",
     "load_agents",
@@ -168,4 +171,5 @@ __all__ = [
     "serve_agents",
     "tool",
     "tool_node",
+    "uncertainty_guard_node",
 ]

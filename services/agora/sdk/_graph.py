@@ -102,6 +102,8 @@ class GraphState(BaseModel):
     """Each debate node's debate as it ended, by node name."""
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     """The confidence the last model answer stated (`llm_node`), if it stated one."""
+    uncertain: bool = False
+    """Set by an `uncertainty_guard_node`: the last answer is not sure enough to act on."""
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -484,3 +486,22 @@ def asked_for_a_tool(state: GraphState) -> str:
     last = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
     step = parse_step(last.content) if last is not None else None
     return "tool" if step is not None and step.action == "tool" else "answer"
+
+
+def uncertainty_guard_node(threshold: float = 0.5) -> NodeHandler[S]:
+    """A checkpoint after a model's answer: `state.uncertain` is set when the confidence it
+    stated (`state.confidence`, from an `llm_node`) is below `threshold`, or when it stated none
+    (not knowing counts as unsure). Route on it with `guard_route` (e.g. to a `human_node`)."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"a confidence threshold is between 0 and 1, not {threshold}")
+
+    async def guard(state: S) -> S:
+        unsure = state.confidence is None or state.confidence < threshold
+        return state.model_copy(update={"uncertain": unsure})
+
+    return guard
+
+
+def guard_route(state: GraphState) -> str:
+    """The condition after an `uncertainty_guard_node`: "escalate" when unsure, else "continue"."""
+    return "escalate" if state.uncertain else "continue"
