@@ -7,6 +7,8 @@ their services' results."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,10 +143,22 @@ def test_a_graph_run_waits_for_a_person_through_a_crash_and_goes_on_as_decided(
     assert other.status_code == 409 and other.json()["error"] == "CONFLICT", other.text
 
 
-def test_an_abort_ends_the_run_aborted(market: tuple[LocalCluster, Path]) -> None:
+def test_an_abort_ends_the_run_aborted_and_the_cli_starts_and_shows_runs(
+    market: tuple[LocalCluster, Path],
+) -> None:
     cluster, _ = market
     run_id = f"run-{uuid.uuid4().hex[:8]}"
-    assert httpx.put(run_url(cluster, run_id), json={"input": "wind"}, timeout=30).status_code == 200
+    port = ["--dapr-http-port", str(console(cluster).endpoints.dapr_http_port)]
+    start = ["graph", "start", "approval", run_id, "--input", "wind", "--wait"]
+    started = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, *start], capture_output=True, text=True, timeout=90
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.splitlines()[:2] == [
+        f"approval/{run_id}: started",
+        f"approval/{run_id}: WAITING_FOR_HUMAN  write → approve",
+    ], started.stdout
+    assert f"waits at approve for a person: escalation graph.{run_id}.2" in started.stdout
     waiting = eventually(lambda: run_in(cluster, run_id, "WAITING_FOR_HUMAN"), timeout=60)
     decided = httpx.post(
         console(cluster).invoke_url(f"v1/escalations/{waiting['escalation_id']}/resume", "escalation"),
@@ -154,6 +168,13 @@ def test_an_abort_ends_the_run_aborted(market: tuple[LocalCluster, Path]) -> Non
     assert decided.status_code == 200, decided.text
     aborted = eventually(lambda: run_in(cluster, run_id, "ABORTED"), timeout=60)
     assert aborted["path"] == ["write", "approve"] and "aborted by pat@example.com" in aborted["reason"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "graph", "show", "approval", run_id],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == f"approval/{run_id}: ABORTED  write → approve"
+    assert "reason: aborted by pat@example.com at node approve" in shown.stdout
 
 
 def test_a_run_of_an_unknown_graph_or_with_a_bad_state_is_refused(market: tuple[LocalCluster, Path]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agora.cli.debates import cmd_debate_ask, cmd_debate_list, cmd_debate_show
 from agora.cli.escalations import cmd_escalations_list, cmd_escalations_resume, cmd_escalations_show
+from agora.cli.graphs import cmd_graph_show, cmd_graph_start
 from agora.cli.plans import cmd_plan_list, cmd_plan_show, cmd_plan_submit
 from agora.cli.problems import CliError, print_error
 from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_register
@@ -130,6 +131,26 @@ def build_parser() -> argparse.ArgumentParser:
     plans.add_argument("--limit", type=int, default=50)
     plans.add_argument("--offset", type=int, default=0)
     plans.set_defaults(func=cmd_plan_list)
+
+    graph = commands.add_parser("graph", help="runs of the graphs agent apps serve").add_subparsers(
+        dest="action", required=True
+    )
+    start = graph.add_parser("start", help="start a run of a graph on an input")
+    start.add_argument("graph_id")
+    start.add_argument("run_id", nargs="?", help="the run's id (default: a new one)")
+    start.add_argument("--input", required=True, help="the run's input (the state's `input`)")
+    start.add_argument("--app", default="agents", help="the app id of the agent app serving it")
+    start.add_argument("--wait", action="store_true", help="print it until it ends or waits for a person")
+    start.set_defaults(func=cmd_graph_start)
+    show_graph = graph.add_parser("show", help="a run: status, nodes run, where it waits, output")
+    show_graph.add_argument("graph_id")
+    show_graph.add_argument("run_id")
+    show_graph.add_argument("--app", default="agents", help="the app id of the agent app serving it")
+    show_graph.add_argument(
+        "--watch", action="store_true", help="print again on each change until it settles"
+    )
+    show_graph.add_argument("--json", action="store_true")
+    show_graph.set_defaults(func=cmd_graph_show)
 
     debate = commands.add_parser("debate", help="multi-agent debates").add_subparsers(
         dest="action", required=True
