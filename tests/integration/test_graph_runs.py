@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,13 @@ def run_url(cluster: LocalCluster, run_id: str, graph_id: str = "approval") -> s
     return console(cluster).invoke_url(f"v1/graphs/{graph_id}/runs/{run_id}", "agents")
 
 
-def run_in(cluster: LocalCluster, run_id: str, status: str) -> dict[str, Any] | None:
-    answer = httpx.get(run_url(cluster, run_id), timeout=10)
+def run_in(
+    cluster: LocalCluster, run_id: str, *statuses: str, graph_id: str = "approval"
+) -> dict[str, Any] | None:
+    """The run's record once its status is one of `statuses`."""
+    answer = httpx.get(run_url(cluster, run_id, graph_id), timeout=10)
     record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
-    return record if record is not None and record["status"] == status else None
+    return record if record is not None and record["status"] in statuses else None
 
 
 def span_names(cluster: LocalCluster, trace_id: str) -> set[str]:
@@ -196,12 +200,9 @@ def test_a_market_node_s_task_is_allocated_and_completed_through_the_market(
     body = {"input": "Summarize the state of solar power in Spain"}
     assert httpx.put(run_url(cluster, run_id, "research"), json=body, timeout=30).status_code == 200
 
-    def completed() -> dict[str, Any] | None:
-        answer = httpx.get(run_url(cluster, run_id, "research"), timeout=10)
-        record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
-        return record if record is not None and record["status"] in {"COMPLETED", "FAILED"} else None
-
-    done = eventually(completed, timeout=90)
+    done = eventually(
+        partial(run_in, cluster, run_id, "COMPLETED", "FAILED", graph_id="research"), timeout=90
+    )
     assert done["status"] == "COMPLETED", done["reason"]
     state = json.loads(done["state"])
     result = state["market"]["ask"]
@@ -229,11 +230,7 @@ def test_a_planning_node_and_a_debate_node_return_their_services_results(
     body = {"input": "Write a market report on home solar batteries in Spain with sources and data"}
     assert httpx.put(run_url(cluster, run_id, "plan_then_debate"), json=body, timeout=30).status_code == 200
 
-    def ended() -> dict[str, Any] | None:
-        answer = httpx.get(run_url(cluster, run_id, "plan_then_debate"), timeout=10)
-        record: dict[str, Any] | None = answer.json() if answer.status_code == 200 else None
-        return record if record is not None and record["status"] in {"COMPLETED", "FAILED"} else None
-
+    ended = partial(run_in, cluster, run_id, "COMPLETED", "FAILED", graph_id="plan_then_debate")
     done = eventually(ended, timeout=240)
     assert done["status"] == "COMPLETED", done["reason"]
     assert done["path"] == ["plan", "debate"]

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from agora.core import topics
 from agora.core.checks import ValidationResult
-from agora.core.errors import NotFound
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
@@ -51,6 +50,7 @@ from agora.planner.workflow import (
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
+from agora.runtime.task_ends import end_on_board
 from agora.runtime.workflows import (
     Breakdown,
     RunRecords,
@@ -296,11 +296,7 @@ class PlannerActivities:
 
     async def check(self, step: Check) -> TaskEnded | None:
         """The task's end as the board recorded it, if it has one."""
-        try:
-            record = await self.tasks(step.task_id).get_task()
-        except NotFound:
-            return None
-        return TaskEnded.on_board(record)
+        return await end_on_board(self.tasks, step.task_id)
 
     async def verify(self, step: Verify) -> Verified:
         job, ended = step.job, step.ended

@@ -15,15 +15,26 @@ from agora.core import topics
 from agora.core.errors import AgoraError, NotFound
 from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import AwardLapsed, TaskRejected
+from agora.core.task_lifecycle import TaskRecord
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.runtime.clients import TaskActors
 from agora.runtime.pubsub import RejectMessage, Subscriptions
 from agora.runtime.state import StateRepository
 
-__all__ = ["TaskEndRelay"]
+__all__ = ["TaskEndRelay", "end_on_board"]
 
 RaiseEvent = Callable[[str, str, TaskEnded], Awaitable[None]]
 """Raise `event` with the task's end on the workflow instance."""
+
+
+async def end_on_board(tasks: TaskActors, task_id: str) -> TaskEnded | None:
+    """The task's end as the board recorded it, if it has one (a wait's look for a signal that
+    may have been lost)."""
+    try:
+        record = await tasks(task_id).get_task()
+    except NotFound:
+        return None
+    return TaskEnded.on_board(record)
 
 
 class TaskEndRelay:
@@ -53,14 +64,21 @@ class TaskEndRelay:
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
         await self._ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
 
+    async def end_on_board(self, task_id: str) -> TaskEnded | None:
+        return await end_on_board(self._tasks, task_id)
+
+    async def _board_record(self, task_id: str) -> TaskRecord:
+        """The board's record of a task a signal names; a task the board lacks is refused."""
+        try:
+            return await self._tasks(task_id).get_task()
+        except NotFound as exc:
+            raise RejectMessage(f"no task {task_id} on the board") from exc
+
     async def on_rejected(self, rejected: TaskRejected) -> None:
         link = await self._links.get(rejected.task_id)
         if link is None:
             return
-        try:
-            record = await self._tasks(rejected.task_id).get_task()
-        except NotFound as exc:
-            raise RejectMessage(f"no task {rejected.task_id} on the board") from exc
+        record = await self._board_record(rejected.task_id)
         if record.status is not AllocationStatus.REJECTED:
             raise RejectMessage(f"task {rejected.task_id} is {record.status} on the board, not REJECTED")
         reason = (record.allocation.reject_reason if record.allocation else None) or rejected.reason
@@ -72,10 +90,7 @@ class TaskEndRelay:
         link = await self._links.get(lapse.task_id)
         if link is None:
             return
-        try:
-            record = await self._tasks(lapse.task_id).get_task()
-        except NotFound as exc:
-            raise RejectMessage(f"no task {lapse.task_id} on the board") from exc
+        record = await self._board_record(lapse.task_id)
         if (problem := lapse.disagreement_with(record)) is not None:
             raise RejectMessage(problem)
         ended = TaskEnded.on_board(record)

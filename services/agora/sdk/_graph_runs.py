@@ -363,16 +363,12 @@ class GraphRuns:
         await self.host.client.raise_workflow_event(instance_id, event, data=ended.model_dump(mode="json"))
 
     async def _plan_end(self, plan_id: str) -> WaitEnded | None:
-        record = await self._plan(plan_id)
-        return WaitEnded(plan=PlanCompleted.of(record)) if record and record.state in FINAL_STATES else None
+        plan = await self._plan(plan_id)
+        return _plan_end(plan) if plan is not None else None
 
     async def _debate_end(self, debate_id: str) -> WaitEnded | None:
-        record = await self._debate(debate_id)
-        return (
-            WaitEnded(debate=DebateCompleted.of(record))
-            if record and record.state in FINAL_DEBATE_STATES
-            else None
-        )
+        debate = await self._debate(debate_id)
+        return _debate_end(debate) if debate is not None else None
 
     async def _plan(self, plan_id: str) -> PlanRecord | None:
         try:
@@ -491,16 +487,22 @@ class GraphRuns:
         if isinstance(handler, MarketNode):
             wait = Wait(kind=WaitKind.TASK, id=item_id, timeout_seconds=handler.timeout_seconds)
             await self.tasks.link(TaskLink(task_id=item_id, instance_id=instance_id, event=wait.event))
+        else:
+            wait = Wait(
+                kind=WaitKind.PLAN if isinstance(handler, PlanningNode) else WaitKind.DEBATE, id=item_id
+            )
+            await self.wait_links.save(item_id, WaitLink(wait=wait, instance_id=instance_id))
+        await self._request(handler, state, item_id)
+        return wait
+
+    async def _request(self, handler: WaitingNode, state: GraphState, item_id: str) -> None:
+        """Publish what the node asks for (its id as the message id: asking again is a repeat)."""
+        if isinstance(handler, MarketNode):
             await self.publisher.publish(topics.TASKS, handler.task(state, item_id), message_id=item_id)
         elif isinstance(handler, PlanningNode):
-            wait = Wait(kind=WaitKind.PLAN, id=item_id)
-            await self.wait_links.save(item_id, WaitLink(wait=wait, instance_id=instance_id))
             await self.publisher.publish(topics.PLANS, handler.request(state, item_id), message_id=item_id)
         else:
-            wait = Wait(kind=WaitKind.DEBATE, id=item_id)
-            await self.wait_links.save(item_id, WaitLink(wait=wait, instance_id=instance_id))
             await self.publisher.publish(topics.DEBATES, handler.request(state, item_id), message_id=item_id)
-        return wait
 
     async def wait_ended(self, ended: GraphWaitEnded) -> GraphStepDone:
         """What the node waited for ended (or the wait timed out): its result goes into the state."""
@@ -527,36 +529,25 @@ class GraphRuns:
         lost on the way is made now, and a run stuck before its first step is woken."""
         wait = check.wait
         if wait.kind is WaitKind.TASK:
-            try:
-                board = await self.task_actors(wait.id).get_task()
-            except NotFound:
-                return None
-            ended = TaskEnded.on_board(board)
+            ended = await self.tasks.end_on_board(wait.id)
             return WaitEnded(task=ended) if ended is not None else None
         if wait.kind is WaitKind.PLAN:
             plan = await self._plan(wait.id)
             if plan is not None:
-                return WaitEnded(plan=PlanCompleted.of(plan)) if plan.state in FINAL_STATES else None
+                return _plan_end(plan)
         else:
             debate = await self._debate(wait.id)
             if debate is not None:
-                ended_debate = debate.state in FINAL_DEBATE_STATES
-                return WaitEnded(debate=DebateCompleted.of(debate)) if ended_debate else None
-        await self._ask_again(check)
-        return None
-
-    async def _ask_again(self, check: GraphWaitCheck) -> None:
-        start, wait = check.start, check.wait
+                return _debate_end(debate)
+        start = check.start
         graph = self.graph(start.graph_id)
         handler = graph.handler(check.path[-1])
-        state = graph.state_type.model_validate_json(check.state)
-        log.info(
-            "asking again for what a graph run waits for", extra={"run_id": start.run_id, "wait": wait.id}
-        )
-        if isinstance(handler, PlanningNode):
-            await self.publisher.publish(topics.PLANS, handler.request(state, wait.id), message_id=wait.id)
-        elif isinstance(handler, DebateNode):
-            await self.publisher.publish(topics.DEBATES, handler.request(state, wait.id), message_id=wait.id)
+        if isinstance(handler, WaitingNode):
+            log.info(
+                "asking again for what a graph run waits for", extra={"run_id": start.run_id, "id": wait.id}
+            )
+            await self._request(handler, graph.state_type.model_validate_json(check.state), wait.id)
+        return None
 
     async def _moved_on(
         self, start: GraphRunStart, graph: CompiledGraph[Any], node: str, state: GraphState, path: list[str]
@@ -638,6 +629,14 @@ def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int)
         who=f"graph:{start.graph_id}"[:200],
         why=f"node {node} of graph {start.graph_id} asks a person"[:MAX_NOTE_CHARS],
     )
+
+
+def _plan_end(plan: PlanRecord) -> WaitEnded | None:
+    return WaitEnded(plan=PlanCompleted.of(plan)) if plan.state in FINAL_STATES else None
+
+
+def _debate_end(debate: DebateRecord) -> WaitEnded | None:
+    return WaitEnded(debate=DebateCompleted.of(debate)) if debate.state in FINAL_DEBATE_STATES else None
 
 
 def _market_result(wait: Wait, ended: TaskEnded | None) -> MarketResult:
