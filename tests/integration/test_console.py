@@ -353,7 +353,7 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
         task_id=task_id,
         description="Summarise <b>this</b> week's papers",
         required_skills=["web_search"],
-        min_success_threshold=0.2,
+        min_success_threshold=0.0,  # allocated whatever the bids say: the page shows a winner
     )
     published = httpx.post(
         f"{app.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks",

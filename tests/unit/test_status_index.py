@@ -10,7 +10,7 @@ from typing import cast
 
 import pytest
 
-from agora.runtime.sidecar import EtagMismatch
+from agora.runtime.sidecar import DaprError, EtagMismatch
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import IdSet, StatusIndex, creation_entry, id_of_entry
 
@@ -31,7 +31,15 @@ class MemoryStore:
         await asyncio.sleep(0)  # a real read yields; moves queue up meanwhile
         return {k: Versioned(self.values[k][0], self.values[k][1]) for k in keys if k in self.values}
 
-    async def transact(self, values: dict[str, IdSet | None], *, etags: dict[str, str | None]) -> None:
+    async def save(self, key: str, value: IdSet, *, only_if_absent: bool = False) -> None:
+        await asyncio.sleep(0)
+        if self._broken:
+            raise RuntimeError("state store down")
+        if only_if_absent and key in self.values:
+            raise DaprError(500, "ERR_STATE_SAVE", f"failed to set key {key}")
+        self.values[key] = (value, str(next(self._etags)))
+
+    async def transact(self, values: dict[str, IdSet], *, etags: dict[str, str]) -> None:
         self.transactions += 1
         await asyncio.sleep(0)
         if self._broken:
@@ -42,15 +50,13 @@ class MemoryStore:
             key = next(iter(values))
             other = self.values.get(key, (IdSet(), ""))[0]
             self.values[key] = (IdSet(ids=[*other.ids, "written-elsewhere"]), str(next(self._etags)))
+        assert set(etags) == set(values), "every key of a transaction is guarded by its etag"
         for key, etag in etags.items():
             stored = self.values.get(key)
             if (stored[1] if stored else None) != etag:
                 raise EtagMismatch(409, "ERR_STATE_TRANSACTION", f"etag mismatch on {key}")
         for key, value in values.items():
-            if value is None:
-                self.values.pop(key, None)
-            else:
-                self.values[key] = (value, str(next(self._etags)))
+            self.values[key] = (value, str(next(self._etags)))
 
 
 def index_over(store: MemoryStore) -> StatusIndex:
@@ -113,7 +119,8 @@ async def test_discard_and_unchanged_moves() -> None:
     assert store.transactions == writes
     await index.discard("task-1", "PENDING")
     assert await listed(index, "PENDING") == []
-    assert not store.values  # an emptied shard is deleted, not kept as an empty list
+    # An emptied shard is kept: deleted and created again, its etags would start afresh.
+    assert [value.ids for value, _ in store.values.values()] == [[]]
 
 
 @pytest.mark.parametrize("shards", [1, 16])
@@ -164,7 +171,7 @@ async def test_adding_again_writes_nothing_and_discarding_with_the_creation_time
     assert await index.newest_first() == ["e-2"]
     assert await listed(index, "RESOLVED") == ["e-2"]
     await index.discard("e-2", "RESOLVED", T0 + timedelta(hours=1))
-    assert not store.values
+    assert await index.newest_first() == [] and await listed(index, "RESOLVED") == []
 
 
 async def test_an_item_listed_before_the_creation_listing_existed_is_listed_by_status_only() -> None:
@@ -207,3 +214,37 @@ async def test_a_status_is_listed_the_newest_first_and_items_older_than_that_lis
     await index.move("e-0", None, "WAITING_FOR_HUMAN")  # listed by status only
     assert await index.newest_first_in("WAITING_FOR_HUMAN") == ["e-d", "e-c", "e-b", "e-0"]
     assert await index.newest_first_in("RESOLVED") == ["e-a"]
+
+
+async def test_a_shard_another_writer_creates_first_is_changed_not_overwritten() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    shard = index._key("PENDING", "task-1")
+    reads = store.get_many
+
+    async def created_meanwhile(keys: Iterable[str]) -> dict[str, Versioned[IdSet]]:
+        found = await reads(keys)
+        if shard not in store.values:  # another replica creates the shard after this read
+            store.values[shard] = (IdSet(ids=["theirs"]), "77")
+        return found
+
+    store.get_many = created_meanwhile  # type: ignore[method-assign]
+    await index.move("task-1", None, "PENDING")
+    assert await listed(index, "PENDING") == ["task-1", "theirs"]
+
+
+async def test_a_shard_that_cannot_be_read_is_not_taken_for_a_missing_one() -> None:
+    store = MemoryStore()
+    index = index_over(store)
+    await index.move("task-1", None, "PENDING")
+
+    async def unreadable(keys: Iterable[str]) -> dict[str, Versioned[IdSet]]:
+        raise DaprError(500, "ERR_STATE_GET", "could not read a shard: connection refused")
+
+    reads = store.get_many
+    store.get_many = unreadable  # type: ignore[method-assign]
+    with pytest.raises(DaprError):
+        await index.move("task-2", None, "PENDING")
+    store.get_many = reads  # type: ignore[method-assign]
+    await index.move("task-2", None, "PENDING")
+    assert await listed(index, "PENDING") == ["task-1", "task-2"]

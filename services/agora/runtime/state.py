@@ -84,7 +84,11 @@ class StateRepository(Generic[M]):
         by_key = {self.key(i): i for i in ids}
         found: dict[str, tuple[Any, str | None]] = {}
         for item in response.json():
-            if item.get("data") is None or item.get("error"):
+            if item.get("error"):
+                # A key the store could not read (e.g. while it restarts) is not a missing key:
+                # a caller that took it for one would create it afresh over what it holds.
+                raise DaprError(500, "ERR_STATE_GET", f"could not read {item['key']}: {item['error']}")
+            if item.get("data") is None:
                 continue
             found[by_key[item["key"]]] = (item["data"], item.get("etag"))
         return found
@@ -114,25 +118,23 @@ class StateRepository(Generic[M]):
         with self._span("save", item_id):
             await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=[entry])
 
-    async def transact(self, values: dict[str, M | None], *, etags: dict[str, str | None]) -> None:
-        """Write several items in one state transaction: each id to its value, or deleted when
-        the value is None, guarded by its etag (an id without one must not exist yet)."""
-        operations: list[dict[str, Any]] = []
-        for item_id, value in values.items():
-            request: dict[str, Any] = {
-                "key": self.key(item_id),
-                "options": {"concurrency": "first-write", "consistency": "strong"},
+    async def transact(self, values: dict[str, M], *, etags: dict[str, str]) -> None:
+        """Write several existing items in one state transaction, each guarded by the etag it
+        was read with. Only existing items: inside a transaction, Redis does not refuse a write
+        without an etag over a key that exists, so an item is created first with
+        `save(..., only_if_absent=True)`, which it does refuse."""
+        operations: list[dict[str, Any]] = [
+            {
+                "operation": "upsert",
+                "request": {
+                    "key": self.key(item_id),
+                    "etag": etags[item_id],
+                    "value": value.model_dump(mode="json"),
+                    "options": {"concurrency": "first-write", "consistency": "strong"},
+                },
             }
-            etag = etags.get(item_id)
-            if etag is not None:
-                request["etag"] = etag
-            if value is None:
-                if etag is None:
-                    continue  # nothing stored, nothing to delete
-                operations.append({"operation": "delete", "request": request})
-            else:
-                request["value"] = value.model_dump(mode="json")
-                operations.append({"operation": "upsert", "request": request})
+            for item_id, value in values.items()
+        ]
         if not operations:
             return
         with self._span("transaction"):

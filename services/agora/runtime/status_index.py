@@ -7,7 +7,10 @@ writes all moves queued since its last write together, as one bulk read of the k
 and one state transaction guarded by those keys' etags. An idle index writes a move at once (two
 sidecar calls); under load, a hundred concurrent status changes still cost two calls, not four
 each. A write that loses an etag race to another replica is redone from a fresh read; the
-operations are set additions and removals, so redoing them is safe.
+operations are set additions and removals, so redoing them is safe. A shard is never deleted,
+only emptied: a key deleted and created again starts its etags afresh, so a writer holding one
+from before could overwrite the new value. A shard that does not exist yet is first created
+empty by a write the store refuses over an existing key.
 
 The index is maintained after the owning record is saved. A failure in between leaves it stale
 for that id until the owner is asked for the same change again (a redelivery, a caller's
@@ -150,18 +153,33 @@ class StatusIndex:
             changed = _apply(batch, {key: found.value.ids for key, found in current.items()}, self._key)
             if not changed:
                 return
+            absent = [key for key in changed if key not in current]
+            if absent:
+                # A shard is created empty by a write the store refuses over an existing key,
+                # then changed like any other, guarded by its etag: a transaction cannot create
+                # one safely (Redis applies an unguarded write there even over a key another
+                # replica just created). A creation that lost that race changes nothing.
+                await asyncio.gather(*(self._create(key) for key in absent))
+                continue
             try:
                 await self._repository.transact(
-                    {key: IdSet(ids=ids) if ids else None for key, ids in changed.items()},
-                    etags={key: _etag(current.get(key)) for key in changed},
+                    {key: IdSet(ids=ids) for key, ids in changed.items()},
+                    etags={key: _etag(key, current[key]) for key in changed},
                 )
                 return
             except DaprError as exc:
-                # Another replica wrote one of these keys since the read (Redis reports a lost
-                # create as a plain save error): read again and redo the whole batch.
+                # Another replica wrote one of these keys since the read: read again and redo
+                # the whole batch (Redis may have applied the rest of the transaction; the
+                # moves are set additions and removals, so redoing them is safe).
                 log.debug("status index write conflicted; retrying", extra={"reason": str(exc)})
             await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise ConcurrencyConflict(f"status index: gave up after {WRITE_ATTEMPTS} conflicting writes")
+
+    async def _create(self, key: str) -> None:
+        try:
+            await self._repository.save(key, IdSet(), only_if_absent=True)
+        except DaprError as exc:
+            log.debug("status index shard not created; reading it again", extra={"reason": str(exc)})
 
 
 def _apply(
@@ -182,5 +200,7 @@ def _apply(
     return {key: list(ids) for key, ids in members.items() if list(ids) != ids_by_key.get(key, [])}
 
 
-def _etag(found: Versioned[IdSet] | None) -> str | None:
-    return found.etag if found is not None else None
+def _etag(key: str, found: Versioned[IdSet]) -> str:
+    if not found.etag:
+        raise DaprError(500, "ERR_STATE_ETAG", f"the state store gave no etag for {key}; the index needs one")
+    return found.etag
