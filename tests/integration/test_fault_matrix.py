@@ -126,22 +126,6 @@ def _selected() -> list[str]:
     return names
 
 
-KNOWN_DEFECTS = {
-    "redis": "open defect: a SIGKILL of Redis (the worker's workflow state store) can leave a task "
-    "ALLOCATED with no outcome (1 of 200, and a plan stopped waiting for it; seen 1 run in 7)",
-}
-"""Rows that still run and report, but whose failure is a known open defect, not a regression."""
-
-
-def _rows() -> list[Any]:
-    return [
-        pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_DEFECTS[name], strict=False))
-        if name in KNOWN_DEFECTS
-        else name
-        for name in _selected()
-    ]
-
-
 @dataclass
 class RowResult:
     fault: str
@@ -414,7 +398,7 @@ def write_table(path: Path, results: list[RowResult]) -> None:
     path.write_text(pattern.sub(lambda _: block, text))
 
 
-@pytest.mark.parametrize("fault_name", _rows())
+@pytest.mark.parametrize("fault_name", _selected())
 def test_a_burst_survives_the_fault(matrix: Matrix, fault_name: str) -> None:
     result = matrix.run(FAULTS[fault_name])
     assert result.lost == 0, result
