@@ -1,12 +1,14 @@
 """Teams' own agents on the market (redis profile, every service its own app): an agent app
 built on the SDK (examples/agents/calculator.py) joins a running market, wins tasks by its own
 bids, uses its tools, reports cost and tokens, keeps to its tasks' budgets, and an app that does
-not bid in time gets the market's estimate instead."""
+not bid in time gets the market's estimate instead; a dapr-agents agent of the same app
+(examples/agents/archivist.py) wins and completes a task of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -35,10 +37,15 @@ pytestmark = pytest.mark.integration
 
 AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "market_agents.py"
 """The example calculator (examples/agents/calculator.py) and an agent slow to bid."""
+ARCHIVIST_FILE = Path(__file__).resolve().parents[2] / "examples" / "agents" / "archivist.py"
+"""A dapr-agents `DurableAgent`, put on the market beside the SDK's agents of the same app."""
 AGENTS = ServiceSpec(
     "agents",
     "agora.sdk",
-    env={"AGORA_AGENTS_FILE": str(AGENTS_FILE), "AGORA_UNCERTAINTY_APP_ID": "uncertainty"},
+    env={
+        "AGORA_AGENTS_FILE": os.pathsep.join([str(AGENTS_FILE), str(ARCHIVIST_FILE)]),
+        "AGORA_UNCERTAINTY_APP_ID": "uncertainty",
+    },
 )
 CARELESS_BIDDER = ServiceSpec(
     "careless-bidder", None, command=[sys.executable, str(AGENTS_FILE.parent / "careless_bidder.py")]
@@ -98,6 +105,27 @@ def test_an_sdk_agent_wins_a_task_by_its_own_bid_uses_a_tool_and_reports_cost_an
     assert outcome["summary"] == "5.0", "the add tool's result is the answer"
     assert outcome["actual_cost_usd"] > 0 and outcome["input_tokens"] > 0 and outcome["output_tokens"] > 0
     assert outcome["actual_steps"] == 2
+
+
+def test_a_dapr_agents_agent_wins_a_task_and_completes_it_with_its_own_workflow(market: LocalCluster) -> None:
+    question = "Which records mention the harbour fire?"
+    record = settled(market, publish(market, description=question, required_skills=["archive_search"]))
+
+    allocation = record["allocation"]
+    assert record["status"] == "COMPLETED", record
+    assert allocation["winning_agent_id"] == "archivist" and allocation["winning_bid"]["fallback"] is False
+    outcome = record["outcome"]
+    # Its model is Dapr's Conversation API on the echo component: the answer is the agent's
+    # conversation given back, so it holds the task's question.
+    assert question in outcome["summary"]
+    assert outcome["actual_steps"] >= 1
+    assert outcome["actual_cost_usd"] == pytest.approx(0.002 * outcome["actual_steps"])
+    # The run was one instance of the agent's own workflow, on the agent app's runtime.
+    [app] = replicas_of(market, "agents")
+    state = httpx.get(
+        f"{app.dapr_http}/v1.0/workflows/dapr/dapr-agents.{record['spec']['task_id']}", timeout=10
+    )
+    assert state.status_code == 200 and state.json()["runtimeStatus"] == "COMPLETED", state.text
 
 
 def test_an_agent_app_that_does_not_bid_in_time_gets_the_market_s_estimate(market: LocalCluster) -> None:

@@ -195,6 +195,14 @@ class WorkflowHost:
         run.__name__ = name
         self._runtime.register_activity(run, name=name)
 
+    def attach(self, register: Callable[[WorkflowRuntime], None]) -> None:
+        """Let a library register workflows and activities of its own on the app's runtime
+        (a dapr-agents agent's), before it starts: one runtime per app, since a sidecar hands
+        each work item to one of the workers connected to it."""
+        if self._started:
+            raise RuntimeError("workflows are registered before the workflow runtime starts")
+        register(self._runtime)
+
     async def start_once(self, workflow: str, instance_id: str, argument: BaseModel) -> bool:
         """Schedule `workflow` as `instance_id` unless an instance of that id exists (a repeated
         request, a redelivery); whether it was scheduled now. An existing instance that has not

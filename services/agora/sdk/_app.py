@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from dapr.ext.workflow import DaprWorkflowContext
+from dapr.ext.workflow import DaprWorkflowContext, WorkflowRuntime
 from fastapi import FastAPI, Request
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
@@ -166,6 +166,9 @@ class Agent:
     bids: Literal["self", "market"] = "self"
     """Who writes the agent's bids: the agent itself (its app answers each solicitation), or
     the market's own model (no solicitation reaches the app; a reference agent's way)."""
+    workflows: Callable[[WorkflowRuntime], None] | None = None
+    """Registers workflows and activities of the agent's own on its app's workflow runtime (an
+    agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""
     runs_in_flight: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -426,6 +429,9 @@ def agent_app_module(
         tasks = task_actors(actors)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
+        for agent in agents:
+            if agent.workflows is not None:
+                host.attach(agent.workflows)
         graph_runs = GraphRuns(
             graphs,
             ctx.repository(GRAPH_RUN_NAMESPACE, GraphRunRecord),
