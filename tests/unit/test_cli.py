@@ -29,6 +29,7 @@ from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.escalation.checkpoints import CheckpointContext, CheckpointTrigger
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationResponse
+from agora.core.escalation.digest import context_digest
 from agora.core.escalation.record import (
     EscalationRecord,
     EscalationStatus,
@@ -973,6 +974,24 @@ def test_a_decision_is_sent_as_a_resume_request(
     assert ResumeRequest.model_validate(body) == ResumeRequest(
         decision=decision, who="alice", why="wrong currency"
     )
+
+
+def test_a_decision_is_bound_to_the_context_shown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = parked(escalation_context())
+    digest = context_digest(waiting)
+    assert escalation_lines(waiting)[-1].startswith(f"context digest: {digest} ")
+    decided = resolve(waiting, EscalationResponse(action="skip"), "alice", "", PARKED_AT)
+    sent = exchanging(monkeypatch, decided.model_dump(mode="json"))
+    code, _, _ = run_cli(capsys, "escalations", "resume", "e-7", "--action", "skip", "--seen", digest)
+    assert code == 0
+    [(_, _, body)] = sent
+    assert ResumeRequest.model_validate(body).context_digest == digest
+
+    code, out, err = run_cli(capsys, "escalations", "resume", "e-7", "--action", "skip", "--seen", "abc")
+    assert (code, out) == (1, "") and err.startswith("error: the decision: context_digest: ")
+    assert len(sent) == 1  # refused before it is sent
 
 
 def test_a_decision_that_does_not_validate_is_refused_before_it_is_sent(

@@ -51,6 +51,7 @@ def cmd_escalations_resume(args: argparse.Namespace) -> int:
             ),
             who=args.who,
             why=args.why,
+            context_digest=args.seen,
         )
     except ValidationError as exc:  # e.g. modify_prompt without a prompt: refused before it is sent
         raise invalid_input("the decision", exc) from None

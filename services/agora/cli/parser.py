@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--guidance")
     resume.add_argument("--who", default=os.environ.get("USER", "operator"))
     resume.add_argument("--why", default="")
+    resume.add_argument(
+        "--seen",
+        metavar="DIGEST",
+        help="the context digest `escalations show` printed: the decision applies only if the "
+        "escalation still shows the same (else CONTEXT_CHANGED, naming what changed)",
+    )
     resume.set_defaults(func=cmd_escalations_resume)
 
     plan = commands.add_parser("plan", help="long tasks planned as subgoal DAGs").add_subparsers(

@@ -13,6 +13,7 @@ from agora.core.checks import ValidationResult
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import CheckpointResponse, EscalationResponse
+from agora.core.escalation.digest import context_digest
 from agora.core.escalation.record import AbortSummary, EscalationRecord
 from agora.core.escalation.suggestions import HistoricalSuggestion
 
@@ -198,4 +199,9 @@ def escalation_lines(record: EscalationRecord) -> list[str]:
     for entry in record.audit:
         why = f" ({_flat(entry.why)})" if entry.why.strip() else ""
         lines.append(f"{INDENT}{when(entry.when)}  {entry.who}: {entry.what}{why}")
+    if record.waiting:
+        # A decision sent with `--seen` applies only while the escalation shows what is above.
+        lines.append(
+            f"context digest: {context_digest(record)} (resume --seen it to decide on what is shown)"
+        )
     return lines
