@@ -268,6 +268,35 @@ def test_a_paused_run_is_resumed_by_a_person_s_decision_through_the_cli(market: 
     assert record["outcome"]["actual_steps"] == 2, "the paused step, then the one after the decision"
 
 
+def test_a_paused_run_is_reassigned_by_a_person_to_another_bidder(market: LocalCluster) -> None:
+    task_id = publish(market, description="Survey the harbour", required_skills=["survey"],
+                      min_success_threshold=0.5)  # fmt: skip
+    escalation_id = parked(market, task_id)
+    board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
+    assert board["allocation"]["winning_agent_id"] == "hesitant"
+    resume_url = console(market).invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation")
+
+    def reassign(to: str | None) -> httpx.Response:
+        decision = {"kind": "escalation", "action": "reassign", "reassign_to": to}
+        return httpx.post(resume_url, json={"decision": decision, "who": "alice"}, timeout=30)
+
+    refused = reassign("nobody")  # refused up front, with why, and the run still waits
+    assert refused.status_code == 422 and refused.json()["error"] == "INVALID_ARGUMENT", refused.text
+    assert "agent nobody did not bid for task" in refused.json()["message"]
+    refused = reassign(None)  # the finisher's bid is below the task's threshold: not eligible
+    assert "no eligible bid left" in refused.json()["message"], refused.text
+
+    assert reassign("finisher").status_code == 200
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "finisher"
+    assert record["outcome"]["summary"] == "surveyed: Survey the harbour"
+    handed, taken = record["awards"]
+    assert (handed["agent_id"], taken["agent_id"]) == ("hesitant", "finisher")
+    assert handed["handed_over_by"] == f"alice (escalation {escalation_id})"
+    assert record["allocation"]["winning_agent_id"] == "finisher"
+
+
 def test_a_run_its_recovery_cannot_fix_is_handed_to_a_person_and_goes_on_as_decided(
     market: LocalCluster,
 ) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agora.core.errors import InvalidOutcome
+from agora.core.errors import IllegalTransition, InvalidArgument, InvalidOutcome
 from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
 from agora.core.task_lifecycle import (
     DEFAULT_ACK_SECONDS,
@@ -17,9 +17,11 @@ from agora.core.task_lifecycle import (
     acknowledge,
     allocate,
     expire_award,
+    hand_over,
     move,
     next_best,
     record_outcome,
+    successor,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -172,3 +174,43 @@ def test_an_allocation_for_another_task_is_refused() -> None:
     result = AllocationResult(task_id="other", status=AllocationStatus.REJECTED, reject_reason="r")
     with pytest.raises(InvalidOutcome):
         allocate(TaskRecord(spec=spec()), result, NOW)
+
+
+def test_a_reassignment_hands_a_taken_task_to_the_next_best_bid_or_a_named_bidder() -> None:
+    taken = acknowledge(allocated(("a", 0.9), ("neg", -0.1), ("b", 0.5), ("c", 0.3)), "a", NOW)
+    later = NOW + timedelta(minutes=2)
+
+    to_next = hand_over(taken, "a", None, "alice (escalation e-1)", later)
+    assert to_next.allocation is not None and to_next.allocation.winning_agent_id == "b"
+    assert [(a.agent_id, a.handed_over_by) for a in to_next.awards] == [
+        ("a", "alice (escalation e-1)"),
+        ("b", None),
+    ]
+    assert to_next.awards[-1].awarded_at == later and not to_next.award_published
+    assert hand_over(to_next, "a", None, "alice (escalation e-1)", later) is to_next  # a redelivery
+
+    to_named = hand_over(taken, "a", "neg", "bob", later)  # any bidder a person names
+    assert to_named.allocation is not None and to_named.allocation.winning_agent_id == "neg"
+    assert to_named.allocation.winning_bid is not None and to_named.allocation.winning_bid.agent_id == "neg"
+
+
+def test_a_reassignment_is_refused_with_why() -> None:
+    record = allocated(("a", 0.9), ("b", 0.5))
+    with pytest.raises(IllegalTransition, match="not being run by an agent"):
+        successor(record, None)  # awarded, not taken yet
+    taken = acknowledge(record, "a", NOW)
+    with pytest.raises(InvalidArgument, match="agent z did not bid for task t1; its other bidders: b"):
+        successor(taken, "z")
+    with pytest.raises(InvalidArgument, match="already a's"):
+        successor(taken, "a")
+    with pytest.raises(AwardNotHeld):
+        hand_over(taken, "b", None, "alice", NOW)  # only the holder gives it up
+    alone = acknowledge(allocated(("a", 0.9), ("neg", -0.1)), "a", NOW)
+    with pytest.raises(InvalidArgument, match="no eligible bid left that was not tried"):
+        successor(alone, None)
+    done = record_outcome(
+        taken,
+        TaskOutcome(task_id="t1", agent_id="a", actual_success=True, actual_cost_usd=0.1, actual_steps=1),
+    )
+    with pytest.raises(IllegalTransition):
+        successor(done, "b")

@@ -23,7 +23,7 @@ from agora.console.auth import (
     proxied_person,
     verify_secret,
 )
-from agora.console.decision_form import FormRefused, deadline_extension, decision_request
+from agora.console.decision_form import FormRefused, actions_for, deadline_extension, decision_request
 from agora.console.inbox import InboxFilter, SharedReading, age_text, inbox
 from agora.console.settings import ConsoleSettings
 from agora.console.traces import JaegerAnswer, timeline
@@ -262,6 +262,24 @@ def test_bad_input_is_refused_by_field(fields: dict[str, str], problem: str) -> 
     with pytest.raises(FormRefused) as refused:
         decision_request(form(**fields), record(), "alice")
     assert problem in refused.value.problems
+
+
+def test_reassign_is_offered_for_a_task_s_paused_run_and_sends_the_bidder_named() -> None:
+    assert "reassign" in actions_for(record(kind=WaitingPartyKind.SESSION))
+    assert "reassign" in actions_for(record(kind=WaitingPartyKind.TASK))
+    assert "reassign" not in actions_for(record(kind=WaitingPartyKind.PLAN_STEP))
+    named = decision_request(form(action="reassign", reassign_to=" b2 "), record(), "alice")
+    assert isinstance(named.decision, EscalationResponse) and named.decision.reassign_to == "b2"
+    nearest = decision_request(form(action="reassign", reassign_to=""), record(), "alice")
+    assert isinstance(nearest.decision, EscalationResponse) and nearest.decision.reassign_to is None
+    ignored = decision_request(form(action="retry", reassign_to="b2"), record(), "alice")
+    assert isinstance(ignored.decision, EscalationResponse) and ignored.decision.reassign_to is None
+    with pytest.raises(FormRefused) as refused:
+        decision_request(form(action="reassign"), record(kind=WaitingPartyKind.PLAN_STEP), "alice")
+    assert "action" in refused.value.problems
+    with pytest.raises(FormRefused) as refused:
+        decision_request(form(action="reassign", reassign_to="has space"), record(), "alice")
+    assert "reassign_to" in refused.value.problems
 
 
 def test_a_form_without_the_page_digest_is_refused() -> None:

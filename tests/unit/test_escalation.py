@@ -196,6 +196,13 @@ def test_modified_prompt_only_with_actions_that_use_it() -> None:
         assert info.value.errors()[0]["loc"] == ("modified_prompt",)
 
 
+def test_a_bidder_to_hand_the_task_to_goes_only_with_reassign() -> None:
+    assert EscalationResponse(action="reassign", reassign_to="b2").reassign_to == "b2"
+    assert EscalationResponse(action="reassign").reassign_to is None  # the next-best bid
+    with pytest.raises(ValidationError, match="reassign_to is only used with action reassign, not retry"):
+        EscalationResponse.model_validate({"action": "retry", "reassign_to": "b2"})
+
+
 def test_an_invalid_action_is_reported_as_such() -> None:
     with pytest.raises(ValidationError) as info:
         CheckpointResponse.model_validate({"action": "retry"})  # not a checkpoint action

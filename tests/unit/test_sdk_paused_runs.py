@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import cast
 
+from agora.core.errors import AgoraError
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.escalation.record import EscalationStatus, WaitingParty, WaitingPartyKind
-from agora.core.market import Bid, TaskSpec
-from agora.core.messages import EscalationResolved, TaskAwarded
+from agora.core.market import AllocationStatus, Bid, TaskSpec
+from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
 from agora.core.models import CapabilityProfile
+from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
+from agora.runtime.interfaces import TaskActorInterface
 from agora.sdk import Agent, AgentRunner, AgentState, InMemoryStateStore, ReactStep, StepCheck
 from agora.sdk._app import AgentRunDecision, _execute, _resume
 
@@ -53,15 +58,35 @@ def award() -> TaskAwarded:
     )  # fmt: skip
 
 
+class Board:
+    """The task board's `hand_over` for the run's task: hands it to `b2`, or refuses with `refusal`."""
+
+    def __init__(self, refusal: AgoraError | None = None) -> None:
+        self.handed: list[HandOver] = []
+        self._refusal = refusal
+
+    def __call__(self, task_id: str) -> TaskActorInterface:
+        assert task_id == TASK
+        return cast(TaskActorInterface, self)
+
+    async def hand_over(self, hand_over: HandOver) -> TaskRecord:
+        if self._refusal is not None:
+            raise self._refusal
+        self.handed.append(hand_over)
+        now = datetime.now(UTC)
+        awards = [AwardAttempt(agent_id="a1", awarded_at=now), AwardAttempt(agent_id="b2", awarded_at=now)]
+        return TaskRecord(spec=award().spec, status=AllocationStatus.ALLOCATED, awards=awards)
+
+
 def decision(
-    action: EscalationAction, prompt: str | None = None, escalation_id: str = "esc-1"
+    action: EscalationAction, prompt: str | None = None, escalation_id: str = "esc-1", to: str | None = None
 ) -> AgentRunDecision:
     return AgentRunDecision(
         award=award(),
         decided=EscalationResolved(
             escalation_id=escalation_id,
             waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=TASK),
-            decision=EscalationResponse(action=action, modified_prompt=prompt),
+            decision=EscalationResponse(action=action, modified_prompt=prompt, reassign_to=to),
             decided_by="alice",
             status=EscalationStatus.RESOLVED,
         ),
@@ -85,8 +110,8 @@ async def test_modify_prompt_goes_on_with_the_new_prompt_and_a_repeat_changes_no
     await _execute(agent, award(), store)
 
     decided = decision(EscalationAction.MODIFY_PROMPT, "Migrate it with a rollback plan")
-    resumed = await _resume(agent, decided, store, None)
-    repeated = await _resume(agent, decided, store, None)
+    resumed = await _resume(agent, decided, store, None, Board())
+    repeated = await _resume(agent, decided, store, None, Board())
 
     assert resumed.outcome is not None and resumed.outcome.actual_success
     assert resumed.outcome.summary == "after the decision" and resumed.outcome.actual_steps == 2
@@ -104,7 +129,7 @@ async def test_skip_ends_the_run_partial_and_abort_ends_it_failed() -> None:
         agent = cautious(store)
         await _execute(agent, award(), store)
 
-        ended = await _resume(agent, decision(action), store, None)
+        ended = await _resume(agent, decision(action), store, None, Board())
 
         assert ended.outcome is not None and not ended.outcome.actual_success
         assert ended.outcome.partial is partial and ended.outcome.summary == f"{action} by alice"
@@ -115,6 +140,39 @@ async def test_a_decision_on_another_escalation_does_not_move_the_run() -> None:
     agent = cautious(store)
     await _execute(agent, award(), store)
 
-    other = await _resume(agent, decision(EscalationAction.RETRY, escalation_id="esc-9"), store, None)
+    other = await _resume(
+        agent, decision(EscalationAction.RETRY, escalation_id="esc-9"), store, None, Board()
+    )
 
     assert other.outcome is None and other.waiting_on == "esc-1"
+
+
+async def test_reassign_hands_the_task_over_and_the_run_ends_without_an_outcome() -> None:
+    store = InMemoryStateStore()
+    agent = cautious(store)
+    board = Board()
+    await _execute(agent, award(), store)
+
+    handed = await _resume(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
+    again = await _resume(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
+
+    assert handed.outcome is None and handed.handed_over and again == handed
+    [given] = board.handed
+    assert (given.agent_id, given.to_agent, given.escalation_id) == ("a1", "b2", "esc-1")
+    assert given.award_token == award().award_token and given.decided_by == "alice"
+    state = await store.load("a1", TASK)
+    assert state is not None and state.handed_over and state.reason == "handed over to b2 by alice"
+
+
+async def test_a_hand_over_the_board_refuses_ends_the_run_failed_saying_why() -> None:
+    store = InMemoryStateStore()
+    agent = cautious(store)
+    await _execute(agent, award(), store)
+
+    refused = Board(AwardNotHeld("task t-1 is not awarded to a1"))
+    ended = await _resume(agent, decision(EscalationAction.REASSIGN), store, None, refused)
+
+    assert ended.outcome is not None and not ended.outcome.actual_success
+    assert ended.outcome.summary.endswith(
+        "reassign by alice could not be done: AWARD_NOT_HELD: task t-1 is not awarded to a1"
+    ), ended.outcome.summary

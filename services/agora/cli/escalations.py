@@ -47,7 +47,10 @@ def cmd_escalations_resume(args: argparse.Namespace) -> int:
     try:
         request = ResumeRequest(
             decision=EscalationResponse(
-                action=EscalationAction(args.action), modified_prompt=args.prompt, guidance=args.guidance
+                action=EscalationAction(args.action),
+                modified_prompt=args.prompt,
+                guidance=args.guidance,
+                reassign_to=args.to,
             ),
             who=args.who,
             why=args.why,

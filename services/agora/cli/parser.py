@@ -106,7 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "resume", help="decide a waiting escalation (AGORA_API_TOKEN if required)"
     )
     resume.add_argument("escalation_id")
-    resume.add_argument("--action", required=True, choices=["retry", "skip", "abort", "modify_prompt"])
+    resume.add_argument(
+        "--action", required=True, choices=["retry", "skip", "abort", "modify_prompt", "reassign"]
+    )
+    resume.add_argument(
+        "--to",
+        metavar="AGENT",
+        help="with reassign: the task's bidder to hand it to (none: the next-best bid not tried yet)",
+    )
     resume.add_argument("--prompt", help="the new prompt (required with modify_prompt)")
     resume.add_argument("--guidance")
     resume.add_argument("--who", default=os.environ.get("USER", "operator"))

@@ -23,7 +23,7 @@ from agora.core.escalation.decisions import (
     EscalationResponse,
 )
 from agora.core.escalation.digest import DIGEST_PATTERN
-from agora.core.escalation.record import EscalationRecord
+from agora.core.escalation.record import EscalationRecord, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 
 __all__ = [
@@ -44,6 +44,7 @@ FIELD_LABELS = {
     "modified_prompt": "prompt",
     "guidance": "guidance",
     "confidence_boost": "confidence boost",
+    "reassign_to": "reassign to",
     "why": "reason",
     "context_digest": "page",
     "who": "person",
@@ -62,10 +63,12 @@ class FormRefused(Exception):
 
 
 def actions_for(record: EscalationRecord) -> list[str]:
-    """The actions that answer this escalation, in the order the form offers them."""
+    """The actions that answer this escalation, in the order the form offers them: reassign
+    only for a paused run of a task (another of its bidders can take it over)."""
     if isinstance(record.context, CheckpointContext):
         return [str(a) for a in CheckpointAction]
-    return [str(a) for a in EscalationAction]
+    runs_a_task = record.waiting_party.kind in (WaitingPartyKind.TASK, WaitingPartyKind.SESSION)
+    return [str(a) for a in EscalationAction if a is not EscalationAction.REASSIGN or runs_a_task]
 
 
 def prompt_of(record: EscalationRecord) -> str:
@@ -119,11 +122,13 @@ def decision_request(form: Mapping[str, str], record: EscalationRecord, who: str
                 action=CheckpointAction(action), modified_prompt=modified, guidance=guidance or None
             )
         else:
+            target = form.get("reassign_to", "").strip() if action == EscalationAction.REASSIGN else ""
             response = EscalationResponse(
                 action=EscalationAction(action),
                 modified_prompt=modified,
                 guidance=guidance or None,
                 confidence_boost=boost,
+                reassign_to=target or None,
             )
         return ResumeRequest(decision=response, who=who, why=why, context_digest=digest)
     except ValidationError as exc:

@@ -143,6 +143,21 @@ class AwardAcknowledgement(BaseModel):
     award_token: AwardToken
 
 
+class HandOver(BaseModel):
+    """The agent running a task gives it up for another bidder, as a person decided on its
+    paused run (`Task` actor `hand_over`): its award token proves it holds the task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Identifier
+    award_token: AwardToken
+    to_agent: Identifier | None = Field(
+        default=None, description="The bidder to hand it to; none: the next-best bid not tried yet."
+    )
+    escalation_id: Identifier
+    decided_by: Name
+
+
 class AwardLapsed(BaseModel):
     """The `Task` actor's notice that an award's acknowledgment window closed with the award
     unacknowledged (event id `lapsed:<task_id>.<attempt>`). The registry suspends the agent

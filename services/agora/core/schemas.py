@@ -50,6 +50,7 @@ from agora.core.messages import (
     DeadLetter,
     EscalationOutcome,
     EscalationResolved,
+    HandOver,
     RegistryChanged,
     RegistryCommand,
     TaskAwarded,
@@ -101,6 +102,7 @@ CONTRACTS: dict[str, Contract] = {
     "bid_offer": Contract(BidOffer, "answer of `POST /v1/bids` (an agent app)"),
     "task_outcome": Contract(TaskOutcome, "topic `agora.task.outcome`; `Task` actor `mark_outcome`"),
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
+    "hand_over": Contract(HandOver, "`Task` actor `hand_over`"),
     "escalation_park_request": Contract(
         ParkRequest, "`PUT /v1/escalations/{id}` body (escalation); `Escalation` actor `park`"
     ),

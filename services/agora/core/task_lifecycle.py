@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidOutcome
+from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidArgument, InvalidOutcome
 from agora.core.limits import MAX_CANDIDATES, Identifier, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
@@ -48,6 +48,8 @@ class AwardAttempt(BaseModel):
     awarded_at: datetime
     acknowledged_at: datetime | None = None
     expired_at: datetime | None = None
+    handed_over_by: Note | None = None
+    """Who had the agent give the task up for another bidder (a person's reassignment)."""
 
 
 LEGAL_TRANSITIONS: dict[AllocationStatus, frozenset[AllocationStatus]] = {
@@ -183,6 +185,65 @@ def expire_award(record: TaskRecord, now: datetime) -> TaskRecord:
         update={
             "allocation": allocation,
             "awards": [*awards, AwardAttempt(agent_id=successor.agent_id, awarded_at=now)],
+            "award_published": False,
+        }
+    )
+
+
+def successor(record: TaskRecord, to_agent: str | None) -> BidScore:
+    """Who a reassignment of the task hands it to: `to_agent`, one of the task's bidders other
+    than its holder, or without one the next-best eligible bid not tried yet. Refused (with
+    why) when the task is not held by an agent that took it, or there is nobody to hand it to."""
+    holder = record.current_award
+    if holder is None or holder.acknowledged_at is None or record.outcome is not None:
+        raise IllegalTransition(
+            f"task {record.task_id} is not being run by an agent (it is {record.status}): "
+            "only a task an agent took can be handed to another"
+        )
+    if len(record.awards) >= MAX_CANDIDATES:
+        raise IllegalTransition(f"task {record.task_id} was awarded {len(record.awards)} times already")
+    assert record.allocation is not None
+    if to_agent is not None:
+        if to_agent == holder.agent_id:
+            raise InvalidArgument(f"task {record.task_id} is already {to_agent}'s")
+        scores = record.allocation.all_scores
+        named = next((score for score in scores if score.agent_id == to_agent), None)
+        if named is None:
+            others = ", ".join(score.agent_id for score in scores if score.agent_id != holder.agent_id)
+            raise InvalidArgument(
+                f"agent {to_agent} did not bid for task {record.task_id}; "
+                f"its other bidders: {others or 'none'}"
+            )
+        return named
+    nearest = next_best(record.allocation, {attempt.agent_id for attempt in record.awards})
+    if nearest is None:
+        raise InvalidArgument(f"task {record.task_id} has no eligible bid left that was not tried")
+    return nearest
+
+
+def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str, now: datetime) -> TaskRecord:
+    """The agent running the task gives it up, as a person decided: the task is awarded to
+    `successor`. The same hand-over again (a redelivery, once the task went on) changes nothing."""
+    holder = record.current_award
+    if (
+        holder is not None
+        and holder.agent_id != agent_id
+        and any(a.agent_id == agent_id and a.handed_over_by is not None for a in record.awards)
+    ):
+        return record
+    if holder is None or holder.agent_id != agent_id:
+        raise AwardNotHeld(f"task {record.task_id} is not awarded to {agent_id}")
+    chosen = successor(record, to_agent)
+    assert record.allocation is not None
+    bid = next(b for b in record.allocation.all_bids if b.agent_id == chosen.agent_id)
+    allocation = record.allocation.model_copy(
+        update={"winning_agent_id": chosen.agent_id, "winning_bid": bid, "winning_score": chosen}
+    )
+    given_up = holder.model_copy(update={"handed_over_by": who[:200]})
+    return record.model_copy(
+        update={
+            "allocation": allocation,
+            "awards": [*record.awards[:-1], given_up, AwardAttempt(agent_id=chosen.agent_id, awarded_at=now)],
             "award_published": False,
         }
     )

@@ -11,16 +11,18 @@ from fastapi import FastAPI, Header, Query
 
 from agora.core import topics
 from agora.core.contracts import DeadlineExtension, Decision, EscalationList, ResumeRequest
-from agora.core.errors import NotFound, Unauthorized
-from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
+from agora.core.errors import InvalidArgument, NotFound, Unauthorized
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome
 from agora.core.outcomes.learner import OutcomeLearner
 from agora.core.outcomes.record import SheetOutcome
+from agora.core.task_lifecycle import successor
 from agora.escalation.actors import Escalation, EscalationDeps
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
 from agora.runtime.actor import ActorClient
-from agora.runtime.clients import escalation_actors
+from agora.runtime.clients import escalation_actors, task_actors
 from agora.runtime.service import (
     PathId,
     ServiceContext,
@@ -62,6 +64,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         )
         ctx.host_actor(Escalation, EscalationDeps(ctx.publisher, index, learner, settings.retention_seconds))
         escalations = escalation_actors(ActorClient(ctx.sidecar))
+        tasks = task_actors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/escalations", response_model=EscalationList)
         async def list_escalations(
@@ -113,7 +116,34 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 why=request.why,
                 context_digest=request.context_digest,
             )
+            if (
+                isinstance(request.decision, EscalationResponse)
+                and request.decision.action is EscalationAction.REASSIGN
+            ):
+                await check_reassignment(escalation_id, request.decision)
             return await escalations(escalation_id).resolve(decision)
+
+        async def check_reassignment(escalation_id: str, decision: EscalationResponse) -> None:
+            """A reassignment is refused up front, with why, unless the escalation pauses the
+            run of a task an agent took and someone else bid for it: the holder hands the task
+            over only after the decision is made, when nobody is there to be told it cannot."""
+            record = await escalations(escalation_id).get()
+            if not record.waiting:
+                return  # decided already: the actor refuses the decision, saying by whom
+            party = record.waiting_party
+            if party.kind not in (WaitingPartyKind.TASK, WaitingPartyKind.SESSION):
+                raise InvalidArgument(
+                    f"a reassignment hands a task's paused run to another agent; escalation "
+                    f"{escalation_id} waits for a {party.kind} ({party.id})"
+                )
+            try:
+                board = await tasks(party.id).get_task()
+            except NotFound:
+                raise InvalidArgument(
+                    f"escalation {escalation_id} waits for {party.kind} {party.id}, which is no task "
+                    "on the board: there is nothing to reassign"
+                ) from None
+            successor(board, decision.reassign_to)
 
         @app.post("/v1/escalations/{escalation_id}/deadline", response_model=EscalationRecord)
         async def extend_deadline(

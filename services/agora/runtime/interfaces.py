@@ -28,7 +28,7 @@ from agora.core.contracts import (
 )
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved
+from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved, HandOver
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import AgoraActorInterface, actor_method
 
@@ -62,6 +62,9 @@ class TaskActorInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("mark_outcome")
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
+
+    @actor_method("hand_over")
+    async def hand_over(self, hand_over: HandOver) -> TaskRecord: ...
 
 
 class ReputationActorInterface(AgoraActorInterface, ActorInterface):

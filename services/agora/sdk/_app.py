@@ -37,15 +37,16 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
-from agora.core.escalation.decisions import EscalationResponse, resume_message
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.limits import MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
     AwardAcknowledgement,
     EscalationResolved,
+    HandOver,
     TaskAwarded,
 )
 from agora.core.models import CapabilityProfile
@@ -62,6 +63,7 @@ from agora.runtime.clients import (
     escalation_actors,
     task_actors,
 )
+from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
@@ -266,6 +268,12 @@ class AgentRunStart(BaseModel):
     traceparent: str | None = None
     """The award's trace: every step of the run is a span of it, however often the workflow is
     replayed or moved to another process."""
+    instance_id: str | None = None
+    """The run's workflow instance (`run_instance`); none in a run scheduled before it was kept."""
+
+    @property
+    def instance(self) -> str:
+        return self.instance_id or run_instance(self.award.task_id)
 
 
 class RunProgress(BaseModel):
@@ -274,6 +282,8 @@ class RunProgress(BaseModel):
 
     outcome: TaskOutcome | None = None
     waiting_on: str | None = None
+    handed_over: bool = False
+    """The task went to another agent, as a person decided: the run ends without an outcome."""
 
 
 class AgentRunDecision(BaseModel):
@@ -282,6 +292,12 @@ class AgentRunDecision(BaseModel):
     award: TaskAwarded
     decided: EscalationResolved
     traceparent: str | None = None
+    instance_id: str | None = None
+    """The run's workflow instance, as in `AgentRunStart`."""
+
+    @property
+    def instance(self) -> str:
+        return self.instance_id or run_instance(self.award.task_id)
 
 
 class AgentRunReport(BaseModel):
@@ -356,10 +372,15 @@ def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
         RunProgress, (yield ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY))
     )
     while progress.outcome is None:
+        if progress.handed_over:
+            return  # the task's next holder reports its outcome
         waiting_on = progress.waiting_on or ""
         decided = yield ctx.wait_for_external_event(decision_event(waiting_on))
         resumed = AgentRunDecision(
-            award=start.award, decided=result_of(EscalationResolved, decided), traceparent=start.traceparent
+            award=start.award,
+            decided=result_of(EscalationResolved, decided),
+            traceparent=start.traceparent,
+            instance_id=start.instance_id,
         )
         progress = result_of(
             RunProgress, (yield ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY))
@@ -469,7 +490,7 @@ def agent_app_module(
                 await _connect_tools(agent, settings)
                 with (
                     step_span("agent.execute", start.traceparent, _run_attributes(award)),
-                    durable_call_scope(run_instance(award.task_id)),
+                    durable_call_scope(start.instance),
                 ):
                     return await _execute(agent, award, store)
             finally:
@@ -486,9 +507,9 @@ def agent_app_module(
                 # Each decision continues the run once: its calls are numbered afresh.
                 with (
                     step_span("agent.resume", decision.traceparent, _run_attributes(award)),
-                    durable_call_scope(f"{run_instance(award.task_id)}.{decision.decided.escalation_id}"),
+                    durable_call_scope(f"{decision.instance}.{decision.decided.escalation_id}"),
                 ):
-                    return await _resume(agent, decision, store, monitor)
+                    return await _resume(agent, decision, store, monitor, tasks)
             finally:
                 agent.runs_in_flight -= 1
                 run_slots.release()
@@ -551,8 +572,12 @@ def agent_app_module(
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done
-            start = AgentRunStart(award=award, traceparent=current_traceparent())
-            await host.start_once(RUN_WORKFLOW, run_instance(award.task_id), start)
+            start = AgentRunStart(
+                award=award,
+                traceparent=current_traceparent(),
+                instance_id=run_instance(award.task_id, len(board.awards)),
+            )
+            await host.start_once(RUN_WORKFLOW, start.instance, start)
 
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
@@ -573,7 +598,7 @@ def agent_app_module(
                 return
             await decisions.verified(escalation_actors(actors), event)
             await host.client.raise_workflow_event(
-                run_instance(event.waiting_party.id),
+                run_instance(event.waiting_party.id, len(board.awards)),
                 decision_event(event.escalation_id),
                 data=event.model_dump(mode="json"),
             )
@@ -626,9 +651,10 @@ def _run_attributes(award: TaskAwarded) -> dict[str, Any]:
     return {"task_id": award.task_id, "agent_id": award.agent_id}
 
 
-def run_instance(task_id: str) -> str:
-    """The workflow instance that runs a task in its agent app."""
-    return f"run.{task_id}"
+def run_instance(task_id: str, turn: int = 1) -> str:
+    """The workflow instance that runs the `turn`-th award of a task in its agent app: one per
+    award, so a task a person hands over to another agent of the same app is a run of its own."""
+    return f"run.{task_id}" if turn <= 1 else f"run.{task_id}.{turn}"
 
 
 async def _connect_tools(agent: Agent, settings: AgentAppSettings) -> None:
@@ -686,10 +712,11 @@ async def _resume(
     decision: AgentRunDecision,
     store: AgentStateStore,
     monitor: UncertaintyStepMonitor | None,
+    tasks: Callable[[str], TaskActorInterface],
 ) -> RunProgress:
     """Go on with a paused run as the person decided: abort ends it failed, skip ends it as
-    partial, anything else continues it with the decision (and a new prompt or guidance) as
-    the next message."""
+    partial, reassign hands the task to another bidder, anything else continues it with the
+    decision (and a new prompt or guidance) as the next message."""
     award, decided = decision.award, decision.decided
     assert agent.runner is not None
     saved = await store.load(agent.agent_id, award.task_id)
@@ -698,6 +725,11 @@ async def _resume(
     if saved.status is not RunStatus.WAITING_FOR_HUMAN or saved.escalation_id != decided.escalation_id:
         # Applied before (the app stopped before the engine recorded it): as the run now stands.
         return _progress_of(agent, award, saved)
+    if (
+        isinstance(decided.decision, EscalationResponse)
+        and decided.decision.action is EscalationAction.REASSIGN
+    ):
+        return await _hand_over(agent, award, decided, decided.decision, saved, store, tasks)
     action = str(decided.decision.action)
     if action in ("abort", "skip"):
         reason = f"{action} by {decided.decided_by}"[:MAX_NOTE_CHARS]
@@ -713,6 +745,43 @@ async def _resume(
         store,
         agent.runner.resume(agent.agent_id, award.task_id, resume_message(decided.decision)),
     )
+
+
+async def _hand_over(
+    agent: Agent,
+    award: TaskAwarded,
+    decided: EscalationResolved,
+    decision: EscalationResponse,
+    saved: AgentState,
+    store: AgentStateStore,
+    tasks: Callable[[str], TaskActorInterface],
+) -> RunProgress:
+    """Give the task up for the bidder a person chose (or the next-best one): the board awards
+    it again and the run ends with no outcome of its own. A hand-over the board refuses (the
+    bidder chosen is gone from the task, nobody is left) ends the run failed, saying why."""
+    who = decided.decided_by or "a person"
+    given_up = HandOver(
+        agent_id=award.agent_id,
+        award_token=award.award_token,
+        to_agent=decision.reassign_to,
+        escalation_id=decided.escalation_id,
+        decided_by=who[:MAX_NAME_CHARS],
+    )
+    try:
+        board = await tasks(award.task_id).hand_over(given_up)
+    except AgoraError as exc:
+        if not exc.permanent:
+            raise
+        reason = f"reassign by {who} could not be done: {exc.code}: {exc.message}"[:MAX_NOTE_CHARS]
+        ended = saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason})
+        await store.save(ended)
+        return RunProgress(outcome=_outcome_of(agent, award, ended))
+    successor = board.awards[-1].agent_id if board.awards else "another agent"
+    reason = f"handed over to {successor} by {who}"[:MAX_NOTE_CHARS]
+    await store.save(
+        saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason, "handed_over": True})
+    )
+    return RunProgress(handed_over=True)
 
 
 async def _progress(
@@ -760,6 +829,8 @@ def _summary(status: RunStatus, output: str, reason: str) -> str:
 def _progress_of(agent: Agent, award: TaskAwarded, state: AgentState) -> RunProgress:
     if state.status is RunStatus.WAITING_FOR_HUMAN:
         return RunProgress(waiting_on=state.escalation_id)
+    if state.handed_over:
+        return RunProgress(handed_over=True)
     return RunProgress(outcome=_outcome_of(agent, award, state))
 
 

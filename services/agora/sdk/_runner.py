@@ -144,6 +144,8 @@ class AgentState(BaseModel):
     """With a recovery policy: the failed attempts so far and what was tried after each."""
     aborted: bool = False
     """Ended by the escalation ladder's last rung."""
+    handed_over: bool = False
+    """Given up for another of the task's bidders, as a person decided: it reports no outcome."""
     patterns_applied: list[str] = Field(default_factory=list)
     """What the agent's earlier runs taught it, added to this run's prompt."""
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

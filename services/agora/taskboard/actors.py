@@ -31,7 +31,7 @@ from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, TaskRejected
+from agora.core.messages import AwardAcknowledgement, AwardLapsed, HandOver, TaskAwarded, TaskRejected
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import TaskActorInterface
@@ -163,6 +163,31 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         if record.outcome is None or record.outcome != outcome:
             self._check_token(outcome.agent_id, outcome.award_token)
         return await self._save(lifecycle.record_outcome(record, outcome))
+
+    @actor_endpoint
+    async def hand_over(self, hand_over: HandOver) -> TaskRecord:
+        """The agent running the task gives it up for another bidder, as a person decided on
+        its paused run: the next award goes out with a new token (the old one no longer
+        reports an outcome), and waits for its acknowledgment like any award."""
+        record = self._record()
+        if record.current_award is not None and record.current_award.agent_id == hand_over.agent_id:
+            self._check_token(hand_over.agent_id, hand_over.award_token)
+        moved_on = lifecycle.hand_over(
+            record, hand_over.agent_id, hand_over.to_agent,
+            f"{hand_over.decided_by} (escalation {hand_over.escalation_id})", _now(),
+        )  # fmt: skip
+        if moved_on is record:
+            return record  # handed over before: a redelivery
+        log.info(
+            "task handed over by a person's decision",
+            extra={"task_id": self.id.id, "agent_id": hand_over.agent_id,
+                   "next_agent_id": moved_on.awards[-1].agent_id, "escalation_id": hand_over.escalation_id},
+        )  # fmt: skip
+        self.state.traceparent = current_traceparent()
+        self.state.award_token = secrets.token_urlsafe(24)
+        await self._arm_reminder(moved_on)
+        await self._save(moved_on)
+        return await self._announce()
 
     def _check_token(self, agent_id: str, token: str | None) -> None:
         expected = self.state.award_token

@@ -2,14 +2,15 @@
 is slow to bid (it thinks for two seconds, past any bid deadline the tests set) but does its
 work, an agent whose runs take four seconds (time to kill its app mid-run), a cautious agent
 whose first step is unsure (the uncertainty monitor pauses it for a person), and a stubborn
-one that gives up until a person tells it how (its runner hands the run to a person)."""
+one that gives up until a person tells it how (its runner hands the run to a person), and two
+survey agents, one that pauses and one a person can hand its task to."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agora.core.contracts import BidOffer
@@ -97,4 +98,29 @@ stubborn = Agent(
     ),
 )
 
-agents = [*_example_agents(), slow, steady, cautious, stubborn]
+
+def sure_of(probability: float) -> Callable[[TaskSpec, AgentLoad], BidOffer]:
+    def estimate(spec: TaskSpec, load: AgentLoad) -> BidOffer:
+        return BidOffer(self_reported_success_prob=probability, estimated_cost_usd=0.01, estimated_steps=2)
+
+    return estimate
+
+
+async def survey(award: TaskAwarded) -> HandlerResult:
+    return HandlerResult(success=True, summary=f"surveyed: {award.spec.description}", steps=1)
+
+
+# Two bidders for surveys: the hesitant one is sure of itself and wins, then pauses on its first
+# step; the finisher doubts itself below the tests' threshold, so only a person hands it a task.
+hesitant = Agent(
+    CapabilityProfile(agent_id="hesitant", agent_name="Hesitant", skill_tags=["survey"], max_steps=4),
+    runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
+    estimate=sure_of(0.9),
+)
+finisher = Agent(
+    CapabilityProfile(agent_id="finisher", agent_name="Finisher", skill_tags=["survey"], max_steps=2),
+    handler=survey,
+    estimate=sure_of(0.1),
+)
+
+agents = [*_example_agents(), slow, steady, cautious, stubborn, hesitant, finisher]

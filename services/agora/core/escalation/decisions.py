@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from agora.core.limits import Note, Text
+from agora.core.limits import Identifier, Note, Text
 
 __all__ = [
     "AnyResponse",
@@ -67,6 +67,9 @@ class EscalationAction(StrEnum):
     """Stop the entire job."""
     MODIFY_PROMPT = "modify_prompt"
     """Retry with a modified prompt (requires `modified_prompt`)."""
+    REASSIGN = "reassign"
+    """Hand a paused task's run to another of the task's bidders (`reassign_to`, or the next-best
+    bid not tried yet): the agent that paused gives the task up, the market awards it again."""
 
 
 class EscalationResponse(BaseModel):
@@ -93,6 +96,12 @@ class EscalationResponse(BaseModel):
         le=1.0,
         description="Amount to boost confidence threshold for next attempt (0.0-1.0).",
     )
+    reassign_to: Identifier | None = Field(
+        default=None,
+        validate_default=True,
+        description="With 'reassign': the bidder of the task to hand it to (none: the next-best bid "
+        "not tried yet).",
+    )
     kind: Literal["escalation"] = Field(
         default="escalation", description="Tells an escalation answer from a checkpoint answer."
     )
@@ -103,6 +112,14 @@ class EscalationResponse(BaseModel):
         return _check_modified_prompt(
             value, info.data.get("action"), {EscalationAction.MODIFY_PROMPT, EscalationAction.RETRY}
         )
+
+    @field_validator("reassign_to")
+    @classmethod
+    def _target_fits_action(cls, value: str | None, info: ValidationInfo) -> str | None:
+        action = info.data.get("action")
+        if value is not None and action is not None and action != EscalationAction.REASSIGN:
+            raise ValueError(f"reassign_to is only used with action reassign, not {action}")
+        return value
 
 
 def _check_modified_prompt(value: str | None, action: Any, allowed_with: set[Any]) -> str | None:
