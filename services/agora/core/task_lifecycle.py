@@ -239,7 +239,7 @@ def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str,
     allocation = record.allocation.model_copy(
         update={"winning_agent_id": chosen.agent_id, "winning_bid": bid, "winning_score": chosen}
     )
-    given_up = holder.model_copy(update={"handed_over_by": who[:200]})
+    given_up = holder.model_copy(update={"handed_over_by": who})
     return record.model_copy(
         update={
             "allocation": allocation,

@@ -39,7 +39,7 @@ from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
-from agora.core.limits import MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
@@ -765,7 +765,7 @@ async def _hand_over(
         award_token=award.award_token,
         to_agent=decision.reassign_to,
         escalation_id=decided.escalation_id,
-        decided_by=who[:MAX_NAME_CHARS],
+        decided_by=who,
     )
     try:
         board = await tasks(award.task_id).hand_over(given_up)
