@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -33,8 +32,8 @@ from typing import Any
 import httpx
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
-from agora.harness.processes import ManagedProcess
 from agora.harness.system import RECORDER, SERVICES
+from bench.cpu import cpu_seconds
 
 TASKS = 1000
 ECHOES = 1000
@@ -93,20 +92,6 @@ def _decisions(recorder: ServiceReplica, task_ids: set[str]) -> dict[str, set[tu
             if payload.get("task_id") in task_ids:
                 decided[payload["task_id"]].add((topic, str(payload.get("agent_id", ""))))
     return decided
-
-
-def _cpu_seconds(processes: list[ManagedProcess]) -> dict[str, float]:
-    """CPU seconds (user + system) each process has used so far, by process name."""
-    used = {}
-    for process in processes:
-        if process.pid is None:
-            continue
-        try:
-            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        used[process.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return used
 
 
 def _summary(sent: dict[str, float], arrived: dict[str, float]) -> dict[str, float]:
@@ -183,11 +168,11 @@ def main() -> None:
         echo = _summary(echo_sent, _wait_for(recorder, (ECHO_TOPIC,), "echo_id", set(echo_sent)))
 
         processes = list(cluster.processes())
-        cpu_before = _cpu_seconds(processes)
+        cpu_before = cpu_seconds(processes)
         burst = task_payloads(f"burst-{run}", TASKS)
         task_sent = _burst(allocator, "agora.tasks", burst, "task_id")
         market = _summary(task_sent, _wait_for(recorder, DECISION_TOPICS, "task_id", set(task_sent)))
-        cpu_after = _cpu_seconds(processes)
+        cpu_after = cpu_seconds(processes)
         cpu_ms_per_task = {
             name: round((cpu_after[name] - cpu_before.get(name, 0.0)) * 1000 / TASKS, 1) for name in cpu_after
         }

@@ -12,14 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 from agora.core.escalation.context import EscalationContext
-from agora.escalation.app import STATUS_INDEX_NAMESPACE as ESCALATION_STATUS_INDEX
+from agora.escalation.listing import LISTING_NAMESPACE, EscalationListings
+from agora.escalation.store import RECORD_NAMESPACE, EscalationSlot
 from agora.harness import LocalCluster, ServiceReplica
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
-from agora.runtime.status_index import IdSet, StatusIndex
 from tests.integration.helpers import eventually, recorded_message, replicas_of
 
 CONFIDENT = "The capital of France is Paris. Confidence: 95%"
@@ -355,7 +356,8 @@ async def test_a_repeated_park_is_accepted_and_restores_a_missing_listing(
     )
     replica = host(default_cluster, "escalation")
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
-    index = StatusIndex(StateRepository(sidecar, "agora-state", ESCALATION_STATUS_INDEX, IdSet))
+    records = StateRepository(sidecar, "agora-state", RECORD_NAMESPACE, EscalationSlot)
+    listings = EscalationListings(StateRepository(sidecar, "agora-state", LISTING_NAMESPACE, BaseModel))
 
     def park(escalation_id: str) -> dict[str, Any]:
         body = {"waiting_party": {"kind": "session", "id": escalation_id}, "context": context}
@@ -376,7 +378,9 @@ async def test_a_repeated_park_is_accepted_and_restores_a_missing_listing(
         assert resume(default_cluster, earlier, {"action": "skip"}).status_code == 200
         first = park(escalation_id)
         assert earlier in [s["escalation_id"] for s in first["context"]["historical_suggestions"]]
-        await index.discard(escalation_id, "WAITING_FOR_HUMAN")
+        slot = await records.get(escalation_id)
+        assert slot is not None and slot.value.record is not None
+        await listings("WAITING_FOR_HUMAN").remove(escalation_id, slot.value.record.created_at)
         assert escalation_id not in listed()
         assert park(escalation_id) == first
         assert escalation_id in listed()

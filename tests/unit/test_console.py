@@ -24,7 +24,7 @@ from agora.console.auth import (
     verify_secret,
 )
 from agora.console.decision_form import FormRefused, actions_for, deadline_extension, decision_request
-from agora.console.inbox import InboxFilter, SharedReading, age_text, inbox
+from agora.console.inbox import InboxFilter, SharedReading, SharedReadings, age_text
 from agora.console.settings import ConsoleSettings
 from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
@@ -291,19 +291,37 @@ def test_a_form_without_the_page_digest_is_refused() -> None:
 # -- the inbox ----------------------------------------------------------------------------------
 
 
-def test_the_inbox_lists_the_waiting_newest_first_and_filters() -> None:
+def test_the_inbox_filter_is_read_from_the_query_string_and_narrows_the_listing() -> None:
     old = record("old", created=NOW - timedelta(hours=2), confidence=0.1, kind=WaitingPartyKind.TASK)
     new = record("new", created=NOW - timedelta(minutes=1), confidence=0.7)
-    done = resolve(record("done"), EscalationResponse(action=EscalationAction.SKIP), "alice", "", NOW)
-    assert [r.escalation_id for r in inbox([old, new, done], InboxFilter(), NOW)] == ["new", "old"]
     by_kind = InboxFilter.of_query({"kind": "task"})
-    assert [r.escalation_id for r in inbox([old, new], by_kind, NOW)] == ["old"]
+    assert [r.escalation_id for r in (old, new) if by_kind.admits_record(r, NOW)] == ["old"]
     by_age = InboxFilter.of_query({"age": "60"})
-    assert [r.escalation_id for r in inbox([old, new], by_age, NOW)] == ["old"]
+    assert [r.escalation_id for r in (old, new) if by_age.admits_record(r, NOW)] == ["old"]
     by_confidence = InboxFilter.of_query({"confidence": "0.5"})
-    assert [r.escalation_id for r in inbox([old, new], by_confidence, NOW)] == ["old"]
-    assert InboxFilter.of_query({"kind": "<script>", "age": "-3", "confidence": "9"}) == InboxFilter()
+    assert [r.escalation_id for r in (old, new) if by_confidence.admits_record(r, NOW)] == ["old"]
+    assert (
+        InboxFilter.of_query({"kind": "<script>", "age": "-3", "confidence": "9", "page": "x"})
+        == InboxFilter()
+    )
     assert by_kind.query() == {"kind": "task"}
+    second = InboxFilter.of_query({"kind": "task", "page": "1"})
+    assert second.page == 1 and second.query() == {"kind": "task", "page": "1"}
+    assert second.query(0) == {"kind": "task"} and second.listing == by_kind.listing
+
+
+async def test_each_inbox_page_has_its_own_shared_reading() -> None:
+    reads: list[InboxFilter] = []
+
+    async def read(shown: InboxFilter) -> int:
+        reads.append(shown)
+        return len(reads)
+
+    readings: SharedReadings[InboxFilter, int] = SharedReadings(read, 10.0, lambda: 0.0, kept=2)
+    first, second = InboxFilter(), InboxFilter(page=1)
+    assert [await readings.get(first), await readings.get(first), await readings.get(second)] == [1, 1, 2]
+    await readings.get(InboxFilter(page=2))  # the least recently used (the first page) is let go
+    assert await readings.get(first) == 4
 
 
 def test_ages_read_in_the_largest_unit_that_fits() -> None:
@@ -357,12 +375,14 @@ def test_inbox_rows_escape_ids_and_parties() -> None:
         .get_template("inbox_rows.html")
         .render(
             rows=[{"record": hostile, "age": "1 s", "confidence": 0.3, "href": "/escalations/esc%3Cb%3E"}],
-            limit=500,
             total=1,
+            first=1,
             query="",
+            older="kind=task&page=1",
         )
     )
     assert "esc<b>" not in html and "esc&lt;b&gt;" in html
+    assert "1 to 1 of the newest; 1 waiting in all." in html and 'href="/inbox?kind=task&amp;page=1"' in html
 
 
 # -- moving a deadline --------------------------------------------------------------------------

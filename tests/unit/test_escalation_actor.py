@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -11,16 +11,17 @@ from pydantic import BaseModel
 
 from agora.core.contracts import Decision
 from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.topics import Channel
 from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalation, EscalationDeps
+from agora.escalation.listing import EscalationListings
 from agora.escalation.outcomes import outcome_of
-from agora.runtime.actor import EXPIRE_REMINDER
+from agora.escalation.store import EscalationSlot, EscalationStore
+from agora.runtime.actor import EXPIRE_REMINDER, STATE_KEY
 from agora.runtime.pubsub import Publisher
-from agora.runtime.state import StateRepository
-from agora.runtime.status_index import IdSet, StatusIndex
 from tests.unit.helpers import answer_of, hosted, mock_state
-from tests.unit.test_status_index import MemoryStore
+from tests.unit.memory_state import MemoryRepository
 
 
 class FlakyPublisher:
@@ -45,8 +46,14 @@ def publisher() -> Iterator[FlakyPublisher]:
     yield FlakyPublisher(failures=1)
 
 
+def store_over() -> EscalationStore:
+    return EscalationStore(
+        MemoryRepository(EscalationSlot).typed(), EscalationListings(MemoryRepository(BaseModel).typed())
+    )
+
+
 def escalation(actor_id: str, publisher: FlakyPublisher) -> Escalation:
-    return hosted(Escalation, actor_id, EscalationDeps(cast(Publisher, publisher)))
+    return hosted(Escalation, actor_id, EscalationDeps(cast(Publisher, publisher), store_over()))
 
 
 def park_request() -> ParkRequest:
@@ -102,8 +109,9 @@ async def test_the_announcement_is_recorded_with_the_decision(publisher: FlakyPu
     answer = answer_of(await actor.resolve(decision("retry", "alice")))
     assert isinstance(answer.result, EscalationRecord) and answer.result.status == "RESOLVED"
     assert actor.state.announced and len(publisher.sent) == 1
-    stored = mock_state(actor)["state"]
-    assert stored["announced"] is True and stored["record"]["status"] == "RESOLVED"
+    stored = await actor.deps.store.read("e-2")
+    assert stored is not None and stored.value.announced and stored.value.record is not None
+    assert stored.value.record.status == "RESOLVED"
 
 
 async def test_an_escalations_learning_record_holds_only_what_the_escalation_knows(
@@ -129,7 +137,10 @@ async def test_an_escalations_learning_record_holds_only_what_the_escalation_kno
 
 async def test_a_decided_escalation_is_kept_for_its_retention_then_dropped(publisher: FlakyPublisher) -> None:
     publisher.failures = 0
-    actor = hosted(Escalation, "e-3", EscalationDeps(cast(Publisher, publisher), retention_seconds=600))
+    store = store_over()
+    actor = hosted(
+        Escalation, "e-3", EscalationDeps(cast(Publisher, publisher), store, retention_seconds=600)
+    )
     await actor._on_activate()
     await actor.park(park_request())
     reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
@@ -139,7 +150,7 @@ async def test_a_decided_escalation_is_kept_for_its_retention_then_dropped(publi
 
     await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=600), timedelta(0))
 
-    assert actor.state.record is None and "state" not in mock_state(actor)
+    assert actor.state.record is None and await store.read("e-3") is None
     assert len(publisher.sent) == 1  # announced once, before and not after
 
 
@@ -161,20 +172,48 @@ async def test_a_decision_whose_publish_failed_is_announced_by_its_reminder_when
     assert actor.state.announced and ANNOUNCE_REMINDER not in reminders
 
 
-async def test_an_escalation_is_listed_by_creation_from_its_park_until_it_is_dropped(
+async def listed(store: EscalationStore, name: str) -> list[str]:
+    names = [name] if name != "all" else ["WAITING_FOR_HUMAN", "RESOLVED", "EXPIRED"]
+    page = await store.listings.page(names, ListingFilter(), 0, 50, datetime.now(UTC))
+    return [row.escalation_id for row in page.rows]
+
+
+async def test_an_escalation_is_listed_by_status_from_its_park_until_it_is_dropped(
     publisher: FlakyPublisher,
 ) -> None:
     publisher.failures = 0
-    index = StatusIndex(cast(StateRepository[IdSet], MemoryStore()), shards=4)
-    deps = EscalationDeps(cast(Publisher, publisher), status_index=index, retention_seconds=600)
+    store = store_over()
+    deps = EscalationDeps(cast(Publisher, publisher), store, retention_seconds=600)
     actor = hosted(Escalation, "e-5", deps)
     await actor._on_activate()
     await actor.park(park_request())
-    assert await index.list("WAITING_FOR_HUMAN") == ["e-5"] and await index.newest_first() == ["e-5"]
+    assert await listed(store, "WAITING_FOR_HUMAN") == ["e-5"] and await listed(store, "all") == ["e-5"]
 
     await actor.resolve(decision("skip", "alice"))
-    assert await index.list("WAITING_FOR_HUMAN") == [] and await index.list("RESOLVED") == ["e-5"]
-    assert await index.newest_first() == ["e-5"]
+    assert await listed(store, "WAITING_FOR_HUMAN") == [] and await listed(store, "RESOLVED") == ["e-5"]
+    assert await listed(store, "all") == ["e-5"]
 
     await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=600), timedelta(0))
-    assert await index.list("RESOLVED") == [] and await index.newest_first() == []
+    assert await listed(store, "RESOLVED") == [] and await listed(store, "all") == []
+
+
+async def test_a_record_an_earlier_version_kept_in_the_actor_moves_to_its_key_and_listings(
+    publisher: FlakyPublisher,
+) -> None:
+    store = store_over()
+    record = EscalationRecord.model_validate(
+        {
+            **park_request().model_dump(exclude={"who", "why"}),
+            "escalation_id": "e-6",
+            "created_at": datetime.now(UTC),
+        }
+    )
+    earlier = {"record": record.model_dump(mode="json"), "traceparent": None, "announced": False}
+    deps = EscalationDeps(cast(Publisher, publisher), store)
+    actor = hosted(Escalation, "e-6", deps, initstate={STATE_KEY: earlier})
+    await actor._on_activate()
+
+    assert answer_of(await actor.get()).result == record
+    moved = await store.read("e-6")
+    assert moved is not None and moved.value.record == record and STATE_KEY not in mock_state(actor)
+    assert await listed(store, "WAITING_FOR_HUMAN") == ["e-6"] and await listed(store, "all") == ["e-6"]

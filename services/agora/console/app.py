@@ -49,13 +49,13 @@ from agora.console.decision_form import (
 from agora.console.inbox import (
     AGE_CHOICES,
     CONFIDENCE_CHOICES,
+    INBOX_PAGE_SIZE,
     InboxFilter,
-    SharedReading,
+    SharedReadings,
     age_text,
-    confidence_of,
-    inbox,
 )
 from agora.console.settings import ConsoleSettings
+from agora.core.contracts import EscalationList
 from agora.core.errors import AgoraError, IllegalTransition, NotFound
 from agora.core.escalation.digest import (
     ContextChanged,
@@ -65,8 +65,9 @@ from agora.core.escalation.digest import (
     encode_field_digests,
     field_digests,
 )
+from agora.core.escalation.listing import ListingFilter, confidence_of
 from agora.core.escalation.record import AgentNotWaiting, EscalationRecord, EscalationStatus, WaitingPartyKind
-from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS, MAX_PAGE_SIZE
+from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
 from agora.runtime.clients import EscalationClient
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
@@ -294,18 +295,21 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
             return response
 
-        waiting = SharedReading(
-            lambda: escalations.listed(EscalationStatus.WAITING_FOR_HUMAN, MAX_PAGE_SIZE),
-            settings.console_refresh_seconds / 2,
-            time.monotonic,
+        async def waiting_page(shown: InboxFilter) -> EscalationList:
+            offset = shown.page * INBOX_PAGE_SIZE
+            waiting_status = EscalationStatus.WAITING_FOR_HUMAN
+            return await escalations.listed(waiting_status, INBOX_PAGE_SIZE, offset, shown.listing)
+
+        waiting: SharedReadings[InboxFilter, EscalationList] = SharedReadings(
+            waiting_page, settings.console_refresh_seconds / 2, time.monotonic
         )
 
         async def waiting_now(shown: InboxFilter) -> tuple[list[EscalationRecord], int]:
             try:
-                listing = await waiting.get()
+                listing = await waiting.get(shown)
             except (DaprError, SidecarUnavailable, AgoraError) as exc:
                 raise _unreachable(exc) from None
-            return inbox(listing.escalations, shown, datetime.now(UTC)), listing.total
+            return listing.escalations, listing.total
 
         def inbox_values(rows: list[EscalationRecord], total: int, shown: InboxFilter) -> dict[str, Any]:
             now = datetime.now(UTC)
@@ -320,9 +324,12 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
                     for r in rows
                 ],
                 "total": total,
-                "limit": MAX_PAGE_SIZE,
+                "first": shown.page * INBOX_PAGE_SIZE + 1,
                 "filter": shown,
+                "filtered": shown.listing != ListingFilter(),
                 "query": urlencode(shown.query()),
+                "newer": urlencode(shown.query(shown.page - 1)) if shown.page > 0 else None,
+                "older": urlencode(shown.query(shown.page + 1)) if len(rows) == INBOX_PAGE_SIZE else None,
             }
 
         @app.get("/inbox", include_in_schema=False)

@@ -1,28 +1,28 @@
 """The inbox: the escalations that wait for a decision, the newest first, narrowed by what
 waits (a task, a plan step, a debate, a session), how long it has waited and how confident the
-step was; read from the escalation service once per refresh interval for every open page."""
+step was; each page read from the escalation service (which narrows its listing) once per
+refresh interval for every open page that shows it."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from agora.core.escalation.context import EscalationContext
-from agora.core.escalation.record import EscalationRecord, WaitingPartyKind
+from agora.core.escalation.listing import ListingFilter
 
 __all__ = [
     "AGE_CHOICES",
     "CONFIDENCE_CHOICES",
+    "INBOX_PAGE_SIZE",
     "InboxFilter",
     "SharedReading",
+    "SharedReadings",
     "age_text",
-    "confidence_of",
-    "inbox",
 ]
 
 T = TypeVar("T")
@@ -31,20 +31,22 @@ AGE_CHOICES = {"": "any age", "5": "waiting over 5 min", "60": "over 1 hour", "1
 CONFIDENCE_CHOICES = {"": "any confidence", "0.25": "below 0.25", "0.5": "below 0.50", "0.75": "below 0.75"}
 
 
-class InboxFilter(BaseModel):
-    """What the inbox shows; every field empty shows every waiting escalation."""
+INBOX_PAGE_SIZE = 50
+MAX_INBOX_PAGE = 1000
+"""Pages of the inbox a person can walk back to (50,000 escalations)."""
 
-    model_config = ConfigDict(frozen=True)
 
-    kind: WaitingPartyKind | None = None
-    older_than_minutes: int | None = Field(default=None, ge=0, le=366 * 24 * 60)
-    below_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+class InboxFilter(ListingFilter):
+    """What the inbox shows (the escalation service narrows its listing by it), and which page
+    of that; every field empty shows every waiting escalation, the newest first."""
+
+    page: int = Field(default=0, ge=0, le=MAX_INBOX_PAGE, exclude=True)
 
     @classmethod
     def of_query(cls, query: Mapping[str, str]) -> InboxFilter:
         """From a page's query string; an unusable value is ignored (that filter is off)."""
         fields = {"kind": query.get("kind"), "older_than_minutes": query.get("age"),
-                  "below_confidence": query.get("confidence")}  # fmt: skip
+                  "below_confidence": query.get("confidence"), "page": query.get("page")}  # fmt: skip
         usable = {}
         for name, value in fields.items():
             if not value:
@@ -56,32 +58,15 @@ class InboxFilter(BaseModel):
             usable[name] = value
         return cls.model_validate(usable)
 
-    def query(self) -> dict[str, str]:
-        shown = {"kind": self.kind, "age": self.older_than_minutes, "confidence": self.below_confidence}
+    @property
+    def listing(self) -> ListingFilter:
+        return ListingFilter.model_validate(self.model_dump())
+
+    def query(self, page: int | None = None) -> dict[str, str]:
+        """The query string of this filter, at `page` (default: this one; the first is left out)."""
+        shown = {"kind": self.kind, "age": self.older_than_minutes, "confidence": self.below_confidence,
+                 "page": (self.page if page is None else page) or None}  # fmt: skip
         return {name: str(value) for name, value in shown.items() if value is not None}
-
-    def admits(self, record: EscalationRecord, now: datetime) -> bool:
-        if self.kind is not None and record.waiting_party.kind is not self.kind:
-            return False
-        if self.older_than_minutes is not None and now - record.created_at < timedelta(
-            minutes=self.older_than_minutes
-        ):
-            return False
-        confidence = confidence_of(record)
-        return self.below_confidence is None or (
-            confidence is not None and confidence < self.below_confidence
-        )
-
-
-def confidence_of(record: EscalationRecord) -> float | None:
-    """The step's confidence (a checkpoint, asked before the step ran, has none)."""
-    return record.context.confidence if isinstance(record.context, EscalationContext) else None
-
-
-def inbox(records: Iterable[EscalationRecord], shown: InboxFilter, now: datetime) -> list[EscalationRecord]:
-    """The waiting escalations `shown` admits, the newest first (ties by id)."""
-    waiting = [r for r in records if r.waiting and shown.admits(r, now)]
-    return sorted(waiting, key=lambda r: (r.created_at, r.escalation_id), reverse=True)
 
 
 def age_text(since: datetime, now: datetime) -> str:
@@ -148,3 +133,37 @@ def _retrieved(done: asyncio.Future[Any]) -> None:
     """A background reading's failure is the next waiting caller's to see, not the loop's."""
     if not done.cancelled():
         done.exception()
+
+
+K = TypeVar("K")
+
+
+class SharedReadings(Generic[K, T]):
+    """A `SharedReading` per key (a filter and page of the inbox), the `kept` most recently used."""
+
+    def __init__(
+        self,
+        read: Callable[[K], Awaitable[T]],
+        fresh_seconds: float,
+        clock: Callable[[], float],
+        kept: int = 256,
+    ) -> None:
+        self._read = read
+        self._fresh = fresh_seconds
+        self._clock = clock
+        self._kept = kept
+        self._readings: dict[K, SharedReading[T]] = {}
+
+    async def get(self, key: K) -> T:
+        reading = self._readings.pop(key, None)
+        if reading is None:
+            reading = SharedReading(lambda: self._read(key), self._fresh, self._clock)
+        self._readings[key] = reading  # the most recently used last
+        while len(self._readings) > self._kept:
+            del self._readings[next(iter(self._readings))]
+        return await reading.get()
+
+    def forget(self) -> None:
+        """Every next `get` waits for a new reading (after a change made through the console)."""
+        for reading in self._readings.values():
+            reading.forget()

@@ -144,13 +144,16 @@ class DeadlineExtension(BaseModel):
 
 class EscalationList(BaseModel):
     """`GET /v1/escalations?status=...`: one page of the escalations in a status, or with no
-    status of every escalation kept, the newest first (escalations parked before the listing by
-    creation existed follow a status's, by id, and are not in the listing of every status)."""
+    status of every escalation kept, the newest first, narrowed by `kind`, `older_than_minutes`
+    and `below_confidence` when given."""
 
     status: EscalationStatus | None = Field(
         default=None, description="The status listed; None: every status."
     )
-    total: int = Field(description="How many escalations the listing has; `escalations` is one page of them.")
+    total: int = Field(
+        description="How many escalations the listing has (the filter aside); `escalations` is one page of "
+        "those that match."
+    )
     escalations: list[EscalationRecord] = Field(max_length=MAX_PAGE_SIZE)
 
 

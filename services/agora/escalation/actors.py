@@ -12,22 +12,21 @@ from datetime import UTC, datetime, timedelta
 from dapr.actor import Remindable
 from opentelemetry import trace
 from opentelemetry.trace import Link
-from pydantic import BaseModel
 
 from agora.core import topics
 from agora.core.contracts import DeadlineExtension, Decision
 from agora.core.errors import NotFound
 from agora.core.escalation import record as rules
-from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.digest import require_context
-from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
+from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.messages import EscalationResolved
 from agora.core.outcomes.learner import OutcomeLearner
-from agora.escalation.outcomes import outcome_of, suggestions_for
-from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
+from agora.escalation.outcomes import outcome_of
+from agora.escalation.store import EscalationSlot, EscalationStore
+from agora.runtime.actor import EXPIRE_REMINDER, STATE_KEY, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import EscalationInterface
 from agora.runtime.pubsub import Publisher
-from agora.runtime.status_index import StatusIndex
+from agora.runtime.state import Versioned
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 
 DEADLINE_REMINDER = "deadline"
@@ -36,97 +35,97 @@ ANNOUNCE_RETRY = timedelta(seconds=10)
 """How often a decision whose announcement has not gone out is announced again."""
 
 
-class EscalationSlot(BaseModel):
-    record: EscalationRecord | None = None
-    traceparent: str | None = None
-    """Trace context of the parking call: the decision continues that trace, so the whole
-    path (step → pause → person → continuation) is one trace even days later."""
-    announced: bool = False
-    """Whether the decision went out on `agora.escalation.resolved`. It is committed with the
-    decision first and published after, so a failed publish is retried (see `_redeliver`)."""
-
-
 @dataclass(frozen=True)
 class EscalationDeps:
     """What every `Escalation` actor of the escalation service works with."""
 
     publisher: Publisher
-    status_index: StatusIndex | None = None
+    store: EscalationStore
     learner: OutcomeLearner | None = None
-    """Learns from decided escalations and suggests past resolutions to new ones."""
+    """Learns from decided escalations (parking asks it for suggestions, in `store`)."""
     retention_seconds: int | None = None
     """How long a decided escalation is kept (None: for ever)."""
 
 
 class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterface, Remindable):
+    """The record is kept by `EscalationStore` under a plain key that parking writes outside
+    this actor, so each turn that needs it reads it afresh (`_load`) rather than trusting
+    memory."""
+
     state_model = EscalationSlot
+    reload_every_turn = True
+    _etag: str | None = None
+    _loaded = False
+    _written = False
+
+    async def _on_activate(self) -> None:
+        self.state, self._loaded = EscalationSlot(), False
+
+    async def reload(self) -> None:
+        self._loaded = False  # read when the turn needs it: a park does not
+
+    async def _load(self) -> None:
+        if self._loaded:
+            return
+        found = await self.deps.store.read(self.id.id)
+        if found is None:
+            found = await self._adopt_earlier_state()
+        self.state, self._etag = (found.value, found.etag) if found is not None else (EscalationSlot(), None)
+        self._loaded, self._written = True, False
+
+    async def _adopt_earlier_state(self) -> Versioned[EscalationSlot] | None:
+        """A record kept in this actor's own state (where earlier versions kept it) moves to
+        its plain key and into the listings; None when there is none."""
+        found, raw = await self._state_manager.try_get_state(STATE_KEY)
+        if not found:
+            return None
+        slot = EscalationSlot.model_validate(raw)
+        await self.deps.store.write(self.id.id, slot, None)
+        if slot.record is not None:
+            await self.deps.store.relist(slot.record)
+        await self._state_manager.try_remove_state(STATE_KEY)
+        await self._state_manager.save_state()
+        return await self.deps.store.read(self.id.id)
+
+    async def commit(self, ttl_seconds: int | None = None) -> None:
+        """Save the slot over the version this turn read; a second commit in one turn first reads
+        the version the first wrote (the store answers a write with no etag, and a record that
+        was created by a first write takes only writes that name its version)."""
+        if self._written:
+            written = await self.deps.store.read(self.id.id)
+            self._etag = written.etag if written is not None else None
+        await self.deps.store.write(self.id.id, self.state, self._etag)
+        self._written = True
+
+    async def forget(self) -> None:
+        await self.deps.store.delete(self.id.id)
+        self.state, self._etag = EscalationSlot(), None
 
     def _record(self) -> EscalationRecord:
         return rules.require_record(self.state.record, self.id.id)
 
     async def _save(self, updated: EscalationRecord) -> EscalationRecord:
-        previous = self.state.record.status if self.state.record else None
+        previous = self.state.record
         self.state.record = updated
         await self.commit()
-        await self._reindex(previous, updated)
+        if previous is not None and previous.status is not updated.status:
+            # After the commit: a failure here is repaired when the decision's announcement is
+            # retried (`_redeliver`), which lists the record again first.
+            await self.deps.store.move(updated, previous.status)
         return updated
-
-    async def _reindex(self, old: EscalationStatus | None, record: EscalationRecord) -> None:
-        """Move the id to the record's status's listing; a record new to the listings (`old`
-        None) is also listed by creation, for the listing of every status."""
-        index = self.deps.status_index
-        if index is None:
-            return
-        if old is None:
-            await index.add(self.id.id, str(record.status), record.created_at)
-        else:
-            await index.move(self.id.id, str(old), str(record.status))
 
     @actor_endpoint
     async def park(self, request: ParkRequest) -> EscalationRecord:
-        now = datetime.now(UTC)
-        context = request.context
-        existing = self.state.record
-        learner = self.deps.learner
-        if isinstance(context, EscalationContext) and not context.historical_suggestions:
-            if existing is not None and isinstance(existing.context, EscalationContext):
-                # The same request again: it is compared with the record as first parked, which
-                # carries the suggestions found then.
-                suggested = existing.context.historical_suggestions
-                context = context.model_copy(update={"historical_suggestions": suggested})
-            elif existing is None and learner is not None:
-                similar = await suggestions_for(learner, context)
-                context = context.model_copy(update={"historical_suggestions": similar})
-        record = rules.park(
-            self.id.id,
-            request.waiting_party,
-            context,
-            now=now,
-            who=request.who,
-            why=request.why,
-            deadline=request.deadline,
-            default_decision=request.default_decision,
-            existing=existing,
-        )
-        if record != existing:
-            self.state.traceparent = current_traceparent()
-            record = await self._save(record)
-        else:
-            # Parked before: the same request again, perhaps the retry of one that failed after
-            # its commit. Redo the steps that follow the commit (both are idempotent), so such a
-            # failure cannot leave a waiting escalation unlisted or without its deadline.
-            await self._reindex(None, record)
-        if record.status is EscalationStatus.WAITING_FOR_HUMAN and record.deadline is not None:
-            # One-shot: fires once at the deadline (no period).
-            await self.register_reminder(DEADLINE_REMINDER, b"", max(record.deadline - now, timedelta(0)))
-        return record
+        return await self.deps.store.park(self.id.id, request, current_traceparent())
 
     @actor_endpoint
     async def get(self) -> EscalationRecord:
+        await self._load()
         return self._record()
 
     @actor_endpoint
     async def resolve(self, decision: Decision) -> EscalationRecord:
+        await self._load()
         await self._redeliver()
         record = self._record()
         if record.waiting:  # a decided one is refused by resolve, saying by whom
@@ -145,6 +144,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
     async def extend_deadline(self, extension: DeadlineExtension) -> EscalationRecord:
         """A later deadline: the deadline reminder is registered again for it (the default
         applies then, not at the old deadline)."""
+        await self._load()
         await self._redeliver()
         record = self._record()
         if record.waiting:
@@ -159,6 +159,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         return extended
 
     async def on_reminder(self, name: str, state: bytes) -> None:
+        await self._load()
         if name == EXPIRE_REMINDER:
             await self.expired()
             return
@@ -178,6 +179,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         the resume that failed lands here (and is then told the escalation is decided)."""
         record = self.state.record
         if record is not None and not record.waiting and not self.state.announced:
+            await self.deps.store.relist(record)
             await self._announce_decision(record)
 
     async def _conclude(self, record: EscalationRecord) -> EscalationRecord:
@@ -205,8 +207,7 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
         if record is None or record.waiting:
             return
         await self._redeliver()  # a decision whose publish failed goes out before the record goes
-        if self.deps.status_index is not None:
-            await self.deps.status_index.discard(self.id.id, str(record.status), record.created_at)
+        await self.deps.store.unlist(record)
         await self.forget()
 
     async def _announcement_done(self) -> None:

@@ -8,8 +8,6 @@ import asyncio
 from agora.core.checks import RecordedError
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import EscalationRecord
-from agora.core.escalation.suggestions import HistoricalSuggestion
-from agora.core.outcomes.learner import OutcomeLearner
 from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
@@ -64,10 +62,6 @@ class DaprOutcomeStore:
 
 def query_for(context: EscalationContext) -> dict[str, str]:
     return {"text": " ".join([context.prompt_used, context.output_summary, *context.error_history])}
-
-
-async def suggestions_for(learner: OutcomeLearner, context: EscalationContext) -> list[HistoricalSuggestion]:
-    return await learner.get_similar_escalation(query_for(context))
 
 
 def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None:

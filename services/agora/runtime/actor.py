@@ -82,6 +82,9 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     """
 
     state_model: ClassVar[type[BaseModel]]
+    reload_every_turn: ClassVar[bool] = False
+    """Whether `reload` runs at the start of every turn (for an actor whose state others also
+    write, so what it holds in memory may be out of date)."""
     state: S
     deps: D
     _turn_lock: asyncio.Lock | None = None
@@ -113,7 +116,7 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
         if self._turn_lock is None:
             self._turn_lock = asyncio.Lock()
         async with self._turn_lock:
-            if self._state_in_doubt:
+            if self._state_in_doubt or self.reload_every_turn:
                 await self.reload()
             self._state_in_doubt, self._answered_error = True, False
             yield  # an exception leaves the state in doubt

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel
 
@@ -25,6 +25,7 @@ from agora.core.contracts import (
     TaskList,
 )
 from agora.core.debate.record import DebateList, DebateRecord
+from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, ReputationRecord
 from agora.core.messages import DEFAULT_LEASE_SECONDS
@@ -151,9 +152,17 @@ class EscalationClient:
         self._app_id = app_id
         self._api_token = api_token
 
-    async def listed(self, status: EscalationStatus | None, limit: int, offset: int = 0) -> EscalationList:
-        query = f"limit={limit}&offset={offset}" + (f"&status={status}" if status is not None else "")
-        path = f"v1/escalations?{query}"
+    async def listed(
+        self, status: EscalationStatus | None, limit: int, offset: int = 0, shown: ListingFilter | None = None
+    ) -> EscalationList:
+        """A page of the escalations in `status` (None: every one kept), the newest first, narrowed
+        by `shown`."""
+        query: dict[str, str] = {"limit": str(limit), "offset": str(offset)}
+        if status is not None:
+            query["status"] = str(status)
+        if shown is not None:
+            query.update((name, str(value)) for name, value in shown.model_dump(exclude_none=True).items())
+        path = f"v1/escalations?{urlencode(query)}"
         return await _as(EscalationList, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
     async def get(self, escalation_id: str) -> EscalationRecord:

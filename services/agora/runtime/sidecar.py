@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 from pydantic import ValidationError
 
 from agora.core.errors import AgoraError, ErrorBody, error_from
@@ -63,7 +64,7 @@ class SidecarResponse:
     """Header names in lower case."""
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        return orjson.loads(self.content)
 
     @property
     def text(self) -> str:
@@ -123,7 +124,7 @@ class DaprSidecar:
         only when `idempotent`. `timeout` overrides the default per-attempt timeout."""
         outgoing = inject_headers(dict(headers or {}))
         if json_body is not None and content is None:
-            content = json.dumps(json_body, separators=(",", ":")).encode()
+            content = orjson.dumps(json_body, option=orjson.OPT_NON_STR_KEYS)
             outgoing.setdefault("content-type", "application/json")
         per_attempt = aiohttp.ClientTimeout(total=timeout) if timeout is not None else None
         http = self._http()

@@ -118,6 +118,24 @@ class StateRepository(Generic[M]):
         with self._span("save", item_id):
             await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=[entry])
 
+    async def save_many(self, values: dict[str, M], *, only_if_absent: bool = False) -> None:
+        """Write several items in one call, each as `save` would; with `only_if_absent`, each
+        only where its key does not exist. Not a transaction: when one is refused, the others
+        may have been written (the call fails; read them again to know)."""
+        concurrency = "first-write" if only_if_absent else "last-write"
+        entries = [
+            {
+                "key": self.key(item_id),
+                "value": value.model_dump(mode="json"),
+                "options": {"concurrency": concurrency, "consistency": "strong"},
+            }
+            for item_id, value in values.items()
+        ]
+        if not entries:
+            return
+        with self._span("save_bulk"):
+            await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=entries)
+
     async def transact(self, values: dict[str, M], *, etags: dict[str, str]) -> None:
         """Write several existing items in one state transaction, each guarded by the etag it
         was read with. Only existing items: inside a transaction, Redis does not refuse a write

@@ -39,7 +39,8 @@ class OutcomeLearner:
         self.min_outcomes = min_outcomes
         self.history_limit = history_limit
 
-    async def _history(self) -> list[SheetOutcome]:
+    async def history(self) -> list[SheetOutcome]:
+        """The outcomes the questions are answered over (at most `history_limit`, the latest)."""
         if self.history_limit is None:
             return await self.store.all()
         return await self.store.recent(self.history_limit)
@@ -50,7 +51,7 @@ class OutcomeLearner:
         outcomes, pattern detection runs and `patterns_detected` is set on it. Returns what
         was stored."""
         outcome = with_derived_fields(outcome)
-        history = [o for o in await self._history() if o.outcome_id != outcome.outcome_id]
+        history = [o for o in await self.history() if o.outcome_id != outcome.outcome_id]
         patterns = detect_patterns([*history, outcome], min_outcomes=self.min_outcomes)
         if patterns:
             outcome = outcome.model_copy(update={"patterns_detected": [p.description for p in patterns]})
@@ -58,28 +59,28 @@ class OutcomeLearner:
         return outcome
 
     async def detect_patterns(self) -> list[DetectedPattern]:
-        return detect_patterns(await self._history(), min_outcomes=self.min_outcomes)
+        return detect_patterns(await self.history(), min_outcomes=self.min_outcomes)
 
     async def get_patterns(self, job_name: str) -> list[str]:
         """Descriptions of the patterns detected across the outcomes of job `job_name`."""
-        job_outcomes = [o for o in await self._history() if o.job_id == job_name]
+        job_outcomes = [o for o in await self.history() if o.job_id == job_name]
         return [p.description for p in detect_patterns(job_outcomes, min_outcomes=self.min_outcomes)]
 
     async def query_similar(
         self, context: QueryLike, limit: int = DEFAULT_SIMILAR_LIMIT
     ) -> list[SheetOutcome]:
-        return query_similar(await self._history(), context, limit)
+        return query_similar(await self.history(), context, limit)
 
     async def get_relevant_patterns(
         self, context: QueryLike, limit: int = DEFAULT_PATTERN_LIMIT
     ) -> list[str]:
-        return get_relevant_patterns(await self._history(), context, limit, min_outcomes=self.min_outcomes)
+        return get_relevant_patterns(await self.history(), context, limit, min_outcomes=self.min_outcomes)
 
     async def pattern_effectiveness(self) -> list[PatternEffectiveness]:
-        return pattern_effectiveness(await self._history())
+        return pattern_effectiveness(await self.history())
 
     async def get_similar_escalation(
         self, context: QueryLike, limit: int = DEFAULT_SUGGESTION_LIMIT
     ) -> list[HistoricalSuggestion]:
         """Similar past escalations for `EscalationContext.historical_suggestions`."""
-        return historical_suggestions(await self._history(), context, limit)
+        return historical_suggestions(await self.history(), context, limit)
