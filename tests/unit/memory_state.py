@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar, cast
@@ -40,7 +41,8 @@ class MemoryRepository(Generic[M]):
 
     async def get_many_raw(self, item_ids: Iterable[str]) -> dict[str, tuple[Any, str | None]]:
         await self._call()
-        return {i: self.values[i] for i in item_ids if i in self.values}
+        # copies, as a store answers: a caller may change what it read
+        return {i: copy.deepcopy(self.values[i]) for i in item_ids if i in self.values}
 
     def _put(self, item_id: str, value: BaseModel, etag: str | None, only_if_absent: bool) -> None:
         stored = self.values.get(item_id)
@@ -68,6 +70,11 @@ class MemoryRepository(Generic[M]):
             raise DaprError(409, "ERR_STATE_SAVE", f"failed to set keys {refused}")
 
     async def transact(self, values: dict[str, M], *, etags: dict[str, str]) -> None:
+        await self.transact_json(
+            {key: value.model_dump(mode="json") for key, value in values.items()}, etags=etags
+        )
+
+    async def transact_json(self, values: dict[str, Any], *, etags: dict[str, str]) -> None:
         await self._call()
         assert set(etags) == set(values), "every key of a transaction is guarded by its etag"
         for key, etag in etags.items():
@@ -75,7 +82,8 @@ class MemoryRepository(Generic[M]):
             if stored is None or stored[1] != etag:
                 raise DaprError(409, "ERR_STATE_TRANSACTION", f"etag mismatch on {key}")
         for key, value in values.items():
-            self.values[key] = (value.model_dump(mode="json"), str(next(self._etags)))
+            # stored as a copy, as a store would: the caller's value may be changed after
+            self.values[key] = (copy.deepcopy(value), str(next(self._etags)))
 
     async def delete(self, item_id: str, *, etag: str | None = None) -> None:
         await self._call()

@@ -231,3 +231,19 @@ async def test_records_an_earlier_version_kept_are_adopted_once() -> None:
     assert sorted(adopted) == ["e-old-1", "e-old-2", "e-old-3"]
     await adopt_earlier_records(earlier, store, adopt, done.typed())
     assert len(adopted) == 3  # remembered: not again
+
+
+async def test_two_replicas_adding_and_removing_at_once_lose_no_change() -> None:
+    repository = MemoryRepository(BaseModel)
+    ours, theirs = EscalationListings(repository.typed()), EscalationListings(repository.typed())
+    rows = [row(i) for i in range(600)]
+    await asyncio.gather(
+        *(ours(WAITING).add([r]) for r in rows[0::2]), *(theirs(WAITING).add([r]) for r in rows[1::2])
+    )
+    await asyncio.gather(
+        *(ours(WAITING).remove(r.escalation_id, r.created_at) for r in rows[0:100]),
+        *(theirs(WAITING).remove(r.escalation_id, r.created_at) for r in rows[100:200]),
+    )
+    page = await ours.page([WAITING], ListingFilter(), 0, 500, NOW)
+    assert page.total == 400
+    assert sorted(r.escalation_id for r in page.rows) == sorted(r.escalation_id for r in rows[200:])

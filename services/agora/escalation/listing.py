@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agora.core.escalation.listing import (
+    HEAD_CAPACITY,
     PAGE_SLACK,
     AddRow,
     ListedRow,
@@ -175,6 +176,13 @@ class EscalationListing:
             if directory_at not in current:
                 await self._create(directory_at, ListingDirectory())
                 continue
+            try:
+                if await self._add_to_head(changes, directory_at, *current[directory_at]):
+                    return
+            except DaprError as exc:
+                log.debug("listing write conflicted; retrying", extra={"reason": str(exc)})
+                await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
+                continue
             directory = _directory_of(current[directory_at])
             touched = segments_touched(directory, changes)
             if touched:
@@ -206,6 +214,27 @@ class EscalationListing:
                 log.debug("listing write conflicted; retrying", extra={"reason": str(exc)})
             await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise ConcurrencyConflict(f"{self.name} listing: gave up after {WRITE_ATTEMPTS} conflicting writes")
+
+    async def _add_to_head(
+        self, changes: Sequence[AddRow | RemoveRow], key: str, directory: dict[str, Any], etag: str | None
+    ) -> bool:
+        """The common batch (parks: rows added, and the head does not fill) written without
+        parsing the directory: the new rows are appended to its head as stored. False when the
+        batch needs the whole of `apply` (a row taken out, or a head to seal); raises a
+        conflict to redo from a fresh read like any write."""
+        head = directory.get("head", [])
+        if any(isinstance(c, RemoveRow) for c in changes) or len(head) + len(changes) >= HEAD_CAPACITY:
+            return False
+        listed = {row["escalation_id"] for row in head}
+        fresh: dict[str, dict[str, Any]] = {}
+        for change in changes:
+            assert isinstance(change, AddRow)
+            if change.row.escalation_id not in listed:
+                fresh[change.row.escalation_id] = change.row.model_dump(mode="json")
+        if fresh:
+            directory["head"] = [*head, *fresh.values()]
+            await self._repository.transact_json({key: directory}, etags={key: _etag(key, etag)})
+        return True
 
     async def _create(self, key: str, empty: BaseModel) -> None:
         try:

@@ -141,13 +141,18 @@ class StateRepository(Generic[M]):
         was read with. Only existing items: inside a transaction, Redis does not refuse a write
         without an etag over a key that exists, so an item is created first with
         `save(..., only_if_absent=True)`, which it does refuse."""
+        await self.transact_json({i: v.model_dump(mode="json") for i, v in values.items()}, etags=etags)
+
+    async def transact_json(self, values: dict[str, Any], *, etags: dict[str, str]) -> None:
+        """`transact` with values already as JSON data (what `get_many_raw` answers, changed):
+        for a caller that edits a large stored value in place rather than parse and dump it."""
         operations: list[dict[str, Any]] = [
             {
                 "operation": "upsert",
                 "request": {
                     "key": self.key(item_id),
                     "etag": etags[item_id],
-                    "value": value.model_dump(mode="json"),
+                    "value": value,
                     "options": {"concurrency": "first-write", "consistency": "strong"},
                 },
             }
