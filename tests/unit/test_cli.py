@@ -655,8 +655,23 @@ def answering(monkeypatch: pytest.MonkeyPatch, answer: Any) -> list[str]:
             "v1/escalations?status=EXPIRED&limit=5&offset=0",
             "no escalations in EXPIRED",
         ),
+        (
+            [
+                "escalations",
+                "list",
+                "--status",
+                "WAITING_FOR_HUMAN",
+                "--kind",
+                "task",
+                "--below-confidence",
+                "0.5",
+            ],
+            {"status": "WAITING_FOR_HUMAN", "total": 0, "escalations": []},
+            "v1/escalations?status=WAITING_FOR_HUMAN&kind=task&below_confidence=0.5&limit=50&offset=0",
+            "no escalations in WAITING_FOR_HUMAN",
+        ),
     ],
-    ids=["plans", "plans-in-a-state", "debates", "escalations-in-a-status"],
+    ids=["plans", "plans-in-a-state", "debates", "escalations-in-a-status", "escalations-narrowed"],
 )
 def test_an_empty_listing_says_so_and_no_state_given_lists_every_state(
     capsys: pytest.CaptureFixture[str],

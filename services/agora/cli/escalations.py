@@ -26,7 +26,13 @@ def escalation_list_lines(listing: EscalationList, offset: int, limit: int) -> l
 
 
 def cmd_escalations_list(args: argparse.Namespace) -> int:
-    query = page_query("v1/escalations", args.limit, args.offset, status=args.status)
+    narrowed = {
+        "status": args.status,
+        "kind": args.kind,
+        "older_than_minutes": None if args.older_than_minutes is None else str(args.older_than_minutes),
+        "below_confidence": None if args.below_confidence is None else str(args.below_confidence),
+    }
+    query = page_query("v1/escalations", args.limit, args.offset, **narrowed)
     listing = invoke(args, "GET", query, EscalationList, service="escalation")
     if args.json:
         print(listing.model_dump_json(indent=2))

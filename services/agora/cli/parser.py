@@ -17,7 +17,7 @@ from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_registe
 from agora.cli.run import cmd_run
 from agora.cli.tasks import cmd_task_list, cmd_task_publish, cmd_task_show
 from agora.core.debate.record import DebateState
-from agora.core.escalation.record import EscalationStatus
+from agora.core.escalation.record import EscalationStatus, WaitingPartyKind
 from agora.core.market import AllocationStatus
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from agora.core.plans.record import PlanState
@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     waiting.add_argument(
         "--status", choices=[s.value for s in EscalationStatus], help="default: every status"
     )
+    waiting.add_argument(
+        "--kind", choices=[k.value for k in WaitingPartyKind], help="only those this waits on"
+    )
+    waiting.add_argument("--older-than-minutes", type=int, help="only those waiting at least this long")
+    waiting.add_argument("--below-confidence", type=float, help="only steps less confident than this")
     waiting.add_argument("--limit", type=int, default=50)
     waiting.add_argument("--offset", type=int, default=0)
     waiting.add_argument("--json", action="store_true", help="the page as JSON, for scripts")
