@@ -18,8 +18,8 @@ import httpx
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.sdk import GraphState
+from bench.cpu import cpu_seconds
 from bench.graph_app import NODES, chain
-from bench.market_e2e import _cpu_seconds
 
 RUNS = 30
 POLL_S = 0.1
@@ -67,9 +67,9 @@ def main() -> None:
             for i in range(3):
                 run_graph(http, app, f"warm-{run}-{i}")
             processes = list(cluster.processes())
-            cpu_before = _cpu_seconds(processes)
+            cpu_before = cpu_seconds(processes)
             durations = [run_graph(http, app, f"bench-{run}-{i}") for i in range(RUNS)]
-            cpu_after = _cpu_seconds(processes)
+            cpu_after = cpu_seconds(processes)
     baseline_s = asyncio.run(in_process(RUNS))
     durable_s = statistics.median(durations)
     cpu_ms_per_node = {

@@ -38,12 +38,12 @@ from typing import Any
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import ALLOCATOR, RECORDER, SERVICES, WORKER
+from bench.cpu import cpu_seconds
 from bench.market_e2e import (
     CLIENT_THREADS,
     DECISION_TOPICS,
     PUBLISHER,
     _burst,
-    _cpu_seconds,
     _decisions,
     _summary,
     _wait_for,
@@ -110,11 +110,11 @@ def run_mode(mode: str, tasks: int) -> dict[str, Any]:
         )
 
         processes = list(cluster.processes())
-        cpu_before = _cpu_seconds(processes)
+        cpu_before = cpu_seconds(processes)
         burst = task_payloads(f"burst-{mode}-{run}", tasks)
         sent = _burst(allocator, "agora.tasks", burst, "task_id")
         decided_at = _wait_for(recorder, DECISION_TOPICS, "task_id", set(sent))
-        cpu_after = _cpu_seconds(processes)
+        cpu_after = cpu_seconds(processes)
         summary = _summary(sent, decided_at)
         decisions = _decisions(recorder, set(sent))
         awards = _awards(recorder, set(sent))

@@ -83,7 +83,7 @@ async def listing_with(
     rows: list[ListedRow], capacity: int
 ) -> tuple[EscalationListings, MemoryRepository[BaseModel]]:
     repository = MemoryRepository(BaseModel)
-    directory, segments = ListingDirectory(), {}
+    directory, segments = ListingDirectory(), dict[int, SealedSegment]()
     for r in rows:
         touched = segments_touched(directory, [AddRow(r)], capacity=capacity)
         written = apply(

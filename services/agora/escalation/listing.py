@@ -16,7 +16,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from agora.core.escalation.listing import (
     segments_to_read,
     segments_touched,
 )
+from agora.runtime.group_commit import GroupCommit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import ConcurrencyConflict, StateRepository
 
@@ -53,12 +54,6 @@ def directory_key(name: str) -> str:
 
 def segment_key(name: str, number: int) -> str:
     return f"{name}:segment:{number}"
-
-
-@dataclass
-class _Queued:
-    change: AddRow | RemoveRow
-    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 @dataclass(frozen=True)
@@ -138,8 +133,7 @@ class EscalationListing:
     def __init__(self, repository: StateRepository[BaseModel], name: str) -> None:
         self._repository = repository
         self.name = name
-        self._queued: list[_Queued] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._changes = GroupCommit(self._write, f"{name} listing writer")
 
     async def add(self, rows: Sequence[ListedRow]) -> None:
         await self._commit([AddRow(row) for row in rows])
@@ -148,26 +142,7 @@ class EscalationListing:
         await self._commit([RemoveRow(escalation_id, created_at)])
 
     async def _commit(self, changes: list[AddRow | RemoveRow]) -> None:
-        queued = [_Queued(change) for change in changes]
-        self._queued.extend(queued)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued(), name=f"{self.name} listing writer")
-        # A caller that gives up does not cancel the write its changes are part of.
-        await asyncio.shield(asyncio.gather(*(q.done for q in queued)))
-
-    async def _write_queued(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
-            try:
-                await self._write([q.change for q in batch])
-            except Exception as exc:
-                for q in batch:
-                    if not q.done.done():
-                        q.done.set_exception(exc)
-            else:
-                for q in batch:
-                    if not q.done.done():
-                        q.done.set_result(None)
+        await self._changes.submit(*changes)
 
     async def _write(self, changes: Sequence[AddRow | RemoveRow]) -> None:
         directory_at = directory_key(self.name)

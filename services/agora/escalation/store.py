@@ -33,6 +33,7 @@ from agora.core.outcomes.record import SheetOutcome
 from agora.core.outcomes.suggestions import historical_suggestions
 from agora.escalation.listing import EscalationListings
 from agora.escalation.outcomes import query_for
+from agora.runtime.group_commit import GroupCommit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import StatusIndex
@@ -79,8 +80,7 @@ class EscalationStore:
         self.listings = listings
         self._learner = learner
         self._schedule_deadline = schedule_deadline
-        self._queued: list[_Park] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._parks = GroupCommit(self._park_batch, "escalation park writer")
 
     async def read(self, escalation_id: str) -> Versioned[EscalationSlot] | None:
         return await self._slots.get(escalation_id)
@@ -105,20 +105,14 @@ class EscalationStore:
         """Park `request` under `escalation_id` (see `rules.park` for when parking again is the
         same park), listed as waiting, indexed by status and with its deadline reminder."""
         park = _Park(escalation_id, request, traceparent)
-        self._queued.append(park)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._park_queued(), name="escalation park writer")
-        return await asyncio.shield(park.done)
-
-    async def _park_queued(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
-            try:
-                await self._park_batch(batch)
-            except Exception as exc:
-                for park in batch:
-                    if not park.done.done():
-                        park.done.set_exception(exc)
+        # The batch settles each park (its record, or why not); a failure of the whole batch
+        # reaches every park it had not settled.
+        try:
+            await self._parks.submit(park)
+        except Exception:
+            if not park.done.done():
+                raise
+        return await park.done
 
     async def _park_batch(self, batch: list[_Park]) -> None:
         ids = list(dict.fromkeys(p.escalation_id for p in batch))

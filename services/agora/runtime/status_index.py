@@ -31,11 +31,12 @@ import logging
 import random
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from agora.runtime.group_commit import GroupCommit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import ConcurrencyConflict, StateRepository, Versioned
 
@@ -66,20 +67,18 @@ class IdSet(BaseModel):
     ids: list[str] = []
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Move:
     item_id: str
     old: str | None
     new: str | None
-    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class StatusIndex:
     def __init__(self, repository: StateRepository[IdSet], shards: int = DEFAULT_SHARDS) -> None:
         self._repository = repository
         self._shards = shards
-        self._queued: list[_Move] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._moves = GroupCommit(self._write, "status index writer")
 
     def _key(self, status: str, item_id: str) -> str:
         return f"{status}:{zlib.crc32(item_id.encode()) % self._shards:02d}"
@@ -123,26 +122,7 @@ class StatusIndex:
         return sorted(item_id for shard in found.values() for item_id in shard.value.ids)
 
     async def _commit(self, *moves: _Move) -> None:
-        self._queued.extend(moves)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued(), name="status index writer")
-        # Moves queued together are written together. A caller that gives up does not cancel
-        # the write its moves are part of.
-        await asyncio.shield(asyncio.gather(*(move.done for move in moves)))
-
-    async def _write_queued(self) -> None:
-        while self._queued:
-            batch, self._queued = self._queued, []
-            try:
-                await self._write(batch)
-            except Exception as exc:
-                for move in batch:
-                    if not move.done.done():
-                        move.done.set_exception(exc)
-            else:
-                for move in batch:
-                    if not move.done.done():
-                        move.done.set_result(None)
+        await self._moves.submit(*moves)
 
     async def _write(self, batch: Sequence[_Move]) -> None:
         keys = sorted(
