@@ -17,6 +17,8 @@ import pytest
 from dapr.ext.workflow._durabletask.internal import protos as pb
 from dapr.ext.workflow._durabletask.internal.orchestrator_service_pb2_grpc import TaskHubSidecarServiceStub
 
+from agora.console.auth import Role
+from agora.console.users import entry_yaml
 from agora.harness import LocalCluster, ServiceReplica
 
 T = TypeVar("T")
@@ -174,3 +176,17 @@ def start_agora_run(
             return proc, output
     proc.kill()
     pytest.fail("`agora run` did not come up:\n" + "".join(output))
+
+
+CONSOLE_DECIDER, CONSOLE_VIEWER = "alice", "victor"
+CONSOLE_SECRETS = {CONSOLE_DECIDER: "alice-decides-escalations", CONSOLE_VIEWER: "victor-only-looks"}
+
+
+def write_console_users(path: Path) -> Path:
+    """A console users file: `CONSOLE_DECIDER` may decide, `CONSOLE_VIEWER` only read."""
+    path.write_text(
+        "users:\n"
+        + entry_yaml(CONSOLE_DECIDER, Role.DECIDER, CONSOLE_SECRETS[CONSOLE_DECIDER])
+        + entry_yaml(CONSOLE_VIEWER, Role.VIEWER, CONSOLE_SECRETS[CONSOLE_VIEWER])
+    )
+    return path

@@ -19,8 +19,6 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from agora.console.auth import Role
-from agora.console.users import entry_yaml
 from agora.core.checks import ValidationResult
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
@@ -29,26 +27,28 @@ from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.core.market import TaskSpec
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import console_with
-from tests.integration.helpers import eventually, replicas_of
+from tests.integration.helpers import (
+    CONSOLE_DECIDER,
+    CONSOLE_SECRETS,
+    CONSOLE_VIEWER,
+    eventually,
+    publish_event,
+    replicas_of,
+    write_console_users,
+)
 
 pytestmark = pytest.mark.integration
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
-DECIDER, VIEWER = "alice", "victor"
-SECRETS = {DECIDER: "alice-decides-escalations", VIEWER: "victor-only-looks"}
+DECIDER, VIEWER, SECRETS = CONSOLE_DECIDER, CONSOLE_VIEWER, CONSOLE_SECRETS
 HOSTILE_PROMPT = 'Migrate the orders table <script>window.pwned = "yes"</script> & "quote" it'
 
 
 @pytest.fixture(scope="module")
 def console(default_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> ServiceReplica:
     """The console beside the embedded app, with a decider and a viewer who may sign in."""
-    users = tmp_path_factory.mktemp("console") / "users.yaml"
-    users.write_text(
-        "users:\n"
-        + entry_yaml(DECIDER, Role.DECIDER, SECRETS[DECIDER])
-        + entry_yaml(VIEWER, Role.VIEWER, SECRETS[VIEWER])
-    )
+    users = write_console_users(tmp_path_factory.mktemp("console") / "users.yaml")
     app_ids = {r.spec.app_id for r in default_cluster.replicas}
     spec = console_with(
         app_ids,
@@ -388,8 +388,6 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
     expect(timeline.first).to_be_visible()
     expect(page.locator("#trace-summary")).to_contain_text("spans over")
     expect(page.locator("#timeline")).to_contain_text("process agora.tasks")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "trace.png"), full_page=True)
 
     page.goto(f"{console.app_url}/agents")
     expect(page.locator("#agents tbody tr").first).to_be_visible()
@@ -399,3 +397,41 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
     missing = page.goto(f"{console.app_url}/tasks/no-such-task")
     assert missing is not None and missing.status == 404
     expect(page.locator("#error")).to_contain_text("no such task")
+
+
+def test_a_tasks_trace_is_drawn_across_the_services_it_went_through(
+    redis_cluster: LocalCluster, browser: Browser
+) -> None:
+    """Every service its own app (the redis profile): the trace of one task, from publication to
+    outcome, is drawn from the trace store with the spans of the services it went through."""
+    [console] = replicas_of(redis_cluster, "console")
+    allocator = replicas_of(redis_cluster, "allocator")[0]
+    task_id = f"console-trace-{uuid.uuid4().hex[:6]}"
+    spec = TaskSpec(
+        task_id=task_id,
+        description="Summarise this week's papers",
+        required_skills=["web_search"],
+        min_success_threshold=0.0,
+    )
+    publish_event(allocator.dapr_http, "agora.tasks", spec.model_dump(mode="json"))
+    board = replicas_of(redis_cluster, "taskboard")[0]
+
+    def settled() -> bool:
+        answer = httpx.get(board.invoke_url(f"v1/tasks/{task_id}"), timeout=30)
+        return answer.status_code == 200 and answer.json()["status"] in ("COMPLETED", "FAILED")
+
+    eventually(settled, timeout=60)
+    page = sign_in(browser, console, VIEWER)
+    page.goto(f"{console.app_url}/tasks/{task_id}/trace")
+    services: set[str] = set()
+    for _ in range(20):  # the spans reach Jaeger a moment after the task ends
+        services = set(page.locator("#timeline tbody tr td:first-child").all_inner_texts())
+        services = {s.removesuffix(" (sidecar)").strip() for s in services}
+        if {"allocator", "taskboard", "worker"} <= services:
+            break
+        page.wait_for_timeout(1000)
+        page.reload()
+    assert {"allocator", "taskboard", "worker"} <= services, services
+    expect(page.locator("#trace-summary")).to_contain_text("allocator")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "trace.png"), full_page=True)
