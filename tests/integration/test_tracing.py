@@ -240,6 +240,7 @@ def test_pause_decision_and_continuation_are_one_trace(
         assert "escalation.resolve" in names, "the decision joined the parked trace"
         [resolve] = [s for s in spans if s["operationName"] == "escalation.resolve"]
         assert resolve["tag"]["agora.decision"] == "skip" and resolve["service"] == "escalation"
+        assert resolve["tag"]["agora.decided_by"] == "alice" and resolve["tag"]["agora.waited_ms"] >= 0
         continued = [s for s in spans if s["operationName"] == "process agora.escalation.resolved"]
         assert any(resolve in _ancestors(s, by_id) and s["service"] == "uncertainty" for s in continued)
         step = [s for s in spans if s["service"] == "uncertainty" and "llm-responses" in s["operationName"]]

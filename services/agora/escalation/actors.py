@@ -32,6 +32,7 @@ from agora.runtime.tracing import current_traceparent, extract_context, tracer
 DEADLINE_REMINDER = "deadline"
 ANNOUNCE_REMINDER = "announce"
 ANNOUNCE_RETRY = timedelta(seconds=10)
+MILLISECOND = timedelta(milliseconds=1)
 """How often a decision whose announcement has not gone out is announced again."""
 
 
@@ -227,6 +228,10 @@ class Escalation(PydanticActor[EscalationSlot, EscalationDeps], EscalationInterf
                 "agora.decision": str(record.decision.action),
                 "agora.decided_by": record.decided_by or rules.SYSTEM_ACTOR,
                 "agora.status": str(record.status),
+                # How long the waiting party waited for the decision.
+                "agora.waited_ms": round(
+                    ((record.decided_at or record.created_at) - record.created_at) / MILLISECOND
+                ),
             },
         ):
             await self.deps.publisher.publish(
