@@ -103,7 +103,7 @@ class EscalationStore:
         self, escalation_id: str, request: ParkRequest, traceparent: str | None
     ) -> EscalationRecord:
         """Park `request` under `escalation_id` (see `rules.park` for when parking again is the
-        same park), listed as waiting, indexed by status and with its deadline reminder."""
+        same park), listed as waiting and with its deadline reminder."""
         park = _Park(escalation_id, request, traceparent)
         # The batch settles each park (its record, or why not); a failure of the whole batch
         # reaches every park it had not settled.
