@@ -94,6 +94,13 @@ def test_the_banner_names_jaeger_services_that_exist(system: RunningSystem) -> N
     eventually(known, timeout=30)
 
 
+def test_the_banner_gives_the_consoles_address_and_the_console_answers_there(system: RunningSystem) -> None:
+    banner = next(line for line in system.output if "console:" in line)
+    url = present(re.search(r"console: (http://127\.0\.0\.1:\d+)", banner)).group(1)
+    answer = httpx.get(f"{url}/signin", timeout=10)
+    assert answer.status_code == 200 and "Sign in" in answer.text
+
+
 def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(system: RunningSystem) -> None:
     shown = "".join(system.output)
     assert "Agent app: published demo-sum 'What is 19 + 23?'" in shown, shown
