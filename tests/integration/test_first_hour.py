@@ -4,6 +4,7 @@ directory, and mistakes get a readable message and a non-zero exit code, never a
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import os
@@ -99,6 +100,58 @@ def test_the_banner_gives_the_consoles_address_and_the_console_answers_there(sys
     url = present(re.search(r"console: (http://127\.0\.0\.1:\d+)", banner)).group(1)
     answer = httpx.get(f"{url}/signin", timeout=10)
     assert answer.status_code == 200 and "Sign in" in answer.text
+
+
+def test_a_paused_session_is_decided_in_the_console_the_banner_names(system: RunningSystem) -> None:
+    """As a person would: sign in with the secret the banner points at, open the escalation,
+    send the decision form (the console's forms work without its script)."""
+    banner = next(line for line in system.output if "console:" in line)
+    url, person, secret_file = present(
+        re.search(
+            r"console: (http://127\.0\.0\.1:\d+)\s+\(sign in as (\S+) with the secret in (\S+)\)", banner
+        )
+    ).groups()
+    port = present(re.search(r"agora-0 .*daprd http :(\d+)", "".join(system.output))).group(1)
+    session = f"console-session-{os.getpid()}"
+    report = f"http://127.0.0.1:{port}/v1.0/invoke/agora/method/v1/sessions/{session}/llm-responses"
+    confident = {"step_id": "1", "text": "Found the orders table. Confidence: 95%"}
+    httpx.post(report, json=confident, timeout=30).raise_for_status()
+    doubtful = {
+        "step_id": "2",
+        "prompt": "Migrate the orders table",
+        "text": "Not sure at all. Confidence: 15%",
+    }
+    verdict = httpx.post(report, json=doubtful, timeout=30).json()
+    assert verdict["action"] == "pause_for_human", verdict
+    escalation_id = verdict["escalation_id"]
+
+    with httpx.Client(base_url=url, timeout=30) as http:
+        secret = Path(secret_file).read_text().strip()
+        assert http.post("/signin", data={"name": person, "secret": secret}).status_code == 303
+        page = http.get(f"/escalations/{escalation_id}").text
+        form = {
+            name: html.unescape(value) for name, value in re.findall(r'name="(\w+)" value="([^"]*)"', page)
+        }
+        decided = http.post(
+            f"/escalations/{escalation_id}/decision",
+            data={
+                "csrf": form["csrf"],
+                "context_digest": form["context_digest"],
+                "shown_fields": form["shown_fields"],
+                "action": "modify_prompt",
+                "modified_prompt": "Copy the orders table first, then drop it",
+                "why": "keep a backup",
+            },
+        )
+        assert decided.status_code == 303, decided.text
+        shown = http.get(f"/escalations/{escalation_id}").text
+    assert 'id="status">RESOLVED<' in shown and f'id="decided-by">{person}<' in shown
+
+    def continued() -> bool:
+        state = httpx.get(report.removesuffix("/llm-responses"), timeout=10).json()
+        return bool(state["status"] == "RUNNING")
+
+    eventually(continued, timeout=30)
 
 
 def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(system: RunningSystem) -> None:
