@@ -85,9 +85,6 @@ class EscalationStore:
     async def read(self, escalation_id: str) -> Versioned[EscalationSlot] | None:
         return await self._slots.get(escalation_id)
 
-    async def read_many(self, escalation_ids: list[str]) -> dict[str, EscalationSlot]:
-        return {i: found.value for i, found in (await self._slots.get_many(escalation_ids)).items()}
-
     async def read_many_raw(self, escalation_ids: list[str]) -> dict[str, dict[str, Any]]:
         """The stored JSON of each record found, not parsed into models."""
         return {i: data for i, (data, _) in (await self._slots.get_many_raw(escalation_ids)).items()}
@@ -300,7 +297,7 @@ async def adopt_earlier_records(
             adopted = 0
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                found = await store.read_many(chunk)
+                found = await store.read_many_raw(chunk)  # only which exist: nothing parsed
                 missing = [i for i in chunk if i not in found]
                 for first in range(0, len(missing), ADOPTED_AT_ONCE):
                     await asyncio.gather(*(adopt(i) for i in missing[first : first + ADOPTED_AT_ONCE]))
