@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agora.allocator.service import SharedCalls
+from agora.runtime.shared_calls import SharedCalls
 from tests.unit.helpers import until
 
 

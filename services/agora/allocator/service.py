@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
 
 from opentelemetry import trace
 from pydantic import BaseModel, Field, ValidationError
@@ -38,13 +36,11 @@ from agora.runtime.clients import (
 )
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
+from agora.runtime.shared_calls import SharedCalls
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import TASK_ID_ATTRIBUTE, tracer
 
 log = logging.getLogger(__name__)
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
 DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
@@ -168,22 +164,6 @@ class _Ports:
             estimated_steps=steps,
             rationale=proposal.rationale,
         )
-
-
-class SharedCalls(Generic[K, V]):
-    """Concurrent calls for one key share one call: the first starts it, the others wait for
-    its answer (or its error). Nothing is kept once it returns."""
-
-    def __init__(self) -> None:
-        self._running: dict[K, asyncio.Task[V]] = {}
-
-    async def call(self, key: K, start: Callable[[], Awaitable[V]]) -> V:
-        running = self._running.get(key)
-        if running is None:
-            running = self._running[key] = asyncio.ensure_future(start())
-            running.add_done_callback(lambda _: self._running.pop(key, None))
-        # A caller that gives up does not cancel the call the others wait for.
-        return await asyncio.shield(running)
 
 
 class ReputationReads:

@@ -21,6 +21,7 @@ seconds.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import inspect
 import logging
@@ -63,10 +64,12 @@ from agora.runtime.clients import (
     escalation_actors,
     task_actors,
 )
+from agora.runtime.group_commit import GroupCommit
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
+from agora.runtime.shared_calls import SharedCalls
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent
 from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
@@ -284,6 +287,9 @@ class RunProgress(BaseModel):
     waiting_on: str | None = None
     handed_over: bool = False
     """The task went to another agent, as a person decided: the run ends without an outcome."""
+    reported: bool = False
+    """The step that ended the run announced its outcome too (one recorded step fewer; a step
+    run again announces the same event id, which its subscribers take once)."""
 
 
 class AgentRunDecision(BaseModel):
@@ -314,20 +320,36 @@ class RecentOutcomes(BaseModel):
 
 
 class DaprOutcomeHistory:
-    """What an app's agents learn from, in its Dapr state store: one record per agent, each
-    run added under its etag (runs of one agent end side by side)."""
+    """What an app's agents learn from, in its Dapr state store: one record per agent. Runs of
+    one agent that end side by side are added in one write under the record's etag (a group
+    commit per agent), and concurrent reads of one agent's history share one read."""
 
     def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
         self._repository = repository
+        self._reads: SharedCalls[str, list[SheetOutcome]] = SharedCalls()
+        self._writes: dict[str, GroupCommit[SheetOutcome]] = {}
 
     async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+        return list(await self._reads.call(agent_id, lambda: self._read(agent_id)))
+
+    async def _read(self, agent_id: str) -> list[SheetOutcome]:
         found = await self._repository.get(agent_id)
         return list(found.value.outcomes) if found is not None else []
 
     async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+        writes = self._writes.get(agent_id)
+        if writes is None:
+            writes = self._writes[agent_id] = GroupCommit(
+                functools.partial(self._add, agent_id), name=f"learning {agent_id}"
+            )
+        await writes.submit(outcome)
+
+    async def _add(self, agent_id: str, outcomes: list[SheetOutcome]) -> None:
+        latest = {o.outcome_id: o for o in outcomes}  # a run recorded twice counts once, as last told
+
         def add(current: RecentOutcomes | None) -> RecentOutcomes:
-            kept = [o for o in (current.outcomes if current else []) if o.outcome_id != outcome.outcome_id]
-            return RecentOutcomes(outcomes=[*kept, outcome][-LEARNING_KEPT:])
+            kept = [o for o in (current.outcomes if current else []) if o.outcome_id not in latest]
+            return RecentOutcomes(outcomes=[*kept, *latest.values()][-LEARNING_KEPT:])
 
         await self._repository.update(agent_id, add)
 
@@ -385,8 +407,9 @@ def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
         progress = result_of(
             RunProgress, (yield ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY))
         )
-    report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
-    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
+    if not progress.reported:  # a step recorded before steps announced their outcomes
+        report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
+        yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
 
 
 def decision_event(escalation_id: str) -> str:
@@ -492,10 +515,11 @@ def agent_app_module(
                     step_span("agent.execute", start.traceparent, _run_attributes(award)),
                     durable_call_scope(start.instance),
                 ):
-                    return await _execute(agent, award, store)
+                    progress = await _execute(agent, award, store)
             finally:
                 agent.runs_in_flight -= 1
                 run_slots.release()
+            return await reported(progress, start.traceparent)
 
         async def resume(decision: AgentRunDecision) -> RunProgress:
             award = decision.award
@@ -509,10 +533,18 @@ def agent_app_module(
                     step_span("agent.resume", decision.traceparent, _run_attributes(award)),
                     durable_call_scope(f"{decision.instance}.{decision.decided.escalation_id}"),
                 ):
-                    return await _resume(agent, decision, store, monitor, tasks)
+                    progress = await _resume(agent, decision, store, monitor, tasks)
             finally:
                 agent.runs_in_flight -= 1
                 run_slots.release()
+            return await reported(progress, decision.traceparent)
+
+        async def reported(progress: RunProgress, traceparent: str | None) -> RunProgress:
+            """A run that ended announces its outcome in the step that ended it."""
+            if progress.outcome is None:
+                return progress
+            await report(AgentRunReport(outcome=progress.outcome, traceparent=traceparent))
+            return progress.model_copy(update={"reported": True})
 
         async def report(report: AgentRunReport) -> None:
             outcome = report.outcome

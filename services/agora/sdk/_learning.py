@@ -48,16 +48,20 @@ class Lessons:
         """One more run was kept in the history."""
         self._runs_since += 1
 
-    def patterns(self, history: list[SheetOutcome]) -> list[DetectedPattern]:
-        if self._found is None or self._runs_since >= PATTERNS_REFRESHED_EVERY:
-            self._found = detect_patterns(history)
-            self._runs_since = 0
-        return self._found
+    @property
+    def stale(self) -> bool:
+        """Whether the history must be read (and its patterns looked for) before the next task:
+        the history is read once per refresh, not once per run."""
+        return self._found is None or self._runs_since >= PATTERNS_REFRESHED_EVERY
 
-    def for_task(self, history: list[SheetOutcome], description: str) -> list[str]:
+    def refresh(self, history: list[SheetOutcome]) -> None:
+        self._found = detect_patterns(history)
+        self._runs_since = 0
+
+    def for_task(self, description: str) -> list[str]:
         """The texts of the patterns relevant to a task, to add to its prompt (at most
-        `PATTERNS_APPLIED`)."""
-        relevant = select_relevant_patterns(self.patterns(history), {"text": description}, PATTERNS_APPLIED)
+        `PATTERNS_APPLIED`), from the patterns last found."""
+        relevant = select_relevant_patterns(self._found or [], {"text": description}, PATTERNS_APPLIED)
         return [p.description for p in relevant]
 
 

@@ -323,7 +323,9 @@ class AgentRunner:
         if not self.config.learn_from_outcomes:
             return []
         lessons = self._lessons.setdefault(agent_id, Lessons())
-        return lessons.for_task(await self.outcomes.outcomes(agent_id), user_input)
+        if lessons.stale:
+            lessons.refresh(await self.outcomes.outcomes(agent_id))
+        return lessons.for_task(user_input)
 
     async def resume(self, agent_id: str, session_id: str, human_response: str) -> ExecutionResult:
         """Continue a paused run with a person's answer as the next user message. `NoStateFound`
