@@ -282,9 +282,8 @@ def main() -> None:
         (f"bare bulk publish ({BULK_ENTRIES}) → subscribe", bulk_echo, total(bulk_echo_cpu)),
     )
     for name, row, cpu in rows:
-        print(
-            f"{name:<34} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['max_ms']:>8} {row['per_second']:>7} {cpu:>12}"
-        )
+        figures = f"{row['p50_ms']:>8} {row['p99_ms']:>8} {row['max_ms']:>8} {row['per_second']:>7}"
+        print(f"{name:<34} {figures} {cpu:>12}")
     print(
         f"market rate / bare rate: {market_to_bare} (single), {market_to_bulk} (bulk); "
         f"lost: {len(lost)}, decided twice: {len(decided_twice)}"

@@ -4,21 +4,25 @@ called with the models their interfaces declare."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel
 
 from agora.core.contracts import OutcomeReport
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, AwardLapsed, TaskAwarded, Topic
+from agora.core.messages import AwardAcknowledgement, AwardLapsed, AwardWindowDue, TaskAwarded, Topic
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.topics import Channel
 from agora.reputation.actors import Reputation
 from agora.runtime.actor import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
+from agora.runtime.status_index import IdSet, StatusIndex
+from agora.taskboard import actors as task_actors
 from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
+from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, parse_watch_entry
 from tests.unit.helpers import answer_of, hosted, mock_state
+from tests.unit.memory_state import MemoryRepository
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_awards import scored
 
@@ -38,10 +42,30 @@ def task_spec(**extra: object) -> TaskSpec:
     return TaskSpec.model_validate({"task_id": "t1", "description": "d", "required_skills": ["s"], **extra})
 
 
-async def new_task(publisher: RecordingPublisher, ack_seconds: float = 30.0) -> Task:
-    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), ack_seconds=ack_seconds))
+def board_index() -> StatusIndex:
+    return StatusIndex(MemoryRepository(IdSet).typed())
+
+
+async def new_task(
+    publisher: RecordingPublisher, ack_seconds: float = 30.0, index: StatusIndex | None = None
+) -> Task:
+    deps = TaskBoardDeps(cast(Publisher, publisher), index or board_index(), ack_seconds=ack_seconds)
+    actor = hosted(Task, "t1", deps)
     await actor._on_activate()
     return actor
+
+
+async def watched(actor: Task) -> list[str]:
+    return await actor.deps.status_index.list(AWARD_WATCH)
+
+
+async def close_window(actor: Task, monkeypatch: Any) -> None:
+    """The watch hands the task's due entry to its actor, as a sweep after the window would."""
+    [entry] = await watched(actor)
+    due_ms, _ = parse_watch_entry(entry)
+    later = datetime.fromtimestamp(due_ms / 1000 + 1, UTC)
+    monkeypatch.setattr(task_actors, "_now", lambda: later)
+    record_of(await actor.award_window_due(AwardWindowDue(watch_entry=entry)))
 
 
 def done_by(agent_id: str, cost: float) -> TaskOutcome:
@@ -67,8 +91,12 @@ async def test_a_decision_is_committed_announced_and_armed_in_one_call() -> None
     assert topic == Topic.TASK_AWARDED and message_id == "awarded:t1"
     assert isinstance(award, TaskAwarded) and award.agent_id == "a1"
     assert award.award_token == actor.state.award_token
-    reminder = actor._state_manager._mock_reminders[AWARD_REMINDER]  # type: ignore[attr-defined]
-    assert reminder.due_time == timedelta(seconds=12)
+    [entry] = await watched(actor)
+    due_ms, task_id = parse_watch_entry(entry)
+    assert task_id == "t1" and entry == actor.state.award_watch
+    awarded_at = decided.awards[-1].awarded_at.timestamp() * 1000
+    assert abs(due_ms - (awarded_at + 12_000)) < 1000
+    assert AWARD_REMINDER not in actor._state_manager._mock_reminders  # type: ignore[attr-defined]
     assert mock_state(actor)["state"]["record"]["status"] == "ALLOCATED"
 
     # The same decision again (a caller's retry) announces nothing new.
@@ -92,7 +120,7 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
     assert forged.error is not None and forged.error.error == "AWARD_NOT_HELD"
     taken = record_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token)))
     assert taken.current_award is not None and taken.current_award.acknowledged_at is not None
-    assert AWARD_REMINDER not in actor._state_manager._mock_reminders  # type: ignore[attr-defined]
+    assert await watched(actor) == [] and actor.state.award_watch is None
 
     outcome = TaskOutcome(
         task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2
@@ -103,32 +131,38 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
     assert done.status is AllocationStatus.COMPLETED
 
 
-async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_window_closes() -> None:
+async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_window_closes(
+    monkeypatch: Any,
+) -> None:
     publisher = RecordingPublisher()
     actor = await new_task(publisher)
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
     first_token = actor.state.award_token
+    [first_entry] = await watched(actor)
 
-    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+    await close_window(actor, monkeypatch)
 
     assert actor.state.record is not None and actor.state.record.current_award is not None
     assert actor.state.record.current_award.agent_id == "a2"
     assert actor.state.award_token not in (None, first_token)
     topics = [(topic, getattr(payload, "agent_id", None), mid) for topic, payload, mid in publisher.sent]
     assert topics[-1] == (Topic.TASK_AWARDED, "a2", "awarded:t1.2")
+    # The next award is watched in place of the first.
+    assert await watched(actor) == [actor.state.award_watch] and actor.state.award_watch != first_entry
 
 
-async def test_a_lapsed_award_is_announced_with_a_stable_event_id() -> None:
+async def test_a_lapsed_award_is_announced_with_a_stable_event_id(monkeypatch: Any) -> None:
     publisher = RecordingPublisher()
     actor = await new_task(publisher)
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9)))
 
-    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+    await close_window(actor, monkeypatch)
 
     record = actor.state.record
     assert record is not None and record.status is AllocationStatus.FAILED
+    assert await watched(actor) == [] and actor.state.award_watch is None
     [lapse] = [(p, mid) for topic, p, mid in publisher.sent if topic == Topic.TASK_AWARD_LAPSED]
     notice, message_id = lapse
     assert isinstance(notice, AwardLapsed) and message_id == "lapsed:t1.1"
@@ -150,13 +184,15 @@ class FailingLapsePublisher(RecordingPublisher):
         return await super().publish(channel, payload, message_id=message_id)
 
 
-async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder() -> None:
+async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder(
+    monkeypatch: Any,
+) -> None:
     publisher = FailingLapsePublisher()
     actor = await new_task(publisher)
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
 
-    await actor.receive_reminder(AWARD_REMINDER, b"", timedelta(seconds=30), timedelta(0))
+    await close_window(actor, monkeypatch)
 
     # The award went on to the next bid all the same; the notice waits, saved with the lapse.
     assert publisher.sent[-1][0] == Topic.TASK_AWARDED and publisher.sent[-1][2] == "awarded:t1.2"
@@ -176,7 +212,9 @@ async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_remi
 
 async def test_a_finished_task_is_kept_for_its_retention_then_dropped() -> None:
     publisher = RecordingPublisher()
-    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), retention_seconds=3600))
+    actor = hosted(
+        Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index(), retention_seconds=3600)
+    )
     await actor._on_activate()
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9)))
@@ -234,3 +272,75 @@ async def test_a_reputation_applies_a_tasks_outcome_once_calibrated_by_the_winni
     second = answer_of(await actor.apply_outcome(other)).result
     assert isinstance(second, ReputationRecord) and second.total_tasks == 2
     assert second.calibration_factor == first.calibration_factor  # a fallback bid calibrates nothing
+
+
+class _ActorsOf:
+    """`Task` actors by id for the watch, as `task_actors(client)` gives them to the board."""
+
+    def __init__(self, *actors: Task) -> None:
+        self._actors = {actor.id.id: actor for actor in actors}
+
+    def __call__(self, task_id: str) -> Any:
+        return _Proxy(self._actors.get(task_id))
+
+
+class _Proxy:
+    def __init__(self, actor: Task | None) -> None:
+        self._actor = actor
+
+    async def award_window_due(self, due: AwardWindowDue) -> TaskRecord:
+        from agora.core.errors import NotFound
+
+        if self._actor is None:
+            raise NotFound("no such task")
+        return record_of(await self._actor.award_window_due(due))
+
+
+async def test_the_watch_hands_only_due_awards_to_their_actors_and_drops_entries_of_tasks_gone(
+    monkeypatch: Any,
+) -> None:
+    publisher = RecordingPublisher()
+    index = board_index()
+    actor = await new_task(publisher, index=index)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    [entry] = await index.list(AWARD_WATCH)
+    due_ms, _ = parse_watch_entry(entry)
+    gone = f"{due_ms - 5000:013d}|vanished-task"
+    await index.move(gone, None, AWARD_WATCH)
+    watch = AwardWatch(index, _ActorsOf(actor))
+
+    # Before the window ends only the entry of the task that is gone is due: it is dropped.
+    assert await watch.sweep(now_ms=due_ms - 1) == [gone]
+    assert await index.list(AWARD_WATCH) == [entry]
+    assert actor.state.record is not None and actor.state.record.current_award is not None
+    assert actor.state.record.current_award.agent_id == "a1"
+
+    later = datetime.fromtimestamp(due_ms / 1000 + 1, UTC)
+    monkeypatch.setattr(task_actors, "_now", lambda: later)
+    assert await watch.sweep(now_ms=due_ms) == [entry]
+    assert actor.state.record.current_award is not None and actor.state.record.current_award.agent_id == "a2"
+    [next_entry] = await index.list(AWARD_WATCH)
+    assert next_entry == actor.state.award_watch != entry
+
+
+async def test_an_entry_left_in_the_watch_after_its_acknowledgment_is_dropped_when_due(
+    monkeypatch: Any,
+) -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    [entry] = await watched(actor)
+    token = actor.state.award_token
+    assert token is not None
+    await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token))
+    await actor.deps.status_index.move(entry, None, AWARD_WATCH)  # as if taking it out had failed
+
+    due_ms, _ = parse_watch_entry(entry)
+    monkeypatch.setattr(task_actors, "_now", lambda: datetime.fromtimestamp(due_ms / 1000 + 1, UTC))
+    record = record_of(await actor.award_window_due(AwardWindowDue(watch_entry=entry)))
+
+    assert record.current_award is not None and record.current_award.agent_id == "a1"  # still a1's
+    assert await watched(actor) == []
+    assert len([t for t, _, _ in publisher.sent if t == Topic.TASK_AWARDED]) == 1

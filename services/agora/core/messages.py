@@ -143,6 +143,19 @@ class AwardAcknowledgement(BaseModel):
     award_token: AwardToken
 
 
+AWARD_WATCH_ENTRY_PATTERN = r"^[0-9]{13}\|[^\s|\x00-\x1f\x7f]+$"
+
+
+class AwardWindowDue(BaseModel):
+    """The task board's watch found an award's acknowledgment window over (`Task` actor
+    `award_window_due`): `watch_entry` is the award as the watch lists it, `<due epoch ms>|<task
+    id>`. The actor acts on it only when it names the task's current unacknowledged award."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    watch_entry: str = Field(max_length=14 + MAX_ID_CHARS, pattern=AWARD_WATCH_ENTRY_PATTERN)
+
+
 class HandOver(BaseModel):
     """The agent running a task gives it up for another bidder, as a person decided on its
     paused run (`Task` actor `hand_over`): its award token proves it holds the task."""

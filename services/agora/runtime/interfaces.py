@@ -28,7 +28,7 @@ from agora.core.contracts import (
 )
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement, EscalationResolved, HandOver
+from agora.core.messages import ActorType, AwardAcknowledgement, AwardWindowDue, EscalationResolved, HandOver
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import AgoraActorInterface, actor_method
 
@@ -65,6 +65,9 @@ class TaskActorInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("hand_over")
     async def hand_over(self, hand_over: HandOver) -> TaskRecord: ...
+
+    @actor_method("award_window_due")
+    async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...
 
 
 class ReputationActorInterface(AgoraActorInterface, ActorInterface):

@@ -7,10 +7,11 @@ The actor announces its own decisions: once an allocation is committed it publis
 (`agora.task.awarded`) or the rejection (`agora.task.rejected`), then marks it published. An
 award carries a fresh random token that only this actor and the award's subscribers see; the
 winner's runtime acknowledges the award with it, and its outcome must carry it too, so an
-outcome or acknowledgment forged by anyone who did not receive the award is refused. A
-reminder (kept by the Dapr scheduler) fires when the acknowledgment window ends: it announces
-an award whose publish failed, and passes an unacknowledged award to the next-best bid, or
-fails the task with the reason. Each lapsed award is announced too (`agora.task.award_lapsed`),
+outcome or acknowledgment forged by anyone who did not receive the award is refused. Each
+award is listed in the board's watch on unacknowledged awards (`award_watch`) until it is
+acknowledged; when its acknowledgment window ends there, the actor announces an award whose
+publish failed, and passes an unacknowledged award to the next-best bid, or fails the task
+with the reason. Each lapsed award is announced too (`agora.task.award_lapsed`),
 so the registry suspends the agent that let it lapse from bidding for a while.
 """
 
@@ -31,18 +32,28 @@ from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, AwardLapsed, HandOver, TaskAwarded, TaskRejected
+from agora.core.messages import (
+    AwardAcknowledgement,
+    AwardLapsed,
+    AwardWindowDue,
+    HandOver,
+    TaskAwarded,
+    TaskRejected,
+)
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
+from agora.taskboard.award_watch import AWARD_WATCH, parse_watch_entry, watch_entry
 
 log = logging.getLogger(__name__)
 
 STATUS_INDEX_NAMESPACE = "taskboard:status"
 AWARD_REMINDER = "award"
+"""Kept for awards an earlier version watched with a reminder each; awards are now watched by
+the board's listing (`award_watch`)."""
 LAPSE_REMINDER = "lapsed"
 """Armed only when announcing a lapsed award failed: it tries again."""
 LAPSE_RETRY_SECONDS = 5
@@ -53,7 +64,9 @@ class TaskSlot(BaseModel):
     award_token: str | None = None
     """The current award's token (never part of the record the board shows)."""
     traceparent: str | None = None
-    """Trace context of the decision: a reassignment made by the reminder continues it."""
+    """Trace context of the decision: a reassignment made when its window ends continues it."""
+    award_watch: str | None = None
+    """The current award's entry in the watch on unacknowledged awards, until acknowledged."""
     lapses_to_announce: list[AwardLapsed] = Field(default_factory=list)
     """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
     (or a crash right after the commit) is announced later, never lost."""
@@ -64,7 +77,8 @@ class TaskBoardDeps:
     """What every `Task` actor of a task board works with."""
 
     publisher: Publisher
-    status_index: StatusIndex | None = None
+    status_index: StatusIndex
+    """The listings by status, and the watch on unacknowledged awards."""
     ack_seconds: float = lifecycle.DEFAULT_ACK_SECONDS
     """How long a winner's runtime has to acknowledge an award (or the task's shorter deadline)."""
     retention_seconds: int | None = None
@@ -73,6 +87,9 @@ class TaskBoardDeps:
 
 class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindable):
     state_model = TaskSlot
+
+    _superseded: tuple[str, ...] = ()
+    """Watch entries of awards replaced by a change not committed yet."""
 
     def _record(self) -> TaskRecord:
         if self.state.record is None:
@@ -91,6 +108,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             return updated
         self.state.record = updated
         await self.commit()
+        await self._drop_superseded_watches()
         if previous != updated.status:
             await self._reindex(previous, updated.status)
             await self._retain(updated)
@@ -103,9 +121,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
 
     async def _unlist(self, statuses: Iterable[AllocationStatus]) -> None:
         """Take the task out of these statuses' listings (one group commit of the index)."""
-        if self.deps.status_index is not None:
-            index = self.deps.status_index
-            await asyncio.gather(*(index.discard(self.id.id, str(status)) for status in statuses))
+        index = self.deps.status_index
+        await asyncio.gather(*(index.discard(self.id.id, str(status)) for status in statuses))
 
     async def expired(self) -> None:
         record = self.state.record
@@ -115,8 +132,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         await self.forget()
 
     async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
-        if self.deps.status_index is not None:
-            await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
+        await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
     async def post_task(self, spec: TaskSpec) -> TaskRecord:
@@ -137,7 +153,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                 # Set once: a copy of this call that overlaps it (a caller that gave up and
                 # sent it again) must announce the same award, not a second token.
                 self.state.award_token = self.state.award_token or secrets.token_urlsafe(24)
-                await self._arm_reminder(decided)
+                await self._watch(decided)
         await self._save(decided)
         return await self._announce()
 
@@ -153,8 +169,11 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         self._check_token(acknowledgement.agent_id, acknowledgement.award_token)
         record = self._record()
         acknowledged = await self._save(lifecycle.acknowledge(record, acknowledgement.agent_id, _now()))
-        if acknowledged is not record:
-            await self.drop_reminder(AWARD_REMINDER)  # one left over would only announce nothing
+        if self.state.award_watch is not None:
+            # Out of the watch once the acknowledgment is committed (an entry left behind by a
+            # failure here is dropped when its window ends: the award is acknowledged by then).
+            await self.deps.status_index.discard(self.state.award_watch, AWARD_WATCH)
+            self.state.award_watch = None
         return acknowledged
 
     @actor_endpoint
@@ -185,7 +204,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         )  # fmt: skip
         self.state.traceparent = current_traceparent()
         self.state.award_token = secrets.token_urlsafe(24)
-        await self._arm_reminder(moved_on)
+        await self._watch(moved_on)
         await self._save(moved_on)
         return await self._announce()
 
@@ -193,6 +212,22 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         expected = self.state.award_token
         if expected is None or token is None or not hmac.compare_digest(expected, token):
             raise AwardNotHeld(f"task {self.id.id}: no award to {agent_id} with that token")
+
+    @actor_endpoint
+    async def award_window_due(self, due: AwardWindowDue) -> TaskRecord:
+        """The watch found this entry past its due time: close the window of the award it names
+        if that is the current one, still unacknowledged; drop the entry otherwise."""
+        record = self._record()
+        due_ms, task_id = parse_watch_entry(due.watch_entry)
+        if task_id != self.id.id:
+            return record  # another task's entry: not this actor's to drop
+        if due.watch_entry != self.state.award_watch:
+            await self.deps.status_index.discard(due.watch_entry, AWARD_WATCH)
+            return record
+        if due_ms > _now().timestamp() * 1000:
+            return record  # not due yet by this replica's clock: a later sweep hands it over
+        await self._close_award_window()
+        return self._record()
 
     async def on_reminder(self, name: str, state: bytes) -> None:
         if name == EXPIRE_REMINDER:
@@ -203,8 +238,11 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             return
         if name != AWARD_REMINDER or self.state.record is None:
             return
+        await self._close_award_window()
+
+    async def _close_award_window(self) -> None:
         await self._announce_lapses()  # any whose publish failed before
-        record = self.state.record
+        record = self._record()
         parent = extract_context({"traceparent": self.state.traceparent}) if self.state.traceparent else None
         with tracer("agora.taskboard").start_as_current_span(
             "taskboard.award_window_closed",
@@ -213,11 +251,14 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             attributes={"task_id": self.id.id},
         ) as span:
             if record.current_award is not None and not record.award_published:
-                await self._arm_reminder(record)  # its publish failed: announce now, wait again
+                await self._watch(record)  # its publish failed: announce now, wait again
+                await self.commit()
+                await self._drop_superseded_watches()
                 await self._announce()
                 return
             moved_on = lifecycle.expire_award(record, _now())
             if moved_on == record:
+                await self._unwatch()  # acknowledged, or no award left to watch
                 return
             attempt = len(moved_on.awards) - 1 if moved_on.current_award else len(moved_on.awards)
             expired = moved_on.awards[attempt - 1]
@@ -232,13 +273,15 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                            "next_agent_id": moved_on.current_award.agent_id},
                 )  # fmt: skip
                 self.state.award_token = secrets.token_urlsafe(24)
-                await self._arm_reminder(moved_on)
+                await self._watch(moved_on)
             else:
                 log.warning(
                     "award not acknowledged in time; task failed",
                     extra={"task_id": self.id.id, "reason": moved_on.failure_reason},
                 )
                 self.state.award_token = None
+                self._superseded_watch(self.state.award_watch)
+                self.state.award_watch = None
             await self._save(moved_on)
             await self._announce_lapses()
             await self._announce()
@@ -265,9 +308,31 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         self.state.lapses_to_announce = []
         await self.commit()
 
-    async def _arm_reminder(self, record: TaskRecord) -> None:
+    async def _watch(self, record: TaskRecord) -> None:
+        """List the current award in the watch, due when its acknowledgment window ends; before
+        it is committed and announced, so no award is ever out unwatched. The entry it replaces
+        leaves the watch once the change is committed."""
         window = lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)
-        await self.register_reminder(AWARD_REMINDER, b"", timedelta(seconds=window))
+        entry = watch_entry(self.id.id, _now() + timedelta(seconds=window))
+        await self.deps.status_index.move(entry, None, AWARD_WATCH)
+        self._superseded_watch(self.state.award_watch)
+        self.state.award_watch = entry
+
+    def _superseded_watch(self, entry: str | None) -> None:
+        if entry is not None:
+            self._superseded = (*self._superseded, entry)
+
+    async def _drop_superseded_watches(self) -> None:
+        superseded, self._superseded = self._superseded, ()
+        for entry in superseded:
+            await self.deps.status_index.discard(entry, AWARD_WATCH)
+
+    async def _unwatch(self) -> None:
+        if self.state.award_watch is not None:
+            self._superseded_watch(self.state.award_watch)
+            self.state.award_watch = None
+            await self.commit()
+            await self._drop_superseded_watches()
 
     async def _announce(self) -> TaskRecord:
         record = self._record()

@@ -14,6 +14,7 @@ from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
+from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
 
 APP_ID = "taskboard"
 
@@ -23,10 +24,15 @@ class TaskBoardSettings(ServiceSettings):
     award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0)
     """AGORA_AWARD_ACK_SECONDS: how long a winner's runtime has to acknowledge an award (the
     task's `deadline_ms` when shorter) before the next-best bid gets it."""
+    award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
+    """AGORA_AWARD_SWEEP_SECONDS: how often this replica looks for awards whose acknowledgment
+    window has ended (a window ends up to this much late)."""
 
 
 def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule:
     settings = settings or TaskBoardSettings()
+
+    watch: dict[str, AwardWatch] = {}
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
@@ -34,6 +40,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
         )
         tasks = task_actors(ActorClient(ctx.sidecar))
+        watch["watch"] = AwardWatch(index, tasks)
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
@@ -43,7 +50,10 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         async def show_task(task_id: PathId) -> TaskRecord:
             return await tasks(task_id).get_task()
 
-    return ServiceModule("taskboard", setup=setup)
+    async def warm_up(ctx: ServiceContext) -> None:
+        ctx.spawn_daemon(watch["watch"].sweep_forever(settings.award_sweep_seconds), name="award watch")
+
+    return ServiceModule("taskboard", setup=setup, warm_up=warm_up)
 
 
 def create_app(settings: TaskBoardSettings | None = None) -> FastAPI:
