@@ -11,7 +11,14 @@ from pydantic import BaseModel
 
 from agora.core.contracts import OutcomeReport
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import AwardAcknowledgement, AwardLapsed, AwardWindowDue, TaskAwarded, Topic
+from agora.core.messages import (
+    AwardAcknowledgement,
+    AwardLapsed,
+    AwardWindowDue,
+    TaskAwarded,
+    TaskDecision,
+    Topic,
+)
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.topics import Channel
 from agora.reputation.actors import Reputation
@@ -344,3 +351,26 @@ async def test_an_entry_left_in_the_watch_after_its_acknowledgment_is_dropped_wh
     assert record.current_award is not None and record.current_award.agent_id == "a1"  # still a1's
     assert await watched(actor) == []
     assert len([t for t, _, _ in publisher.sent if t == Topic.TASK_AWARDED]) == 1
+
+
+async def test_a_task_is_posted_and_decided_in_one_call_and_keeps_its_first_decision() -> None:
+    publisher = RecordingPublisher()
+    actor = await new_task(publisher)
+    spec = task_spec()
+
+    decided = record_of(await actor.decide(TaskDecision(spec=spec, allocation=result(("a1", 0.9)))))
+
+    assert decided.status is AllocationStatus.ALLOCATED and decided.award_published
+    assert [h.status for h in decided.history] == ["PENDING", "BIDDING", "ALLOCATED"]
+    assert mock_state(actor)["state"]["record"]["status"] == "ALLOCATED"
+    assert await actor.deps.status_index.list("ALLOCATED") == ["t1"]
+    assert await actor.deps.status_index.list("PENDING") == []
+    assert [(t, mid) for t, _, mid in publisher.sent] == [(Topic.TASK_AWARDED, "awarded:t1")]
+
+    # The task delivered again and decided otherwise: the first decision stands, announced once.
+    again = record_of(await actor.decide(TaskDecision(spec=spec, allocation=result(("a2", 0.7)))))
+    assert again == decided and len(publisher.sent) == 1
+
+    other = task_spec(description="another task under the same id")
+    refused = answer_of(await actor.decide(TaskDecision(spec=other, allocation=result(("a1", 0.9)))))
+    assert refused.error is not None and refused.error.error == "CONFLICTING_TASK"

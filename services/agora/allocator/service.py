@@ -21,6 +21,7 @@ from agora.core.allocation import allocate
 from agora.core.contracts import BidOffer, BidSolicitation, FilterAnswer, OutcomeReport
 from agora.core.errors import AgoraError, ConflictingTask, NotFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
+from agora.core.messages import TaskDecision
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
@@ -242,24 +243,58 @@ class MarketAllocator:
         self._tracer = tracer("agora.allocator")
 
     async def on_task(self, spec: TaskSpec) -> None:
-        """Intake: record the task durably, acknowledge, allocate in the background."""
+        """Intake: allocate the task and record it with its decision in one call to the board,
+        then acknowledge the delivery (until then the broker keeps the task). An allocation that
+        fails part way posts the task to the board (durable) and goes on in the background with
+        backoff, so a dependency that is away for long keeps nothing in the broker."""
         # The intake's span names the task: its trace is found by it (the console's timeline).
         trace.get_current_span().set_attribute(TASK_ID_ATTRIBUTE, spec.task_id)
+        task_id = spec.task_id
+        if not await self._claim(task_id):
+            return  # this replica is deciding it already (a redelivery)
         try:
-            posted = await self._tasks(spec.task_id).post_task(spec)
+            result = await self._allocate(spec)
+            await self._tasks(task_id).decide(TaskDecision(spec=spec, allocation=result))
         except ConflictingTask as exc:
+            self._release(task_id)
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        await self._start(spec.task_id, posted)
-
-    async def _start(self, task_id: str, known: TaskRecord | None = None) -> None:
-        if task_id in self._running:
+        except Exception:
+            log.warning("allocation interrupted; posting the task to retry it", exc_info=True,
+                        extra={"task_id": task_id})  # fmt: skip
+        except BaseException:
+            self._release(task_id)
+            raise
+        else:
+            self._release(task_id)
             return
+        try:
+            posted = await self._tasks(task_id).post_task(spec)
+        except ConflictingTask as exc:
+            self._release(task_id)
+            raise RejectMessage(f"{exc.code}: {exc.message}") from exc
+        except BaseException:
+            self._release(task_id)
+            raise
+        self._ctx.spawn(self._run(task_id, posted), name=f"allocate {task_id}")
+
+    async def _claim(self, task_id: str) -> bool:
+        """Take one of the allocation slots for `task_id`; False when it is under way here."""
+        if task_id in self._running:
+            return False
         await self._slots.acquire()
         if task_id in self._running:  # started by someone else while this waited
             self._slots.release()
-            return
+            return False
         self._running.add(task_id)
-        self._ctx.spawn(self._run(task_id, known), name=f"allocate {task_id}")
+        return True
+
+    def _release(self, task_id: str) -> None:
+        self._running.discard(task_id)
+        self._slots.release()
+
+    async def _start(self, task_id: str, known: TaskRecord | None = None) -> None:
+        if await self._claim(task_id):
+            self._ctx.spawn(self._run(task_id, known), name=f"allocate {task_id}")
 
     async def _run(self, task_id: str, known: TaskRecord | None = None) -> None:
         """`run` until the task's decision is out. A failure part way (a sidecar call timing out,
@@ -284,8 +319,7 @@ class MarketAllocator:
                     delay = min(delay * 2, RETRY_MAX_S)
                     known = None  # where the board stands now
         finally:
-            self._running.discard(task_id)
-            self._slots.release()
+            self._release(task_id)
 
     async def run(self, task_id: str, known: TaskRecord | None = None) -> AllocationResult | None:
         """Take a task from wherever it stands (`known`: as just posted) to a published

@@ -143,6 +143,16 @@ class AwardAcknowledgement(BaseModel):
     award_token: AwardToken
 
 
+class TaskDecision(BaseModel):
+    """A task with its market decision, posted and decided in one call (`Task` actor
+    `decide`): the allocator's path for a task it decided as it took it in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: TaskSpec
+    allocation: AllocationResult
+
+
 AWARD_WATCH_ENTRY_PATTERN = r"^[0-9]{13}\|[^\s|\x00-\x1f\x7f]+$"
 
 

@@ -46,6 +46,7 @@ from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardAcknowledgement,
     AwardLapsed,
+    AwardWindowDue,
     CostEvent,
     DeadLetter,
     EscalationOutcome,
@@ -54,6 +55,7 @@ from agora.core.messages import (
     RegistryChanged,
     RegistryCommand,
     TaskAwarded,
+    TaskDecision,
     TaskRejected,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
@@ -103,6 +105,8 @@ CONTRACTS: dict[str, Contract] = {
     "task_outcome": Contract(TaskOutcome, "topic `agora.task.outcome`; `Task` actor `mark_outcome`"),
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
     "hand_over": Contract(HandOver, "`Task` actor `hand_over`"),
+    "task_decision": Contract(TaskDecision, "`Task` actor `decide`"),
+    "award_window_due": Contract(AwardWindowDue, "`Task` actor `award_window_due`"),
     "escalation_park_request": Contract(
         ParkRequest, "`PUT /v1/escalations/{id}` body (escalation); `Escalation` actor `park`"
     ),

@@ -151,7 +151,8 @@ def acknowledge(record: TaskRecord, agent_id: str, now: datetime) -> TaskRecord:
     if holder.acknowledged_at is not None or record.status is not AllocationStatus.ALLOCATED:
         return record
     acknowledged = holder.model_copy(update={"acknowledged_at": now})
-    return record.model_copy(update={"awards": [*record.awards[:-1], acknowledged]})
+    # An acknowledged award went out, whatever the record knew of its publish.
+    return record.model_copy(update={"awards": [*record.awards[:-1], acknowledged], "award_published": True})
 
 
 def next_best(allocation: AllocationResult, tried: set[str]) -> BidScore | None:

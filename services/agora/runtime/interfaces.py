@@ -28,7 +28,14 @@ from agora.core.contracts import (
 )
 from agora.core.escalation.record import EscalationRecord, ParkRequest
 from agora.core.market import AllocationResult, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import ActorType, AwardAcknowledgement, AwardWindowDue, EscalationResolved, HandOver
+from agora.core.messages import (
+    ActorType,
+    AwardAcknowledgement,
+    AwardWindowDue,
+    EscalationResolved,
+    HandOver,
+    TaskDecision,
+)
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor import AgoraActorInterface, actor_method
 
@@ -50,6 +57,9 @@ class TaskActorInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("get_task")
     async def get_task(self) -> TaskRecord: ...
+
+    @actor_method("decide")
+    async def decide(self, decision: TaskDecision) -> TaskRecord: ...
 
     @actor_method("record_allocation")
     async def record_allocation(self, result: AllocationResult) -> TaskRecord: ...

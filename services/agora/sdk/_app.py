@@ -611,7 +611,7 @@ def agent_app_module(
             )
             await host.start_once(RUN_WORKFLOW, start.instance, start)
 
-        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True, bulk=True)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind is WaitingPartyKind.GRAPH_RUN:

@@ -38,6 +38,7 @@ from agora.core.messages import (
     AwardWindowDue,
     HandOver,
     TaskAwarded,
+    TaskDecision,
     TaskRejected,
 )
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
@@ -143,9 +144,22 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         return self._record()
 
     @actor_endpoint
+    async def decide(self, decision: TaskDecision) -> TaskRecord:
+        """Post the task and commit its decision in one write (once), then announce it. A task
+        decided before keeps its first decision (a redelivered task decided again): that one
+        is announced if it has not gone out yet."""
+        posted = lifecycle.post(self.state.record, decision.spec)
+        if posted.status not in (AllocationStatus.PENDING, AllocationStatus.BIDDING):
+            await self._save(posted)
+            return await self._announce()
+        return await self._decide(posted, decision.allocation)
+
+    @actor_endpoint
     async def record_allocation(self, result: AllocationResult) -> TaskRecord:
         """Commit the decision with every bid and score in one write (once), then announce it."""
-        record = self._record()
+        return await self._decide(self._record(), result)
+
+    async def _decide(self, record: TaskRecord, result: AllocationResult) -> TaskRecord:
         decided = lifecycle.allocate(record, result, _now())
         if decided is not record:
             self.state.traceparent = current_traceparent()
@@ -359,6 +373,12 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                 ),
                 message_id=f"awarded:{record.task_id}" + (f".{turn}" if turn > 1 else ""),
             )
+            # Not a commit of its own: the acknowledgment, a moment later, commits it (an
+            # acknowledged award was published). Should this actor's memory be lost before, the
+            # award's window announces it again under the same event id, which its subscribers
+            # take once.
+            self.state.record = record.model_copy(update={"award_published": True})
+            return self.state.record
         else:
             await self.deps.publisher.publish(
                 topics.TASK_REJECTED,
