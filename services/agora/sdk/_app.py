@@ -258,6 +258,12 @@ class AgentAppSettings(ServiceSettings):
     """AGORA_AGENTS_FILE: the Python file defining the agents and graphs, or several separated
     like PATH entries (`agora-agent run FILE...` names them instead)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
+    inline_run_seconds: float = Field(default=5.0, ge=0.0, le=10.0)
+    """AGORA_INLINE_RUN_SECONDS: how long an award's run goes on in the award's delivery before
+    the workflow engine takes it over (0: every run is a workflow from its start). A run that
+    ends within it costs no workflow: its delivery is acknowledged only once its outcome is
+    out, so the broker hands a run lost in a crash to the app again. It stays well below the
+    broker's redelivery timeout (`processingTimeout`, 15 s), which it must not reach."""
     max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
     """AGORA_MAX_RUNS_IN_FLIGHT: runs this app works on at once; the workflow engine holds the
     others' next steps until a slot frees."""
@@ -609,7 +615,29 @@ def agent_app_module(
                 traceparent=current_traceparent(),
                 instance_id=run_instance(award.task_id, len(board.awards)),
             )
+            if settings.inline_run_seconds > 0 and await ran_inline(start):
+                return  # ended and announced: the delivery is acknowledged now
             await host.start_once(RUN_WORKFLOW, start.instance, start)
+
+        async def ran_inline(start: AgentRunStart) -> bool:
+            """Run the award in its delivery for up to `inline_run_seconds`; whether it ended
+            with its outcome announced. A run still going is stopped (its workflow runs it from
+            the start, on whichever replica the engine picks, so it never runs twice at once); a
+            paused or broken one is left to its workflow too, which finds it paused or retries."""
+            run = ctx.spawn(execute(start), name=f"run {start.instance}")
+            await asyncio.wait({run}, timeout=settings.inline_run_seconds)
+            if not run.done():
+                run.cancel()
+                await asyncio.wait({run})
+                return False
+            failure = None if run.cancelled() else run.exception()
+            if failure is not None:
+                log.warning(
+                    "a run failed in its award's delivery; its workflow runs it again",
+                    extra={"task_id": start.award.task_id, "reason": repr(failure)[:300]},
+                )
+                return False
+            return not run.cancelled() and run.result().reported
 
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True, bulk=True)
 
