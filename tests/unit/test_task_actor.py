@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from agora.core.contracts import OutcomeReport
+from agora.core.contracts import OutcomeReport, OutcomeReports
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardAcknowledgement,
@@ -374,3 +374,32 @@ async def test_a_task_is_posted_and_decided_in_one_call_and_keeps_its_first_deci
     other = task_spec(description="another task under the same id")
     refused = answer_of(await actor.decide(TaskDecision(spec=other, allocation=result(("a1", 0.9)))))
     assert refused.error is not None and refused.error.error == "CONFLICTING_TASK"
+
+
+async def test_outcomes_that_end_together_are_applied_in_one_write_each_once() -> None:
+    one_by_one = hosted(Reputation, "a1", None)
+    together = hosted(Reputation, "a1", None)
+    for actor in (one_by_one, together):
+        await actor._on_activate()
+    reports = [
+        OutcomeReport(
+            outcome=TaskOutcome(
+                task_id=f"t{i}", agent_id="a1", actual_success=i % 2 == 0, actual_cost_usd=0.1, actual_steps=2
+            ),
+            counts_as_success=i % 2 == 0,
+        )
+        for i in range(5)
+    ]
+    for report in reports:
+        await one_by_one.apply_outcome(report)
+
+    applied = answer_of(await together.apply_outcomes(OutcomeReports(reports=[*reports, reports[0]]))).result
+    assert applied == one_by_one.state.record  # the same counts as one at a time; t0 once
+    assert isinstance(applied, ReputationRecord) and applied.total_tasks == 5
+    assert mock_state(together)["state"]["recent_outcomes"] == [f"t{i}" for i in range(5)]
+
+    stranger = reports[0].model_copy(
+        update={"outcome": reports[0].outcome.model_copy(update={"agent_id": "a2"})}
+    )
+    refused = answer_of(await together.apply_outcomes(OutcomeReports(reports=[stranger])))
+    assert refused.error is not None and refused.error.error == "INVALID_ARGUMENT"

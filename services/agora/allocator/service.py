@@ -10,6 +10,7 @@ lifecycle admits one decision per task, so a task is never allocated twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from datetime import UTC, datetime
@@ -18,7 +19,14 @@ from opentelemetry import trace
 from pydantic import BaseModel, Field, ValidationError
 
 from agora.core.allocation import allocate
-from agora.core.contracts import BidOffer, BidSolicitation, FilterAnswer, OutcomeReport
+from agora.core.contracts import (
+    MAX_OUTCOMES_APPLIED_AT_ONCE,
+    BidOffer,
+    BidSolicitation,
+    FilterAnswer,
+    OutcomeReport,
+    OutcomeReports,
+)
 from agora.core.errors import AgoraError, ConflictingTask, NotFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import TaskDecision
@@ -35,6 +43,7 @@ from agora.runtime.clients import (
     reputation_actors,
     task_actors,
 )
+from agora.runtime.group_commit import GroupCommit
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
 from agora.runtime.shared_calls import SharedCalls
@@ -195,6 +204,31 @@ class ReputationReads:
         self._cached[record.agent_id] = (time.monotonic(), record)
 
 
+class ReputationWrites:
+    """Outcomes applied to agents' reputations: those of one agent that come together (a bulk
+    delivery of outcomes) are applied in one `apply_outcomes` call, a group commit per agent;
+    each applied record replaces the agent's entry in `reads` at once."""
+
+    def __init__(self, reputations: ReputationActors, reads: ReputationReads) -> None:
+        self._reputations = reputations
+        self._reads = reads
+        self._writes: dict[str, GroupCommit[OutcomeReport]] = {}
+
+    async def apply(self, report: OutcomeReport) -> None:
+        agent_id = report.outcome.agent_id
+        writes = self._writes.get(agent_id)
+        if writes is None:
+            writes = self._writes[agent_id] = GroupCommit(
+                functools.partial(self._write, agent_id), name=f"reputation {agent_id}"
+            )
+        await writes.submit(report)
+
+    async def _write(self, agent_id: str, reports: list[OutcomeReport]) -> None:
+        for start in range(0, len(reports), MAX_OUTCOMES_APPLIED_AT_ONCE):
+            batch = OutcomeReports(reports=reports[start : start + MAX_OUTCOMES_APPLIED_AT_ONCE])
+            self._reads.updated(await self._reputations(agent_id).apply_outcomes(batch))
+
+
 class SharedFilter:
     """Registry filters for the allocator: concurrent identical queries (a burst of tasks that
     ask for the same skills) share one call. Nothing is kept once the call returns, so a
@@ -230,6 +264,7 @@ class MarketAllocator:
         self._tasks = task_actors(actors)
         self._reputations = reputation_actors(actors)
         self._reputation_reads = ReputationReads(self._reputations, reputation_max_age_s)
+        self._reputation_writes = ReputationWrites(self._reputations, self._reputation_reads)
         self._registry_api = SharedFilter(RegistryClient(ctx.sidecar, registry_app_id))
         self._board_api = TaskBoardClient(ctx.sidecar, taskboard_app_id)
         self._model = model
@@ -364,7 +399,7 @@ class MarketAllocator:
             counts_as_success=counts_as_success(record.spec, outcome),
             winning_bid=allocation.winning_bid if allocation else None,
         )
-        self._reputation_reads.updated(await self._reputations(report.outcome.agent_id).apply_outcome(report))
+        await self._reputation_writes.apply(report)
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their

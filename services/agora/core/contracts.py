@@ -98,6 +98,18 @@ class OutcomeReport(BaseModel):
     winning_bid: Bid | None = None
 
 
+MAX_OUTCOMES_APPLIED_AT_ONCE = 100
+
+
+class OutcomeReports(BaseModel):
+    """`Reputation` actor `apply_outcomes`: outcomes of one agent's tasks that ended together,
+    applied in one turn and one write, in order (each task's outcome once)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reports: list[OutcomeReport] = Field(min_length=1, max_length=MAX_OUTCOMES_APPLIED_AT_ONCE)
+
+
 # -- escalation ----------------------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from agora.core.contracts import (
     EscalationList,
     FilterAnswer,
     OutcomeReport,
+    OutcomeReports,
     RegisteredAgent,
     ResumeRequest,
     SessionState,
@@ -127,6 +128,7 @@ CONTRACTS: dict[str, Contract] = {
     "task_record": Contract(TaskRecord, "answer of `GET /v1/tasks/{id}` (task board); `Task` actor results"),
     "task_list": Contract(TaskList, "answer of `GET /v1/tasks?status=`"),
     "outcome_report": Contract(OutcomeReport, "`Reputation` actor `apply_outcome`"),
+    "outcome_reports": Contract(OutcomeReports, "`Reputation` actor `apply_outcomes`"),
     "escalation_resume_request": Contract(ResumeRequest, "`POST /v1/escalations/{id}/resume` body"),
     "escalation_decision": Contract(Decision, "`Escalation` actor `resolve`"),
     "escalation_deadline_extension": Contract(

@@ -6,7 +6,8 @@ concurrent outcomes never lose an update; each task's outcome is applied once.
 
 from pydantic import BaseModel, Field
 
-from agora.core.contracts import OutcomeReport
+from agora.core.contracts import OutcomeReport, OutcomeReports
+from agora.core.errors import InvalidArgument
 from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.runtime.actor import PydanticActor, actor_endpoint
@@ -35,9 +36,26 @@ class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface)
 
     @actor_endpoint
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
+        if self._apply(report):
+            await self.commit()
+        return self.state.record
+
+    @actor_endpoint
+    async def apply_outcomes(self, batch: OutcomeReports) -> ReputationRecord:
+        """Several outcomes of this agent's tasks in one turn and one write."""
+        strangers = sorted({r.outcome.agent_id for r in batch.reports} - {self.id.id})
+        if strangers:
+            raise InvalidArgument(f"outcomes of other agents than {self.id.id}: {', '.join(strangers)}")
+        applied = [self._apply(report) for report in batch.reports]
+        if any(applied):
+            await self.commit()
+        return self.state.record
+
+    def _apply(self, report: OutcomeReport) -> bool:
+        """Count one task's outcome (once); whether it changed anything."""
         task_id = report.outcome.task_id
         if task_id in self.state.recent_outcomes:
-            return self.state.record
+            return False
         # A fallback bid's numbers come from the agent's profile, not from the agent: they say
         # nothing about how well it estimates itself.
         bid = report.winning_bid if report.winning_bid and not report.winning_bid.fallback else None
@@ -49,8 +67,7 @@ class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface)
             counts_as_success=report.counts_as_success,
         )
         self.state.recent_outcomes = [*self.state.recent_outcomes, task_id][-RECENT_OUTCOMES_KEPT:]
-        await self.commit()
-        return self.state.record
+        return True
 
 
 ACTOR_TYPE = Reputation.__name__  # the Dapr actor type is the class name

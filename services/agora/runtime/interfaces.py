@@ -21,6 +21,7 @@ from agora.core.contracts import (
     DeadlineExtension,
     Decision,
     OutcomeReport,
+    OutcomeReports,
     SessionState,
     SessionSummary,
     StepReport,
@@ -90,6 +91,9 @@ class ReputationActorInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("apply_outcome")
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord: ...
+
+    @actor_method("apply_outcomes")
+    async def apply_outcomes(self, batch: OutcomeReports) -> ReputationRecord: ...
 
 
 class EscalationInterface(AgoraActorInterface, ActorInterface):

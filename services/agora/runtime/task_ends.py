@@ -44,9 +44,10 @@ class TaskEndRelay:
         self._raise = raise_event
 
     def subscribe(self, subscriptions: Subscriptions) -> None:
-        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True)
-        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True)
-        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True)
+        # Every task's end comes here, most of them no waiting workflow's: taken in bulk.
+        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True, bulk=True)
+        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True, bulk=True)
+        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True, bulk=True)
 
     async def link(self, link: TaskLink) -> None:
         """Note which workflow waits for the task (before the task is posted)."""

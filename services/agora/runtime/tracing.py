@@ -96,8 +96,18 @@ def shutdown_tracing() -> None:
         _provider.shutdown()
 
 
+_tracers: dict[tuple[int, str], trace.Tracer] = {}
+
+
 def tracer(name: str = "agora") -> trace.Tracer:
-    return trace.get_tracer(name)
+    """The tracer `name` of the current tracer provider, made once per provider: asking the
+    provider for a tracer builds one afresh, and spans are started on every hop."""
+    provider = trace.get_tracer_provider()
+    key = (id(provider), name)
+    found = _tracers.get(key)
+    if found is None:
+        found = _tracers[key] = trace.get_tracer(name, tracer_provider=provider)
+    return found
 
 
 def inject_headers(headers: MutableMapping[str, str]) -> MutableMapping[str, str]:
