@@ -58,7 +58,7 @@ _ANY_JSON: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 BULK_MAX_MESSAGES = 100
-BULK_MAX_AWAIT_MS = 5
+BULK_MAX_AWAIT_MS = 2
 """How long Dapr gathers a bulk delivery at most: under load deliveries fill up at once, and an
 idle system's message waits no longer than this."""
 

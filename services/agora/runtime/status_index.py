@@ -30,7 +30,7 @@ import asyncio
 import logging
 import random
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -86,6 +86,12 @@ class StatusIndex:
     async def move(self, item_id: str, old: str | None, new: str) -> None:
         if old != new:
             await self._commit(_Move(item_id, old, new))
+
+    async def change(self, moves: Iterable[tuple[str, str | None, str | None]]) -> None:
+        """Several moves, `(item, old status, new status)` with None for none, in one write."""
+        batch = [_Move(item_id, old, new) for item_id, old, new in moves if old != new]
+        if batch:
+            await self._commit(*batch)
 
     async def add(self, item_id: str, status: str, created_at: datetime) -> None:
         """List a new item under its status and in the creation-ordered listing, in one write.

@@ -91,6 +91,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
 
     _superseded: tuple[str, ...] = ()
     """Watch entries of awards replaced by a change not committed yet."""
+    _unindexed_watch: str | None = None
+    """The watch entry of an award made by a change not committed yet."""
 
     def _record(self) -> TaskRecord:
         if self.state.record is None:
@@ -103,17 +105,32 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             # Nothing new, as when a call that failed after its commit is retried: redo the steps
             # that follow a commit, so such a failure cannot leave the task out of its listing,
             # listed under a status it left, or kept past its retention.
-            await self._reindex(None, updated.status)
+            await self._index_committed(None, updated.status, redo=True)
             await self._unlist(other for other in AllocationStatus if other is not updated.status)
             await self._retain(updated)
             return updated
         self.state.record = updated
         await self.commit()
-        await self._drop_superseded_watches()
+        await self._index_committed(previous, updated.status)
         if previous != updated.status:
-            await self._reindex(previous, updated.status)
             await self._retain(updated)
         return updated
+
+    async def _index_committed(
+        self, old: AllocationStatus | None, new: AllocationStatus, *, redo: bool = False
+    ) -> None:
+        """After a commit, in one write of the index: the task under its status, its award in
+        the watch (before the award is announced: an award is never out unwatched) and the
+        awards it replaced out of it. `redo`: list what the state holds again (idempotent)."""
+        watched = self.state.award_watch if redo else self._unindexed_watch
+        superseded, self._superseded, self._unindexed_watch = self._superseded, (), None
+        await self.deps.status_index.change(
+            [
+                (self.id.id, str(old) if old else None, str(new)),
+                *([(watched, None, AWARD_WATCH)] if watched else []),
+                *((entry, AWARD_WATCH, None) for entry in superseded),
+            ]
+        )
 
     async def _retain(self, record: TaskRecord) -> None:
         """A task that reached its end is dropped after the retention (`expired`)."""
@@ -131,9 +148,6 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             return
         await self._unlist(AllocationStatus)  # every listing, stale ones too
         await self.forget()
-
-    async def _reindex(self, old: AllocationStatus | None, new: AllocationStatus) -> None:
-        await self.deps.status_index.move(self.id.id, str(old) if old else None, str(new))
 
     @actor_endpoint
     async def post_task(self, spec: TaskSpec) -> TaskRecord:
@@ -167,7 +181,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                 # Set once: a copy of this call that overlaps it (a caller that gave up and
                 # sent it again) must announce the same award, not a second token.
                 self.state.award_token = self.state.award_token or secrets.token_urlsafe(24)
-                await self._watch(decided)
+                self._watch(decided)
         await self._save(decided)
         return await self._announce()
 
@@ -182,13 +196,13 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         the truth the award event must agree with."""
         self._check_token(acknowledgement.agent_id, acknowledgement.award_token)
         record = self._record()
-        acknowledged = await self._save(lifecycle.acknowledge(record, acknowledgement.agent_id, _now()))
-        if self.state.award_watch is not None:
+        taken = lifecycle.acknowledge(record, acknowledgement.agent_id, _now())
+        if taken is not record:
             # Out of the watch once the acknowledgment is committed (an entry left behind by a
-            # failure here is dropped when its window ends: the award is acknowledged by then).
-            await self.deps.status_index.discard(self.state.award_watch, AWARD_WATCH)
+            # failure there is dropped when its window ends: the award is acknowledged by then).
+            self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
-        return acknowledged
+        return await self._save(taken)
 
     @actor_endpoint
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
@@ -218,7 +232,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         )  # fmt: skip
         self.state.traceparent = current_traceparent()
         self.state.award_token = secrets.token_urlsafe(24)
-        await self._watch(moved_on)
+        self._watch(moved_on)
         await self._save(moved_on)
         return await self._announce()
 
@@ -265,9 +279,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             attributes={"task_id": self.id.id},
         ) as span:
             if record.current_award is not None and not record.award_published:
-                await self._watch(record)  # its publish failed: announce now, wait again
+                self._watch(record)  # its publish failed: announce now, wait again
                 await self.commit()
-                await self._drop_superseded_watches()
+                await self._index_committed(record.status, record.status)
                 await self._announce()
                 return
             moved_on = lifecycle.expire_award(record, _now())
@@ -287,7 +301,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                            "next_agent_id": moved_on.current_award.agent_id},
                 )  # fmt: skip
                 self.state.award_token = secrets.token_urlsafe(24)
-                await self._watch(moved_on)
+                self._watch(moved_on)
             else:
                 log.warning(
                     "award not acknowledged in time; task failed",
@@ -322,31 +336,26 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         self.state.lapses_to_announce = []
         await self.commit()
 
-    async def _watch(self, record: TaskRecord) -> None:
-        """List the current award in the watch, due when its acknowledgment window ends; before
-        it is committed and announced, so no award is ever out unwatched. The entry it replaces
-        leaves the watch once the change is committed."""
+    def _watch(self, record: TaskRecord) -> None:
+        """Watch the current award, due when its acknowledgment window ends: listed once the
+        change is committed, before it is announced; the entry it replaces leaves the watch then."""
         window = lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)
-        entry = watch_entry(self.id.id, _now() + timedelta(seconds=window))
-        await self.deps.status_index.move(entry, None, AWARD_WATCH)
         self._superseded_watch(self.state.award_watch)
-        self.state.award_watch = entry
+        self.state.award_watch = self._unindexed_watch = watch_entry(
+            self.id.id, _now() + timedelta(seconds=window)
+        )
 
     def _superseded_watch(self, entry: str | None) -> None:
         if entry is not None:
             self._superseded = (*self._superseded, entry)
 
-    async def _drop_superseded_watches(self) -> None:
-        superseded, self._superseded = self._superseded, ()
-        for entry in superseded:
-            await self.deps.status_index.discard(entry, AWARD_WATCH)
-
     async def _unwatch(self) -> None:
+        record = self._record()
         if self.state.award_watch is not None:
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
             await self.commit()
-            await self._drop_superseded_watches()
+            await self._index_committed(record.status, record.status)
 
     async def _announce(self) -> TaskRecord:
         record = self._record()

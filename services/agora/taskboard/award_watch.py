@@ -5,10 +5,12 @@ An award waits for its acknowledgment for a window (`AGORA_AWARD_ACK_SECONDS`, o
 shorter deadline). A Dapr reminder per award kept that wait durably, but it cost two scheduler
 operations on every task (armed with the decision, dropped with the acknowledgment) while almost
 every award is acknowledged within milliseconds. Instead, the `Task` actor lists its award under
-the status index's pseudo-status `awaiting-acknowledgment` as `<due epoch ms>|<task id>` before
-it commits and announces the award, and takes the entry out once the award is acknowledged.
-Entries are group-committed with the index's other moves, so a burst of awards costs a few
-writes, not one per award.
+the status index's pseudo-status `awaiting-acknowledgment` as `<due epoch ms>|<task id>` once the
+award is committed, in the same index write as the task's status and before the award is
+announced, and takes the entry out once the acknowledgment is committed. A failure between the
+commit and that write is redone when the decision is asked for again (the broker redelivers the
+task until its decision is acknowledged). Entries are group-committed with the index's other
+moves, so a burst of awards costs a few writes, not one per award.
 
 Every replica of the task board sweeps the listing every `AGORA_AWARD_SWEEP_SECONDS` (1 s): each
 entry past its due time is handed to its `Task` actor (`award_window_due`), which does what the
