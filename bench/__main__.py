@@ -14,6 +14,7 @@ from bench import (
     planner_plan,
     registry_filter,
     soak,
+    summary,
 )
 
 if __name__ == "__main__":
@@ -30,3 +31,4 @@ if __name__ == "__main__":
     graph_run.main()
     soak.main()
     flood.main()
+    summary.main()

@@ -82,8 +82,9 @@ def _bulk_burst(
     return {p[key]: at for batch, at in sent for p in batch}
 
 
-def _arrivals(recorder: ServiceReplica, topic: str) -> list[dict[str, Any]]:
-    return list(PUBLISHER.get(f"{recorder.app_url}/v1/arrivals/{topic}").json()["arrivals"])
+def _arrivals(recorder: ServiceReplica, topic: str, after: int = 0) -> list[dict[str, Any]]:
+    url = f"{recorder.app_url}/v1/arrivals/{topic}"
+    return list(PUBLISHER.get(url, params={"after": after}).json()["arrivals"])
 
 
 def _burst(replica: ServiceReplica, topic: str, payloads: list[dict[str, Any]], key: str) -> dict[str, float]:
@@ -95,13 +96,16 @@ def _burst(replica: ServiceReplica, topic: str, payloads: list[dict[str, Any]], 
 def _wait_for(
     recorder: ServiceReplica, topics: tuple[str, ...], key: str, ids: set[str], timeout_s: float = 300
 ) -> dict[str, float]:
-    """When each id first arrived on any of `topics`."""
+    """When each id first arrived on any of `topics` (polled for what is new, so the watching
+    costs the recorder little while the system works)."""
     deadline = time.monotonic() + timeout_s
     seen: dict[str, float] = {}
+    read = dict.fromkeys(topics, 0)
     while time.monotonic() < deadline:
-        seen = {}
         for topic in topics:
-            for arrival in _arrivals(recorder, topic):
+            new = _arrivals(recorder, topic, read[topic])
+            read[topic] += len(new)
+            for arrival in new:
                 item = arrival["payload"].get(key)
                 if item in ids:
                     seen[item] = min(seen.get(item, arrival["received_at"]), arrival["received_at"])

@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from pydantic import BaseModel
 
 from agora.core.limits import MAX_JSON_DEPTH, json_depth
@@ -65,8 +65,10 @@ def create_app(settings: RecorderSettings | None = None) -> FastAPI:
             return Recorded(topic=topic, messages=[a.payload for a in received.get(topic, [])])
 
         @app.get("/v1/arrivals/{topic}", response_model=Arrivals)
-        async def arrivals(topic: str) -> Arrivals:
-            return Arrivals(topic=topic, arrivals=received.get(topic, []))
+        async def arrivals(topic: str, after: int = Query(default=0, ge=0)) -> Arrivals:
+            """What arrived on `topic`, from the `after`-th arrival on (a watcher that polls
+            asks only for what is new)."""
+            return Arrivals(topic=topic, arrivals=received.get(topic, [])[after:])
 
     return create_service_app(settings, [ServiceModule("recorder", setup=setup)])
 

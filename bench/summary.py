@@ -1,0 +1,98 @@
+"""What `make bench` ends with: the market, plans, debates and escalations side by side with the
+baselines measured in the same runs, read from bench/results/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def rows() -> list[tuple[str, str, str]]:
+    """(measure, Agora, baseline in the same run)."""
+    table: list[tuple[str, str, str]] = []
+    market = _load("market_e2e")
+    if market:
+        burst = market["burst"]
+        decided = burst["publish_to_decision"]
+        single = burst["bare_publish_to_subscribe"]
+        bulk = burst["bare_bulk_publish_to_subscribe"]
+        table += [
+            (
+                f"market, burst of {burst['tasks']}: tasks decided per s",
+                f"{decided['per_second']}",
+                f"bare publish → subscribe {single['per_second']}/s single, {bulk['per_second']}/s bulk",
+            ),
+            (
+                "market: CPU per task, whole life (ms, every process)",
+                f"{burst['cpu_ms_per_task_whole_life_total']}",
+                f"bare event {burst['cpu_ms_per_bare_event_total']} single, "
+                f"{burst['cpu_ms_per_bare_bulk_event_total']} bulk",
+            ),
+            (
+                "market: CPU per task until the last decision (ms)",
+                f"{burst['cpu_ms_per_task_to_decision_total']}",
+                "",
+            ),
+            (
+                "market: one task on an idle system, publish → decision p50 (ms)",
+                f"{market['one_at_a_time']['publish_to_decision_p50_ms']}",
+                f"bare {market['one_at_a_time']['bare_publish_to_subscribe_p50_ms']}",
+            ),
+        ]
+    plan = _load("planner_plan")
+    if plan:
+        table.append(
+            (
+                "plans: planner overhead per subgoal (ms)",
+                f"{plan['planner_extra_wall_per_subgoal_ms']}",
+                f"plain client: {plan['baseline_same_waves_plain_client_wall_ms_p50']} ms a plan",
+            )
+        )
+    debate = _load("debate_run")
+    if debate:
+        table += [
+            (
+                "debates: round overhead, one at a time (ms)",
+                f"{debate['service_overhead_per_round_ms']}",
+                f"in process {debate['baseline_round_ms_p50']} ms a round",
+            ),
+            (
+                "debates: debates per s, 20 at a time",
+                f"{debate['debates_per_s']}",
+                f"in process {debate['baseline_in_process_debates_per_s']}",
+            ),
+        ]
+    parks = _load("escalations")
+    if parks:
+        api = parks["park_through_the_http_api"]
+        table.append(
+            (
+                "escalations: parks per s",
+                f"{api['per_second']}",
+                f"{api['cpu_ms_per_park_total']} ms CPU a park",
+            )
+        )
+    return table
+
+
+def main() -> None:
+    table = rows()
+    if not table:
+        return
+    width = max(len(measure) for measure, _, _ in table)
+    print("\nside by side (bench/results/):")
+    print(f"{'':<{width}}  {'Agora':>10}  baseline, same run")
+    for measure, value, baseline in table:
+        print(f"{measure:<{width}}  {value:>10}  {baseline}")
+
+
+if __name__ == "__main__":
+    main()
