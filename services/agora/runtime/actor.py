@@ -28,6 +28,8 @@ from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 from dapr.actor import Actor, ActorId, ActorInterface, actormethod
 from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
+from dapr.actor.runtime.state_change import StateChangeKind
+from dapr.actor.runtime.state_manager import ActorStateManager, StateMetadata
 from dapr.clients.base import DaprActorClientBase
 from dapr.serializers import DefaultJSONSerializer, Serializer
 from opentelemetry.trace import SpanKind
@@ -88,6 +90,8 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     state: S
     deps: D
     _turn_lock: asyncio.Lock | None = None
+    _stored_absent = False
+    """The activation's read found no state (a new actor), and nothing was saved since."""
     _state_in_doubt = False
     _answered_error = False
 
@@ -98,6 +102,7 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     async def _on_activate(self) -> None:
         found, raw = await self._state_manager.try_get_state(STATE_KEY)
         self.state = self.state_model.model_validate(raw) if found else self.initial_state()  # type: ignore[assignment]
+        self._stored_absent = not found
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -147,8 +152,20 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
     async def commit(self, ttl_seconds: int | None = None) -> None:
         """Save the state; with `ttl_seconds` the store drops it that long after this write
         (unless written again), which needs Dapr's `ActorStateTTL` feature."""
-        await self._state_manager.set_state_ttl(STATE_KEY, self.state.model_dump(mode="json"), ttl_seconds)
+        value = self.state.model_dump(mode="json")
+        tracker = self._state_manager._get_contextual_state_tracker()
+        if (
+            self._stored_absent
+            and STATE_KEY not in tracker
+            and type(self._state_manager) is ActorStateManager
+        ):
+            # The activation's read found no state: the runtime would ask the store again whether
+            # it exists before adding it (a read on every new actor's first write).
+            tracker[STATE_KEY] = StateMetadata(value, StateChangeKind.add, ttl_seconds)
+        else:
+            await self._state_manager.set_state_ttl(STATE_KEY, value, ttl_seconds)
         await self._state_manager.save_state()
+        self._stored_absent = False
 
     async def expire_in(self, seconds: int) -> None:
         """Call `expired` `seconds` from now: a one-shot reminder (`EXPIRE_REMINDER`), kept by
