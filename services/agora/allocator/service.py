@@ -10,7 +10,6 @@ lifecycle admits one decision per task, so a task is never allocated twice.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from datetime import UTC, datetime
@@ -43,7 +42,7 @@ from agora.runtime.clients import (
     reputation_actors,
     task_actors,
 )
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.group_commit import GroupCommits
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
 from agora.runtime.shared_calls import SharedCalls
@@ -212,16 +211,10 @@ class ReputationWrites:
     def __init__(self, reputations: ReputationActors, reads: ReputationReads) -> None:
         self._reputations = reputations
         self._reads = reads
-        self._writes: dict[str, GroupCommit[OutcomeReport]] = {}
+        self._writes: GroupCommits[str, OutcomeReport] = GroupCommits(self._write, "reputation")
 
     async def apply(self, report: OutcomeReport) -> None:
-        agent_id = report.outcome.agent_id
-        writes = self._writes.get(agent_id)
-        if writes is None:
-            writes = self._writes[agent_id] = GroupCommit(
-                functools.partial(self._write, agent_id), name=f"reputation {agent_id}"
-            )
-        await writes.submit(report)
+        await self._writes.submit(report.outcome.agent_id, report)
 
     async def _write(self, agent_id: str, reports: list[OutcomeReport]) -> None:
         for start in range(0, len(reports), MAX_OUTCOMES_APPLIED_AT_ONCE):

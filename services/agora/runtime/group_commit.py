@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["GroupCommit"]
+__all__ = ["GroupCommit", "GroupCommits"]
 
+K = TypeVar("K")
 T = TypeVar("T")
 
 
@@ -51,3 +52,21 @@ class GroupCommit(Generic[T]):
                 for s in batch:
                     if not s.done.done():
                         s.done.set_result(None)
+
+
+class GroupCommits(Generic[K, T]):
+    """A group commit per key (an agent's record, say): items submitted for one key while its
+    write is under way are written together by its next one; keys never wait for each other."""
+
+    def __init__(self, write: Callable[[K, list[T]], Awaitable[None]], name: str) -> None:
+        self._write = write
+        self._name = name
+        self._by_key: dict[K, GroupCommit[T]] = {}
+
+    async def submit(self, key: K, *items: T) -> None:
+        commits = self._by_key.get(key)
+        if commits is None:
+            commits = self._by_key[key] = GroupCommit(
+                lambda batch: self._write(key, batch), f"{self._name} {key}"
+            )
+        await commits.submit(*items)

@@ -21,7 +21,6 @@ seconds.
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib.util
 import inspect
 import logging
@@ -64,7 +63,7 @@ from agora.runtime.clients import (
     escalation_actors,
     task_actors,
 )
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.group_commit import GroupCommits
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -333,7 +332,7 @@ class DaprOutcomeHistory:
     def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
         self._repository = repository
         self._reads: SharedCalls[str, list[SheetOutcome]] = SharedCalls()
-        self._writes: dict[str, GroupCommit[SheetOutcome]] = {}
+        self._writes: GroupCommits[str, SheetOutcome] = GroupCommits(self._add, "learning")
 
     async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
         return list(await self._reads.call(agent_id, lambda: self._read(agent_id)))
@@ -343,12 +342,7 @@ class DaprOutcomeHistory:
         return list(found.value.outcomes) if found is not None else []
 
     async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
-        writes = self._writes.get(agent_id)
-        if writes is None:
-            writes = self._writes[agent_id] = GroupCommit(
-                functools.partial(self._add, agent_id), name=f"learning {agent_id}"
-            )
-        await writes.submit(outcome)
+        await self._writes.submit(agent_id, outcome)
 
     async def _add(self, agent_id: str, outcomes: list[SheetOutcome]) -> None:
         latest = {o.outcome_id: o for o in outcomes}  # a run recorded twice counts once, as last told
