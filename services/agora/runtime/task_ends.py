@@ -17,6 +17,7 @@ from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import AwardLapsed, TaskRejected
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.task_waits import TaskEnded, TaskLink
+from agora.runtime.batched_reads import BatchedReads
 from agora.runtime.clients import TaskActors
 from agora.runtime.pubsub import RejectMessage, Subscriptions
 from agora.runtime.state import StateRepository
@@ -40,6 +41,8 @@ async def end_on_board(tasks: TaskActors, task_id: str) -> TaskEnded | None:
 class TaskEndRelay:
     def __init__(self, links: StateRepository[TaskLink], tasks: TaskActors, raise_event: RaiseEvent) -> None:
         self._links = links
+        self._link_reads = BatchedReads(links)
+        """Every task's end is asked about; those of one bulk delivery in one read."""
         self._tasks = tasks
         self._raise = raise_event
 
@@ -54,7 +57,7 @@ class TaskEndRelay:
         await self._links.save(link.task_id, link)
 
     async def on_outcome(self, outcome: TaskOutcome) -> None:
-        link = await self._links.get(outcome.task_id)
+        link = await self._link_reads.get(outcome.task_id)
         if link is None:
             return
         try:
@@ -76,7 +79,7 @@ class TaskEndRelay:
             raise RejectMessage(f"no task {task_id} on the board") from exc
 
     async def on_rejected(self, rejected: TaskRejected) -> None:
-        link = await self._links.get(rejected.task_id)
+        link = await self._link_reads.get(rejected.task_id)
         if link is None:
             return
         record = await self._board_record(rejected.task_id)
@@ -88,7 +91,7 @@ class TaskEndRelay:
     async def on_award_lapsed(self, lapse: AwardLapsed) -> None:
         """An award lapsed unacknowledged: when no other bid could take it, the board failed
         the task, and the wait ends now rather than at its timeout."""
-        link = await self._links.get(lapse.task_id)
+        link = await self._link_reads.get(lapse.task_id)
         if link is None:
             return
         record = await self._board_record(lapse.task_id)
