@@ -62,6 +62,14 @@ async def new_task(
     return actor
 
 
+async def awarded_over_a_second_bid(publisher: RecordingPublisher, index: StatusIndex | None = None) -> Task:
+    """Task t1 posted and awarded to a1, with a2's bid next best."""
+    actor = await new_task(publisher, index=index)
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    return actor
+
+
 async def watched(actor: Task) -> list[str]:
     return await actor.deps.status_index.list(AWARD_WATCH)
 
@@ -142,9 +150,7 @@ async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_wind
     monkeypatch: Any,
 ) -> None:
     publisher = RecordingPublisher()
-    actor = await new_task(publisher)
-    await actor.post_task(task_spec())
-    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    actor = await awarded_over_a_second_bid(publisher)
     first_token = actor.state.award_token
     [first_entry] = await watched(actor)
 
@@ -195,9 +201,7 @@ async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_remi
     monkeypatch: Any,
 ) -> None:
     publisher = FailingLapsePublisher()
-    actor = await new_task(publisher)
-    await actor.post_task(task_spec())
-    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    actor = await awarded_over_a_second_bid(publisher)
 
     await close_window(actor, monkeypatch)
 
@@ -308,9 +312,7 @@ async def test_the_watch_hands_only_due_awards_to_their_actors_and_drops_entries
 ) -> None:
     publisher = RecordingPublisher()
     index = board_index()
-    actor = await new_task(publisher, index=index)
-    await actor.post_task(task_spec())
-    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    actor = await awarded_over_a_second_bid(publisher, index)
     [entry] = await index.list(AWARD_WATCH)
     due_ms, _ = parse_watch_entry(entry)
     gone = f"{due_ms - 5000:013d}|vanished-task"
@@ -335,9 +337,7 @@ async def test_an_entry_left_in_the_watch_after_its_acknowledgment_is_dropped_wh
     monkeypatch: Any,
 ) -> None:
     publisher = RecordingPublisher()
-    actor = await new_task(publisher)
-    await actor.post_task(task_spec())
-    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    actor = await awarded_over_a_second_bid(publisher)
     [entry] = await watched(actor)
     token = actor.state.award_token
     assert token is not None
