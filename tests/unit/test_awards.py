@@ -135,9 +135,22 @@ def test_an_outcome_from_an_agent_whose_award_expired_is_refused() -> None:
     passed = expire_award(allocated(("a", 0.9), ("b", 0.5)), NOW + timedelta(seconds=31))
     late = TaskOutcome(task_id="t1", agent_id="a", actual_success=True, actual_cost_usd=0.0, actual_steps=1)
     with pytest.raises(AwardNotHeld):
-        record_outcome(passed, late)
+        record_outcome(passed, late, NOW + timedelta(seconds=32))
     on_time = late.model_copy(update={"agent_id": "b"})
-    assert record_outcome(passed, on_time).status is AllocationStatus.COMPLETED
+    assert record_outcome(passed, on_time, NOW + timedelta(seconds=32)).status is AllocationStatus.COMPLETED
+
+
+def test_an_outcome_acknowledges_an_award_not_acknowledged_yet() -> None:
+    record = allocated(("a", 0.9), ("b", 0.5))
+    outcome = TaskOutcome(
+        task_id="t1", agent_id="a", actual_success=True, actual_cost_usd=0.0, actual_steps=1
+    )
+    done = record_outcome(record, outcome, NOW + timedelta(seconds=2))
+    assert done.status is AllocationStatus.COMPLETED
+    assert done.awards[-1].acknowledged_at == NOW + timedelta(seconds=2)
+    assert expire_award(done, NOW + timedelta(seconds=31)) == done  # nothing left to pass on
+    taken = acknowledge(record, "a", NOW)
+    assert record_outcome(taken, outcome, NOW + timedelta(seconds=2)).awards[-1].acknowledged_at == NOW
 
 
 def test_a_decision_is_recorded_in_one_step_from_pending() -> None:
@@ -211,6 +224,7 @@ def test_a_reassignment_is_refused_with_why() -> None:
     done = record_outcome(
         taken,
         TaskOutcome(task_id="t1", agent_id="a", actual_success=True, actual_cost_usd=0.1, actual_steps=1),
+        NOW,
     )
     with pytest.raises(IllegalTransition):
         successor(done, "b")

@@ -4,6 +4,7 @@ called with the models their interfaces declare."""
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -144,6 +145,33 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
     assert refused.error is not None and refused.error.error == "AWARD_NOT_HELD"
     done = record_of(await actor.mark_outcome(outcome.model_copy(update={"award_token": token})))
     assert done.status is AllocationStatus.COMPLETED
+
+
+async def test_an_award_is_verified_without_a_change_and_its_outcome_acknowledges_it(
+    monkeypatch: Any,
+) -> None:
+    publisher = RecordingPublisher()
+    actor = await awarded_over_a_second_bid(publisher)
+    token = actor.state.award_token
+    assert token is not None
+    [award] = [p for t, p, _ in publisher.sent if t == Topic.TASK_AWARDED]
+    assert isinstance(award, TaskAwarded) and award.acknowledge_within_ms == 30_000
+    before = copy.deepcopy(mock_state(actor))
+
+    forged = answer_of(await actor.verify_award(AwardAcknowledgement(agent_id="a1", award_token="x" * 24)))
+    assert forged.error is not None and forged.error.error == "AWARD_NOT_HELD"
+    not_the_winner = answer_of(
+        await actor.verify_award(AwardAcknowledgement(agent_id="a2", award_token=token))
+    )
+    assert not_the_winner.error is not None and not_the_winner.error.error == "AWARD_NOT_HELD"
+    held = record_of(await actor.verify_award(AwardAcknowledgement(agent_id="a1", award_token=token)))
+    assert held.current_award is not None and held.current_award.acknowledged_at is None
+    assert mock_state(actor) == before and len(await watched(actor)) == 1  # nothing changed
+
+    done = record_of(await actor.mark_outcome(done_by("a1", 0.1).model_copy(update={"award_token": token})))
+    assert done.status is AllocationStatus.COMPLETED and done.awards[-1].acknowledged_at is not None
+    # Out of the watch with the outcome: its window's end finds nothing to do.
+    assert await watched(actor) == [] and actor.state.award_watch is None
 
 
 async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_window_closes(

@@ -57,8 +57,8 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.
-        ctx.subscriptions.subscribe(topics.TASKS, allocator.on_task, idempotent=True, bulk=True)
-        ctx.subscriptions.subscribe(topics.TASK_OUTCOME, allocator.on_outcome, idempotent=True, bulk=True)
+        ctx.subscriptions.subscribe(topics.TASKS, allocator.on_task, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_OUTCOME, allocator.on_outcome, idempotent=True)
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]

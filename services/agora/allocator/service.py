@@ -204,8 +204,8 @@ class ReputationReads:
 
 
 class ReputationWrites:
-    """Outcomes applied to agents' reputations: those of one agent that come together (a bulk
-    delivery of outcomes) are applied in one `apply_outcomes` call, a group commit per agent;
+    """Outcomes applied to agents' reputations: those of one agent that come together (outcomes
+    delivered side by side) are applied in one `apply_outcomes` call, a group commit per agent;
     each applied record replaces the agent's entry in `reads` at once."""
 
     def __init__(self, reputations: ReputationActors, reads: ReputationReads) -> None:
@@ -379,9 +379,15 @@ class MarketAllocator:
         return answer.agents, answer.filtered_out
 
     async def on_outcome(self, outcome: TaskOutcome) -> None:
-        """An outcome updates the board, then the agent's reputation (both idempotent)."""
+        """An outcome updates the board, then the agent's reputation (both idempotent). An
+        outcome its runtime recorded on the board before announcing it (as the SDK's runtime
+        does) is only checked against the board's record; one the board does not hold yet is
+        recorded (or refused, with the board's reason)."""
+        board = self._tasks(outcome.task_id)
         try:
-            record = await self._tasks(outcome.task_id).mark_outcome(outcome)
+            record = await board.get_task()
+            if record.outcome != outcome:
+                record = await board.mark_outcome(outcome)
         except AgoraError as exc:
             if not exc.permanent:
                 raise  # the board or its store is away: the delivery is retried

@@ -19,7 +19,7 @@ from agora.core.escalation.record import (
 from agora.core.limits import MAX_ID_CHARS, MAX_ITEMS, Identifier, Name, Note, Text
 from agora.core.market import AllocationResult, AwardToken, Bid, BidScore, TaskSpec
 from agora.core.models import CapabilityProfile
-from agora.core.task_lifecycle import TaskRecord
+from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 
 
 class Topic(StrEnum):
@@ -134,10 +134,16 @@ class TaskAwarded(BaseModel):
     award_token: AwardToken
     """A secret for this award: the winner's runtime presents it to acknowledge the award and
     with the outcome, so nobody who did not receive the award can act on its behalf."""
+    acknowledge_within_ms: int = Field(
+        default=int(DEFAULT_ACK_SECONDS * 1000), gt=0, le=int(MAX_ACK_SECONDS * 1000)
+    )
+    """How long the winner's runtime has, from the award, to acknowledge it or to report the
+    outcome (which acknowledges it too); after that the task passes to the next-best bid."""
 
 
 class AwardAcknowledgement(BaseModel):
-    """The winning agent's runtime took the award (`Task` actor `acknowledge_award`)."""
+    """The winning agent's runtime holds the award (`Task` actor `acknowledge_award`), or
+    asks whether it does before running it (`verify_award`, which changes nothing)."""
 
     agent_id: Identifier
     award_token: AwardToken

@@ -31,6 +31,8 @@ S = AllocationStatus
 DEFAULT_ACK_SECONDS = 30.0
 """How long a winning agent's runtime has to acknowledge an award, unless the task's own
 `deadline_ms` is shorter."""
+MAX_ACK_SECONDS = 86_400.0
+"""The longest acknowledgment window a task board may be set to (a day)."""
 
 
 class AwardNotHeld(AgoraError):
@@ -142,12 +144,18 @@ def ack_window_seconds(spec: TaskSpec, default_seconds: float = DEFAULT_ACK_SECO
     return default_seconds
 
 
-def acknowledge(record: TaskRecord, agent_id: str, now: datetime) -> TaskRecord:
-    """The winning agent's runtime took the award. Idempotent; an agent that does not hold the
-    award is refused."""
+def check_award(record: TaskRecord, agent_id: str) -> AwardAttempt:
+    """The award `agent_id` holds (its latest turn, not passed on); refused otherwise."""
     holder = record.awards[-1] if record.awards else None
     if holder is None or holder.agent_id != agent_id or holder.expired_at is not None:
         raise AwardNotHeld(f"task {record.task_id} is not awarded to {agent_id}")
+    return holder
+
+
+def acknowledge(record: TaskRecord, agent_id: str, now: datetime) -> TaskRecord:
+    """The winning agent's runtime took the award. Idempotent; an agent that does not hold the
+    award is refused."""
+    holder = check_award(record, agent_id)
     if holder.acknowledged_at is not None or record.status is not AllocationStatus.ALLOCATED:
         return record
     acknowledged = holder.model_copy(update={"acknowledged_at": now})
@@ -266,7 +274,10 @@ def counts_as_success(spec: TaskSpec, outcome: TaskOutcome) -> bool:
     return outcome_status(spec, outcome) is not AllocationStatus.FAILED
 
 
-def record_outcome(record: TaskRecord, outcome: TaskOutcome) -> TaskRecord:
+def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> TaskRecord:
+    """The task's end as its award's holder reports it (once). The outcome acknowledges an
+    award that was not acknowledged yet: a run that ends within the acknowledgment window
+    needs no acknowledgment of its own."""
     if record.outcome is not None:
         if record.outcome == outcome:
             return record
@@ -276,6 +287,7 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome) -> TaskRecord:
         raise AwardNotHeld(
             f"task {record.task_id} is not awarded to {outcome.agent_id} (it is {record.status})"
         )
-    moved = move(record, outcome_status(record.spec, outcome))
+    taken = acknowledge(record, outcome.agent_id, now)
+    moved = move(taken, outcome_status(record.spec, outcome))
     # An outcome proves the award reached the worker, even if recording that was cut short.
     return moved.model_copy(update={"outcome": outcome, "award_published": True})

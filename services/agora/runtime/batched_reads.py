@@ -1,5 +1,5 @@
-"""Batched reads: single-key reads that come together go as one bulk read, as when every entry
-of a bulk delivery asks for one record. Nothing is kept once a read returns, so the next read
+"""Batched reads: single-key reads that come together go as one bulk read, as when deliveries
+handled side by side each ask for one record. Nothing is kept once a read returns, so the next read
 sees what changed since."""
 
 from __future__ import annotations

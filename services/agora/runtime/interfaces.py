@@ -71,6 +71,9 @@ class TaskActorInterface(AgoraActorInterface, ActorInterface):
     @actor_method("acknowledge_award")
     async def acknowledge_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
 
+    @actor_method("verify_award")
+    async def verify_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
+
     @actor_method("mark_outcome")
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...
 

@@ -7,10 +7,10 @@ idempotent against their own source of truth (a `Task` actor that admits one pos
 outcome per task) is subscribed `idempotent=True`: its redeliveries are recognised there, so
 its deliveries skip the shared marker's read and write and keep only the in-process memory.
 
-A busy subscription may take its messages in bulk (`bulk=True`: Dapr's bulk subscribe, up to
-`BULK_MAX_MESSAGES` a delivery, gathered for at most `BULK_MAX_AWAIT_MS`): one request and one
-answer carry many messages, each handled as a delivery of its own (its own trace, dedupe and
-dead letter) and answered with its own status, so a failed entry alone is retried.
+Subscriptions take one message a delivery. Dapr's bulk subscribe is not used: for Redis and
+the in-memory broker Dapr 1.18 gathers bulks in the sidecar, and a subscription stopped while
+a gathered bulk is in flight (the app turning unhealthy and back, as a restart does) holds its
+messages back until the sidecar stops, or leaves the broker's consumers waiting for ever.
 
 A message that cannot be accepted is published to the dead-letter topic wrapped in a
 `DeadLetter` that names the reason, then acknowledged: not a CloudEvent, a payload failing
@@ -24,7 +24,6 @@ the original event to the same dead-letter topic.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -40,7 +39,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agora.core.errors import AgoraError, InvalidArgument, field_errors
+from agora.core.errors import AgoraError, field_errors
 from agora.core.limits import MAX_ITEMS, MAX_JSON_DEPTH, MAX_NOTE_CHARS, MAX_TEXT_CHARS, json_depth
 from agora.core.messages import DeadLetter
 from agora.core.topics import Channel
@@ -55,12 +54,6 @@ T = TypeVar("T")
 P = TypeVar("P", bound=BaseModel)
 
 _ANY_JSON: TypeAdapter[Any] = TypeAdapter(Any)
-
-
-BULK_MAX_MESSAGES = 100
-BULK_MAX_AWAIT_MS = 2
-"""How long Dapr gathers a bulk delivery at most: under load deliveries fill up at once, and an
-idle system's message waits no longer than this."""
 
 
 class RejectMessage(Exception):
@@ -190,8 +183,6 @@ class Subscription(Generic[T]):
     dead_letter: bool
     idempotent: bool = False
     """Every handler is idempotent by its own source of truth: no shared dedupe marker."""
-    bulk: bool = False
-    """Delivered in bulk (Dapr's bulk subscribe), each entry handled on its own."""
 
     @property
     def route(self) -> str:
@@ -219,11 +210,9 @@ class Subscriptions:
         pubsub: str | None = None,
         dead_letter: bool = True,
         idempotent: bool = False,
-        bulk: bool = False,
     ) -> None:
-        """Handle `channel`'s messages (validated into its payload type first) with `handler`;
-        `bulk`: take them in bulk deliveries (for a topic that carries many messages at once)."""
-        self._add(channel.name, channel.adapter, handler, pubsub, dead_letter, idempotent, bulk)
+        """Handle `channel`'s messages (validated into its payload type first) with `handler`."""
+        self._add(channel.name, channel.adapter, handler, pubsub, dead_letter, idempotent)
 
     def subscribe_any(
         self,
@@ -236,7 +225,7 @@ class Subscriptions:
     ) -> None:
         """Handle whatever JSON arrives on `topic`: for tools that watch any topic (a recorder),
         never for a service's own contracts."""
-        self._add(topic, _ANY_JSON, handler, pubsub, dead_letter, idempotent, False)
+        self._add(topic, _ANY_JSON, handler, pubsub, dead_letter, idempotent)
 
     def _add(
         self,
@@ -246,7 +235,6 @@ class Subscriptions:
         pubsub: str | None,
         dead_letter: bool,
         idempotent: bool,
-        bulk: bool,
     ) -> None:
         pubsub_name = pubsub or self._settings.pubsub
         for existing in self._subscriptions:
@@ -256,10 +244,9 @@ class Subscriptions:
                 existing.handlers.append(handler)
                 existing.dead_letter = existing.dead_letter or dead_letter
                 existing.idempotent = existing.idempotent and idempotent
-                existing.bulk = existing.bulk and bulk
                 return
         self._subscriptions.append(
-            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent, bulk)
+            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent)
         )
 
     def install(self, app: FastAPI) -> None:
@@ -270,12 +257,6 @@ class Subscriptions:
                 entry: dict[str, Any] = {"pubsubname": sub.pubsub, "topic": sub.topic, "route": sub.route}
                 if sub.dead_letter:
                     entry["deadLetterTopic"] = self._settings.dead_letter_topic
-                if sub.bulk:
-                    entry["bulkSubscribe"] = {
-                        "enabled": True,
-                        "maxMessagesCount": BULK_MAX_MESSAGES,
-                        "maxAwaitDurationMs": BULK_MAX_AWAIT_MS,
-                    }
                 declared.append(entry)
             return declared
 
@@ -283,41 +264,10 @@ class Subscriptions:
             app.add_api_route(sub.route, self._endpoint(sub), methods=["POST"], include_in_schema=False)
 
     def _endpoint(self, sub: Subscription[Any]) -> Callable[[Request], Awaitable[Any]]:
-        if sub.bulk:
-
-            async def deliver_bulk(request: Request) -> dict[str, list[dict[str, str]]]:
-                return {"statuses": await self.deliver_bulk(sub, await request.body())}
-
-            return deliver_bulk
-
         async def deliver(request: Request) -> dict[str, str]:
             return {"status": await self.deliver(sub, await request.body(), dict(request.headers))}
 
         return deliver
-
-    async def deliver_bulk(self, sub: Subscription[Any], body: bytes) -> list[dict[str, str]]:
-        """Handle a bulk delivery: every entry as a delivery of its own, side by side; the
-        status of each (SUCCESS / RETRY), by entry id. Each entry's trace continues its own
-        CloudEvent's. A delivery that is not a bulk envelope is refused as a whole (400)."""
-        try:
-            envelope = json.loads(body)
-            entries = envelope["entries"] if isinstance(envelope, dict) else None
-            if not isinstance(entries, list) or len(entries) > BULK_MAX_MESSAGES:
-                raise ValueError(f"a bulk delivery has a list of at most {BULK_MAX_MESSAGES} entries")
-            ids = [str(entry["entryId"])[:MAX_NOTE_CHARS] for entry in entries]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgument(f"not a bulk delivery: {str(exc)[:300]}") from exc
-
-        async def one(entry: dict[str, Any]) -> str:
-            event = entry.get("event")
-            if isinstance(event, str):  # an event Dapr could not read as JSON comes as its text
-                return await self.deliver(sub, event.encode(), {})
-            return await self._deliver_counted(sub, event, {})
-
-        statuses = await asyncio.gather(*(one(entry) for entry in entries))
-        return [
-            {"entryId": entry_id, "status": status} for entry_id, status in zip(ids, statuses, strict=True)
-        ]
 
     async def deliver(self, sub: Subscription[Any], body: bytes, headers: dict[str, str]) -> str:
         """Handle one delivery; returns Dapr's status word (SUCCESS / RETRY)."""

@@ -42,15 +42,14 @@ class TaskEndRelay:
     def __init__(self, links: StateRepository[TaskLink], tasks: TaskActors, raise_event: RaiseEvent) -> None:
         self._links = links
         self._link_reads = BatchedReads(links)
-        """Every task's end is asked about; those of one bulk delivery in one read."""
+        """Every task's end is asked about; those handled side by side in one read."""
         self._tasks = tasks
         self._raise = raise_event
 
     def subscribe(self, subscriptions: Subscriptions) -> None:
-        # Every task's end comes here, most of them no waiting workflow's: taken in bulk.
-        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True, bulk=True)
-        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True, bulk=True)
-        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True, bulk=True)
+        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True)
+        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True)
+        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True)
 
     async def link(self, link: TaskLink) -> None:
         """Note which workflow waits for the task (before the task is posted)."""

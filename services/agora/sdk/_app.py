@@ -259,10 +259,12 @@ class AgentAppSettings(ServiceSettings):
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     inline_run_seconds: float = Field(default=5.0, ge=0.0, le=10.0)
     """AGORA_INLINE_RUN_SECONDS: how long an award's run goes on in the award's delivery before
-    the workflow engine takes it over (0: every run is a workflow from its start). A run that
-    ends within it costs no workflow: its delivery is acknowledged only once its outcome is
-    out, so the broker hands a run lost in a crash to the app again. It stays well below the
-    broker's redelivery timeout (`processingTimeout`, 15 s), which it must not reach."""
+    the workflow engine takes it over (0: every run is a workflow from its start), and at most
+    a third of the award's acknowledgment window. A run that ends within it costs no workflow
+    and no acknowledgment: its outcome, recorded on the board, acknowledges the award. Until
+    then only the board's watch holds the award, so a run lost in a crash is not waited for:
+    when the window ends the task passes to the next-best bid. It stays well below the
+    broker's redelivery timeout (`processingTimeout`, 15 s)."""
     max_runs_in_flight: int = Field(default=16, ge=1, le=10_000)
     """AGORA_MAX_RUNS_IN_FLIGHT: runs this app works on at once; the workflow engine holds the
     others' next steps until a slot frees."""
@@ -547,8 +549,22 @@ def agent_app_module(
             return progress.model_copy(update={"reported": True})
 
         async def report(report: AgentRunReport) -> None:
+            """The outcome on the board first (it acknowledges the award, within its window),
+            then announced to the outcome's subscribers."""
             outcome = report.outcome
             with step_span("agent.report", report.traceparent, {"task_id": outcome.task_id}):
+                try:
+                    await tasks(outcome.task_id).mark_outcome(outcome)
+                except AgoraError as exc:
+                    if not exc.permanent:
+                        raise
+                    # Announced all the same: its subscribers refuse it with the board's
+                    # reason, so the refusal is in the dead-letter topic, not only in this log.
+                    log.warning(
+                        "the board refused a run's outcome",
+                        extra={"task_id": outcome.task_id, "agent_id": outcome.agent_id,
+                               "reason": f"{exc.code}: {exc.message}"},
+                    )  # fmt: skip
                 await ctx.publisher.publish(
                     topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}"
                 )
@@ -592,15 +608,15 @@ def agent_app_module(
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in by_id:
                 return  # another app's agent
-            acknowledgement = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
+            held = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
             try:
-                board = await tasks(award.task_id).acknowledge_award(acknowledgement)
+                board = await tasks(award.task_id).verify_award(held)
             except AgoraError as exc:
                 if not exc.permanent:
                     raise
                 raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-            held = board.allocation.winning_bid if board.allocation else None
-            if board.spec != award.spec or held != award.bid:
+            winning = board.allocation.winning_bid if board.allocation else None
+            if board.spec != award.spec or winning != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
                 return  # a redelivery of an award whose task is done
@@ -609,17 +625,29 @@ def agent_app_module(
                 traceparent=current_traceparent(),
                 instance_id=run_instance(award.task_id, len(board.awards)),
             )
-            if settings.inline_run_seconds > 0 and await ran_inline(start):
-                return  # ended and announced: the delivery is acknowledged now
+            inline_seconds = min(settings.inline_run_seconds, award.acknowledge_within_ms / 3000)
+            if inline_seconds > 0 and await ran_inline(start, inline_seconds):
+                return  # ended, recorded on the board and announced
             await host.start_once(RUN_WORKFLOW, start.instance, start)
+            # The workflow holds the run now, however long it takes: the award is taken.
+            try:
+                await tasks(award.task_id).acknowledge_award(held)
+            except AgoraError as exc:
+                if not exc.permanent:
+                    raise
+                log.warning(
+                    "the award passed on before its run was taken; its outcome will be refused",
+                    extra={"task_id": award.task_id, "agent_id": award.agent_id, "reason": exc.message},
+                )
 
-        async def ran_inline(start: AgentRunStart) -> bool:
-            """Run the award in its delivery for up to `inline_run_seconds`; whether it ended
-            with its outcome announced. A run still going is stopped (its workflow runs it from
-            the start, on whichever replica the engine picks, so it never runs twice at once); a
-            paused or broken one is left to its workflow too, which finds it paused or retries."""
+        async def ran_inline(start: AgentRunStart, seconds: float) -> bool:
+            """Run the award in its delivery for up to `seconds`; whether it ended with its
+            outcome recorded and announced. A run still going is stopped (its workflow runs it
+            from the start, on whichever replica the engine picks, so it never runs twice at
+            once); a paused or broken one is left to its workflow too, which finds it paused or
+            retries."""
             run = ctx.spawn(execute(start), name=f"run {start.instance}")
-            await asyncio.wait({run}, timeout=settings.inline_run_seconds)
+            await asyncio.wait({run}, timeout=seconds)
             if not run.done():
                 run.cancel()
                 await asyncio.wait({run})
@@ -633,7 +661,7 @@ def agent_app_module(
                 return False
             return not run.cancelled() and run.result().reported
 
-        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True, bulk=True)
+        ctx.subscriptions.subscribe(topics.TASK_AWARDED, on_award, idempotent=True)
 
         async def on_resolved(event: EscalationResolved) -> None:
             if event.waiting_party.kind is WaitingPartyKind.GRAPH_RUN:

@@ -6,13 +6,14 @@ interleave for a task; a status index (plain state keys) lets the board list tas
 The actor announces its own decisions: once an allocation is committed it publishes the award
 (`agora.task.awarded`) or the rejection (`agora.task.rejected`), then marks it published. An
 award carries a fresh random token that only this actor and the award's subscribers see; the
-winner's runtime acknowledges the award with it, and its outcome must carry it too, so an
-outcome or acknowledgment forged by anyone who did not receive the award is refused. Each
-award is listed in the board's watch on unacknowledged awards (`award_watch`) until it is
-acknowledged; when its acknowledgment window ends there, the actor announces an award whose
-publish failed, and passes an unacknowledged award to the next-best bid, or fails the task
-with the reason. Each lapsed award is announced too (`agora.task.award_lapsed`),
-so the registry suspends the agent that let it lapse from bidding for a while.
+winner's runtime acknowledges the award with it (its outcome, which must carry it too,
+acknowledges it as well), so an outcome or acknowledgment forged by anyone who did not receive
+the award is refused. Each award is listed in the board's watch on unacknowledged awards
+(`award_watch`) until it is acknowledged; when its acknowledgment window ends there, the actor
+announces an award whose publish failed, and passes an unacknowledged award to the next-best
+bid, or fails the task with the reason. Each lapsed award is announced too
+(`agora.task.award_lapsed`), so the registry suspends the agent that let it lapse from bidding
+for a while.
 """
 
 import asyncio
@@ -22,6 +23,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from math import ceil
 
 from dapr.actor import Remindable
 from opentelemetry import trace
@@ -205,11 +207,26 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         return await self._save(taken)
 
     @actor_endpoint
+    async def verify_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord:
+        """Whether the caller holds the award it names (its token, its turn not passed on),
+        changing nothing: the board's record of the task, the truth an award event must agree
+        with before it is run. The run's outcome acknowledges the award."""
+        self._check_token(acknowledgement.agent_id, acknowledgement.award_token)
+        record = self._record()
+        lifecycle.check_award(record, acknowledgement.agent_id)
+        return record
+
+    @actor_endpoint
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
         record = self._record()
         if record.outcome is None or record.outcome != outcome:
             self._check_token(outcome.agent_id, outcome.award_token)
-        return await self._save(lifecycle.record_outcome(record, outcome))
+        ended = lifecycle.record_outcome(record, outcome, _now())
+        if ended is not record:
+            # An outcome acknowledges the award: out of the watch with the same index write.
+            self._superseded_watch(self.state.award_watch)
+            self.state.award_watch = None
+        return await self._save(ended)
 
     @actor_endpoint
     async def hand_over(self, hand_over: HandOver) -> TaskRecord:
@@ -379,6 +396,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                     bid=allocation.winning_bid,
                     score=allocation.winning_score,
                     award_token=self.state.award_token,
+                    acknowledge_within_ms=ceil(
+                        1000 * lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)
+                    ),
                 ),
                 message_id=f"awarded:{record.task_id}" + (f".{turn}" if turn > 1 else ""),
             )

@@ -7,7 +7,7 @@ from pydantic import Field
 
 from agora.core.contracts import TaskList
 from agora.core.market import AllocationStatus
-from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, TaskRecord
+from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import task_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -21,7 +21,7 @@ APP_ID = "taskboard"
 
 class TaskBoardSettings(ServiceSettings):
     app_id: str = APP_ID
-    award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0)
+    award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0, le=MAX_ACK_SECONDS)
     """AGORA_AWARD_ACK_SECONDS: how long a winner's runtime has to acknowledge an award (the
     task's `deadline_ms` when shorter) before the next-best bid gets it."""
     award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
