@@ -249,6 +249,10 @@ class Subscriptions:
             Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent)
         )
 
+    def at_route(self, path: str) -> Subscription[Any] | None:
+        """The subscription Dapr delivers to at `path` (`Subscription.route`), if any."""
+        return next((sub for sub in self._subscriptions if sub.route == path), None)
+
     def install(self, app: FastAPI) -> None:
         @app.get("/dapr/subscribe", include_in_schema=False)
         async def dapr_subscribe() -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from agora.core.errors import (
 )
 from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
 from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
+from agora.runtime.dapr_calls import DaprCalls
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
@@ -410,8 +411,9 @@ async def _drain(ctx: ServiceContext, grace_seconds: float) -> None:
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
     """Run the app until SIGTERM/SIGINT; in-flight requests get `shutdown_grace_seconds`."""
+    ctx: ServiceContext = app.state.ctx
     config = uvicorn.Config(
-        app,
+        DaprCalls(app, ctx.subscriptions, actors=bool(ctx.hosted_actors)),
         host=settings.app_host,
         loop="uvloop",
         http="httptools",
