@@ -69,6 +69,11 @@ class Endpoints:
     dapr_internal_grpc_port: int
 
 
+APP_HEALTHY_LINE = "App entered healthy status"
+APP_UNHEALTHY_LINE = "App entered un-healthy status"
+"""What daprd logs when its probes of the app change their verdict."""
+
+
 class ServiceReplica:
     """One app process and its sidecar."""
 
@@ -131,10 +136,19 @@ class ServiceReplica:
         ).start()
 
     def start_app(self, timeout: float = 60.0) -> ServiceReplica:
-        """Start a fresh app process beside the running sidecar, on the same port."""
+        """Start a fresh app process beside the running sidecar, on the same port; returns once
+        the app is ready and its sidecar sees it healthy again (a sidecar that marked the app
+        unhealthy refuses calls to it, and holds its deliveries, until its next probe)."""
         self.app = self._start_app()
         self.app.wait_until(http_ok(f"{self.app_url}/readyz"), "app ready", timeout)
+        if self.daprd is not None:
+            self.app.wait_until(self._sidecar_sees_app_healthy, "the sidecar seeing the app healthy", timeout)
         return self
+
+    def _sidecar_sees_app_healthy(self) -> bool:
+        """Whether the sidecar's last word on the app's health (its log) is healthy."""
+        log = (self.cluster.logs / f"{self.name}.daprd.log").read_text(errors="replace")
+        return log.rfind(APP_HEALTHY_LINE) >= log.rfind(APP_UNHEALTHY_LINE)
 
     def _start_app(self) -> ManagedProcess:
         cluster, ep = self.cluster, self.endpoints
