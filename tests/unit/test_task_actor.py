@@ -147,9 +147,7 @@ async def test_only_the_awards_token_acknowledges_it_or_reports_its_outcome() ->
     assert done.status is AllocationStatus.COMPLETED
 
 
-async def test_an_award_is_verified_without_a_change_and_its_outcome_acknowledges_it(
-    monkeypatch: Any,
-) -> None:
+async def test_an_award_is_verified_without_a_change_and_its_outcome_acknowledges_it() -> None:
     publisher = RecordingPublisher()
     actor = await awarded_over_a_second_bid(publisher)
     token = actor.state.award_token

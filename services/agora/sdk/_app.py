@@ -553,18 +553,13 @@ def agent_app_module(
             then announced to the outcome's subscribers."""
             outcome = report.outcome
             with step_span("agent.report", report.traceparent, {"task_id": outcome.task_id}):
-                try:
-                    await tasks(outcome.task_id).mark_outcome(outcome)
-                except AgoraError as exc:
-                    if not exc.permanent:
-                        raise
-                    # Announced all the same: its subscribers refuse it with the board's
-                    # reason, so the refusal is in the dead-letter topic, not only in this log.
-                    log.warning(
-                        "the board refused a run's outcome",
-                        extra={"task_id": outcome.task_id, "agent_id": outcome.agent_id,
-                               "reason": f"{exc.code}: {exc.message}"},
-                    )  # fmt: skip
+                # A refused outcome is announced all the same: its subscribers refuse it with
+                # the board's reason, so the refusal is in the dead-letter topic, not only here.
+                await _unless_refused(
+                    tasks(outcome.task_id).mark_outcome(outcome),
+                    "the board refused a run's outcome",
+                    {"task_id": outcome.task_id, "agent_id": outcome.agent_id},
+                )
                 await ctx.publisher.publish(
                     topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}"
                 )
@@ -625,20 +620,21 @@ def agent_app_module(
                 traceparent=current_traceparent(),
                 instance_id=run_instance(award.task_id, len(board.awards)),
             )
+            if board.awards[-1].acknowledged_at is not None:
+                # Only a run a workflow holds is acknowledged before its outcome: a redelivery
+                # of its award finds it there (and starts it, should that have been cut short).
+                await host.start_once(RUN_WORKFLOW, start.instance, start)
+                return
             inline_seconds = min(settings.inline_run_seconds, award.acknowledge_within_ms / 3000)
             if inline_seconds > 0 and await ran_inline(start, inline_seconds):
                 return  # ended, recorded on the board and announced
             await host.start_once(RUN_WORKFLOW, start.instance, start)
             # The workflow holds the run now, however long it takes: the award is taken.
-            try:
-                await tasks(award.task_id).acknowledge_award(held)
-            except AgoraError as exc:
-                if not exc.permanent:
-                    raise
-                log.warning(
-                    "the award passed on before its run was taken; its outcome will be refused",
-                    extra={"task_id": award.task_id, "agent_id": award.agent_id, "reason": exc.message},
-                )
+            await _unless_refused(
+                tasks(award.task_id).acknowledge_award(held),
+                "the award passed on before its run was taken; its outcome will be refused",
+                {"task_id": award.task_id, "agent_id": award.agent_id},
+            )
 
         async def ran_inline(start: AgentRunStart, seconds: float) -> bool:
             """Run the award in its delivery for up to `seconds`; whether it ended with its
@@ -727,6 +723,17 @@ def agent_app_module(
         log.info("agents leave the market", extra={"agents": sorted(by_id), "within_s": MIN_LEASE_SECONDS})
 
     return ServiceModule("agents", setup=setup, warm_up=warm_up, stop=stop)
+
+
+async def _unless_refused(call: Awaitable[object], refused: str, extra: dict[str, str]) -> None:
+    """Await a call on the board; its permanent refusal is logged as `refused` with the reason
+    (a transient failure raises, so the delivery or workflow step is tried again)."""
+    try:
+        await call
+    except AgoraError as exc:
+        if not exc.permanent:
+            raise
+        log.warning(refused, extra={**extra, "reason": f"{exc.code}: {exc.message}"})
 
 
 def _run_attributes(award: TaskAwarded) -> dict[str, Any]:
