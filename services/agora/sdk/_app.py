@@ -504,6 +504,8 @@ def agent_app_module(
             return await graph_runs.show(graph_id, run_id)
 
         run_slots = asyncio.Semaphore(settings.max_runs_in_flight)
+        reporting: set[str] = set()
+        """Runs (by workflow instance) whose outcome is being recorded and announced."""
 
         async def execute(start: AgentRunStart) -> RunProgress:
             award = start.award
@@ -521,7 +523,11 @@ def agent_app_module(
             finally:
                 agent.runs_in_flight -= 1
                 run_slots.release()
-            return await reported(progress, start.traceparent)
+            reporting.add(start.instance)
+            try:
+                return await reported(progress, start.traceparent)
+            finally:
+                reporting.discard(start.instance)
 
         async def resume(decision: AgentRunDecision) -> RunProgress:
             award = decision.award
@@ -645,9 +651,13 @@ def agent_app_module(
             run = ctx.spawn(execute(start), name=f"run {start.instance}")
             await asyncio.wait({run}, timeout=seconds)
             if not run.done():
-                run.cancel()
+                if start.instance not in reporting:
+                    run.cancel()
+                    await asyncio.wait({run})
+                    return False
+                # Its outcome may be on the board already: stopping it now could leave that
+                # outcome unannounced, and a second run's outcome refused. It finishes.
                 await asyncio.wait({run})
-                return False
             failure = None if run.cancelled() else run.exception()
             if failure is not None:
                 log.warning(
