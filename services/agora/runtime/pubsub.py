@@ -275,20 +275,17 @@ class Subscriptions:
 
     async def deliver(self, sub: Subscription[Any], body: bytes, headers: dict[str, str]) -> str:
         """Handle one delivery; returns Dapr's status word (SUCCESS / RETRY)."""
-        try:
-            event = json.loads(body)
-        except ValueError as exc:
-            return await self._deliver_counted(sub, body.decode(errors="replace"), headers, str(exc))
-        return await self._deliver_counted(sub, event, headers)
-
-    async def _deliver_counted(
-        self, sub: Subscription[Any], event: Any, headers: dict[str, str], problem: str | None = None
-    ) -> str:
         self.in_flight += 1
         try:
-            if problem is not None or not isinstance(event, dict):
-                reason = problem or "a CloudEvent is a JSON object"
-                await self._refuse(sub, None, "malformed CloudEvent", [{"msg": reason}], event)
+            problem: str | None
+            try:
+                event = json.loads(body)
+            except ValueError as exc:
+                event, problem = body.decode(errors="replace"), str(exc)
+            else:
+                problem = None if isinstance(event, dict) else "a CloudEvent is a JSON object"
+            if problem is not None:
+                await self._refuse(sub, None, "malformed CloudEvent", [{"msg": problem}], event)
                 return "SUCCESS"
             return await self._deliver(sub, event, headers)
         finally:
