@@ -10,7 +10,12 @@ def _keep_every_grpc_call_out_of_traces() -> None:
     then be a span of its own beside the hops Agora traces, and the SDK's second switch-on logs a
     plain-text warning into the app's JSON log. An app with the package installed traces as one
     without it: the instrumentation is switched off again once the SDK has switched it on."""
-    if importlib.util.find_spec("opentelemetry.instrumentation.grpc") is None:
+    # find_spec of a submodule imports its parents and raises when one is missing, as it is
+    # where nothing installed OpenTelemetry's instrumentation packages (the image, for one).
+    try:
+        if importlib.util.find_spec("opentelemetry.instrumentation.grpc") is None:
+            return
+    except ModuleNotFoundError:
         return
     instrumentor_log = logging.getLogger("opentelemetry.instrumentation.instrumentor")
     level = instrumentor_log.level
