@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agora.core.market import TaskOutcome
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES
 from agora.llm import OfflineModelClient
@@ -30,6 +31,7 @@ from tests.integration.helpers import (
     filter_ids,
     profile,
     publish_event,
+    recorded_message,
     replicas_of,
 )
 
@@ -232,6 +234,52 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster, after
     [award] = record["awards"]
     assert award["agent_id"] == "plodder" and award["expired_at"] is None
     assert award["acknowledged_at"] is not None
+
+
+def test_an_outcome_recorded_but_not_announced_before_a_crash_is_announced_on_the_award_s_redelivery(
+    market: LocalCluster,
+) -> None:
+    """The app stops between putting its run's outcome on the board and announcing it: the
+    award's delivery was not acknowledged, so it comes again, finds the outcome on the board and
+    announces it; the reputation counts it, once."""
+    task_id = publish(market, description="Count these words slowly please", required_skills=["slow_count"])
+    [app] = replicas_of(market, "agents")
+
+    def awarded() -> dict[str, Any] | None:
+        return recorded_message(market, "agora.task.awarded", "task_id", task_id)
+
+    award = eventually(awarded, timeout=30, interval=0.02)
+    app.kill_app()  # before its 4-s run ends; its sidecar stays up
+    counted_before = reputation_total(market, "plodder")
+    outcome = TaskOutcome(
+        task_id=task_id,
+        agent_id="plodder",
+        actual_success=True,
+        actual_cost_usd=0.0,
+        actual_steps=1,
+        summary="5",
+        award_token=award["award_token"],
+    )
+    # What the run's report does first, through the app's own sidecar (its identity on the board).
+    recorded = httpx.put(
+        f"{app.dapr_http}/v1.0/actors/Task/{task_id}/method/mark_outcome",
+        content=outcome.model_dump_json(),
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+    assert recorded.status_code == 200 and recorded.json().get("error") is None, recorded.text
+    app.start_app()
+
+    record = settled(market, task_id, timeout=60)
+    assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "5"
+    eventually(lambda: reputation_total(market, "plodder") == counted_before + 1, timeout=90, interval=0.5)
+    time.sleep(2)
+    assert reputation_total(market, "plodder") == counted_before + 1, "counted once"
+
+
+def reputation_total(cluster: LocalCluster, agent_id: str) -> int:
+    answer = httpx.get(console(cluster).invoke_url(f"v1/reputation/{agent_id}", "reputation"), timeout=10)
+    return int(answer.json()["total_tasks"]) if answer.status_code == 200 else 0
 
 
 def parked(cluster: LocalCluster, task_id: str) -> str:

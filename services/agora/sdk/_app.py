@@ -620,7 +620,15 @@ def agent_app_module(
             if board.spec != award.spec or winning != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
-                return  # a redelivery of an award whose task is done
+                # A redelivery of an award whose task is done. Its run may have stopped between
+                # recording the outcome and announcing it (the award is acknowledged by the
+                # outcome, so its delivery is retried): announce it again. Its subscribers take
+                # each task's outcome once.
+                if board.outcome.agent_id == award.agent_id:
+                    await ctx.publisher.publish(
+                        topics.TASK_OUTCOME, board.outcome, message_id=f"outcome:{award.task_id}"
+                    )
+                return
             start = AgentRunStart(
                 award=award,
                 traceparent=current_traceparent(),
