@@ -49,23 +49,23 @@ $(KUBE_BIN)/kube-apiserver:
 	rm -rf $(KUBE_BIN) && mv $(KUBE_BIN).partial $(KUBE_BIN)
 	$(KUBE_BIN)/kube-apiserver --version
 
-# The node's commands (kubelet, kube-proxy), from the same module, flags and version stamp, added
-# to an existing cache (a rebuild of the control plane replaces the folder, and these rules then
-# run again).
-KUBE_NODE_CMDS := kubelet kube-proxy
+# The node's commands (kubelet, kube-proxy) and kubectl (the node test runs `kubectl exec` as a
+# user would), from the same module, flags and version stamp, added to an existing cache (a
+# rebuild of the control plane replaces the folder, and these rules then run again).
+KUBE_NODE_CMDS := kubelet kube-proxy kubectl
 $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)): | $(KUBE_BIN)/kube-apiserver
 	@echo "building Kubernetes $(KUBERNETES_VERSION) $(@F) into $(KUBE_BIN)"
 	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
 		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
 		time $(GO_ENV) nice go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
 		-o $@.partial k8s.io/kubernetes/cmd/$(@F)
+	$@.partial $(if $(filter kubectl,$(@F)),version --client,--version)
 	mv $@.partial $@
-	$@ --version
 
 # What runs the node's containers, from Debian: containerd (with its `ctr` client), runc, the
-# CNI plugins (bridge, host-local, loopback in /usr/lib/cni) and iptables. Installed only when
-# one is missing.
-NODE_PACKAGES := containerd runc containernetworking-plugins iptables
+# CNI plugins (bridge, host-local, loopback in /usr/lib/cni) and iptables; and what builds the
+# Agora image without a registry (buildah, debootstrap). Installed only when one is missing.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables buildah debootstrap
 node-packages:
 	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q '^install ok installed$$' || echo $$p; done); \
@@ -84,8 +84,16 @@ $(COREDNS_BIN)/coredns:
 	rm -rf $(COREDNS_BIN) && mv $(COREDNS_BIN).partial $(COREDNS_BIN)
 	$(COREDNS_BIN)/coredns -version
 
-# Redis (the Makefile's `redis`) is written into an image the node test runs.
-kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) $(COREDNS_BIN)/coredns node-packages redis
+# Redis (the Makefile's `redis`) and Jaeger are written into images the node test runs; the
+# Agora image of HEAD is built from Debian once per source tree (deploy/image/oci-archive.sh,
+# about 3 minutes, most of it downloading) and kept as an OCI archive in the cache.
+kube-node: kube $(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)) $(COREDNS_BIN)/coredns node-packages redis \
+	jaeger node-image
+
+.PHONY: node-image
+node-image: node-packages
+	@deploy/image/oci-archive.sh >/dev/null
+	@echo "Agora image for the node: $$(deploy/image/oci-archive.sh --name) in $$(deploy/image/oci-archive.sh --path)"
 
 # The etcd command is the main package at the root of the etcd server module.
 $(ETCD_BIN)/etcd:

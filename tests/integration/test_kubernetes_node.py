@@ -4,11 +4,13 @@ namespace and a PID namespace of its own), starts the control plane without kwok
 (Debian's, with runc and the CNI bridge + host-local plugins), the kubelet and kube-proxy built
 from the pinned k8s.io/kubernetes, imports images written here as OCI archives, and runs a
 Deployment's pod with HTTP and exec probes behind a Service, CoreDNS from Kubernetes' DNS addon,
-daprd, Redis, and Dapr's control plane from Dapr's chart with an injected daprd; every finding
-goes to report.json and each check is asserted here.
+daprd, Redis, and Dapr's control plane from Dapr's chart with an injected daprd, then the Agora
+chart itself from the Agora image (agora_on_node.py: install, `helm test`, the CLI, a trace in
+Jaeger, pods killed mid-burst, a rolling upgrade, uninstall and reinstall); every finding goes to
+report.json and each check is asserted here.
 
 Skipped only when something `make kube-node` builds or installs is missing, or when not run as
-root (containerd and the kubelet need it). The scenario takes about a minute with everything
+root (containerd and the kubelet need it). The scenario takes seven to eight minutes with everything
 built. When it is over, however it ended: no process of it is left (the PID namespace dies with
 its first process; its processes are also tagged with AGORA_RUN_ID), its cgroups are removed, no
 mount of it is visible here, none of the host paths the kubelet and containerd write to exists
@@ -34,6 +36,7 @@ from typing import Any
 import pytest
 
 from agora.harness.processes import processes_tagged
+from tests.integration.kubernetes.agora_on_node import image_archive
 from tests.integration.kubernetes.control_plane import KubeTools
 from tests.integration.kubernetes.node import (
     NodeTools,
@@ -46,9 +49,11 @@ from tests.integration.kubernetes.node import (
 from tests.integration.kubernetes.node_scenario import CHECKS
 
 REPO = Path(__file__).resolve().parents[2]
-TIMEOUT_SECONDS = float(os.environ.get("AGORA_KUBE_NODE_TEST_TIMEOUT", "600"))
+TIMEOUT_SECONDS = float(os.environ.get("AGORA_KUBE_NODE_TEST_TIMEOUT", "1500"))
 _TOOLS = KubeTools.from_environment()
 MISSING = _TOOLS.missing() + NodeTools.from_environment(_TOOLS).missing()
+if not image_archive()[0].is_file():
+    MISSING.append(f"the Agora image's OCI archive {image_archive()[0]}")
 
 pytestmark = [
     pytest.mark.integration,

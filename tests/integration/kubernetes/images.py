@@ -29,6 +29,7 @@ from tests.integration.kubernetes.oci import ImageFile, Written, write_image
 DAPR_REGISTRY = "ghcr.io/dapr"
 REDIS_IMAGE = "agora.local/redis"
 COREDNS_IMAGE = "registry.k8s.io/coredns/coredns"
+JAEGER_IMAGE = "docker.io/jaegertracing/jaeger"
 DAPR_BINARIES = ("daprd", "sentry", "operator", "injector", "placement", "scheduler")
 NONROOT = 65532
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -136,6 +137,31 @@ def write_coredns_image(folder: Path, binary: Path, version: str) -> Written:
         files,
         entrypoint=["/coredns"],
         user=f"{NONROOT}:{NONROOT}",
+        compress=False,
+    )
+
+
+def write_jaeger_image(folder: Path, binary: Path, tag: str) -> Written:
+    """Jaeger v2 (the binary `make jaeger` builds) under the name the chart's Jaeger runs,
+    docker.io/jaegertracing/jaeger:<tag>, at the path of the published image, as its uid 10001.
+    Started without a configuration it runs its built-in all-in-one (in-memory storage)."""
+    files = [
+        ImageFile(binary, "/cmd/jaeger/jaeger-linux"),
+        ImageFile(
+            None,
+            "/etc/passwd",
+            0o644,
+            b"root:x:0:0:root:/root:/sbin/nologin\njaeger:x:10001:10001::/tmp:/sbin/nologin\n",
+        ),
+        ImageFile(None, "/etc/group", 0o644, b"root:x:0:\njaeger:x:10001:\n"),
+        ImageFile(None, "/tmp/.keep", 0o644),
+    ]
+    return write_image(
+        folder / "jaeger.tar",
+        f"{JAEGER_IMAGE}:{tag}",
+        files,
+        entrypoint=["/cmd/jaeger/jaeger-linux"],
+        user="10001:10001",
         compress=False,
     )
 

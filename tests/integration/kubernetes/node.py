@@ -96,6 +96,7 @@ HOST_PATHS = (
 class NodeTools:
     kubelet: Path
     kube_proxy: Path
+    kubectl: Path
     coredns: Path
     coredns_version: str
     # Kubernetes' own CoreDNS addon manifest (RBAC, ConfigMap, Deployment, Service), from the
@@ -127,6 +128,7 @@ class NodeTools:
         return cls(
             kubelet=kube_bin / "kubelet",
             kube_proxy=kube_bin / "kube-proxy",
+            kubectl=kube_bin / "kubectl",
             coredns=coredns_bin / "coredns",
             coredns_version=tools.versions["COREDNS_VERSION"],
             dns_addon=kubernetes_module / "cluster" / "addons" / "dns" / "coredns" / "coredns.yaml.base",
@@ -143,6 +145,7 @@ class NodeTools:
         paths = [
             self.kubelet,
             self.kube_proxy,
+            self.kubectl,
             self.coredns,
             self.containerd,
             self.containerd_shim,
@@ -443,7 +446,10 @@ disabled_plugins = [
             "fileCheckFrequency": "5s",
             "staticPodPath": str(self.folder / "manifests"),
             "podPidsLimit": 1024,
-            "maxPods": 20,
+            # Dapr's control plane (7 pods), the cluster DNS, the Agora chart (11 pods with
+            # Jaeger), Redis, the test's own pods and `helm test`'s, with room for a rolling
+            # update's surge.
+            "maxPods": 50,
         }
         (self.folder / "manifests").mkdir(exist_ok=True)
         path = self.folder / "kubelet.yaml"

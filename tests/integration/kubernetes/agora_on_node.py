@@ -1,0 +1,770 @@
+"""The Agora chart on the real node (node_scenario.py runs these checks after Dapr's chart is up):
+the Agora image built by deploy/image/build-from-debian.sh (deploy/image/oci-archive.sh keeps it
+as an OCI archive), Jaeger's and Redis's images written here, Redis as a pod behind the Service
+the chart's default `redis.host` names, `helm install agora --wait`, then `helm test agora`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import os
+import re
+import secrets
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import yaml
+
+from agora.core.market import TaskSpec
+from agora.harness.toolchain import Toolchain
+from tests.integration.kubernetes.control_plane import REPO, ControlPlane, Kube, KubeError, Obj
+from tests.integration.kubernetes.images import write_jaeger_image, write_redis_image
+from tests.integration.kubernetes.node import NODE_NAME, Node
+from tests.integration.kubernetes.scenario import CheckFailed, Report, expect
+
+CHART = REPO / "deploy" / "helm" / "agora"
+OCI_ARCHIVE_SCRIPT = REPO / "deploy" / "image" / "oci-archive.sh"
+NAMESPACE = "agora"
+RELEASE = "agora"
+REDIS_SERVICE = "redis-master"
+
+AGORA_INSTALL = (
+    "the Agora image built from Debian (deploy/image/build-from-debian.sh) runs the chart on the "
+    "node: `helm install agora --wait` brings every service's pod Ready, each with an injected "
+    "daprd that got its identity from sentry, beside Redis and Jaeger as pods"
+)
+HELM_TEST = (
+    "`helm test agora` passes: its pod publishes a task through the console's sidecar and sees it decided"
+)
+CLI = (
+    "the `agora` CLI run in the console pod (`kubectl exec`) publishes the example tasks, a plan "
+    "and a debate, and shows each of them decided"
+)
+TRACES = (
+    "a task published in the cluster is one trace in the chart's Jaeger pod, with the spans of "
+    "the allocator, the task board and the worker and of their sidecars"
+)
+POD_KILLS = (
+    "a pod of the task board, of the allocator and of the worker killed mid-burst of 200 tasks: "
+    "every task ends, none is decided or counted twice"
+)
+UPGRADE = (
+    "`helm upgrade` to a new image tag rolls every Deployment while a trickle of tasks flows: "
+    "every task of the trickle ends"
+)
+UNINSTALL = (
+    "`helm uninstall` leaves no pod of the release; Redis keeps the state, and a reinstall "
+    "serves the tasks decided before"
+)
+CHECKS = (AGORA_INSTALL, HELM_TEST, CLI, TRACES, POD_KILLS, UPGRADE, UNINSTALL)
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+PLAN_FINAL = {"COMPLETED", "FAILED", "ABORTED"}
+DEBATE_FINAL = {"COMPLETED", "ABORTED", "FAILED"}
+# The reference worker's sample agents (agora.worker): every outcome is counted on one of them.
+WORKER_AGENTS = ("analyst", "researcher", "scout", "writer")
+BURST = 200
+
+
+def image_archive() -> tuple[Path, str]:
+    """Where oci-archive.sh keeps the image of this tree's HEAD, and the image's name."""
+
+    def ask(flag: str) -> str:
+        done = subprocess.run(
+            [str(OCI_ARCHIVE_SCRIPT), flag], capture_output=True, text=True, timeout=60, check=True
+        )
+        return done.stdout.strip()
+
+    return Path(ask("--path")), ask("--name")
+
+
+def jaeger_tag() -> str:
+    """The tag of the Jaeger image the chart runs by default."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    return str(values["jaeger"]["image"]["tag"])
+
+
+def ready(pod: Obj) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def summary(pod: Obj) -> Obj:
+    status = pod.get("status", {})
+    return {
+        "name": pod["metadata"]["name"],
+        "phase": status.get("phase"),
+        "ready": ready(pod),
+        "containers": {
+            c["name"]: {
+                "ready": c.get("ready"),
+                "restarts": c.get("restartCount"),
+                "state": list(c.get("state", {})),
+            }
+            for c in status.get("containerStatuses") or []
+        },
+    }
+
+
+class AgoraOnNode:
+    def __init__(self, plane: ControlPlane, node: Node, report: Report) -> None:
+        self.plane = plane
+        self.node = node
+        self.report = report
+        self.kube: Kube = plane.kube
+        # The run's own random credentials, in the Secrets the chart names (existingSecret).
+        self.secret_values = {
+            "redis": {"redis-password": secrets.token_hex(24)},
+            "agora-console-api-token": {"token": secrets.token_hex(32)},
+            "agora-escalation-token": {"token": secrets.token_hex(32)},
+        }
+        self.image_name = ""
+        self._console: httpx.Client | None = None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def pods(self, selector: str = "") -> list[Obj]:
+        params = {"labelSelector": selector} if selector else {}
+        return self.kube.items(f"/api/v1/namespaces/{NAMESPACE}/pods", **params)
+
+    def log(self, pod: str, container: str, tail: int = 40) -> str:
+        response = self.kube.http.get(
+            f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log",
+            params={"container": container, "tailLines": str(tail)},
+        )
+        return response.text
+
+    def create(self, path: str, body: Obj) -> None:
+        self.kube.call("POST", path, body=body)
+
+    def release_values(self) -> list[str]:
+        repository, tag = self.image_name.rsplit(":", 1)
+        return [
+            f"image.repository={repository}",
+            f"image.tag={tag}",
+            "escalationToken.existingSecret=agora-escalation-token",
+        ]
+
+    def helm(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        return self.plane.helm(*args, "--namespace", NAMESPACE, timeout=timeout)
+
+    def failure_context(self) -> str:
+        pods = self.pods()
+        lines = [json.dumps([summary(p) for p in pods])]
+        for pod in pods:
+            if ready(pod):
+                continue
+            for container in pod["spec"]["containers"]:
+                with contextlib.suppress(Exception):
+                    lines.append(
+                        f"--- {pod['metadata']['name']}/{container['name']}\n"
+                        f"{self.log(pod['metadata']['name'], container['name'], 15)[-1500:]}"
+                    )
+        return "\n".join(lines)
+
+    # -- Redis ---------------------------------------------------------------------------------
+
+    def redis_objects(self, image: str) -> list[tuple[str, Obj]]:
+        labels = {"app.kubernetes.io/name": "redis"}
+        deployment: Obj = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": REDIS_SERVICE, "namespace": NAMESPACE},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "strategy": {"type": "Recreate"},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+                        "enableServiceLinks": False,
+                        "automountServiceAccountToken": False,
+                        "terminationGracePeriodSeconds": 10,
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 999},
+                        "containers": [
+                            {
+                                "name": "redis",
+                                "image": image,
+                                "imagePullPolicy": "Never",
+                                "env": [
+                                    {
+                                        "name": "REDIS_PASSWORD",
+                                        "valueFrom": {
+                                            "secretKeyRef": {"name": "redis", "key": "redis-password"}
+                                        },
+                                    }
+                                ],
+                                "args": [
+                                    "--port",
+                                    "6379",
+                                    "--requirepass",
+                                    "$(REDIS_PASSWORD)",
+                                    "--appendonly",
+                                    "yes",
+                                    "--save",
+                                    "",
+                                    "--dir",
+                                    "/data",
+                                ],
+                                "ports": [{"name": "redis", "containerPort": 6379}],
+                                "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 2},
+                                "resources": {
+                                    "requests": {"cpu": "50m", "memory": "64Mi"},
+                                    "limits": {"cpu": "1", "memory": "256Mi"},
+                                },
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                                "securityContext": {
+                                    "runAsNonRoot": True,
+                                    "readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                            }
+                        ],
+                        "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "256Mi"}}],
+                    },
+                },
+            },
+        }
+        service: Obj = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": REDIS_SERVICE, "namespace": NAMESPACE},
+            "spec": {"selector": labels, "ports": [{"name": "redis", "port": 6379, "targetPort": "redis"}]},
+        }
+        return [
+            (f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", deployment),
+            (f"/api/v1/namespaces/{NAMESPACE}/services", service),
+        ]
+
+    # -- the checks ----------------------------------------------------------------------------
+
+    def install(self) -> Obj:
+        started = time.monotonic()
+        archive, self.image_name = image_archive()
+        expect(
+            archive.is_file(),
+            f"{archive} is missing: `make kube-node` builds it (deploy/image/oci-archive.sh)",
+        )
+        imported = {"agora": self.node.import_image(archive)}
+        images = self.plane.workdir / "images"
+        jaeger = write_jaeger_image(images, Toolchain.from_environment().jaeger_bin / "jaeger", jaeger_tag())
+        redis = write_redis_image(images)
+        for written in (jaeger, redis):
+            imported[written.name] = self.node.import_image(written.archive)
+            written.archive.unlink()
+        listed = self.node.images()
+        expect(self.image_name in listed, f"ctr lists {listed}, not {self.image_name}")
+        seconds_to_import = round(time.monotonic() - started, 1)
+
+        self.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        for name, data in self.secret_values.items():
+            self.create(
+                f"/api/v1/namespaces/{NAMESPACE}/secrets",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "stringData": data,
+                },
+            )
+        for path, body in self.redis_objects(redis.name):
+            self.create(path, body)
+
+        installing = time.monotonic()
+        sets = [arg for value in self.release_values() for arg in ("--set", value)]
+        done = self.helm("install", RELEASE, str(CHART), *sets, "--wait", "--timeout", "12m", timeout=900)
+        if done.returncode != 0:
+            raise CheckFailed(f"helm install agora: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
+        install_seconds = round(time.monotonic() - installing, 1)
+        self.plane.timings["helm install agora --wait (node)"] = install_seconds
+
+        pods = self.pods("app.kubernetes.io/instance=agora")
+        not_ready = [summary(p) for p in pods if not ready(p)]
+        expect(pods and not not_ready, f"pods not Ready: {not_ready}")
+        sidecars: dict[str, Obj] = {}
+        for pod in pods:
+            containers = [c["name"] for c in pod["spec"]["containers"]]
+            if "daprd" not in containers:
+                continue
+            log = self.log(pod["metadata"]["name"], "daprd", tail=5000)
+            sidecars[
+                pod["metadata"]["labels"].get("app.kubernetes.io/component", pod["metadata"]["name"])
+            ] = {
+                "containers": containers,
+                # Sentry signed the workload certificate daprd's mTLS connections present.
+                "identity_from_sentry": "Security is initialized successfully" in log
+                and "workload identity expiry watcher" in log,
+            }
+        missing = [name for name, s in sidecars.items() if not s["identity_from_sentry"]]
+        expect(len(sidecars) >= 10, f"pods with a daprd: {sorted(sidecars)}")
+        expect(not missing, f"daprd without an identity from sentry: {missing}")
+        return {
+            "image": self.image_name,
+            "image_archive_mb": round(archive.stat().st_size / 2**20, 1),
+            "ctr_import": imported,
+            "seconds_to_import_images": seconds_to_import,
+            "helm_install_seconds": install_seconds,
+            "pods": [summary(p) for p in pods],
+            "sidecars": sidecars,
+        }
+
+    def helm_test(self) -> Obj:
+        started = time.monotonic()
+        pod = f"{RELEASE}-test-publish-task"
+        done = self.helm("test", RELEASE, "--timeout", "5m", timeout=400)
+        output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            # A failing test keeps its pod: its log says why.
+            log = self.kubectl("logs", pod).stdout
+            raise CheckFailed(f"helm test agora: exit {done.returncode}\n{output[-1500:]}\n{log[-2500:]}")
+        phase = re.search(r"Phase:\s+(\S+)", output)
+        expect(phase is not None and phase.group(1) == "Succeeded", f"helm test:\n{output[-1500:]}")
+        # A passing test deletes its pod, so that `helm uninstall` leaves nothing behind.
+        self.kube.wait_for(
+            "the passed test's pod deleted",
+            lambda: self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") is None,
+            timeout=60,
+        )
+        return {
+            "command": "helm test agora",
+            "seconds": round(time.monotonic() - started, 1),
+            "output": [line for line in output.splitlines() if line.startswith(("TEST SUITE", "Phase"))],
+        }
+
+    # -- the console's Dapr API, as people's tools reach it ---------------------------------------
+
+    def console(self) -> httpx.Client:
+        if self._console is None:
+            service = self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/{RELEASE}-console") or {}
+            port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "dapr-http")
+            self._console = httpx.Client(
+                base_url=f"http://{service['spec']['clusterIP']}:{port}",
+                headers={"dapr-api-token": self.secret_values["agora-console-api-token"]["token"]},
+                timeout=15,
+            )
+        return self._console
+
+    def publish(self, task_id: str) -> None:
+        spec = TaskSpec(
+            task_id=task_id,
+            description=f"Summarise this week's product launches ({task_id})",
+            required_skills=["web_search"],
+            min_success_threshold=0.2,
+        )
+        for attempt in range(8):
+            with contextlib.suppress(httpx.HTTPError):
+                answer = self.console().post(
+                    "/v1.0/publish/agora-pubsub/agora.tasks", json=spec.model_dump(mode="json")
+                )
+                if answer.is_success:
+                    return
+            time.sleep(min(0.5 * 2**attempt, 5))
+        raise CheckFailed(f"could not publish {task_id} through the console's sidecar")
+
+    def get(self, app_id: str, path: str) -> Obj | None:
+        """One read through the console's sidecar; None when the record does not exist. A service
+        that is restarting is asked again, with backoff."""
+        failure = ""
+        for attempt in range(8):
+            try:
+                answer = self.console().get(f"/v1.0/invoke/{app_id}/method/{path}")
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            else:
+                if answer.status_code == 404 and "ERR_DIRECT_INVOKE" not in answer.text:
+                    return None
+                if answer.is_success:
+                    found: Obj = answer.json()
+                    return found
+                failure = f"{answer.status_code} {answer.text[:300]}"
+            time.sleep(min(0.5 * 2**attempt, 5))
+        raise CheckFailed(f"GET {app_id} {path}: {failure}")
+
+    def terminal(self, ids: set[str]) -> set[str]:
+        done: set[str] = set()
+        for status in TERMINAL:
+            listing = self.get("taskboard", f"v1/tasks?status={status}") or {}
+            done |= set(listing.get("task_ids") or []) & ids
+        return done
+
+    def outcomes_counted(self) -> int:
+        return sum(
+            (self.get("reputation", f"v1/reputation/{a}") or {}).get("total_tasks", 0) for a in WORKER_AGENTS
+        )
+
+    def skip_waiting_escalations(self, prefix: str) -> int:
+        """A person skips every escalation of these tasks that waits (the escalation token)."""
+        page = self.get("escalation", "v1/escalations?status=WAITING_FOR_HUMAN&limit=100") or {}
+        skipped = 0
+        for record in page.get("escalations") or []:
+            if not str(record["waiting_party"]["id"]).startswith(prefix):
+                continue
+            with contextlib.suppress(httpx.HTTPError):
+                answer = self.console().post(
+                    f"/v1.0/invoke/escalation/method/v1/escalations/{record['escalation_id']}/resume",
+                    headers={"x-agora-token": self.secret_values["agora-escalation-token"]["token"]},
+                    json={
+                        "decision": {"kind": "escalation", "action": "skip"},
+                        "who": "node-test@example.com",
+                    },
+                )
+                skipped += answer.status_code == 200
+        return skipped
+
+    def wait_until_ended(self, ids: set[str], prefix: str, timeout: float) -> set[str]:
+        deadline = time.monotonic() + timeout
+        ended: set[str] = set()
+        while time.monotonic() < deadline:
+            with contextlib.suppress(CheckFailed):
+                ended = self.terminal(ids)
+                if ended == ids:
+                    return ended
+                self.skip_waiting_escalations(prefix)
+            time.sleep(1)
+        return ended
+
+    def decided_once(self, ids: set[str]) -> list[str]:
+        """Tasks whose board history holds more or fewer than one market decision."""
+        doubled = []
+        for task_id in sorted(ids):
+            record = self.get("taskboard", f"v1/tasks/{task_id}") or {}
+            decisions = [h for h in record.get("history") or [] if h["status"] in {"ALLOCATED", "REJECTED"}]
+            if len(decisions) != 1:
+                doubled.append(f"{task_id}: {[h['status'] for h in record.get('history') or []]}")
+        return doubled
+
+    def kubectl(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(self.node.tools.kubectl), "--namespace", NAMESPACE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)},
+            check=False,
+        )
+        with (self.plane.logs / "kubectl.log").open("a") as log:
+            log.write(f"$ kubectl {' '.join(args)}  # exit {done.returncode}\n")
+            log.write(f"{done.stdout[-3000:]}{done.stderr[-3000:]}\n")
+        return done
+
+    def agora_cli(self, *args: str, timeout: float = 180) -> str:
+        done = self.kubectl(
+            "exec", f"deploy/{RELEASE}-console", "-c", "console", "--", "agora", *args, timeout=timeout
+        )
+        if done.returncode != 0:
+            raise CheckFailed(
+                f"agora {' '.join(args)}: exit {done.returncode}\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
+            )
+        return done.stdout
+
+    def cli_json(self, *args: str) -> Obj:
+        found: Obj = json.loads(self.agora_cli(*args, "--json"))
+        return found
+
+    # -- the checks after the install ----------------------------------------------------------
+
+    def cli(self) -> Obj:
+        started = time.monotonic()
+        published = self.agora_cli("task", "publish", "/opt/agora/examples/tasks.yaml")
+        submitted = self.agora_cli("plan", "submit", "/opt/agora/examples/plan.yaml")
+        debate = self.agora_cli(
+            "debate", "ask", "Which storage engine suits an append-only audit log? Options: A, B",
+            "--id", "node-debate", "--no-routing", "--wait", timeout=300,
+        )  # fmt: skip
+        tasks = ("example-launches", "example-retention", "example-release-notes")
+        deadline = time.monotonic() + 240
+        shown: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            shown = {t: self.cli_json("task", "show", t).get("status", "") for t in tasks}
+            plan = self.cli_json("plan", "show", "solar-report").get("state", "")
+            ended = self.cli_json("debate", "show", "node-debate").get("state", "")
+            shown |= {"plan solar-report": plan, "debate node-debate": ended}
+            if all(shown[t] in TERMINAL for t in tasks) and plan in PLAN_FINAL and ended in DEBATE_FINAL:
+                break
+            self.skip_waiting_escalations("")
+            time.sleep(2)
+        else:
+            raise CheckFailed(f"not all ended in time: {shown}")
+        listed = self.agora_cli("task", "list", "--status", shown["example-launches"])
+        expect("example-launches" in listed, f"agora task list: {listed}")
+        return {
+            "commands": [
+                "kubectl exec deploy/agora-console -c console -- "
+                "agora task publish /opt/agora/examples/tasks.yaml",
+                "... agora plan submit /opt/agora/examples/plan.yaml",
+                "... agora debate ask '...' --id node-debate --wait",
+                "... agora task show <id> --json; agora plan show solar-report --json; "
+                "agora debate show node-debate --json",
+            ],
+            "publish_output": published.strip().splitlines()[-3:],
+            "plan_output": submitted.strip().splitlines()[-3:],
+            "debate_output": debate.strip().splitlines()[-4:],
+            "states": shown,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
+    def traces(self) -> Obj:
+        service = self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/services/{RELEASE}-jaeger") or {}
+        query = f"http://{service['spec']['clusterIP']}:16686"
+        task_id = "example-launches"
+        wanted = {"allocator", "taskboard", "worker"}
+
+        def one_trace() -> Obj | None:
+            answer = httpx.get(
+                f"{query}/api/traces",
+                params={"service": "allocator", "tags": json.dumps({"agora.task_id": task_id}), "limit": 20},
+                timeout=10,
+            )
+            for trace in answer.json().get("data") or []:
+                services: dict[str, set[str]] = {}
+                for span in trace["spans"]:
+                    process = trace["processes"][span["processID"]]
+                    tags = {t["key"]: t["value"] for t in process.get("tags", [])}
+                    origin = "app" if tags.get("service.namespace") == "agora" else "sidecar"
+                    services.setdefault(process["serviceName"], set()).add(origin)
+                if all({"app", "sidecar"} <= services.get(name, set()) for name in wanted):
+                    return {
+                        "trace_id": trace["traceID"],
+                        "spans": len(trace["spans"]),
+                        "services": {k: sorted(v) for k, v in sorted(services.items())},
+                    }
+            return None
+
+        try:
+            found: Obj = self.kube.wait_for(
+                f"the trace of {task_id} in Jaeger", one_trace, timeout=60, interval=2
+            )
+        except KubeError as exc:
+            raise CheckFailed(str(exc)) from exc
+        return {"jaeger": f"{RELEASE}-jaeger Service, port 16686", "task_id": task_id, **found}
+
+    def delete_pod_of(self, component: str) -> str:
+        pods = [
+            p
+            for p in self.pods(
+                f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
+            )
+            if "deletionTimestamp" not in p["metadata"]
+        ]
+        expect(pods, f"no pod of {component}")
+        name: str = pods[0]["metadata"]["name"]
+        # Killed, not stopped: no grace period.
+        self.kube.call(
+            "DELETE",
+            f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        )
+        return name
+
+    def pod_kills(self) -> Obj:
+        """One burst per stateful path; its pod is killed once a tenth of the burst has ended."""
+        bursts: list[Obj] = []
+        for component in ("taskboard", "allocator", "worker"):
+            prefix = f"node-burst-{component}-{uuid.uuid4().hex[:6]}-"
+            ids = {f"{prefix}{i:03d}" for i in range(BURST)}
+            counted_before = self.outcomes_counted()
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(self.publish, sorted(ids)))
+            deadline = time.monotonic() + 240
+            while len(ended_before_kill := self.terminal(ids)) < BURST // 10:
+                expect(
+                    time.monotonic() < deadline, f"a tenth of the burst did not end in 240 s ({component})"
+                )
+                time.sleep(0.2)
+            killed = self.delete_pod_of(component)
+            expect(
+                len(ended_before_kill) < BURST,
+                f"the whole burst had ended before {killed} was killed: no task was in flight",
+            )
+            ended = self.wait_until_ended(ids, prefix, timeout=420)
+            lost = sorted(ids - ended)
+            statuses = {t: (self.get("taskboard", f"v1/tasks/{t}") or {}).get("status") for t in lost[:10]}
+            expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {statuses}")
+            doubled = self.decided_once(ids)
+            expect(not doubled, f"{component} killed: decided other than once: {doubled[:10]}")
+            records = [self.get("taskboard", f"v1/tasks/{t}") or {} for t in sorted(ids)]
+            outcomes = sum(1 for record in records if record.get("outcome"))
+            # An outcome recorded on the board by a run killed before announcing it is announced
+            # on its award's redelivery, a pub/sub processing timeout (15 s) later.
+            counting = time.monotonic() + 60
+            while (counted := self.outcomes_counted() - counted_before) < outcomes:
+                if time.monotonic() > counting:
+                    break
+                time.sleep(1)
+            expect(
+                counted == outcomes,
+                f"{component} killed: reputation counted {counted} outcomes for {outcomes} on the board",
+            )
+            bursts.append(
+                {
+                    "killed": killed,
+                    "tasks_ended_when_killed": len(ended_before_kill),
+                    "tasks": BURST,
+                    "ended": len(ended),
+                    "outcomes_on_the_board": outcomes,
+                    "outcomes_counted_by_reputation": counted,
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
+            self.wait_all_ready(timeout=180)
+        return {"bursts": bursts}
+
+    def wait_all_ready(self, timeout: float) -> None:
+        def settled() -> bool:
+            pods = [
+                p
+                for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")
+                if "deletionTimestamp" not in p["metadata"]
+            ]
+            return bool(pods) and all(ready(p) for p in pods)
+
+        try:
+            self.kube.wait_for("every pod of the release Ready", settled, timeout=timeout, interval=1)
+        except KubeError as exc:
+            raise CheckFailed(f"{exc}\n{self.failure_context()}") from exc
+
+    def upgrade(self) -> Obj:
+        repository, tag = self.image_name.rsplit(":", 1)
+        new_name = f"{repository}:{tag}-next"
+        self.node.ctr("images", "tag", self.image_name, new_name)
+        before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in self.deployments()}
+        prefix = f"node-trickle-{uuid.uuid4().hex[:6]}-"
+        trickle: list[str] = []
+        stop = threading.Event()
+
+        def flow() -> None:
+            while not stop.is_set():
+                task_id = f"{prefix}{len(trickle):03d}"
+                with contextlib.suppress(CheckFailed):
+                    self.publish(task_id)
+                    trickle.append(task_id)
+                stop.wait(0.5)
+
+        flowing = threading.Thread(target=flow, name="trickle", daemon=True)
+        flowing.start()
+        started = time.monotonic()
+        try:
+            sets = [arg for value in self.release_values() for arg in ("--set", value)]
+            done = self.helm(
+                "upgrade", RELEASE, str(CHART), *sets, "--set", f"image.tag={tag}-next",
+                "--wait", "--timeout", "10m", timeout=700,
+            )  # fmt: skip
+        finally:
+            time.sleep(3)
+            stop.set()
+            flowing.join(30)
+        if done.returncode != 0:
+            raise CheckFailed(f"helm upgrade: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
+        rolled_seconds = round(time.monotonic() - started, 1)
+        deployments = self.deployments()
+        not_rolled = [
+            d["metadata"]["name"]
+            for d in deployments
+            if d["metadata"]["name"] != f"{RELEASE}-jaeger"
+            and (
+                d["metadata"]["generation"] == before.get(d["metadata"]["name"])
+                or d["spec"]["template"]["spec"]["containers"][0]["image"] != new_name
+                or d["status"].get("updatedReplicas") != d["spec"]["replicas"]
+            )
+        ]
+        expect(not not_rolled, f"Deployments not rolled to {new_name}: {not_rolled}")
+        pods = [
+            p
+            for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")
+            if "deletionTimestamp" not in p["metadata"]
+        ]
+        old = [
+            p["metadata"]["name"]
+            for p in pods
+            if any(c["image"] == self.image_name for c in p["spec"]["containers"])
+        ]
+        expect(not old, f"pods still on the old image: {old}")
+        without_sidecar = [
+            p["metadata"]["name"]
+            for p in pods
+            if "jaeger" not in p["metadata"]["name"]
+            and "daprd" not in [c["name"] for c in p["spec"]["containers"]]
+        ]
+        expect(not without_sidecar, f"pods without daprd: {without_sidecar}")
+        ids = set(trickle)
+        expect(len(ids) >= 10, f"only {len(ids)} tasks trickled in during the upgrade")
+        ended = self.wait_until_ended(ids, prefix, timeout=300)
+        expect(
+            ended == ids,
+            f"{len(ids - ended)} of {len(ids)} trickled tasks did not end: {sorted(ids - ended)[:10]}",
+        )
+        doubled = self.decided_once(ids)
+        expect(not doubled, f"decided other than once: {doubled[:10]}")
+        self.image_name = new_name
+        return {
+            "image": new_name,
+            "helm_upgrade_seconds": rolled_seconds,
+            "deployments_rolled": sorted(d["metadata"]["name"] for d in deployments),
+            "trickled_tasks": len(ids),
+            "ended": len(ended),
+        }
+
+    def deployments(self) -> list[Obj]:
+        return self.kube.items(
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
+            labelSelector=f"app.kubernetes.io/instance={RELEASE}",
+        )
+
+    def uninstall(self) -> Obj:
+        kept = "example-launches"
+        before = (self.get("taskboard", f"v1/tasks/{kept}") or {}).get("status")
+        expect(before in TERMINAL, f"{kept} is {before}")
+        started = time.monotonic()
+        done = self.helm("uninstall", RELEASE, "--wait", "--timeout", "5m", timeout=400)
+        expect(done.returncode == 0, f"helm uninstall: {done.stderr.strip()[-1500:]}")
+
+        def gone() -> bool:
+            return not self.pods(f"app.kubernetes.io/instance={RELEASE}")
+
+        try:
+            self.kube.wait_for("no pod of the release", gone, timeout=120, interval=1)
+        except KubeError as exc:
+            left = [summary(p) for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")]
+            raise CheckFailed(f"{exc}: {left}") from exc
+        uninstalled = round(time.monotonic() - started, 1)
+        redis = [p["metadata"]["name"] for p in self.pods("app.kubernetes.io/name=redis") if ready(p)]
+        expect(redis, "Redis did not stay")
+        sets = [arg for value in self.release_values() for arg in ("--set", value)]
+        done = self.helm("install", RELEASE, str(CHART), *sets, "--wait", "--timeout", "10m", timeout=700)
+        if done.returncode != 0:
+            raise CheckFailed(
+                f"helm install (again): {done.stderr.strip()[-1500:]}\n{self.failure_context()}"
+            )
+        self._console = None
+        after = (self.get("taskboard", f"v1/tasks/{kept}") or {}).get("status")
+        expect(after == before, f"{kept} was {before} before the reinstall, {after} after")
+        return {
+            "helm_uninstall_seconds": uninstalled,
+            "redis_pod": redis,
+            "reinstalled_seconds": round(time.monotonic() - started - uninstalled, 1),
+            "task_after_reinstall": {kept: after},
+        }
+
+    def run(self, needs: tuple[str, ...]) -> None:
+        self.report.run(AGORA_INSTALL, self.install, needs=needs)
+        self.report.run(HELM_TEST, self.helm_test, needs=(AGORA_INSTALL,))
+        self.report.run(CLI, self.cli, needs=(AGORA_INSTALL,))
+        self.report.run(TRACES, self.traces, needs=(CLI,))
+        self.report.run(POD_KILLS, self.pod_kills, needs=(AGORA_INSTALL,))
+        self.report.run(UPGRADE, self.upgrade, needs=(AGORA_INSTALL,))
+        self.report.run(UNINSTALL, self.uninstall, needs=(CLI,))
+        if self._console is not None:
+            self._console.close()
+
+
+__all__ = ["CHECKS", "AgoraOnNode", "KubeError", "image_archive"]
