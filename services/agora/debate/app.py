@@ -19,6 +19,7 @@ from agora.core.debate.record import (
     DebateList,
     DebateRecord,
     DebateState,
+    new_debate_record,
 )
 from agora.core.debate.request import DebateId, DebateRequest, DebateSubmission, submission_of
 from agora.core.errors import NotFound, conflict_between
@@ -142,9 +143,15 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
         @app.get("/v1/debates/{debate_id}", response_model=DebateRecord)
         async def show(debate_id: PathId) -> DebateRecord:
             found = await debates.get(debate_id)
-            if found is None:
+            if found is not None:
+                return found
+            starting = await host.starting(debate_id, DebateStart)
+            if starting is None:
                 raise NotFound(f"no debate {debate_id}", debate_id=debate_id)
-            return found
+            begin, scheduled_at = starting
+            return new_debate_record(begin.request, scheduled_at).model_copy(
+                update={"traceparent": begin.traceparent}
+            )
 
         @app.get("/v1/debates", response_model=DebateList)
         async def list_debates(

@@ -21,7 +21,7 @@ from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved
-from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState
+from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState, new_record
 from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
 from agora.core.plans.run import given_plan
 from agora.core.plans.workflow import PlanDecision
@@ -133,9 +133,15 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         @app.get("/v1/plans/{plan_id}", response_model=PlanRecord)
         async def show(plan_id: PathId) -> PlanRecord:
             found = await plans.get(plan_id)
-            if found is None:
+            if found is not None:
+                return found
+            starting = await host.starting(plan_id, PlanStart)
+            if starting is None:
                 raise NotFound(f"no plan {plan_id}", plan_id=plan_id)
-            return found
+            begin, scheduled_at = starting
+            return new_record(begin.request, scheduled_at).model_copy(
+                update={"traceparent": begin.traceparent}
+            )
 
         @app.get("/v1/plans", response_model=PlanList)
         async def list_plans(

@@ -227,6 +227,22 @@ class WorkflowHost:
             await self.client.raise_workflow_event(instance_id, WAKE_EVENT, data=None)
         return True
 
+    async def starting(self, instance_id: str, model: type[M]) -> tuple[M, datetime] | None:
+        """The input of an instance that is scheduled or running, and when it was scheduled;
+        None when there is no such instance or it has ended. A run's record is saved by its
+        first step, so a run scheduled a moment ago has none yet: its reader shows it as just
+        started instead of unknown."""
+        state = await self.client.get_workflow_state(instance_id, fetch_payloads=True)
+        if (
+            state is None
+            or state.serialized_input is None
+            or state.runtime_status not in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING)
+        ):
+            return None
+        created: datetime = state.created_at
+        scheduled_at = created if created.tzinfo is not None else created.replace(tzinfo=UTC)
+        return model.model_validate_json(state.serialized_input), scheduled_at
+
     async def input_of(self, instance_id: str, model: type[M]) -> M | None:
         """The input an existing instance was scheduled with (None: no such instance)."""
         state = await self.client.get_workflow_state(instance_id, fetch_payloads=True)

@@ -569,6 +569,8 @@ class AgoraOnNode:
         """One burst per stateful path; its pod is killed once a tenth of the burst has ended."""
         bursts: list[Obj] = []
         for component in ("taskboard", "allocator", "worker"):
+            # The reputation counts every task's outcome: nothing else may be in flight.
+            self.wait_quiet(timeout=240)
             prefix = f"node-burst-{component}-{uuid.uuid4().hex[:6]}-"
             ids = {f"{prefix}{i:03d}" for i in range(BURST)}
             counted_before = self.outcomes_counted()
@@ -618,6 +620,26 @@ class AgoraOnNode:
             )
             self.wait_all_ready(timeout=180)
         return {"bursts": bursts}
+
+    def wait_quiet(self, timeout: float) -> None:
+        """Until no task has waited for a decision or an outcome for three seconds running."""
+        deadline = time.monotonic() + timeout
+        quiet_since: float | None = None
+        busy: list[str] = []
+        while time.monotonic() < deadline:
+            busy = []
+            for status in ("PENDING", "BIDDING", "ALLOCATED"):
+                listing = self.get("taskboard", f"v1/tasks?status={status}") or {}
+                busy += listing.get("task_ids") or []
+            if busy:
+                quiet_since = None
+                self.skip_waiting_escalations("")
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= 3:
+                return
+            time.sleep(0.5)
+        raise CheckFailed(f"tasks still in flight after {timeout:.0f} s: {busy[:10]}")
 
     def wait_all_ready(self, timeout: float) -> None:
         def settled() -> bool:
