@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -613,6 +614,7 @@ class AgoraOnNode:
                     "tasks_ended_when_killed": len(ended_before_kill),
                     "tasks": BURST,
                     "ended": len(ended),
+                    "statuses": dict(Counter(str(record.get("status")) for record in records)),
                     "outcomes_on_the_board": outcomes,
                     "outcomes_counted_by_reputation": counted,
                     "seconds": round(time.monotonic() - started, 1),
