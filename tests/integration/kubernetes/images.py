@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from agora.harness.toolchain import cache_root, pinned_versions
 from tests.integration.kubernetes.oci import ImageFile, Written, write_image
@@ -84,6 +85,37 @@ def shared_libraries(binary: Path) -> list[Path]:
     return found
 
 
+def user_files(user: str, uid: int, home: str) -> list[ImageFile]:
+    """/etc/passwd and /etc/group naming root and `user` (uid = gid), and its home folder."""
+    passwd = f"root:x:0:0:root:/root:/sbin/nologin\n{user}:x:{uid}:{uid}::{home}:/sbin/nologin\n"
+    return [
+        ImageFile(None, "/etc/passwd", 0o644, passwd.encode()),
+        ImageFile(None, "/etc/group", 0o644, f"root:x:0:\n{user}:x:{uid}:\n".encode()),
+        ImageFile(None, f"{home}/.keep", 0o644),
+    ]
+
+
+def redis_container(image: str, args: list[str], resources: dict[str, Any]) -> dict[str, Any]:
+    """Redis's container as the node runs it: uid 999 from the image, a read-only root and
+    no capabilities, its data on the volume `data`, Ready once it takes connections."""
+    return {
+        "name": "redis",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "args": args,
+        "ports": [{"name": "redis", "containerPort": 6379}],
+        "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 2},
+        "resources": resources,
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
 def write_redis_image(folder: Path, server: Path | None = None) -> Written:
     """Debian's redis-server (the one `make redis` installs) with its shared libraries, as
     agora.local/redis:<version>, run by default as uid 999 (the redis user of Redis's own images).
@@ -99,16 +131,7 @@ def write_redis_image(folder: Path, server: Path | None = None) -> Written:
         raise RuntimeError(f"redis-server --version: {version!r}")
     files = [ImageFile(binary, "/usr/bin/redis-server")]
     files += [ImageFile(Path(os.path.realpath(lib)), str(lib)) for lib in shared_libraries(binary)]
-    files += [
-        ImageFile(
-            None,
-            "/etc/passwd",
-            0o644,
-            b"root:x:0:0:root:/root:/sbin/nologin\nredis:x:999:999::/data:/sbin/nologin\n",
-        ),
-        ImageFile(None, "/etc/group", 0o644, b"root:x:0:\nredis:x:999:\n"),
-        ImageFile(None, "/data/.keep", 0o644),
-    ]
+    files += user_files("redis", 999, "/data")
     return write_image(
         folder / "redis.tar",
         f"{REDIS_IMAGE}:{match.group(1)}",
@@ -145,17 +168,7 @@ def write_jaeger_image(folder: Path, binary: Path, tag: str) -> Written:
     """Jaeger v2 (the binary `make jaeger` builds) under the name the chart's Jaeger runs,
     docker.io/jaegertracing/jaeger:<tag>, at the path of the published image, as its uid 10001.
     Started without a configuration it runs its built-in all-in-one (in-memory storage)."""
-    files = [
-        ImageFile(binary, "/cmd/jaeger/jaeger-linux"),
-        ImageFile(
-            None,
-            "/etc/passwd",
-            0o644,
-            b"root:x:0:0:root:/root:/sbin/nologin\njaeger:x:10001:10001::/tmp:/sbin/nologin\n",
-        ),
-        ImageFile(None, "/etc/group", 0o644, b"root:x:0:\njaeger:x:10001:\n"),
-        ImageFile(None, "/tmp/.keep", 0o644),
-    ]
+    files = [ImageFile(binary, "/cmd/jaeger/jaeger-linux"), *user_files("jaeger", 10001, "/tmp")]
     return write_image(
         folder / "jaeger.tar",
         f"{JAEGER_IMAGE}:{tag}",

@@ -48,6 +48,7 @@ from tests.integration.kubernetes.control_plane import (
 from tests.integration.kubernetes.images import (
     DAPR_BINARIES,
     dapr_image_name,
+    redis_container,
     write_coredns_image,
     write_dapr_image,
     write_redis_image,
@@ -681,11 +682,9 @@ class NodeScenario:
                 "terminationGracePeriodSeconds": 10,
                 "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 999},
                 "containers": [
-                    {
-                        "name": "redis",
-                        "image": image,
-                        "imagePullPolicy": "Never",
-                        "args": [
+                    redis_container(
+                        image,
+                        [
                             "--port",
                             "6379",
                             "--save",
@@ -697,17 +696,8 @@ class NodeScenario:
                             "--dir",
                             "/data",
                         ],
-                        "ports": [{"name": "redis", "containerPort": 6379}],
-                        "readinessProbe": {"tcpSocket": {"port": 6379}, "periodSeconds": 2},
-                        "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}},
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "readOnlyRootFilesystem": True,
-                            "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                    }
+                        {"limits": {"cpu": "500m", "memory": "128Mi"}},
+                    )
                 ],
                 "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "64Mi"}}],
             },
@@ -788,9 +778,18 @@ class NodeScenario:
         values_file = self.plane.workdir / "dapr-node-values.yaml"
         values_file.write_text(yaml.safe_dump(values))
         done = self.plane.helm(
-            "install", "dapr", str(self.plane.tools.dapr_chart), "--namespace", "dapr-system",
-            "--create-namespace", "--values", str(values_file), "--wait", "--timeout", "5m",
-        )  # fmt: skip
+            "install",
+            "dapr",
+            str(self.plane.tools.dapr_chart),
+            "--namespace",
+            "dapr-system",
+            "--create-namespace",
+            "--values",
+            str(values_file),
+            "--wait",
+            "--timeout",
+            "5m",
+        )
         if done.returncode != 0:
             pods = self.kube.items("/api/v1/namespaces/dapr-system/pods")
             raise CheckFailed(

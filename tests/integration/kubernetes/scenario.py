@@ -187,18 +187,23 @@ def arg_value(args: list[str], flag: str) -> str | None:
     return None
 
 
+def chart_secrets() -> dict[str, dict[str, str]]:
+    """The run's own random credentials, in the Secrets the chart names (existingSecret), by
+    Secret and key."""
+    return {
+        "redis": {"redis-password": secrets.token_hex(24)},
+        "agora-console-api-token": {"token": secrets.token_hex(32)},
+        "agora-escalation-token": {"token": secrets.token_hex(32)},
+    }
+
+
 class Scenario:
     def __init__(self, plane: ControlPlane, dapr: Dapr, report: Report) -> None:
         self.plane = plane
         self.dapr = dapr
         self.report = report
         self.kube: Kube = plane.kube
-        # The test's own random credentials, in the Secrets the chart names (existingSecret).
-        self.secret_values = {
-            "redis": {"redis-password": secrets.token_hex(24)},
-            "agora-console-api-token": {"token": secrets.token_hex(32)},
-            "agora-escalation-token": {"token": secrets.token_hex(32)},
-        }
+        self.secret_values = chart_secrets()
         self.install_sets = [
             "escalationToken.existingSecret=agora-escalation-token",
             # An agent app beside the services: its Deployment, injection, Configuration and

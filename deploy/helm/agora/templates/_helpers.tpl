@@ -452,15 +452,17 @@ seccompProfile:
 
 {{/*
 An in-container probe of one of the app's routes (the app listens on 127.0.0.1, which the
-kubelet's HTTP probes cannot reach). Exits non-zero unless the route answers 2xx.
+kubelet's HTTP probes cannot reach). Exits non-zero unless the route answers 2xx. bash's own
+/dev/tcp speaks the HTTP/1.0 request: a probe costs about 2 ms of CPU, where starting Python for
+it cost about 70 ms (ten pods probed every few seconds kept a fifth of a core busy when idle).
 Call with (dict "root" $ "path" "/healthz" "probe" <probe values>).
 */}}
 {{- define "agora.probe" -}}
 exec:
   command:
-    - python
+    - bash
     - -c
-    - {{ printf "import urllib.request; urllib.request.urlopen('http://127.0.0.1:%v%s', timeout=%v)" .root.Values.app.port .path (sub .probe.timeoutSeconds 1 | max 1) | quote }}
+    - {{ printf "exec 3<>/dev/tcp/127.0.0.1/%v && printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 && IFS= read -r -t %v status <&3 && [[ $status == HTTP/1.?' 2'* ]]" (toString .root.Values.app.port) .path (sub .probe.timeoutSeconds 1 | max 1) | quote }}
 periodSeconds: {{ .probe.periodSeconds }}
 timeoutSeconds: {{ .probe.timeoutSeconds }}
 failureThreshold: {{ .probe.failureThreshold }}
