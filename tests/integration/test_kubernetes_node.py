@@ -52,8 +52,9 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = float(os.environ.get("AGORA_KUBE_NODE_TEST_TIMEOUT", "1500"))
 _TOOLS = KubeTools.from_environment()
 MISSING = _TOOLS.missing() + NodeTools.from_environment(_TOOLS).missing()
-if not image_archive()[0].is_file():
-    MISSING.append(f"the Agora image's OCI archive {image_archive()[0]}")
+_ARCHIVE, _ = image_archive()
+if not _ARCHIVE.is_file():
+    MISSING.append(f"the Agora image's OCI archive {_ARCHIVE}")
 
 pytestmark = [
     pytest.mark.integration,
