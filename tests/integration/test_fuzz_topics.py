@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from agora.core.contracts import OutcomeReport
 from agora.core.debate.request import DebateRequest
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
@@ -59,6 +60,10 @@ VALID: dict[str, dict[str, Any]] = {
                                 "awarded_at": "2026-01-01T12:00:00Z", "lapsed_at": "2026-01-01T12:00:30Z"},
     "agora.task.outcome": {"task_id": "fuzz", "agent_id": "researcher", "actual_success": True,
                            "actual_cost_usd": 0.1, "actual_steps": 1, "award_token": "t" * 32},
+    "agora.task.outcome.recorded": {"outcome": {"task_id": "fuzz", "agent_id": "fuzz-agent",
+                                                "actual_success": True, "actual_cost_usd": 0.1,
+                                                "actual_steps": 1},
+                                    "counts_as_success": True},
     "agora.escalation.resolved": {"escalation_id": "fuzz", "waiting_party": {"kind": "task", "id": "fuzz"},
                                   "decision": {"kind": "escalation", "action": "skip"},
                                   "decided_by": "mallory", "status": "RESOLVED"},
@@ -73,6 +78,7 @@ CONTRACTS: dict[str, TypeAdapter[Any]] = {
     "agora.task.rejected": TypeAdapter(TaskRejected),
     "agora.task.award_lapsed": TypeAdapter(AwardLapsed),
     "agora.task.outcome": TypeAdapter(TaskOutcome),
+    "agora.task.outcome.recorded": TypeAdapter(OutcomeReport),
     "agora.escalation.resolved": TypeAdapter(EscalationResolved),
     "agora.escalation.outcome": TypeAdapter(EscalationOutcome),
 }
@@ -92,6 +98,7 @@ PUBLISHER = {
     "agora.task.rejected": "taskboard",
     "agora.task.award_lapsed": "taskboard",
     "agora.task.outcome": "worker",
+    "agora.task.outcome.recorded": "taskboard",
     "agora.escalation.resolved": "escalation",
     "agora.escalation.outcome": "uncertainty",
 }

@@ -256,8 +256,11 @@ def test_a_forged_outcome_is_refused_and_counts_nowhere(default_cluster: LocalCl
     assert reputation_total(default_cluster, ghost) == 0
 
 
-def test_only_workers_may_publish_outcomes(redis_cluster: LocalCluster) -> None:
+def test_only_workers_may_report_outcomes_and_only_the_board_may_announce_recorded_ones(
+    redis_cluster: LocalCluster,
+) -> None:
     [recorder] = replicas_of(redis_cluster, "recorder")
+    [worker] = replicas_of(redis_cluster, "worker")
     outcome = {
         "task_id": "any",
         "agent_id": "any",
@@ -267,6 +270,12 @@ def test_only_workers_may_publish_outcomes(redis_cluster: LocalCluster) -> None:
     }
     with pytest.raises(httpx.HTTPStatusError) as refused:
         publish_event(recorder.dapr_http, "agora.task.outcome", outcome)
+    assert refused.value.response.status_code == 403
+    # The reputation and waiting plans trust this topic: a worker cannot forge the board's word.
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        publish_event(
+            worker.dapr_http, "agora.task.outcome.recorded", {"outcome": outcome, "counts_as_success": True}
+        )
     assert refused.value.response.status_code == 403
 
 

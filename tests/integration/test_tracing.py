@@ -178,7 +178,12 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         by_name: dict[str, list[Span]] = {}
         for span in spans:
             by_name.setdefault(span["operationName"], []).append(span)
-        for name in ("market.allocate", "market.award", "agent.execute", "process agora.task.outcome"):
+        for name in (
+            "market.allocate",
+            "market.award",
+            "agent.execute",
+            "process agora.task.outcome.recorded",
+        ):
             assert name in by_name, f"{name} not in the trace yet"
 
         def only(name: str) -> Span:
@@ -304,7 +309,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
                 "market.allocate",
                 "agent.execute",
                 "escalation.resolve",
-                "process agora.task.outcome",
+                "process agora.task.outcome.recorded",
             ):
                 assert name in names, f"{name} not in the task's trace yet"
             return True

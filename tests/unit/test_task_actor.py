@@ -8,6 +8,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import pytest
 from pydantic import BaseModel
 
 from agora.core.contracts import OutcomeReport, OutcomeReports
@@ -170,6 +171,50 @@ async def test_an_award_is_verified_without_a_change_and_its_outcome_acknowledge
     assert done.status is AllocationStatus.COMPLETED and done.awards[-1].acknowledged_at is not None
     # Out of the watch with the outcome: its window's end finds nothing to do.
     assert await watched(actor) == [] and actor.state.award_watch is None
+
+
+class FailingOncePublisher(RecordingPublisher):
+    """Its first publish of `topic` fails, as a sidecar that lost the broker would."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__()
+        self.failing = topic
+
+    async def publish(
+        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+    ) -> str:
+        if channel.name == self.failing:
+            self.failing = ""
+            raise ConnectionError("broker unreachable")
+        return await super().publish(channel, payload, message_id=message_id)
+
+
+async def test_the_board_announces_the_outcome_it_records_and_again_when_the_call_is_retried() -> None:
+    publisher = FailingOncePublisher(Topic.TASK_OUTCOME_RECORDED)
+    actor = await awarded_over_a_second_bid(publisher)
+    outcome = done_by("a1", 0.1).model_copy(update={"award_token": actor.state.award_token})
+
+    with pytest.raises(ConnectionError):  # the publish failed after the commit: the caller retries
+        await actor.mark_outcome(outcome)
+    assert actor.state.record is not None and actor.state.record.outcome == outcome
+    assert [t for t, _, _ in publisher.sent] == [Topic.TASK_AWARDED]
+
+    done = record_of(await actor.mark_outcome(outcome))
+    assert done.status is AllocationStatus.COMPLETED
+    [(topic, report, message_id)] = publisher.sent[1:]
+    assert topic == Topic.TASK_OUTCOME_RECORDED and message_id == "outcome:t1"
+    assert report == OutcomeReport(
+        outcome=outcome, counts_as_success=True, winning_bid=done.allocation and done.allocation.winning_bid
+    )
+    assert report.winning_bid is not None and report.winning_bid.agent_id == "a1"
+
+    record_of(await actor.mark_outcome(outcome))  # a redelivered report: announced again, taken once
+    assert len(publisher.sent) == 3
+    other = answer_of(
+        await actor.mark_outcome(done_by("a1", 0.2).model_copy(update={"award_token": "y" * 24}))
+    )
+    assert other.error is not None and other.error.error == "AWARD_NOT_HELD"
+    assert len(publisher.sent) == 3  # a refused outcome is not announced
 
 
 async def test_an_unacknowledged_award_passes_to_the_next_best_bid_when_its_window_closes(

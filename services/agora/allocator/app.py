@@ -59,6 +59,9 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
         # task's outcome once: redeliveries are recognised there.
         ctx.subscriptions.subscribe(topics.TASKS, allocator.on_task, idempotent=True)
         ctx.subscriptions.subscribe(topics.TASK_OUTCOME, allocator.on_outcome, idempotent=True)
+        ctx.subscriptions.subscribe(
+            topics.TASK_OUTCOME_RECORDED, allocator.on_outcome_recorded, idempotent=True
+        )
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]

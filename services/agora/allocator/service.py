@@ -32,7 +32,7 @@ from agora.core.messages import TaskDecision
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
-from agora.core.task_lifecycle import TaskRecord, counts_as_success
+from agora.core.task_lifecycle import TaskRecord
 from agora.llm import ChatMessage, ModelClient, complete_json
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import (
@@ -379,25 +379,19 @@ class MarketAllocator:
         return answer.agents, answer.filtered_out
 
     async def on_outcome(self, outcome: TaskOutcome) -> None:
-        """An outcome updates the board, then the agent's reputation (both idempotent). An
-        outcome its runtime recorded on the board before announcing it (as the SDK's runtime
-        does) is only checked against the board's record; one the board does not hold yet is
-        recorded (or refused, with the board's reason)."""
-        board = self._tasks(outcome.task_id)
+        """An outcome an agent's runtime reports without recording it on the board itself (a
+        runtime that only publishes, as the Go example): recorded there (or refused, with the
+        board's reason). The board announces what it records (`on_outcome_recorded`)."""
         try:
-            record = await board.get_task()
-            if record.outcome != outcome:
-                record = await board.mark_outcome(outcome)
+            await self._tasks(outcome.task_id).mark_outcome(outcome)
         except AgoraError as exc:
             if not exc.permanent:
                 raise  # the board or its store is away: the delivery is retried
             raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        allocation = record.allocation
-        report = OutcomeReport(
-            outcome=outcome,
-            counts_as_success=counts_as_success(record.spec, outcome),
-            winning_bid=allocation.winning_bid if allocation else None,
-        )
+
+    async def on_outcome_recorded(self, report: OutcomeReport) -> None:
+        """The board recorded an outcome: the agent's reputation learns it (once per task). Only
+        the board publishes this topic, and it does so from the record it just committed."""
         await self._reputation_writes.apply(report)
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:

@@ -39,7 +39,12 @@ class Topic(StrEnum):
     """An award's acknowledgment window closed unacknowledged (`AwardLapsed`); the registry
     suspends the agent from bidding for a while."""
     TASK_OUTCOME = "agora.task.outcome"
-    """A worker finished a task (`TaskOutcome`); board and reputation learn from it."""
+    """An agent's runtime reports a finished task (`TaskOutcome`) it has not recorded on the
+    board itself; the allocator records it there."""
+    TASK_OUTCOME_RECORDED = "agora.task.outcome.recorded"
+    """The task board recorded a task's outcome (`OutcomeReport`: the outcome, whether it
+    counts as a success, the winning bid); published only by the board, in the turn that
+    records it, so the reputation and whoever waits for the task learn it from the source."""
     ESCALATION_RESOLVED = "agora.escalation.resolved"
     """A parked escalation got its decision (`EscalationResolved`); the waiting party continues."""
     ESCALATION_OUTCOME = "agora.escalation.outcome"

@@ -127,7 +127,9 @@ CONTRACTS: dict[str, Contract] = {
     "deregistered": Contract(Deregistered, "answer of `DELETE /v1/agents/{id}`"),
     "task_record": Contract(TaskRecord, "answer of `GET /v1/tasks/{id}` (task board); `Task` actor results"),
     "task_list": Contract(TaskList, "answer of `GET /v1/tasks?status=`"),
-    "outcome_report": Contract(OutcomeReport, "`Reputation` actor `apply_outcome`"),
+    "outcome_report": Contract(
+        OutcomeReport, "topic `agora.task.outcome.recorded`; `Reputation` actor `apply_outcome`"
+    ),
     "outcome_reports": Contract(OutcomeReports, "`Reputation` actor `apply_outcomes`"),
     "escalation_resume_request": Contract(ResumeRequest, "`POST /v1/escalations/{id}/resume` body"),
     "escalation_decision": Contract(Decision, "`Escalation` actor `resolve`"),

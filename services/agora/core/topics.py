@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
+from agora.core.contracts import OutcomeReport
 from agora.core.debate.record import DebateCompleted
 from agora.core.debate.request import DebateRequest
 from agora.core.market import TaskOutcome, TaskSpec
@@ -49,6 +50,7 @@ __all__ = [
     "TASK_AWARDED",
     "TASK_AWARD_LAPSED",
     "TASK_OUTCOME",
+    "TASK_OUTCOME_RECORDED",
     "TASK_REJECTED",
     "Channel",
     "channel",
@@ -84,6 +86,7 @@ TASK_AWARDED = channel(Topic.TASK_AWARDED, TaskAwarded)
 TASK_REJECTED = channel(Topic.TASK_REJECTED, TaskRejected)
 TASK_AWARD_LAPSED = channel(Topic.TASK_AWARD_LAPSED, AwardLapsed)
 TASK_OUTCOME = channel(Topic.TASK_OUTCOME, TaskOutcome)
+TASK_OUTCOME_RECORDED = channel(Topic.TASK_OUTCOME_RECORDED, OutcomeReport)
 ESCALATION_RESOLVED = channel(Topic.ESCALATION_RESOLVED, EscalationResolved)
 ESCALATION_OUTCOME = channel(Topic.ESCALATION_OUTCOME, EscalationOutcome)
 PLANS = channel(Topic.PLANS, PlanRequest)
@@ -101,6 +104,7 @@ EVERY_CHANNEL: tuple[Channel[Any], ...] = (
     TASK_REJECTED,
     TASK_AWARD_LAPSED,
     TASK_OUTCOME,
+    TASK_OUTCOME_RECORDED,
     ESCALATION_RESOLVED,
     ESCALATION_OUTCOME,
     PLANS,

@@ -1,10 +1,11 @@
 """Passes a market task's end to the workflow that posted the task and waits for it (a plan's
 subgoal, a graph's market node), as the external event its `TaskLink` names.
 
-Each signal changes nothing until the task board agrees: an outcome is recorded on the `Task`
-actor first (which checks the award token; recording the same outcome again is a no-op), a
-rejection must be what the board holds, a lapsed award must be borne out by the task's record
-and end the task. Only tasks with a link are this app's to pass on; the others are ignored.
+Each signal changes nothing until the task board agrees: an outcome is heard from the board
+itself (`agora.task.outcome.recorded`, which only the board may publish, in the turn that
+records it), a rejection must be what the board holds, a lapsed award must be borne out by the
+task's record and end the task. Only tasks with a link are this app's to pass on; the others
+are ignored.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from agora.core import topics
-from agora.core.errors import AgoraError, NotFound
-from agora.core.market import AllocationStatus, TaskOutcome
+from agora.core.contracts import OutcomeReport
+from agora.core.errors import NotFound
+from agora.core.market import AllocationStatus
 from agora.core.messages import AwardLapsed, TaskRejected
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.task_waits import TaskEnded, TaskLink
@@ -47,7 +49,7 @@ class TaskEndRelay:
         self._raise = raise_event
 
     def subscribe(self, subscriptions: Subscriptions) -> None:
-        subscriptions.subscribe(topics.TASK_OUTCOME, self.on_outcome, idempotent=True)
+        subscriptions.subscribe(topics.TASK_OUTCOME_RECORDED, self.on_outcome_recorded, idempotent=True)
         subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True)
         subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True)
 
@@ -55,17 +57,12 @@ class TaskEndRelay:
         """Note which workflow waits for the task (before the task is posted)."""
         await self._links.save(link.task_id, link)
 
-    async def on_outcome(self, outcome: TaskOutcome) -> None:
+    async def on_outcome_recorded(self, report: OutcomeReport) -> None:
+        outcome = report.outcome
         link = await self._link_reads.get(outcome.task_id)
         if link is None:
             return
-        try:
-            record = await self._tasks(outcome.task_id).mark_outcome(outcome)
-        except AgoraError as exc:
-            if not exc.permanent:
-                raise
-            raise RejectMessage(f"{exc.code}: {exc.message}") from exc
-        await self._ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=record.outcome))
+        await self._ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=outcome))
 
     async def end_on_board(self, task_id: str) -> TaskEnded | None:
         return await end_on_board(self._tasks, task_id)

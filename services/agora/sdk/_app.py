@@ -45,6 +45,7 @@ from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
     AwardAcknowledgement,
+    DeadLetter,
     EscalationResolved,
     HandOver,
     TaskAwarded,
@@ -555,20 +556,30 @@ def agent_app_module(
             return progress.model_copy(update={"reported": True})
 
         async def report(report: AgentRunReport) -> None:
-            """The outcome on the board first (it acknowledges the award, within its window),
-            then announced to the outcome's subscribers."""
+            """The outcome on the board (it acknowledges the award, within its window), which
+            announces what it records. One the board refuses goes to the dead-letter topic
+            with the board's reason, so the refusal is seen, not only logged here."""
             outcome = report.outcome
             with step_span("agent.report", report.traceparent, {"task_id": outcome.task_id}):
-                # A refused outcome is announced all the same: its subscribers refuse it with
-                # the board's reason, so the refusal is in the dead-letter topic, not only here.
-                await _unless_refused(
-                    tasks(outcome.task_id).mark_outcome(outcome),
-                    "the board refused a run's outcome",
-                    {"task_id": outcome.task_id, "agent_id": outcome.agent_id},
-                )
-                await ctx.publisher.publish(
-                    topics.TASK_OUTCOME, outcome, message_id=f"outcome:{outcome.task_id}"
-                )
+                try:
+                    await tasks(outcome.task_id).mark_outcome(outcome)
+                except AgoraError as exc:
+                    if not exc.permanent:
+                        raise
+                    reason = f"{exc.code}: {exc.message}"
+                    log.warning(
+                        "the board refused a run's outcome",
+                        extra={"task_id": outcome.task_id, "agent_id": outcome.agent_id, "reason": reason},
+                    )
+                    await ctx.publisher.dead_letter(
+                        DeadLetter(
+                            topic=topics.TASK_OUTCOME.name,
+                            message_id=f"outcome:{outcome.task_id}",
+                            subscriber=settings.app_id,
+                            reason=f"the task board refused the outcome: {reason}",
+                            payload=outcome.model_dump(mode="json"),
+                        )
+                    )
 
         host.activity(EXECUTE, AgentRunStart, execute)
         host.activity(RESUME, AgentRunDecision, resume)
@@ -620,14 +631,12 @@ def agent_app_module(
             if board.spec != award.spec or winning != award.bid:
                 raise RejectMessage(f"award for {award.task_id} does not match the task board's record")
             if board.outcome is not None:
-                # A redelivery of an award whose task is done. Its run may have stopped between
-                # recording the outcome and announcing it (the award is acknowledged by the
-                # outcome, so its delivery is retried): announce it again. Its subscribers take
-                # each task's outcome once.
+                # A redelivery of an award whose task is done: nothing to run. The board
+                # announced the outcome as it recorded it, unless it went down in between and its
+                # reporter too; recording the same outcome again has the board announce it again
+                # (its subscribers take each task's outcome once).
                 if board.outcome.agent_id == award.agent_id:
-                    await ctx.publisher.publish(
-                        topics.TASK_OUTCOME, board.outcome, message_id=f"outcome:{award.task_id}"
-                    )
+                    await report(AgentRunReport(outcome=board.outcome, traceparent=current_traceparent()))
                 return
             start = AgentRunStart(
                 award=award,

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
+from agora.core.contracts import OutcomeReport
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -218,6 +219,11 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
 
     @actor_endpoint
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:
+        """Record the outcome (the award's holder only, once), then announce it on
+        `agora.task.outcome.recorded`. Recording the same outcome again announces it again: a
+        caller whose call failed after the commit retries, and its subscribers take each
+        task's outcome once. So an outcome on the board is announced however its reporter
+        fares after the call."""
         record = self._record()
         if record.outcome is None or record.outcome != outcome:
             self._check_token(outcome.agent_id, outcome.award_token)
@@ -226,7 +232,21 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             # An outcome acknowledges the award: out of the watch with the same index write.
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
-        return await self._save(ended)
+        ended = await self._save(ended)
+        await self._announce_outcome(ended, outcome)
+        return ended
+
+    async def _announce_outcome(self, record: TaskRecord, outcome: TaskOutcome) -> None:
+        allocation = record.allocation
+        await self.deps.publisher.publish(
+            topics.TASK_OUTCOME_RECORDED,
+            OutcomeReport(
+                outcome=outcome,
+                counts_as_success=lifecycle.counts_as_success(record.spec, outcome),
+                winning_bid=allocation.winning_bid if allocation else None,
+            ),
+            message_id=f"outcome:{record.task_id}",
+        )
 
     @actor_endpoint
     async def hand_over(self, hand_over: HandOver) -> TaskRecord:
