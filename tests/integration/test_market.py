@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 import uuid
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -270,3 +272,47 @@ async def test_a_repeated_post_restores_a_task_missing_from_its_status_listing(
         assert spec["task_id"] in pending()
     finally:
         await sidecar.aclose()
+
+
+def redis_command(cluster: LocalCluster, *words: str) -> bytes:
+    """One command to the cluster's Redis, its raw RESP answer (the test reads TTLs and keys)."""
+    assert cluster.redis_port is not None
+    with socket.create_connection(("127.0.0.1", cluster.redis_port), timeout=10) as conn:
+        conn.sendall(
+            b"".join([f"*{len(words)}\r\n".encode(), *(f"${len(w)}\r\n{w}\r\n".encode() for w in words)])
+        )
+        answer = b""
+        while not answer.endswith(b"\r\n"):
+            answer += conn.recv(65536)
+        return answer
+
+
+def redis_ttl(cluster: LocalCluster, key: str) -> int:
+    return int(redis_command(cluster, "TTL", key).strip().lstrip(b":"))
+
+
+def test_a_finished_task_and_its_listing_expire_by_a_state_ttl_with_no_reminder(
+    redis_cluster: LocalCluster,
+) -> None:
+    """Dapr keeps a finished task's record for the retention by a state TTL on the actor's state
+    (the `ActorStateTTL` feature) and its status listing by one on the listing of the period
+    it ended in; its listing under that status is read through the board's API."""
+    [console] = replicas_of(redis_cluster, "console")
+    spec = task()
+    publish_task(console, spec)
+    record = settled(redis_cluster, spec["task_id"])
+    retention = 7 * 24 * 3600  # AGORA_RETENTION_SECONDS's default
+
+    record_ttl = redis_ttl(redis_cluster, f"taskboard||Task||{spec['task_id']}||state")
+    assert retention - 120 < record_ttl <= retention, record_ttl
+    period = retention // 16
+    ended = int(datetime.fromisoformat(record["history"][-1]["at"]).timestamp()) // period * period
+    pattern = f"taskboard||taskboard:status:{record['status']}@{ended}:*"
+    keys = [line for line in redis_command(redis_cluster, "KEYS", pattern).split(b"\r\n") if b"||" in line]
+    assert keys, pattern
+    for key in keys:
+        assert retention < redis_ttl(redis_cluster, key.decode()) <= retention + 2 * period
+    listed = httpx.get(
+        board(redis_cluster).invoke_url("v1/tasks", app_id="taskboard"), params={"status": record["status"]}
+    )
+    assert spec["task_id"] in listed.json()["task_ids"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
@@ -21,6 +21,8 @@ class MemoryRepository(Generic[M]):
         self.model = model
         self.values: dict[str, tuple[Any, str]] = {}
         self.calls = 0
+        self.ttls: dict[str, int] = {}
+        """The state TTL each key was last written with."""
         self._etags = itertools.count(1)
 
     def typed(self) -> StateRepository[M]:
@@ -44,6 +46,10 @@ class MemoryRepository(Generic[M]):
         # copies, as a store answers: a caller may change what it read
         return {i: copy.deepcopy(self.values[i]) for i in item_ids if i in self.values}
 
+    def _expire(self, ttl_seconds: Mapping[str, int]) -> None:
+        """Note each key's state TTL as the store would set it (the fake never expires a key)."""
+        self.ttls.update(ttl_seconds)
+
     def _put(self, item_id: str, value: BaseModel, etag: str | None, only_if_absent: bool) -> None:
         stored = self.values.get(item_id)
         if only_if_absent and etag is None and stored is not None:
@@ -53,13 +59,27 @@ class MemoryRepository(Generic[M]):
         self.values[item_id] = (value.model_dump(mode="json"), str(next(self._etags)))
 
     async def save(
-        self, item_id: str, value: M, *, etag: str | None = None, only_if_absent: bool = False, **_: Any
+        self,
+        item_id: str,
+        value: M,
+        *,
+        etag: str | None = None,
+        only_if_absent: bool = False,
+        ttl_seconds: int | None = None,
     ) -> None:
         await self._call()
         self._put(item_id, value, etag, only_if_absent)
+        self._expire({item_id: ttl_seconds} if ttl_seconds is not None else {})
 
-    async def save_many(self, values: dict[str, M], *, only_if_absent: bool = False) -> None:
+    async def save_many(
+        self,
+        values: dict[str, M],
+        *,
+        only_if_absent: bool = False,
+        ttl_seconds: Mapping[str, int] | None = None,
+    ) -> None:
         await self._call()
+        self._expire(ttl_seconds or {})
         refused = []
         for item_id, value in values.items():
             try:
@@ -69,13 +89,20 @@ class MemoryRepository(Generic[M]):
         if refused:
             raise DaprError(409, "ERR_STATE_SAVE", f"failed to set keys {refused}")
 
-    async def transact(self, values: dict[str, M], *, etags: dict[str, str]) -> None:
+    async def transact(
+        self, values: dict[str, M], *, etags: dict[str, str], ttl_seconds: Mapping[str, int] | None = None
+    ) -> None:
         await self.transact_json(
-            {key: value.model_dump(mode="json") for key, value in values.items()}, etags=etags
+            {key: value.model_dump(mode="json") for key, value in values.items()},
+            etags=etags,
+            ttl_seconds=ttl_seconds,
         )
 
-    async def transact_json(self, values: dict[str, Any], *, etags: dict[str, str]) -> None:
+    async def transact_json(
+        self, values: dict[str, Any], *, etags: dict[str, str], ttl_seconds: Mapping[str, int] | None = None
+    ) -> None:
         await self._call()
+        self._expire(ttl_seconds or {})
         assert set(etags) == set(values), "every key of a transaction is guarded by its etag"
         for key, etag in etags.items():
             stored = self.values.get(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from typing import cast
 
@@ -25,21 +25,28 @@ class MemoryStore:
         self._conflicts = conflicts
         self._broken = broken
         self._etags = itertools.count(1)
+        self.ttls: dict[str, int | None] = {}
+        """The state TTL each key was last written with."""
 
     async def get_many(self, keys: Iterable[str]) -> dict[str, Versioned[IdSet]]:
         self.reads += 1
         await asyncio.sleep(0)  # a real read yields; moves queue up meanwhile
         return {k: Versioned(self.values[k][0], self.values[k][1]) for k in keys if k in self.values}
 
-    async def save(self, key: str, value: IdSet, *, only_if_absent: bool = False) -> None:
+    async def save(
+        self, key: str, value: IdSet, *, only_if_absent: bool = False, ttl_seconds: int | None = None
+    ) -> None:
         await asyncio.sleep(0)
         if self._broken:
             raise RuntimeError("state store down")
         if only_if_absent and key in self.values:
             raise DaprError(500, "ERR_STATE_SAVE", f"failed to set key {key}")
         self.values[key] = (value, str(next(self._etags)))
+        self.ttls[key] = ttl_seconds
 
-    async def transact(self, values: dict[str, IdSet], *, etags: dict[str, str]) -> None:
+    async def transact(
+        self, values: dict[str, IdSet], *, etags: dict[str, str], ttl_seconds: Mapping[str, int] | None = None
+    ) -> None:
         self.transactions += 1
         await asyncio.sleep(0)
         if self._broken:
@@ -57,6 +64,7 @@ class MemoryStore:
                 raise EtagMismatch(409, "ERR_STATE_TRANSACTION", f"etag mismatch on {key}")
         for key, value in values.items():
             self.values[key] = (value, str(next(self._etags)))
+            self.ttls[key] = (ttl_seconds or {}).get(key)
 
 
 def index_over(store: MemoryStore) -> StatusIndex:
@@ -65,6 +73,20 @@ def index_over(store: MemoryStore) -> StatusIndex:
 
 async def listed(index: StatusIndex, status: str) -> list[str]:
     return await index.list(status)
+
+
+async def test_a_status_s_keys_carry_its_state_ttl_on_every_write_and_statuses_list_together() -> None:
+    store = MemoryStore()
+    ttls = {"DONE@0": 600}
+    index = StatusIndex(cast(StateRepository[IdSet], store), shards=4, ttl_seconds=ttls.get)
+
+    await index.change([("t1", None, "RUNNING"), ("t2", None, "DONE@0")])
+    await index.change([("t1", "RUNNING", "DONE@0")])
+
+    done = {key: ttl for key, ttl in store.ttls.items() if key.startswith("DONE@0:")}
+    assert done and all(ttl == 600 for ttl in done.values())
+    assert all(ttl is None for key, ttl in store.ttls.items() if key.startswith("RUNNING:"))
+    assert await index.list_all(["DONE@0", "DONE@60", "RUNNING"]) == ["t1", "t2"]
 
 
 async def test_concurrent_moves_are_written_together() -> None:

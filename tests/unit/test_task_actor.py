@@ -30,6 +30,7 @@ from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard import actors as task_actors
 from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
 from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, parse_watch_entry
+from agora.taskboard.listings import TaskListings
 from tests.unit.helpers import answer_of, hosted, mock_state
 from tests.unit.memory_state import MemoryRepository
 from tests.unit.test_awards import awarded as result
@@ -292,25 +293,46 @@ async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_remi
     assert actor.state.lapses_to_announce == []
 
 
-async def test_a_finished_task_is_kept_for_its_retention_then_dropped() -> None:
+async def test_a_finished_task_is_kept_by_a_state_ttl_and_listed_under_the_period_it_ended_in() -> None:
     publisher = RecordingPublisher()
-    actor = hosted(
-        Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index(), retention_seconds=3600)
-    )
+    index = board_index()
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, retention_seconds=3600))
     await actor._on_activate()
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9)))
-    reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
-    assert EXPIRE_REMINDER not in reminders  # not finished yet
+    tracked = actor._state_manager._default_state_change_tracker  # type: ignore[attr-defined]
+    assert tracked["state"].ttl_in_seconds is None  # under way: kept
+    token = actor.state.award_token
+    done = record_of(await actor.mark_outcome(done_by("a1", 0.1).model_copy(update={"award_token": token})))
+
+    ttl = tracked["state"].ttl_in_seconds
+    assert ttl is not None and 3590 <= ttl <= 3600  # the store drops it after the retention
+    assert actor._state_manager._mock_reminders == {}  # type: ignore[attr-defined]  # no reminder a task
+    listing = TaskListings(3600).listed_as(done)
+    ended = int(done.history[-1].at.timestamp())
+    assert listing == f"COMPLETED@{ended // 225 * 225}"  # a sixteenth of the retention
+    assert await index.list(listing) == ["t1"] and await index.list("ALLOCATED") == []
+    assert listing in TaskListings(3600).listings_of(AllocationStatus.COMPLETED, datetime.now(UTC))
+
+
+async def test_the_expire_reminder_of_an_earlier_version_still_drops_a_finished_task() -> None:
+    publisher = RecordingPublisher()
+    index = board_index()
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, retention_seconds=3600))
+    await actor._on_activate()
+    await actor.post_task(task_spec())
+    await actor.record_allocation(result(("a1", 0.9)))
     token = actor.state.award_token
     await actor.mark_outcome(done_by("a1", 0.1).model_copy(update={"award_token": token}))
-    assert reminders[EXPIRE_REMINDER].due_time == timedelta(seconds=3600)
+    await index.move("t1", None, "COMPLETED")  # as an earlier version listed it
 
     await actor.receive_reminder(EXPIRE_REMINDER, b"", timedelta(seconds=3600), timedelta(0))
 
     assert actor.state.record is None and "state" not in mock_state(actor)
     gone = answer_of(await actor.get_task())
     assert gone.error is not None and gone.error.error == "NOT_FOUND"
+    listings = TaskListings(3600).listings_of(AllocationStatus.COMPLETED, datetime.now(UTC))
+    assert await index.list_all([*listings, "COMPLETED"]) == []
 
 
 async def test_an_argument_that_fails_validation_is_answered_with_the_typed_error() -> None:

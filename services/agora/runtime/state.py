@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -118,16 +118,25 @@ class StateRepository(Generic[M]):
         with self._span("save", item_id):
             await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=[entry])
 
-    async def save_many(self, values: dict[str, M], *, only_if_absent: bool = False) -> None:
+    async def save_many(
+        self,
+        values: dict[str, M],
+        *,
+        only_if_absent: bool = False,
+        ttl_seconds: Mapping[str, int] | None = None,
+    ) -> None:
         """Write several items in one call, each as `save` would; with `only_if_absent`, each
-        only where its key does not exist. Not a transaction: when one is refused, the others
-        may have been written (the call fails; read them again to know)."""
+        only where its key does not exist; `ttl_seconds` gives the items that expire their
+        state TTL. Not a transaction: when one is refused, the others may have been written (the
+        call fails; read them again to know)."""
         concurrency = "first-write" if only_if_absent else "last-write"
+        ttls = ttl_seconds or {}
         entries = [
             {
                 "key": self.key(item_id),
                 "value": value.model_dump(mode="json"),
                 "options": {"concurrency": concurrency, "consistency": "strong"},
+                **({"metadata": {"ttlInSeconds": str(ttls[item_id])}} if item_id in ttls else {}),
             }
             for item_id, value in values.items()
         ]
@@ -136,16 +145,24 @@ class StateRepository(Generic[M]):
         with self._span("save_bulk"):
             await self._sidecar.request("POST", f"/v1.0/state/{self._store}", json_body=entries)
 
-    async def transact(self, values: dict[str, M], *, etags: dict[str, str]) -> None:
+    async def transact(
+        self, values: dict[str, M], *, etags: dict[str, str], ttl_seconds: Mapping[str, int] | None = None
+    ) -> None:
         """Write several existing items in one state transaction, each guarded by the etag it
-        was read with. Only existing items: inside a transaction, Redis does not refuse a write
-        without an etag over a key that exists, so an item is created first with
-        `save(..., only_if_absent=True)`, which it does refuse."""
-        await self.transact_json({i: v.model_dump(mode="json") for i, v in values.items()}, etags=etags)
+        was read with; `ttl_seconds` gives the items that expire their state TTL. Only existing
+        items: inside a transaction, Redis does not refuse a write without an etag over a key
+        that exists, so an item is created first with `save(..., only_if_absent=True)`, which
+        it does refuse."""
+        await self.transact_json(
+            {i: v.model_dump(mode="json") for i, v in values.items()}, etags=etags, ttl_seconds=ttl_seconds
+        )
 
-    async def transact_json(self, values: dict[str, Any], *, etags: dict[str, str]) -> None:
+    async def transact_json(
+        self, values: dict[str, Any], *, etags: dict[str, str], ttl_seconds: Mapping[str, int] | None = None
+    ) -> None:
         """`transact` with values already as JSON data (what `get_many_raw` answers, changed):
         for a caller that edits a large stored value in place rather than parse and dump it."""
+        ttls = ttl_seconds or {}
         operations: list[dict[str, Any]] = [
             {
                 "operation": "upsert",
@@ -154,6 +171,7 @@ class StateRepository(Generic[M]):
                     "etag": etags[item_id],
                     "value": value,
                     "options": {"concurrency": "first-write", "consistency": "strong"},
+                    **({"metadata": {"ttlInSeconds": str(ttls[item_id])}} if item_id in ttls else {}),
                 },
             }
             for item_id, value in values.items()

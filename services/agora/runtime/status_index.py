@@ -75,9 +75,17 @@ class _Move:
 
 
 class StatusIndex:
-    def __init__(self, repository: StateRepository[IdSet], shards: int = DEFAULT_SHARDS) -> None:
+    def __init__(
+        self,
+        repository: StateRepository[IdSet],
+        shards: int = DEFAULT_SHARDS,
+        ttl_seconds: Callable[[str], int | None] | None = None,
+    ) -> None:
         self._repository = repository
         self._shards = shards
+        self._ttl_seconds = ttl_seconds or (lambda status: None)
+        """The state TTL of a status's keys, renewed by every write (None: kept), for listings
+        that end on their own, such as those of one period."""
         self._moves = GroupCommit(self._write, "status index writer")
 
     def _key(self, status: str, item_id: str) -> str:
@@ -122,10 +130,14 @@ class StatusIndex:
         placed = set(ordered)
         return ordered + [item_id for item_id in in_status if item_id not in placed]
 
-    async def list(self, status: str) -> list[str]:
-        keys = [f"{status}:{shard:02d}" for shard in range(self._shards)]
+    async def list_all(self, statuses: Iterable[str]) -> list[str]:
+        """The items listed under any of `statuses`, in one bulk read."""
+        keys = [f"{status}:{shard:02d}" for status in statuses for shard in range(self._shards)]
         found = await self._repository.get_many(keys)
-        return sorted(item_id for shard in found.values() for item_id in shard.value.ids)
+        return sorted({item_id for shard in found.values() for item_id in shard.value.ids})
+
+    async def list(self, status: str) -> list[str]:
+        return await self.list_all([status])
 
     async def _commit(self, *moves: _Move) -> None:
         await self._moves.submit(*moves)
@@ -151,6 +163,7 @@ class StatusIndex:
                 await self._repository.transact(
                     {key: IdSet(ids=ids) for key, ids in changed.items()},
                     etags={key: _etag(key, current[key]) for key in changed},
+                    ttl_seconds=self._ttls(changed),
                 )
                 return
             except DaprError as exc:
@@ -161,11 +174,21 @@ class StatusIndex:
             await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise ConcurrencyConflict(f"status index: gave up after {WRITE_ATTEMPTS} conflicting writes")
 
+    def _ttls(self, keys: Iterable[str]) -> dict[str, int]:
+        ttls = {key: self._ttl_seconds(_status_of(key)) for key in keys}
+        return {key: ttl for key, ttl in ttls.items() if ttl is not None}
+
     async def _create(self, key: str) -> None:
         try:
-            await self._repository.save(key, IdSet(), only_if_absent=True)
+            await self._repository.save(
+                key, IdSet(), only_if_absent=True, ttl_seconds=self._ttl_seconds(_status_of(key))
+            )
         except DaprError as exc:
             log.debug("status index shard not created; reading it again", extra={"reason": str(exc)})
+
+
+def _status_of(key: str) -> str:
+    return key.rpartition(":")[0]
 
 
 def _apply(

@@ -56,6 +56,8 @@ from agora.core.task_waits import TaskLink
 from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
+from agora.runtime.batched_reads import BatchedReads
+from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import (
     DebateClient,
     EscalationActors,
@@ -372,16 +374,18 @@ class DaprAgentStateStore:
     ended is kept for `retention_seconds` (a state TTL), one that runs or waits for as long."""
 
     def __init__(self, repository: StateRepository[AgentState], retention_seconds: int | None = None) -> None:
-        self._repository = repository
+        self._reads = BatchedReads(repository)
+        self._writes = BatchedWrites(repository)
+        """Runs going on side by side load and save their states in shared bulk calls."""
         self._retention_seconds = retention_seconds
 
     async def load(self, agent_id: str, session_id: str) -> AgentState | None:
-        found = await self._repository.get(f"{agent_id}|{session_id}")
+        found = await self._reads.get(f"{agent_id}|{session_id}")
         return found.value if found is not None else None
 
     async def save(self, state: AgentState) -> None:
         ended = state.status in (RunStatus.COMPLETED, RunStatus.FAILED)
-        await self._repository.save(
+        await self._writes.save(
             f"{state.agent_id}|{state.session_id}",
             state,
             ttl_seconds=self._retention_seconds if ended else None,

@@ -51,6 +51,7 @@ from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 from agora.taskboard.award_watch import AWARD_WATCH, parse_watch_entry, watch_entry
+from agora.taskboard.listings import TaskListings
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ the board's listing (`award_watch`)."""
 LAPSE_REMINDER = "lapsed"
 """Armed only when announcing a lapsed award failed: it tries again."""
 LAPSE_RETRY_SECONDS = 5
+UNDER_WAY = (AllocationStatus.PENDING, AllocationStatus.BIDDING, AllocationStatus.ALLOCATED)
 
 
 class TaskSlot(BaseModel):
@@ -86,7 +88,11 @@ class TaskBoardDeps:
     ack_seconds: float = lifecycle.DEFAULT_ACK_SECONDS
     """How long a winner's runtime has to acknowledge an award (or the task's shorter deadline)."""
     retention_seconds: int | None = None
-    """How long a task that reached its end is kept (None: for ever)."""
+    """How long a task that reached its end is kept (None: for ever): its record's state TTL."""
+
+    @property
+    def listings(self) -> TaskListings:
+        return TaskListings(self.retention_seconds)
 
 
 class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindable):
@@ -103,25 +109,28 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         return self.state.record
 
     async def _save(self, updated: TaskRecord) -> TaskRecord:
-        previous = self.state.record.status if self.state.record else None
+        listings = self.deps.listings
+        previous = listings.listed_as(self.state.record) if self.state.record else None
         if updated == self.state.record:
             # Nothing new, as when a call that failed after its commit is retried: redo the steps
-            # that follow a commit, so such a failure cannot leave the task out of its listing,
-            # listed under a status it left, or kept past its retention.
-            await self._index_committed(None, updated.status, redo=True)
-            await self._unlist(other for other in AllocationStatus if other is not updated.status)
-            await self._retain(updated)
+            # that follow a commit, so such a failure cannot leave the task out of its listing
+            # or listed under a status it left (an ended task leaves none of those again).
+            await self._index_committed(None, listings.listed_as(updated), redo=True)
+            await self._unlist(str(other) for other in UNDER_WAY if other is not updated.status)
             return updated
         self.state.record = updated
         await self.commit()
-        await self._index_committed(previous, updated.status)
-        if previous != updated.status:
-            await self._retain(updated)
+        await self._index_committed(previous, listings.listed_as(updated))
         return updated
 
-    async def _index_committed(
-        self, old: AllocationStatus | None, new: AllocationStatus, *, redo: bool = False
-    ) -> None:
+    async def commit(self, ttl_seconds: int | None = None) -> None:
+        """Save the state; a task that ended is kept for the rest of its retention (a state TTL,
+        set again by every later write, so none extends it)."""
+        record = self.state.record
+        retention_left = self.deps.listings.retention_left(record, _now()) if record else None
+        await super().commit(ttl_seconds or retention_left)
+
+    async def _index_committed(self, old: str | None, new: str, *, redo: bool = False) -> None:
         """After a commit, in one write of the index: the task under its status, its award in
         the watch (before the award is announced: an award is never out unwatched) and the
         awards it replaced out of it. `redo`: list what the state holds again (idempotent)."""
@@ -129,27 +138,26 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         superseded, self._superseded, self._unindexed_watch = self._superseded, (), None
         await self.deps.status_index.change(
             [
-                (self.id.id, str(old) if old else None, str(new)),
+                (self.id.id, old, new),
                 *([(watched, None, AWARD_WATCH)] if watched else []),
                 *((entry, AWARD_WATCH, None) for entry in superseded),
             ]
         )
 
-    async def _retain(self, record: TaskRecord) -> None:
-        """A task that reached its end is dropped after the retention (`expired`)."""
-        if record.status in TERMINAL_STATUSES and self.deps.retention_seconds is not None:
-            await self.expire_in(self.deps.retention_seconds)
-
-    async def _unlist(self, statuses: Iterable[AllocationStatus]) -> None:
-        """Take the task out of these statuses' listings (one group commit of the index)."""
+    async def _unlist(self, listings: Iterable[str]) -> None:
+        """Take the task out of these listings (one group commit of the index)."""
         index = self.deps.status_index
-        await asyncio.gather(*(index.discard(self.id.id, str(status)) for status in statuses))
+        await asyncio.gather(*(index.discard(self.id.id, listing) for listing in listings))
 
     async def expired(self) -> None:
+        """The `expire` reminder an earlier version registered for a task that ended: drop it
+        now, from every listing it may be in. (Tasks are now kept by a state TTL.)"""
         record = self.state.record
         if record is None or record.status not in TERMINAL_STATUSES:
             return
-        await self._unlist(AllocationStatus)  # every listing, stale ones too
+        await self._unlist(
+            [*(str(status) for status in AllocationStatus), self.deps.listings.listed_as(record)]
+        )
         await self.forget()
 
     @actor_endpoint
@@ -318,7 +326,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             if record.current_award is not None and not record.award_published:
                 self._watch(record)  # its publish failed: announce now, wait again
                 await self.commit()
-                await self._index_committed(record.status, record.status)
+                listed = self.deps.listings.listed_as(record)
+                await self._index_committed(listed, listed)
                 await self._announce()
                 return
             moved_on = lifecycle.expire_award(record, _now())
@@ -392,7 +401,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
             await self.commit()
-            await self._index_committed(record.status, record.status)
+            listed = self.deps.listings.listed_as(record)
+            await self._index_committed(listed, listed)
 
     async def _announce(self) -> TaskRecord:
         record = self._record()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi import FastAPI
 from pydantic import Field
 
@@ -15,6 +17,7 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
+from agora.taskboard.listings import TaskListings
 
 APP_ID = "taskboard"
 
@@ -35,7 +38,8 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
     watch: dict[str, AwardWatch] = {}
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
+        listings = TaskListings(settings.retention_seconds)
+        index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet), ttl_seconds=listings.ttl_seconds)
         ctx.host_actor(
             Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
         )
@@ -44,7 +48,8 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
 
         @app.get("/v1/tasks", response_model=TaskList)
         async def list_tasks(status: AllocationStatus) -> TaskList:
-            return TaskList(status=status, task_ids=await index.list(str(status)))
+            listed = await index.list_all(listings.listings_of(status, datetime.now(UTC)))
+            return TaskList(status=status, task_ids=listed)
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
