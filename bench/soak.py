@@ -52,9 +52,9 @@ ACTOR_IDLE_S = int(os.environ.get("AGORA_SOAK_ACTOR_IDLE_SECONDS", "60"))
 SAMPLE_EVERY_S = 5.0
 WARM_UP_S = RETENTION_S + 2 * ACTOR_IDLE_S + 30
 """Memory and keys "after warm-up": from this long after the first task. By then the first
-tasks' records have expired, and their actors, woken once more by the expiry, have gone idle
-and been deactivated (idle time, plus Dapr's scan every 30 s): every kind of record and
-in-memory actor is being dropped as fast as new ones come."""
+tasks' records have expired, and their actors (and those of escalations, woken once more by
+their expiry) have gone idle and been deactivated (idle time, plus Dapr's scan every 30 s):
+every kind of record and in-memory actor is being dropped as fast as new ones come."""
 RESULTS = Path(__file__).parent / "results" / "soak.json"
 TERMINAL = ("COMPLETED", "FAILED", "PARTIAL", "REJECTED")
 CLIENT = httpx.Client(limits=httpx.Limits(max_connections=8), timeout=30)
