@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from agora.core.escalation.decisions import AnyResponse
 from agora.core.escalation.record import (
@@ -144,6 +144,11 @@ class TaskAwarded(BaseModel):
     )
     """How long the winner's runtime has, from the award, to acknowledge it or to report the
     outcome (which acknowledges it too); after that the task passes to the next-best bid."""
+    attempt: int = Field(default=1, ge=1, le=MAX_ITEMS)
+    """Which award of the task this is (1 for the first; the next-best bid's is 2, ...)."""
+    awarded_at: AwareDatetime | None = None
+    """When the board made this award (an award announced again keeps its time): a runtime
+    runs an award this young at once, and checks an older one with the board first."""
 
 
 class AwardAcknowledgement(BaseModel):

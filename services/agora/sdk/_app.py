@@ -27,6 +27,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -52,6 +53,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.record import SheetOutcome
+from agora.core.task_lifecycle import TaskRecord
 from agora.core.task_waits import TaskLink
 from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
@@ -624,6 +626,39 @@ def agent_app_module(
         async def on_award(award: TaskAwarded) -> None:
             if award.agent_id not in by_id:
                 return  # another app's agent
+            if first_delivery(award):
+                attempt, acknowledged = award.attempt, False
+            else:
+                board = await checked_with_board(award)
+                if board is None:
+                    return
+                attempt, acknowledged = len(board.awards), board.awards[-1].acknowledged_at is not None
+            start = AgentRunStart(
+                award=award,
+                traceparent=current_traceparent(),
+                instance_id=run_instance(award.task_id, attempt),
+            )
+            if acknowledged:
+                # Only a run a workflow holds is acknowledged before its outcome: a redelivery
+                # of its award finds it there (and starts it, should that have been cut short).
+                await host.start_once(RUN_WORKFLOW, start.instance, start)
+                return
+            inline_seconds = min(settings.inline_run_seconds, award.acknowledge_within_ms / 3000)
+            if inline_seconds > 0 and await ran_inline(start, inline_seconds):
+                return  # ended, recorded on the board and announced
+            await host.start_once(RUN_WORKFLOW, start.instance, start)
+            # The workflow holds the run now, however long it takes: the award is taken.
+            held = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
+            await _unless_refused(
+                tasks(award.task_id).acknowledge_award(held),
+                "the award passed on before its run was taken; its outcome will be refused",
+                {"task_id": award.task_id, "agent_id": award.agent_id},
+            )
+
+        async def checked_with_board(award: TaskAwarded) -> TaskRecord | None:
+            """The board's record of an award that may have been handled before (a redelivery,
+            or one that waited in the broker), if the award is still this agent's to run: it
+            holds the award (its token, its turn not passed on) and the event agrees with it."""
             held = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
             try:
                 board = await tasks(award.task_id).verify_award(held)
@@ -641,27 +676,8 @@ def agent_app_module(
                 # (its subscribers take each task's outcome once).
                 if board.outcome.agent_id == award.agent_id:
                     await report(AgentRunReport(outcome=board.outcome, traceparent=current_traceparent()))
-                return
-            start = AgentRunStart(
-                award=award,
-                traceparent=current_traceparent(),
-                instance_id=run_instance(award.task_id, len(board.awards)),
-            )
-            if board.awards[-1].acknowledged_at is not None:
-                # Only a run a workflow holds is acknowledged before its outcome: a redelivery
-                # of its award finds it there (and starts it, should that have been cut short).
-                await host.start_once(RUN_WORKFLOW, start.instance, start)
-                return
-            inline_seconds = min(settings.inline_run_seconds, award.acknowledge_within_ms / 3000)
-            if inline_seconds > 0 and await ran_inline(start, inline_seconds):
-                return  # ended, recorded on the board and announced
-            await host.start_once(RUN_WORKFLOW, start.instance, start)
-            # The workflow holds the run now, however long it takes: the award is taken.
-            await _unless_refused(
-                tasks(award.task_id).acknowledge_award(held),
-                "the award passed on before its run was taken; its outcome will be refused",
-                {"task_id": award.task_id, "agent_id": award.agent_id},
-            )
+                return None
+            return board
 
         async def ran_inline(start: AgentRunStart, seconds: float) -> bool:
             """Run the award in its delivery for up to `seconds`; whether it ended with its
@@ -765,6 +781,23 @@ async def _unless_refused(call: Awaitable[object], refused: str, extra: dict[str
         if not exc.permanent:
             raise
         log.warning(refused, extra={**extra, "reason": f"{exc.code}: {exc.message}"})
+
+
+FRESH_AWARD_SECONDS = 5.0
+"""An award delivered within this time of being made is its first delivery: the broker hands a
+message out again only once it has gone unacknowledged for its processing timeout (15 s), well
+past this, with room for the clocks of two hosts to differ."""
+
+
+def first_delivery(award: TaskAwarded, now: datetime | None = None) -> bool:
+    """Whether the award is run at once, without asking the board first: only the board may
+    publish awards (its topic's scopes), and it refuses an outcome without the award's token,
+    so what the check would add for an award this young is the answer to "was this handled
+    before?", which only a redelivery needs."""
+    if award.awarded_at is None:
+        return False  # from a board that does not say when it made the award
+    age = ((now or datetime.now(UTC)) - award.awarded_at).total_seconds()
+    return -FRESH_AWARD_SECONDS < age < FRESH_AWARD_SECONDS
 
 
 def _run_attributes(award: TaskAwarded) -> dict[str, Any]:

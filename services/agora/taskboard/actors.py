@@ -429,6 +429,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                     acknowledge_within_ms=ceil(
                         1000 * lifecycle.ack_window_seconds(record.spec, self.deps.ack_seconds)
                     ),
+                    attempt=turn,
+                    awarded_at=record.awards[-1].awarded_at,
                 ),
                 message_id=f"awarded:{record.task_id}" + (f".{turn}" if turn > 1 else ""),
             )
