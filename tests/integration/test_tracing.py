@@ -206,6 +206,10 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
         assert (
             execute["service"] == "worker" and execute["tag"]["agent_id"] == award["tag"]["winner_agent_id"]
         )
+        # The board announced the outcome to the allocator; the planner, which posted no such
+        # task, was not handed it (its sidecar's routing rule takes only its own tasks' ends).
+        heard = {span["service"] for span in by_name["process agora.task.outcome.recorded"]}
+        assert heard == {"allocator"}, heard
         return True
 
     eventually(whole_path, timeout=90)

@@ -137,3 +137,32 @@ async def test_a_dead_letter_keeps_within_its_bounds_whatever_the_message_brings
     assert letter.message_id == "i" * MAX_NOTE_CHARS
     assert letter.reason == "r" * MAX_TEXT_CHARS
     DeadLetter.model_validate(letter.model_dump(mode="json"))
+
+
+def test_a_reply_only_subscription_is_a_routing_rule_on_the_app_s_id_without_a_dead_letter_topic() -> None:
+    subs = Subscriptions(
+        ServiceSettings(app_id="planner"),
+        publisher=None,  # type: ignore[arg-type]
+        deduplicator=MessageDeduplicator(None, 60),  # type: ignore[arg-type]
+    )
+
+    async def handle(_: object) -> None:
+        return None
+
+    subs.subscribe(topics.TASK_REJECTED, handle, replies_only=True)
+    subs.subscribe(topics.TASK_OUTCOME_RECORDED, handle, replies_only=True)
+    subs.subscribe(topics.TASK_OUTCOME_RECORDED, handle)  # another module of the app takes them all
+    rejected, recorded = (subs.declaration(sub) for sub in subs._subscriptions)
+
+    route = "/events/agora-pubsub/agora.task.rejected"
+    assert rejected == {
+        "pubsubname": "agora-pubsub",
+        "topic": "agora.task.rejected",
+        "routes": {
+            "rules": [{"match": 'has(event.agorareplyto) && event.agorareplyto == "planner"', "path": route}]
+        },
+    }
+    assert (
+        recorded["route"] == "/events/agora-pubsub/agora.task.outcome.recorded" and "routes" not in recorded
+    )
+    assert recorded["deadLetterTopic"] == "agora.deadletter"

@@ -73,6 +73,12 @@ class TaskSpec(BaseModel):
         description="How long an agent's own app has to answer the bid solicitation (default: the "
         "allocator's, 300 ms); an app that does not answer in time gets the market's estimate.",
     )
+    reply_to: Identifier | None = Field(
+        default=None,
+        description="The Dapr app id that waits for this task's end (a planner, an agent app's "
+        "graph): the board's announcements of its end name it (the CloudEvent attribute "
+        "`agorareplyto`), so that app's sidecar delivers it those and no other tasks' ends.",
+    )
 
     @field_validator("required_skills", "preferred_skills")
     @classmethod

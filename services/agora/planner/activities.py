@@ -283,6 +283,7 @@ class PlannerActivities:
             budget_usd=job.budget_usd,
             min_success_threshold=job.min_success_threshold,
             allow_partial=True,
+            reply_to=self.publisher.app_id,
         )
         attributes = {
             "agora.plan_id": job.plan_id,

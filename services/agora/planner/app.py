@@ -1,12 +1,13 @@
 """The planner app: takes plan requests (`agora.plans`, `PUT /v1/plans/{id}`), runs each plan as
 a Dapr workflow (`agora.planner.workflow`), and shows plans (`GET /v1/plans...`).
 
-It also hears how the plans' market tasks end (`agora.task.outcome`, `agora.task.rejected`, and
-`agora.task.award_lapsed` when the board failed a task nobody acknowledged) and how their
-escalations are decided (`agora.escalation.resolved`), and passes each on to the workflow that
-waits for it as an external event: only after the source of truth agrees (the `Task` actor
-records the outcome, or holds the rejection or failure; the `Escalation` actor holds the
-decision), and only for tasks a plan posted (`planner:task:<task id>` names its workflow).
+It also hears how the plans' market tasks end (`agora.task.outcome.recorded`, the board's own
+word; `agora.task.rejected`, and `agora.task.award_lapsed` when the board failed a task nobody
+acknowledged: only for tasks that name this app as their `reply_to`) and how their escalations
+are decided (`agora.escalation.resolved`), and passes each on to the workflow that waits for it
+as an external event: only after the source of truth agrees (the `Task` actor holds the
+rejection or failure; the `Escalation` actor holds the decision), and only for tasks a plan
+posted (`planner:task:<task id>` names its workflow).
 """
 
 from __future__ import annotations

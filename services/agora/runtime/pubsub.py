@@ -56,6 +56,10 @@ P = TypeVar("P", bound=BaseModel)
 _ANY_JSON: TypeAdapter[Any] = TypeAdapter(Any)
 
 
+REPLY_TO_ATTRIBUTE = "agorareplyto"
+"""The CloudEvent extension attribute naming the app that waits for what a message announces."""
+
+
 class RejectMessage(Exception):
     """Raised by a handler for a message that will never succeed: it is dead-lettered."""
 
@@ -73,10 +77,19 @@ class Publisher:
         *,
         pubsub: str | None = None,
         message_id: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         """Publish `payload` on `channel`'s topic as the data of a CloudEvent; returns the
-        event id."""
-        return await self._send(channel.name, payload, pubsub=pubsub, message_id=message_id)
+        event id. `reply_to`: the app waiting for what it announces (`REPLY_TO_ATTRIBUTE`), whose
+        reply-only subscriptions take it."""
+        return await self._send(
+            channel.name, payload, pubsub=pubsub, message_id=message_id, reply_to=reply_to
+        )
+
+    @property
+    def app_id(self) -> str:
+        """The app id this publisher speaks for (as a task's `reply_to`)."""
+        return self._settings.app_id
 
     async def _send(
         self,
@@ -86,6 +99,7 @@ class Publisher:
         pubsub: str | None = None,
         message_id: str | None = None,
         event_type: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         pubsub_name = pubsub or self._settings.pubsub
         event_id = message_id or str(uuid.uuid4())
@@ -113,6 +127,8 @@ class Publisher:
             traceparent = current_traceparent()
             if traceparent:
                 cloud_event["traceparent"] = traceparent
+            if reply_to:
+                cloud_event[REPLY_TO_ATTRIBUTE] = reply_to
             await self._sidecar.publish(pubsub_name, topic, cloud_event)
         return event_id
 
@@ -183,6 +199,9 @@ class Subscription(Generic[T]):
     dead_letter: bool
     idempotent: bool = False
     """Every handler is idempotent by its own source of truth: no shared dedupe marker."""
+    replies_only: bool = False
+    """Only messages whose `agorareplyto` names this app are delivered (the sidecar drops the
+    rest without calling the app)."""
 
     @property
     def route(self) -> str:
@@ -210,9 +229,12 @@ class Subscriptions:
         pubsub: str | None = None,
         dead_letter: bool = True,
         idempotent: bool = False,
+        replies_only: bool = False,
     ) -> None:
-        """Handle `channel`'s messages (validated into its payload type first) with `handler`."""
-        self._add(channel.name, channel.adapter, handler, pubsub, dead_letter, idempotent)
+        """Handle `channel`'s messages (validated into its payload type first) with `handler`;
+        with `replies_only`, only those published with this app as their `reply_to` (when every
+        handler of the topic in this app asks so)."""
+        self._add(channel.name, channel.adapter, handler, pubsub, dead_letter, idempotent, replies_only)
 
     def subscribe_any(
         self,
@@ -225,7 +247,7 @@ class Subscriptions:
     ) -> None:
         """Handle whatever JSON arrives on `topic`: for tools that watch any topic (a recorder),
         never for a service's own contracts."""
-        self._add(topic, _ANY_JSON, handler, pubsub, dead_letter, idempotent)
+        self._add(topic, _ANY_JSON, handler, pubsub, dead_letter, idempotent, replies_only=False)
 
     def _add(
         self,
@@ -235,6 +257,7 @@ class Subscriptions:
         pubsub: str | None,
         dead_letter: bool,
         idempotent: bool,
+        replies_only: bool,
     ) -> None:
         pubsub_name = pubsub or self._settings.pubsub
         for existing in self._subscriptions:
@@ -244,9 +267,10 @@ class Subscriptions:
                 existing.handlers.append(handler)
                 existing.dead_letter = existing.dead_letter or dead_letter
                 existing.idempotent = existing.idempotent and idempotent
+                existing.replies_only = existing.replies_only and replies_only
                 return
         self._subscriptions.append(
-            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent)
+            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent, replies_only)
         )
 
     def at_route(self, path: str) -> Subscription[Any] | None:
@@ -258,14 +282,28 @@ class Subscriptions:
         async def dapr_subscribe() -> list[dict[str, Any]]:
             declared = []
             for sub in self._subscriptions:
-                entry: dict[str, Any] = {"pubsubname": sub.pubsub, "topic": sub.topic, "route": sub.route}
-                if sub.dead_letter:
-                    entry["deadLetterTopic"] = self._settings.dead_letter_topic
-                declared.append(entry)
+                declared.append(self.declaration(sub))
             return declared
 
         for sub in self._subscriptions:
             app.add_api_route(sub.route, self._endpoint(sub), methods=["POST"], include_in_schema=False)
+
+    def declaration(self, sub: Subscription[Any]) -> dict[str, Any]:
+        """The subscription as `/dapr/subscribe` declares it to the sidecar."""
+        entry: dict[str, Any] = {"pubsubname": sub.pubsub, "topic": sub.topic}
+        if sub.replies_only:
+            # A routing rule: the sidecar drops a message no rule matches without calling the
+            # app. Such a subscription has no dead-letter topic, where Dapr would send every
+            # message meant for another app; a message this app refuses is still dead-lettered
+            # by the app itself, with its reason.
+            app_id = json.dumps(self._settings.app_id)  # a quoted string, as CEL reads one
+            match = f"has(event.{REPLY_TO_ATTRIBUTE}) && event.{REPLY_TO_ATTRIBUTE} == {app_id}"
+            entry["routes"] = {"rules": [{"match": match, "path": sub.route}]}
+            return entry
+        entry["route"] = sub.route
+        if sub.dead_letter:
+            entry["deadLetterTopic"] = self._settings.dead_letter_topic
+        return entry
 
     def _endpoint(self, sub: Subscription[Any]) -> Callable[[Request], Awaitable[Any]]:
         async def deliver(request: Request) -> dict[str, str]:

@@ -49,9 +49,11 @@ class TaskEndRelay:
         self._raise = raise_event
 
     def subscribe(self, subscriptions: Subscriptions) -> None:
-        subscriptions.subscribe(topics.TASK_OUTCOME_RECORDED, self.on_outcome_recorded, idempotent=True)
-        subscriptions.subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True)
-        subscriptions.subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True)
+        # Only the ends of tasks this app posted (`reply_to`) reach it: not every task's.
+        subscribe = subscriptions.subscribe
+        subscribe(topics.TASK_OUTCOME_RECORDED, self.on_outcome_recorded, idempotent=True, replies_only=True)
+        subscribe(topics.TASK_REJECTED, self.on_rejected, idempotent=True, replies_only=True)
+        subscribe(topics.TASK_AWARD_LAPSED, self.on_award_lapsed, idempotent=True, replies_only=True)
 
     async def link(self, link: TaskLink) -> None:
         """Note which workflow waits for the task (before the task is posted)."""

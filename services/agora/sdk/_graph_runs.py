@@ -13,7 +13,7 @@ node. Its record (`graph:run:<run_id>`) is saved after every step, for people an
 A node that waits for other services (a market task, a plan, a debate: `market_node`,
 `planning_node`, `debate_node`) posts its request and notes which run waits for it; the run
 waits for the event `<task|plan|debate>.<id>`, raised by the app when it hears the end
-(`agora.task.outcome` / `rejected` / `award_lapsed`, `agora.plan.completed`,
+(`agora.task.outcome.recorded` / `rejected` / `award_lapsed` of the tasks it posted, `agora.plan.completed`,
 `agora.debate.completed`) and the owner's record agrees; meanwhile it reads the owner's record
 now and then (every minute at first, at most hourly), so a lost signal costs little.
 """
@@ -498,7 +498,8 @@ class GraphRuns:
     async def _request(self, handler: WaitingNode, state: GraphState, item_id: str) -> None:
         """Publish what the node asks for (its id as the message id: asking again is a repeat)."""
         if isinstance(handler, MarketNode):
-            await self.publisher.publish(topics.TASKS, handler.task(state, item_id), message_id=item_id)
+            task = handler.task(state, item_id).model_copy(update={"reply_to": self.publisher.app_id})
+            await self.publisher.publish(topics.TASKS, task, message_id=item_id)
         elif isinstance(handler, PlanningNode):
             await self.publisher.publish(topics.PLANS, handler.request(state, item_id), message_id=item_id)
         else:

@@ -254,6 +254,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                 winning_bid=allocation.winning_bid if allocation else None,
             ),
             message_id=f"outcome:{record.task_id}",
+            reply_to=record.spec.reply_to,
         )
 
     @actor_endpoint
@@ -370,7 +371,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
         try:
             for lapse in pending:
                 await self.deps.publisher.publish(
-                    topics.TASK_AWARD_LAPSED, lapse, message_id=lapse.message_id
+                    topics.TASK_AWARD_LAPSED,
+                    lapse,
+                    message_id=lapse.message_id,
+                    reply_to=self._record().spec.reply_to,
                 )
         except Exception as exc:
             log.warning(
@@ -447,6 +451,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindabl
                     task_id=record.task_id, reason=allocation.reject_reason or "rejected", result=allocation
                 ),
                 message_id=f"rejected:{record.task_id}",
+                reply_to=record.spec.reply_to,
             )
         return await self._save(record.model_copy(update={"award_published": True}))
 
