@@ -32,6 +32,7 @@ from agora.core.messages import (
 )
 from agora.core.plans.request import PlanRequest
 from agora.harness import LocalCluster, ServiceReplica
+from agora.runtime.pubsub import REPLY_TO_ATTRIBUTE
 from agora.worker.app import SAMPLE_AGENTS, load_profiles
 from tests.integration.helpers import replicas_of
 from tests.integration.test_hostile_input import dead_letter_for, log_lines
@@ -162,12 +163,19 @@ def refused_by_contract(topic: str, payload: Any) -> bool:
     return False
 
 
+REPLY_ROUTED = {"agora.task.outcome.recorded", "agora.task.rejected", "agora.task.award_lapsed"}
+"""A task's ends, which the planner hears only for its own tasks (`reply_to`): sent as a plan's
+task's would be, so the planner's checks are fuzzed too."""
+
+
 def publish(cluster: LocalCluster, topic: str, body: bytes, content_type: str) -> tuple[int, str]:
     console = replicas_of(cluster, PUBLISHER.get(topic, "console"))[0]
     event_id = f"fuzz-{uuid.uuid4().hex}"
     if content_type == "application/cloudevents+json":
         event = {"specversion": "1.0", "id": event_id, "source": "fuzz", "type": f"{topic}.v1",
                  "datacontenttype": "application/json", "data": json.loads(body)}  # fmt: skip
+        if topic in REPLY_ROUTED:
+            event[REPLY_TO_ATTRIBUTE] = "planner"
         body = json.dumps(event).encode()
     response = httpx.post(
         f"{console.dapr_http}/v1.0/publish/agora-pubsub/{topic}",

@@ -40,11 +40,19 @@ from tests.unit.test_awards import scored
 class RecordingPublisher:
     def __init__(self) -> None:
         self.sent: list[tuple[str, BaseModel, str | None]] = []
+        self.replies_to: list[str | None] = []
+        """Each publish's `reply_to`, in order."""
 
     async def publish(
-        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+        self,
+        channel: Channel[Any],
+        payload: BaseModel,
+        *,
+        message_id: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         self.sent.append((channel.name, payload, message_id))
+        self.replies_to.append(reply_to)
         return message_id or ""
 
 
@@ -182,12 +190,17 @@ class FailingOncePublisher(RecordingPublisher):
         self.failing = topic
 
     async def publish(
-        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+        self,
+        channel: Channel[Any],
+        payload: BaseModel,
+        *,
+        message_id: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         if channel.name == self.failing:
             self.failing = ""
             raise ConnectionError("broker unreachable")
-        return await super().publish(channel, payload, message_id=message_id)
+        return await super().publish(channel, payload, message_id=message_id, reply_to=reply_to)
 
 
 async def test_the_board_announces_the_outcome_it_records_and_again_when_the_call_is_retried() -> None:
@@ -208,6 +221,7 @@ async def test_the_board_announces_the_outcome_it_records_and_again_when_the_cal
         outcome=outcome, counts_as_success=True, winning_bid=done.allocation and done.allocation.winning_bid
     )
     assert report.winning_bid is not None and report.winning_bid.agent_id == "a1"
+    assert publisher.replies_to[-1] is None  # posted without `reply_to`: for whoever listens
 
     record_of(await actor.mark_outcome(outcome))  # a redelivered report: announced again, taken once
     assert len(publisher.sent) == 3
@@ -262,11 +276,16 @@ class FailingLapsePublisher(RecordingPublisher):
     failing = True
 
     async def publish(
-        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+        self,
+        channel: Channel[Any],
+        payload: BaseModel,
+        *,
+        message_id: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         if channel.name == Topic.TASK_AWARD_LAPSED and self.failing:
             raise ConnectionError("broker unreachable")
-        return await super().publish(channel, payload, message_id=message_id)
+        return await super().publish(channel, payload, message_id=message_id, reply_to=reply_to)
 
 
 async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder(
