@@ -182,12 +182,14 @@ async def test_an_award_is_verified_without_a_change_and_its_outcome_acknowledge
     assert await watched(actor) == [] and actor.state.award_watch is None
 
 
-class FailingOncePublisher(RecordingPublisher):
-    """Its first publish of `topic` fails, as a sidecar that lost the broker would."""
+class FailingPublisher(RecordingPublisher):
+    """Its publishes of `failing` fail, as a sidecar that lost the broker would: only the first
+    with `once`, else until `failing` is cleared."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, failing: str, *, once: bool = False) -> None:
         super().__init__()
-        self.failing = topic
+        self.failing: str | None = failing
+        self._once = once
 
     async def publish(
         self,
@@ -198,13 +200,14 @@ class FailingOncePublisher(RecordingPublisher):
         reply_to: str | None = None,
     ) -> str:
         if channel.name == self.failing:
-            self.failing = ""
+            if self._once:
+                self.failing = None
             raise ConnectionError("broker unreachable")
         return await super().publish(channel, payload, message_id=message_id, reply_to=reply_to)
 
 
 async def test_the_board_announces_the_outcome_it_records_and_again_when_the_call_is_retried() -> None:
-    publisher = FailingOncePublisher(Topic.TASK_OUTCOME_RECORDED)
+    publisher = FailingPublisher(Topic.TASK_OUTCOME_RECORDED, once=True)
     actor = await awarded_over_a_second_bid(publisher)
     outcome = done_by("a1", 0.1).model_copy(update={"award_token": actor.state.award_token})
 
@@ -270,28 +273,10 @@ async def test_a_lapsed_award_is_announced_with_a_stable_event_id(monkeypatch: A
     assert mock_state(actor)["state"]["lapses_to_announce"] == []
 
 
-class FailingLapsePublisher(RecordingPublisher):
-    """Publishes everything but lapse notices while `failing` is set."""
-
-    failing = True
-
-    async def publish(
-        self,
-        channel: Channel[Any],
-        payload: BaseModel,
-        *,
-        message_id: str | None = None,
-        reply_to: str | None = None,
-    ) -> str:
-        if channel.name == Topic.TASK_AWARD_LAPSED and self.failing:
-            raise ConnectionError("broker unreachable")
-        return await super().publish(channel, payload, message_id=message_id, reply_to=reply_to)
-
-
 async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_reminder(
     monkeypatch: Any,
 ) -> None:
-    publisher = FailingLapsePublisher()
+    publisher = FailingPublisher(Topic.TASK_AWARD_LAPSED)
     actor = await awarded_over_a_second_bid(publisher)
 
     await close_window(actor, monkeypatch)
@@ -303,7 +288,7 @@ async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_remi
     reminders = actor._state_manager._mock_reminders  # type: ignore[attr-defined]
     assert reminders[LAPSE_REMINDER].due_time == timedelta(seconds=LAPSE_RETRY_SECONDS)
 
-    publisher.failing = False
+    publisher.failing = None
     await actor.receive_reminder(LAPSE_REMINDER, b"", timedelta(seconds=5), timedelta(0))
 
     assert [(t, mid) for t, _, mid in publisher.sent if t == Topic.TASK_AWARD_LAPSED] == [

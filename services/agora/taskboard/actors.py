@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from math import ceil
 
 from dapr.actor import Remindable
@@ -90,8 +91,9 @@ class TaskBoardDeps:
     retention_seconds: int | None = None
     """How long a task that reached its end is kept (None: for ever): its record's state TTL."""
 
-    @property
+    @cached_property
     def listings(self) -> TaskListings:
+        """Where a task is listed, by its status and, once it ended, the period it ended in."""
         return TaskListings(self.retention_seconds)
 
 
