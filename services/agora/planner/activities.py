@@ -86,8 +86,7 @@ class PlannerActivities:
         host.activity(Activity.VERIFY, Verify, self.verify)
 
     async def save(self, step: SaveRecord) -> None:
-        finished = [step.finished] if step.finished is not None else []
-        await self.records.save(step.record.plan_id, step.record, step.previous_state, finished)
+        await self.records.save(step.record.plan_id, step.record, step.previous_state, step.finished)
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dapr.ext.workflow import DaprWorkflowContext, when_all
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult, needs_plan
 from agora.core.plans.record import (
@@ -71,6 +71,11 @@ from agora.runtime.workflows import (
 )
 
 PLAN_WORKFLOW = "plan_run"
+SAVES_RIDE_ALONG = "plan.saves-ride-along"
+"""The run's saves of its record while it runs go with its next step, side by side, instead of
+as a step of their own (a wave's start with its subgoals, a wave's end with the next wave's
+start). A run begun before this keeps the order its history recorded (Dapr Workflow's
+`is_patched`)."""
 SUBGOAL_WORKFLOW = "subgoal_run"
 BOARD_CHECK_EVERY = timedelta(seconds=60)
 """How often a subgoal attempt waiting for its task's end reads the board meanwhile."""
@@ -108,7 +113,16 @@ class PlanStart(BaseModel):
 class SaveRecord(BaseModel):
     record: PlanRecord
     previous_state: PlanState | None = None
-    finished: FinishedSpan | None = None
+    finished: list[FinishedSpan] = Field(default_factory=list)
+    """The spans that ended since the last save."""
+
+    @field_validator("finished", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        """A save scheduled by an earlier version carries one span or none."""
+        if value is None:
+            return []
+        return [value] if isinstance(value, dict | FinishedSpan) else value
 
 
 class Estimate(BaseModel):
@@ -220,33 +234,55 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     request, trace = start.request, start.traceparent
     record = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
     saved: PlanState | None = None
+    ride_along = ctx.is_patched(SAVES_RIDE_ALONG)
+    unsaved = False
+    held: list[FinishedSpan] = []
 
-    def save(updated: PlanRecord, finished: FinishedSpan | None = None) -> Any:
-        nonlocal record, saved
+    def save(updated: PlanRecord, *finished: FinishedSpan) -> Any:
+        """The save of `updated` (with the spans held back for it) as a step to yield."""
+        nonlocal record, saved, unsaved, held
         previous, saved = saved, updated.state
         record = updated.model_copy(update={"revision": updated.revision + 1})
-        step = SaveRecord(record=record, previous_state=previous, finished=finished)
+        spans, held, unsaved = [*held, *finished], [], False
+        step = SaveRecord(record=record, previous_state=previous, finished=spans)
         return _activity(ctx, Activity.SAVE, step)
 
-    yield save(record)
+    def save_later(updated: PlanRecord, *finished: FinishedSpan) -> Steps:
+        """Save `updated` together with the next step (a run begun before `SAVES_RIDE_ALONG`: now)."""
+        nonlocal record, unsaved
+        if not ride_along:
+            yield save(updated, *finished)
+            return
+        record, unsaved = updated, True
+        held.extend(finished)
+
+    def along(*steps: Any) -> Steps:
+        """Run `steps` side by side with the save held back, if any: their results, in order."""
+        if not unsaved:
+            return [(yield steps[0])] if len(steps) == 1 else list((yield when_all(list(steps))))
+        return list((yield when_all([save(record), *steps])))[1:]
+
+    yield from save_later(record)
     given = given_plan(request)  # validated at intake
     estimated = Estimated(steps=None)
     if given is None:
         estimate = Estimate(task=request.task, traceparent=trace)
-        estimated = result_of(Estimated, (yield _activity(ctx, Activity.ESTIMATE, estimate)))
+        [estimated_raw] = yield from along(_activity(ctx, Activity.ESTIMATE, estimate))
+        estimated = result_of(Estimated, estimated_raw)
         record = with_usage(record, estimated.usage)
     if given is not None:
-        yield save(with_plan(record, given, workflow_now(ctx)))
+        yield from save_later(with_plan(record, given, workflow_now(ctx)))
     elif estimated.steps is not None and not needs_plan(estimated.steps, request.config):
-        yield save(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
+        yield from save_later(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
     else:
-        drafted = result_of(Drafted, (yield _activity(ctx, Activity.DRAFT, Draft(record=record))))
+        [drafted_raw] = yield from along(_activity(ctx, Activity.DRAFT, Draft(record=record)))
+        drafted = result_of(Drafted, drafted_raw)
         record = with_usage(record, drafted.usage)
         if drafted.plan is None:
             yield save(failed_with(record, drafted.problem, workflow_now(ctx)))
             yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
             return record.result.model_dump(mode="json") if record.result else None
-        yield save(with_plan(record, drafted.plan, workflow_now(ctx)))
+        yield from save_later(with_plan(record, drafted.plan, workflow_now(ctx)))
 
     waves_run = 0
     while record.state is PlanState.RUNNING:
@@ -257,12 +293,12 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             wave_trace = span_traceparent(trace, stable_span_id(request.plan_id, "wave", str(waves_run)))
             running, jobs = begin_wave(record, subgoal_ids, wave_started)
             jobs = [job.model_copy(update={"traceparent": wave_trace}) for job in jobs]
-            yield save(running)
+            yield from save_later(running)
             children: list[Any] = [
                 ctx.call_child_workflow(SUBGOAL_WORKFLOW, input=job, instance_id=subgoal_instance_id(job))
                 for job in jobs
             ]
-            reports = yield when_all(children)
+            reports = yield from along(*children)
             ended = end_wave(record, [result_of(SubGoalReport, r) for r in reports], workflow_now(ctx))
             wave_span = FinishedSpan(
                 name="planning.wave",
@@ -273,30 +309,30 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 attributes={"agora.plan_id": request.plan_id, "agora.wave": jobs[0].wave,
                             "agora.subgoals": ",".join(subgoal_ids)},
             )  # fmt: skip
-            yield save(ended, wave_span)
+            yield from save_later(ended, wave_span)
         elif step is NextStep.REPLAN:
-            drafted = result_of(
-                Drafted,
-                (yield _activity(ctx, Activity.REPLAN, Draft(record=record, failed_subgoal=subgoal_ids[0]))),
-            )
+            replanning = Draft(record=record, failed_subgoal=subgoal_ids[0])
+            [drafted_raw] = yield from along(_activity(ctx, Activity.REPLAN, replanning))
+            drafted = result_of(Drafted, drafted_raw)
             record = with_usage(record, drafted.usage)
             if drafted.plan is not None:
-                yield save(replanned(record, drafted.plan, workflow_now(ctx)))
+                yield from save_later(replanned(record, drafted.plan, workflow_now(ctx)))
             else:  # the replan itself failed: it counts, and the failure stands
-                yield save(
+                yield from save_later(
                     record.model_copy(update={"replans": record.replans + 1, "reason": drafted.problem})
                 )
         elif step is NextStep.STOP_FOR_PERSON:
             reason = StopReason.SUBGOAL_FAILED if subgoal_ids else StopReason.BUDGET_SPENT
             failed = subgoal_ids[0] if subgoal_ids else None
             stopping = Stop(record=record, reason=reason, subgoal_id=failed)
-            stop = result_of(PlanStop, (yield _activity(ctx, Activity.STOP, stopping)))
-            yield save(stopped(record, stop, workflow_now(ctx)))
+            [stop_raw] = yield from along(_activity(ctx, Activity.STOP, stopping))
+            stop = result_of(PlanStop, stop_raw)
+            yield save(stopped(record, stop, workflow_now(ctx)))  # before the wait: a person reads it
             decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
             decision = result_of(PlanDecision, decided)
             decided = apply_decision(record, decision, workflow_now(ctx))
             if decided.state is PlanState.RUNNING:
-                yield save(decided)
+                yield from save_later(decided)
             else:  # the decision ends the plan: saved once, with its result, below
                 record = decided
         else:
@@ -305,10 +341,8 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     final_output = ""
     plan = record.plan
     if plan is not None and any(s.status is SubGoalStatus.COMPLETED for s in plan.subgoals):
-        synthesized = result_of(
-            Synthesized,
-            (yield _activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record))),
-        )
+        [synthesized_raw] = yield from along(_activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record)))
+        synthesized = result_of(Synthesized, synthesized_raw)
         final_output = synthesized.final_output
         record = with_usage(record, synthesized.usage)
         if synthesized.problem:
