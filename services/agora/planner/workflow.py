@@ -5,7 +5,8 @@ subgoals start together as child workflows (fan-out) and the wave ends when all 
 (fan-in). A subgoal that failed leads to a replan (bounded by `max_replans`), then to a stop
 for a person (an `Escalation` whose decision arrives as an external event). At the end the
 completed subgoals' results are synthesized in one model call and the plan is announced on
-`agora.plan.completed`. The run's record is saved after every step for `GET /v1/plans/{id}`.
+`agora.plan.completed`. The run's record is saved at every step, for `GET /v1/plans/{id}`,
+side by side with the step that follows (`SAVES_RIDE_ALONG`).
 
 `subgoal_run` runs one subgoal through the market: it posts the subgoal as a task on
 `agora.tasks`, waits for the task's end (an external event raised by the planner's

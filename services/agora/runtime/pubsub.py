@@ -24,6 +24,7 @@ the original event to the same dead-letter topic.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -44,7 +45,7 @@ from agora.core.limits import MAX_ITEMS, MAX_JSON_DEPTH, MAX_NOTE_CHARS, MAX_TEX
 from agora.core.messages import DeadLetter
 from agora.core.topics import Channel
 from agora.runtime.settings import ServiceSettings
-from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.sidecar import DaprError, DaprSidecar
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 
@@ -64,11 +65,24 @@ class RejectMessage(Exception):
     """Raised by a handler for a message that will never succeed: it is dead-lettered."""
 
 
+@dataclass
+class _Gathered:
+    cloud_event: dict[str, Any]
+    sent: asyncio.Future[None]
+
+
 class Publisher:
+    """Publishes CloudEvents. Publishes to one topic that come together (many actor turns or
+    deliveries publishing at once) go as one bulk publish, each event with its own trace
+    context; each publish returns once its own event was accepted, and fails alone if its
+    event alone failed. A publish with none beside it goes as a single publish."""
+
     def __init__(self, sidecar: DaprSidecar, settings: ServiceSettings) -> None:
         self._sidecar = sidecar
         self._settings = settings
         self._tracer = tracer("agora.pubsub")
+        self._gathered: dict[tuple[str, str], list[_Gathered]] = {}
+        self._sender: asyncio.Task[None] | None = None
 
     async def publish(
         self,
@@ -82,7 +96,7 @@ class Publisher:
         """Publish `payload` on `channel`'s topic as the data of a CloudEvent; returns the
         event id. `reply_to`: the app waiting for what it announces (`REPLY_TO_ATTRIBUTE`), whose
         reply-only subscriptions take it."""
-        return await self._send(
+        return await self._publish_event(
             channel.name, payload, pubsub=pubsub, message_id=message_id, reply_to=reply_to
         )
 
@@ -91,7 +105,7 @@ class Publisher:
         """The app id this publisher speaks for (as a task's `reply_to`)."""
         return self._settings.app_id
 
-    async def _send(
+    async def _publish_event(
         self,
         topic: str,
         payload: BaseModel,
@@ -129,11 +143,61 @@ class Publisher:
                 cloud_event["traceparent"] = traceparent
             if reply_to:
                 cloud_event[REPLY_TO_ATTRIBUTE] = reply_to
-            await self._sidecar.publish(pubsub_name, topic, cloud_event)
+            await self._publish_gathered(pubsub_name, topic, cloud_event)
         return event_id
 
+    async def _publish_gathered(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
+        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._gathered.setdefault((pubsub, topic), []).append(_Gathered(cloud_event, sent))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_gathered(), name="gathered publishes")
+        await asyncio.shield(sent)
+
+    async def _send_gathered(self) -> None:
+        await asyncio.sleep(0)  # the other turns publishing now add theirs meanwhile
+        while self._gathered:
+            batches, self._gathered = self._gathered, {}
+            await asyncio.gather(
+                *(self._send(pubsub, topic, gathered) for (pubsub, topic), gathered in batches.items())
+            )
+
+    async def _send(self, pubsub: str, topic: str, gathered: list[_Gathered]) -> None:
+        failed: dict[int, str] = {}
+        try:
+            if len(gathered) == 1:
+                await self._sidecar.publish(pubsub, topic, gathered[0].cloud_event)
+            else:
+                failed = await self._sidecar.publish_bulk(
+                    pubsub, topic, [_traced(g.cloud_event) for g in gathered]
+                )
+        except Exception as exc:
+            for g in gathered:
+                _settle(g.sent, exc)
+            return
+        for index, g in enumerate(gathered):
+            problem = failed.get(index)
+            _settle(
+                g.sent, None if problem is None else DaprError(500, "ERR_PUBSUB_PUBLISH_MESSAGE", problem)
+            )
+
     async def dead_letter(self, letter: DeadLetter) -> None:
-        await self._send(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
+        await self._publish_event(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
+
+
+def _traced(cloud_event: dict[str, Any]) -> dict[str, Any]:
+    """The event as a bulk publish's entry: its trace context also as `traceid`, which the
+    sidecar keeps (without it, every entry would take the bulk call's own trace)."""
+    traceparent = cloud_event.get("traceparent")
+    return {**cloud_event, "traceid": traceparent} if traceparent else cloud_event
+
+
+def _settle(sent: asyncio.Future[None], failure: BaseException | None) -> None:
+    if sent.done():
+        return
+    if failure is None:
+        sent.set_result(None)
+    else:
+        sent.set_exception(failure)
 
 
 class ProcessedMarker(BaseModel):

@@ -12,6 +12,7 @@ flight), opened on first use inside the app's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class DaprError(Exception):
         self.message = message
         self.app_error = app_error
         """The typed error an app answered with (service invocation passes its `ErrorBody` on)."""
+        self.body: Any = None
+        """The refusal's JSON body, when it had one."""
 
 
 class EtagMismatch(DaprError):
@@ -171,6 +174,29 @@ class DaprSidecar:
             headers={"content-type": "application/cloudevents+json"},
         )
 
+    async def publish_bulk(
+        self, pubsub: str, topic: str, cloud_events: list[dict[str, Any]]
+    ) -> dict[int, str]:
+        """Publish `cloud_events` in one call (Dapr's bulk publish): the ones that failed, by their
+        place in the list, with the broker's error. A call refused as a whole raises."""
+        entries = [
+            {"entryId": str(i), "event": event, "contentType": "application/cloudevents+json"}
+            for i, event in enumerate(cloud_events)
+        ]
+        try:
+            await self.request(
+                "POST",
+                f"/v1.0-alpha1/publish/bulk/{pubsub}/{topic}",
+                content=json.dumps(entries, default=str).encode(),
+                headers={"content-type": "application/json"},
+            )
+        except DaprError as exc:
+            failed = _failed_entries(exc.body)
+            if not failed:
+                raise
+            return failed
+        return {}
+
     async def invoke(
         self,
         app_id: str,
@@ -197,7 +223,27 @@ class DaprSidecar:
         return response.json() if response.content else None
 
 
+def _failed_entries(body: Any) -> dict[int, str]:
+    """A bulk publish's failed entries (`failedEntries` of its refusal), by entry id."""
+    entries = body.get("failedEntries") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return {}
+    failed: dict[int, str] = {}
+    for entry in entries:
+        entry_id = entry.get("entryId") if isinstance(entry, dict) else None
+        if isinstance(entry_id, str) and entry_id.isdigit():
+            failed[int(entry_id)] = str(entry.get("error") or "not published")[:500]
+    return failed
+
+
 def _error_from(response: SidecarResponse) -> DaprError:
+    error = _refusal(response)
+    with contextlib.suppress(ValueError):
+        error.body = response.json()
+    return error
+
+
+def _refusal(response: SidecarResponse) -> DaprError:
     error_code: str | None = None
     message = response.text
     try:
