@@ -1,5 +1,5 @@
-"""The debate's workflow, run without Dapr: the steps it takes in order, what each save holds,
-and that a run begun before its end was one save keeps the order its history recorded."""
+"""The debate's workflow, run without Dapr: which steps go side by side, what each save holds,
+and that a run begun before the saves rode along keeps the order its history recorded."""
 
 from __future__ import annotations
 
@@ -41,30 +41,37 @@ def names(ctx: ScriptedContext) -> list[list[str]]:
     return [[s.name for s in wait] for wait in ctx.waits]
 
 
-def test_a_debate_that_ends_without_a_person_saves_its_answer_and_its_end_in_one_step() -> None:
+def test_each_save_goes_side_by_side_with_the_next_round_s_answers_and_the_end_is_saved_once() -> None:
     ctx = ScriptedContext(answers)
     ctx.run(debate_run, start())
 
-    asked, save = [Activity.ANSWER] * 3, [Activity.SAVE]
-    assert names(ctx) == [save, asked, save, asked, save, asked, save, save, [Activity.ANNOUNCE]]
+    asked = [Activity.ANSWER] * 3
+    assert names(ctx) == [
+        [*asked, Activity.SAVE],  # the new record with round 1
+        [*asked, Activity.SAVE],  # round 1 with round 2
+        [*asked, Activity.SAVE],  # round 2 with round 3
+        [Activity.SAVE],  # round 3, the answer and the run's end, in one save
+        [Activity.ANNOUNCE],
+    ]
     saves: list[SaveDebate] = ctx.activities(Activity.SAVE)
-    assert [len(s.record.rounds) for s in saves] == [0, 1, 2, 3, 3]
-    assert [s.record.revision for s in saves] == [1, 2, 3, 4, 5]
+    assert [len(s.record.rounds) for s in saves] == [0, 1, 2, 3]
+    assert [s.record.revision for s in saves] == [1, 2, 3, 4]
+    assert [s.previous_state for s in saves] == [
+        None,
+        DebateState.RUNNING,
+        DebateState.RUNNING,
+        DebateState.RUNNING,
+    ]
     final: DebateRecord = saves[-1].record
     assert final.state is DebateState.COMPLETED and final.result is not None
     assert final.result.total_rounds_run == 3
-    assert saves[-1].previous_state is DebateState.RUNNING
-    spans = [[span.name for span in s.finished] for s in saves]
-    assert spans == [
-        [],
-        ["debate.round"],
-        ["debate.round"],
-        ["debate.round"],
-        ["debate.aggregate", "debate.run"],
-    ]
+    spans = [span.name for s in saves for span in s.finished]
+    assert spans == ["debate.round", "debate.round", "debate.round", "debate.aggregate", "debate.run"]
+    finished = [span for s in saves for span in s.finished]
+    assert [span.attributes["agora.round"] for span in finished if span.name == "debate.round"] == [1, 2, 3]
 
 
-def test_a_run_begun_before_replays_the_two_saves_its_history_recorded() -> None:
+def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() -> None:
     ctx = ScriptedContext(answers, patched=False)
     ctx.run(debate_run, start())
 

@@ -359,11 +359,37 @@ def test_access_policies_are_the_repositorys_with_the_release_namespace(defaults
     assert console["accessControl"] == {"defaultAction": "deny", "trustDomain": "public", "policies": []}
 
 
+def _without_workflow_actors(spec: Doc) -> tuple[Doc, dict[str, Any]]:
+    """The spec without its workflow actors' targets (named by namespace and app id), and those."""
+    actors = spec["targets"]["actors"]
+    workflow = {name: target for name, target in actors.items() if name.startswith("dapr.internal.")}
+    others = {name: target for name, target in actors.items() if name not in workflow}
+    return {**spec, "targets": {**spec["targets"], "actors": others}}, workflow
+
+
 def test_the_resiliency_is_the_repositorys(defaults: list[Doc]) -> None:
     (rendered,) = of_kind(defaults, "Resiliency").values()
     (repo,) = repo_docs("common", "resiliency.yaml")
-    assert rendered["spec"] == repo["spec"]
+    ours, workflow = _without_workflow_actors(rendered["spec"])
+    theirs, local_workflow = _without_workflow_actors(repo["spec"])
+    assert ours == theirs
     assert rendered["scopes"] == list(APPS)
+    assert workflow == {
+        f"dapr.internal.{NAMESPACE}.{app}.workflow": {"retry": "once"} for app in ("planner", "debate")
+    }
+    assert local_workflow == {
+        f"dapr.internal.default.{app}.workflow": {"retry": "once"} for app in ("planner", "debate", "agents")
+    }
+
+
+def test_every_agent_app_s_workflow_actor_has_the_one_attempt_policy() -> None:
+    docs = render(
+        "agentApps[0].name=calculator", "agentApps[0].agentsFile=/opt/agora/examples/agents/calculator.py"
+    )
+    (rendered,) = of_kind(docs, "Resiliency").values()
+    assert rendered["spec"]["targets"]["actors"][f"dapr.internal.{NAMESPACE}.calculator.workflow"] == {
+        "retry": "once"
+    }
 
 
 def test_jaeger_ingress_and_autoscalers_are_optional(defaults: list[Doc], all_on: list[Doc]) -> None:

@@ -1,5 +1,5 @@
-"""The planner's workflow, run without Dapr: the steps it takes in order, what each save holds,
-and that a run begun before saves were merged keeps the order its history recorded."""
+"""The planner's workflow, run without Dapr: which steps go side by side, what each save holds,
+and that a run begun before the saves rode along keeps the order its history recorded."""
 
 from __future__ import annotations
 
@@ -62,19 +62,16 @@ def names(ctx: ScriptedContext) -> list[list[str]]:
     return [[s.name for s in wait] for wait in ctx.waits]
 
 
-def test_saves_that_would_follow_one_another_are_one_save() -> None:
+def test_a_wave_s_start_goes_with_its_subgoals_and_its_end_with_the_next_step() -> None:
     ctx = ScriptedContext(completes)
     ctx.run(plan_run, start())
 
-    child, save = SUBGOAL_WORKFLOW, [Activity.SAVE]
+    child = SUBGOAL_WORKFLOW
     assert names(ctx) == [
-        save,  # the new record, its plan and the first wave's start
-        [child, child],
-        save,  # the first wave's end and the second's start
-        [child],
-        save,  # the second wave's end, before the synthesis
-        [Activity.SYNTHESIZE],
-        save,  # the plan's end
+        [child, child, Activity.SAVE],  # the new record, its plan and the first wave's start
+        [child, Activity.SAVE],  # the first wave's end and the second's start
+        [Activity.SYNTHESIZE, Activity.SAVE],  # the second wave's end
+        [Activity.SAVE],  # the plan's end
         [Activity.ANNOUNCE],
     ]
     saves: list[SaveRecord] = ctx.activities(Activity.SAVE)
@@ -88,15 +85,17 @@ def test_saves_that_would_follow_one_another_are_one_save() -> None:
     first: PlanRecord = saves[0].record
     assert first.plan is not None
     assert [s.status for s in first.plan.subgoals] == [
-        SubGoalStatus.RUNNING, SubGoalStatus.RUNNING, SubGoalStatus.PENDING,
-    ]  # fmt: skip
+        SubGoalStatus.RUNNING,
+        SubGoalStatus.RUNNING,
+        SubGoalStatus.PENDING,
+    ]
     assert [len(s.record.attempts) for s in saves] == [0, 2, 3, 3]
     assert saves[-1].record.state is PlanState.COMPLETED
-    spans = [[(span.name, span.attributes.get("agora.wave")) for span in s.finished] for s in saves]
-    assert spans == [[], [("planning.wave", 0)], [("planning.wave", 1)], [("planning.run", None)]]
+    spans = [(span.name, span.attributes.get("agora.wave")) for s in saves for span in s.finished]
+    assert spans == [("planning.wave", 0), ("planning.wave", 1), ("planning.run", None)]
 
 
-def test_a_run_begun_before_saves_were_merged_replays_its_recorded_order() -> None:
+def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() -> None:
     ctx = ScriptedContext(completes, patched=False)
     ctx.run(plan_run, start())
 

@@ -41,9 +41,10 @@ from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
 
 DEBATE_WORKFLOW = "debate_run"
-ONE_SAVE_AT_THE_END = "debate.one-save-at-the-end"
-"""A debate that ends without a person saves its answer and its end in one step. A run begun
-before keeps the two saves its history recorded (Dapr Workflow's `is_patched`)."""
+SAVES_RIDE_ALONG = "debate.saves-ride-along"
+"""The run's saves of its record while it runs go with its next step, side by side, instead of
+as a step of their own (a round's with the next round's answers; the last with the end's save).
+A run begun before this keeps the order its history recorded (Dapr Workflow's `is_patched`)."""
 
 
 class Activity:
@@ -148,36 +149,45 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     config = request.config
     record = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
     saved: DebateState | None = None
-    one_save_at_the_end = ctx.is_patched(ONE_SAVE_AT_THE_END)
+    ride_along = ctx.is_patched(SAVES_RIDE_ALONG)
+    unsaved = False
     held: list[FinishedSpan] = []
 
     def save(updated: DebateRecord, *finished: FinishedSpan) -> Any:
-        nonlocal record, saved, held
+        """The save of `updated` (with the spans held back for it) as a step to yield."""
+        nonlocal record, saved, unsaved, held
         previous, saved = saved, updated.state
         record = updated.model_copy(update={"revision": updated.revision + 1})
-        spans, held = [*held, *finished], []
+        spans, held, unsaved = [*held, *finished], [], False
         return _activity(
             ctx, Activity.SAVE, SaveDebate(record=record, previous_state=previous, finished=spans)
         )
 
-    def answer_with_the_end(updated: DebateRecord, *finished: FinishedSpan) -> Steps:
-        """The debate's answer: saved with its end, below (a run begun before: saved now)."""
-        nonlocal record
-        if not one_save_at_the_end:
+    def save_later(updated: DebateRecord, *finished: FinishedSpan) -> Steps:
+        """Save `updated` together with the next step (a run begun before `SAVES_RIDE_ALONG`: now)."""
+        nonlocal record, unsaved
+        if not ride_along:
             yield save(updated, *finished)
             return
-        record = updated
+        record, unsaved = updated, True
         held.extend(finished)
 
-    yield save(record)
+    def along(*steps: Any) -> Steps:
+        """Run `steps` side by side with the save held back, if any: their results, in order."""
+        if not unsaved:
+            return [(yield steps[0])] if len(steps) == 1 else list((yield when_all(list(steps))))
+        return list((yield when_all([save(record), *steps])))[1:]
+
+    yield from save_later(record)
     routed: Position | None = None
     if config.adaptive_routing:
         routing = Route(router=config.router, question=request.question, traceparent=trace)
-        routed = result_of(Position, (yield _activity(ctx, Activity.ROUTE, routing)))
+        [routed_raw] = yield from along(_activity(ctx, Activity.ROUTE, routing))
+        routed = result_of(Position, routed_raw)
     if routed is not None and routed.confidence >= config.routing_confidence_threshold:
         elapsed = (workflow_now(ctx) - record.created_at).total_seconds()
         result = single_agent_result(routed, duration_seconds=elapsed)
-        yield from answer_with_the_end(answered(record, result, workflow_now(ctx)))
+        yield from save_later(answered(record, result, workflow_now(ctx)))
     while record.state is DebateState.RUNNING:
         started = workflow_now(ctx)
         rounds: list[DebateRound] = []
@@ -205,7 +215,7 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 )
                 for d in config.debaters
             ]
-            positions = [result_of(Position, p) for p in (yield when_all(asks))]
+            positions = [result_of(Position, p) for p in (yield from along(*asks))]
             debate = debate_round(number, positions)
             rounds.append(debate)
             span = FinishedSpan(
@@ -220,7 +230,9 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                     "agora.convergence": debate.convergence_score,
                 },
             )
-            yield save(record.model_copy(update={"rounds": rounds, "updated_at": workflow_now(ctx)}), span)
+            yield from save_later(
+                record.model_copy(update={"rounds": list(rounds), "updated_at": workflow_now(ctx)}), span
+            )
             if converged(debate, config):
                 break
         extra_usage: list[TokenUsage] = (
@@ -231,7 +243,8 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             chosen = Aggregate(answer="", reasoning="the budget was spent before the debate", confidence=0.0)
         elif config.aggregation is AggregationStrategy.JUDGE and config.judge_config is not None:
             judging = Judge(config=config, question=record.question, final=rounds[-1], traceparent=trace)
-            judged = result_of(Judged, (yield _activity(ctx, Activity.JUDGE, judging)))
+            [judged_raw] = yield from along(_activity(ctx, Activity.JUDGE, judging))
+            judged = result_of(Judged, judged_raw)
             chosen = judged.chosen
             extra_usage.append(judged.usage)
             extra_cost += judged.cost_usd
@@ -252,12 +265,14 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                                extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
         if config.gate == "conformal" and rounds:
             check = GateCheck(config=config, final=rounds[-1], traceparent=trace)
-            result = gated(result, result_of(ConformalDecision, (yield _activity(ctx, Activity.GATE, check))))
+            [decision_raw] = yield from along(_activity(ctx, Activity.GATE, check))
+            result = gated(result, result_of(ConformalDecision, decision_raw))
         if not result.escalate_to_human:
-            yield from answer_with_the_end(answered(record, result, workflow_now(ctx)), aggregated)
+            yield from save_later(answered(record, result, workflow_now(ctx)), aggregated)
             break
         stopping = Stop(record=record.model_copy(update={"result": result}))
-        stop = result_of(Stopped, (yield _activity(ctx, Activity.STOP, stopping)))
+        [stop_raw] = yield from along(_activity(ctx, Activity.STOP, stopping))
+        stop = result_of(Stopped, stop_raw)
         yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)), aggregated)
         decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
         record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
@@ -266,7 +281,7 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                               right_answer=record.final_answer)  # fmt: skip
             yield _activity(ctx, Activity.CALIBRATE, label)
         if record.state is DebateState.RUNNING:
-            yield save(record)
+            yield from save_later(record)
 
     run_span = FinishedSpan(
         name="debate.run",

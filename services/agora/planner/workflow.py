@@ -6,7 +6,7 @@ subgoals start together as child workflows (fan-out) and the wave ends when all 
 for a person (an `Escalation` whose decision arrives as an external event). At the end the
 completed subgoals' results are synthesized in one model call and the plan is announced on
 `agora.plan.completed`. The run's record is saved at every step, for `GET /v1/plans/{id}`,
-saves that would follow one another made one (`SAVES_MERGED`).
+side by side with the step that follows (`SAVES_RIDE_ALONG`).
 
 `subgoal_run` runs one subgoal through the market: it posts the subgoal as a task on
 `agora.tasks`, waits for the task's end (an external event raised by the planner's
@@ -72,11 +72,11 @@ from agora.runtime.workflows import (
 )
 
 PLAN_WORKFLOW = "plan_run"
-SAVES_MERGED = "plan.saves-merged"
-"""Saves of the record that would follow one another are one save: a new plan's first save,
-its plan and its first wave's start; a wave's end and the next wave's start; the last wave's
-end and the plan's end. A run begun before keeps the saves its history recorded (Dapr
-Workflow's `is_patched`)."""
+SAVES_RIDE_ALONG = "plan.saves-ride-along"
+"""The run's saves of its record while it runs go with its next step, side by side, instead of
+as a step of their own (a wave's start with its subgoals, a wave's end with the next wave's
+start). A run begun before this keeps the order its history recorded (Dapr Workflow's
+`is_patched`)."""
 SUBGOAL_WORKFLOW = "subgoal_run"
 BOARD_CHECK_EVERY = timedelta(seconds=60)
 """How often a subgoal attempt waiting for its task's end reads the board meanwhile."""
@@ -235,7 +235,7 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     request, trace = start.request, start.traceparent
     record = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
     saved: PlanState | None = None
-    merged = ctx.is_patched(SAVES_MERGED)
+    ride_along = ctx.is_patched(SAVES_RIDE_ALONG)
     unsaved = False
     held: list[FinishedSpan] = []
 
@@ -249,36 +249,35 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         return _activity(ctx, Activity.SAVE, step)
 
     def save_later(updated: PlanRecord, *finished: FinishedSpan) -> Steps:
-        """Save `updated` before the next step that is not a save (a run begun before
-        `SAVES_MERGED`: now); a save that comes first saves it with its own."""
+        """Save `updated` together with the next step (a run begun before `SAVES_RIDE_ALONG`: now)."""
         nonlocal record, unsaved
-        if not merged:
+        if not ride_along:
             yield save(updated, *finished)
             return
         record, unsaved = updated, True
         held.extend(finished)
 
-    def flush() -> Steps:
-        """The save held back, if any, as a step of its own (before an activity is scheduled:
-        the engine sends every step scheduled in one turn at once)."""
-        if unsaved:
-            yield save(record)
+    def along(*steps: Any) -> Steps:
+        """Run `steps` side by side with the save held back, if any: their results, in order."""
+        if not unsaved:
+            return [(yield steps[0])] if len(steps) == 1 else list((yield when_all(list(steps))))
+        return list((yield when_all([save(record), *steps])))[1:]
 
     yield from save_later(record)
     given = given_plan(request)  # validated at intake
     estimated = Estimated(steps=None)
     if given is None:
         estimate = Estimate(task=request.task, traceparent=trace)
-        yield from flush()
-        estimated = result_of(Estimated, (yield _activity(ctx, Activity.ESTIMATE, estimate)))
+        [estimated_raw] = yield from along(_activity(ctx, Activity.ESTIMATE, estimate))
+        estimated = result_of(Estimated, estimated_raw)
         record = with_usage(record, estimated.usage)
     if given is not None:
         yield from save_later(with_plan(record, given, workflow_now(ctx)))
     elif estimated.steps is not None and not needs_plan(estimated.steps, request.config):
         yield from save_later(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
     else:
-        yield from flush()
-        drafted = result_of(Drafted, (yield _activity(ctx, Activity.DRAFT, Draft(record=record))))
+        [drafted_raw] = yield from along(_activity(ctx, Activity.DRAFT, Draft(record=record)))
+        drafted = result_of(Drafted, drafted_raw)
         record = with_usage(record, drafted.usage)
         if drafted.plan is None:
             yield save(failed_with(record, drafted.problem, workflow_now(ctx)))
@@ -295,12 +294,12 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             wave_trace = span_traceparent(trace, stable_span_id(request.plan_id, "wave", str(waves_run)))
             running, jobs = begin_wave(record, subgoal_ids, wave_started)
             jobs = [job.model_copy(update={"traceparent": wave_trace}) for job in jobs]
-            yield save(running)
+            yield from save_later(running)
             children: list[Any] = [
                 ctx.call_child_workflow(SUBGOAL_WORKFLOW, input=job, instance_id=subgoal_instance_id(job))
                 for job in jobs
             ]
-            reports = yield when_all(children)
+            reports = yield from along(*children)
             ended = end_wave(record, [result_of(SubGoalReport, r) for r in reports], workflow_now(ctx))
             wave_span = FinishedSpan(
                 name="planning.wave",
@@ -313,9 +312,9 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             )  # fmt: skip
             yield from save_later(ended, wave_span)
         elif step is NextStep.REPLAN:
-            yield from flush()
             replanning = Draft(record=record, failed_subgoal=subgoal_ids[0])
-            drafted = result_of(Drafted, (yield _activity(ctx, Activity.REPLAN, replanning)))
+            [drafted_raw] = yield from along(_activity(ctx, Activity.REPLAN, replanning))
+            drafted = result_of(Drafted, drafted_raw)
             record = with_usage(record, drafted.usage)
             if drafted.plan is not None:
                 yield from save_later(replanned(record, drafted.plan, workflow_now(ctx)))
@@ -327,8 +326,8 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             reason = StopReason.SUBGOAL_FAILED if subgoal_ids else StopReason.BUDGET_SPENT
             failed = subgoal_ids[0] if subgoal_ids else None
             stopping = Stop(record=record, reason=reason, subgoal_id=failed)
-            yield from flush()
-            stop = result_of(PlanStop, (yield _activity(ctx, Activity.STOP, stopping)))
+            [stop_raw] = yield from along(_activity(ctx, Activity.STOP, stopping))
+            stop = result_of(PlanStop, stop_raw)
             yield save(stopped(record, stop, workflow_now(ctx)))  # before the wait: a person reads it
             decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
             decision = result_of(PlanDecision, decided)
@@ -343,10 +342,8 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     final_output = ""
     plan = record.plan
     if plan is not None and any(s.status is SubGoalStatus.COMPLETED for s in plan.subgoals):
-        yield from flush()
-        synthesized = result_of(
-            Synthesized, (yield _activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record)))
-        )
+        [synthesized_raw] = yield from along(_activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record)))
+        synthesized = result_of(Synthesized, synthesized_raw)
         final_output = synthesized.final_output
         record = with_usage(record, synthesized.usage)
         if synthesized.problem:
