@@ -33,6 +33,7 @@ from agora.core.errors import (
 from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
 from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
 from agora.runtime.dapr_calls import DaprCalls
+from agora.runtime.http_server import OneWriteHttpToolsProtocol
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
@@ -416,7 +417,7 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         DaprCalls(app, ctx.subscriptions, actors=bool(ctx.hosted_actors)),
         host=settings.app_host,
         loop="uvloop",
-        http="httptools",
+        http=OneWriteHttpToolsProtocol,
         port=settings.app_port,
         log_config=None,
         access_log=False,
