@@ -19,17 +19,17 @@ from typing import Any
 import httpx
 import pytest
 
+from agora.debate.app import ANSWER_NAMESPACE
 from agora.debate.steps import DEBATER_PROMPT
-from agora.debate.workflow import Activity
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
+from agora.runtime.settings import ServiceSettings
 from tests.integration.helpers import (
     error_line,
     eventually,
     record_at,
     record_in_state,
-    recorded_activity_inputs,
     recorded_message,
     replicas_of,
 )
@@ -81,7 +81,7 @@ def debates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debates]:
             DEBATE.app_id,
             "tests.integration.apps.broken_activity",
             env={**model_env(base_url), "BROKEN_APP": "agora.debate.app",
-                 "BROKEN_ACTIVITY": "debate.answer", "BROKEN_MARKER": BREAKS_ANSWERS},
+                 "BROKEN_ACTIVITY": "debate.round", "BROKEN_MARKER": BREAKS_ANSWERS},
         )  # fmt: skip
         with LocalCluster(
             "redis",
@@ -169,9 +169,16 @@ def test_a_retry_debates_again_with_the_persons_guidance(debates: Debates) -> No
 
 
 def debaters_recorded(debates: Debates, debate_id: str, round_number: int) -> set[str]:
-    """The debaters whose answer in `round_number` the debate's workflow has recorded."""
-    answers = recorded_activity_inputs(debates.app, debate_id, Activity.ANSWER)
-    return {a["debater"]["debater_id"] for a in answers if a["round_number"] == round_number}
+    """The debaters whose answer in `round_number` the debate's round has kept (read through the
+    debate app's sidecar): the answers a run of the round again takes as they are."""
+    keys = [f"{ANSWER_NAMESPACE}:{debate_id}|0|{round_number}|d{i}" for i in range(3)]
+    response = httpx.post(
+        f"{debates.app.dapr_http}/v1.0/state/{ServiceSettings().state_store}/bulk",
+        json={"keys": keys},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return {item["key"].rsplit("|", 1)[1] for item in response.json() if item.get("data") is not None}
 
 
 @pytest.mark.parametrize("kill", ["app", "sidecar"])
@@ -263,7 +270,7 @@ def test_a_debate_whose_run_breaks_down_ends_failed_with_its_reason_and_is_annou
     record = debates.wait_for(debate_id)
 
     assert record["state"] == "FAILED"
-    assert "InjectedDefect" in record["reason"] and "debate.answer" in record["reason"]
+    assert "InjectedDefect" in record["reason"] and "debate.round" in record["reason"]
     assert record["final_answer"] is None
     event = eventually(lambda: debates.completed_event(debate_id), timeout=30)
     assert event["state"] == "FAILED" and "InjectedDefect" in event["reason"]

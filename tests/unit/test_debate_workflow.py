@@ -1,15 +1,30 @@
-"""The debate's workflow, run without Dapr: which steps go side by side, what each save holds,
-and that a run begun before the saves rode along keeps the order its history recorded."""
+"""The debate's workflow, run without Dapr: the steps it takes, what each save holds, and that a
+run begun before rounds were one step keeps the steps its history recorded."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
 from agora.core.debate.config import DebateConfig, DebaterConfig
-from agora.core.debate.record import DebateRecord, DebateState
+from agora.core.debate.record import DebateRecord, DebateState, new_debate_record
 from agora.core.debate.request import DebateRequest
 from agora.core.debate.rounds import Position
-from agora.debate.workflow import Activity, Answer, DebateStart, SaveDebate, debate_run
+from agora.debate.activities import ANSWER_RETENTION_SECONDS, DebateActivities
+from agora.debate.workflow import (
+    Activity,
+    Answer,
+    AskRound,
+    DebateStart,
+    RoundAnswers,
+    SaveDebate,
+    debate_run,
+)
+from agora.runtime.batched_writes import BatchedWrites
+from agora.runtime.sidecar import SidecarUnavailable
+from tests.unit.memory_state import MemoryRepository
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -27,13 +42,18 @@ def start(rounds: int = 3) -> DebateStart:
     return DebateStart(request=request, traceparent=TRACE)
 
 
+def position(debater_id: str) -> Position:
+    return Position(debater_id=debater_id, answer=SPLIT[debater_id], confidence=0.6)
+
+
 def answers(step: Scheduled) -> Any:
     """Debaters that never agree; every other step has nothing to return."""
     if step.name == Activity.ANSWER:
         asked: Answer = step.argument
-        return Position(
-            debater_id=asked.debater.debater_id, answer=SPLIT[asked.debater.debater_id], confidence=0.6
-        )
+        return position(asked.debater.debater_id)
+    if step.name == Activity.ROUND:
+        round_asked: AskRound = step.argument
+        return RoundAnswers(positions=[position(d.debater_id) for d in round_asked.debaters])
     return None
 
 
@@ -41,19 +61,21 @@ def names(ctx: ScriptedContext) -> list[list[str]]:
     return [[s.name for s in wait] for wait in ctx.waits]
 
 
-def test_each_save_goes_side_by_side_with_the_next_round_s_answers_and_the_end_is_saved_once() -> None:
+def test_a_round_is_one_step_that_carries_the_save_before_it_and_the_end_is_saved_once() -> None:
     ctx = ScriptedContext(answers)
     ctx.run(debate_run, start())
 
-    asked = [Activity.ANSWER] * 3
     assert names(ctx) == [
-        [*asked, Activity.SAVE],  # the new record with round 1
-        [*asked, Activity.SAVE],  # round 1 with round 2
-        [*asked, Activity.SAVE],  # round 2 with round 3
+        [Activity.ROUND],  # carries the new record's save
+        [Activity.ROUND],  # carries round 1's
+        [Activity.ROUND],  # carries round 2's
         [Activity.SAVE],  # round 3, the answer and the run's end, in one save
         [Activity.ANNOUNCE],
     ]
-    saves: list[SaveDebate] = ctx.activities(Activity.SAVE)
+    asked: list[AskRound] = ctx.activities(Activity.ROUND)
+    assert [a.round_number for a in asked] == [1, 2, 3] and all(a.earlier == 0 for a in asked)
+    assert [len(a.previous.positions) if a.previous else 0 for a in asked] == [0, 3, 3]
+    saves = [a.save for a in asked if a.save is not None] + ctx.activities(Activity.SAVE)
     assert [len(s.record.rounds) for s in saves] == [0, 1, 2, 3]
     assert [s.record.revision for s in saves] == [1, 2, 3, 4]
     assert [s.previous_state for s in saves] == [
@@ -65,13 +87,16 @@ def test_each_save_goes_side_by_side_with_the_next_round_s_answers_and_the_end_i
     final: DebateRecord = saves[-1].record
     assert final.state is DebateState.COMPLETED and final.result is not None
     assert final.result.total_rounds_run == 3
-    spans = [span.name for s in saves for span in s.finished]
-    assert spans == ["debate.round", "debate.round", "debate.round", "debate.aggregate", "debate.run"]
-    finished = [span for s in saves for span in s.finished]
-    assert [span.attributes["agora.round"] for span in finished if span.name == "debate.round"] == [1, 2, 3]
+    spans = [[span.name for span in s.finished] for s in saves]
+    assert spans == [
+        [],
+        ["debate.round"],
+        ["debate.round"],
+        ["debate.round", "debate.aggregate", "debate.run"],
+    ]
 
 
-def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() -> None:
+def test_a_run_begun_before_replays_an_answer_a_step_and_a_save_after_each_round() -> None:
     ctx = ScriptedContext(answers, patched=False)
     ctx.run(debate_run, start())
 
@@ -80,3 +105,54 @@ def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() ->
     assert names(ctx) == [save, asked, save, asked, save, asked, save, save, save, announce]
     spans = [span.name for s in ctx.activities(Activity.SAVE) for span in s.finished]
     assert spans == ["debate.round", "debate.round", "debate.round", "debate.aggregate", "debate.run"]
+
+
+async def test_a_round_that_runs_again_asks_only_the_debaters_whose_answer_was_not_kept() -> None:
+    answers_kept = MemoryRepository(Position)
+    records = MemoryRepository(SaveDebate)
+    asked: list[str] = []
+    activities = DebateActivities(
+        model_for=lambda _: None,  # type: ignore[arg-type,return-value]
+        publisher=None,  # type: ignore[arg-type]
+        records=None,  # type: ignore[arg-type]
+        escalations=None,  # type: ignore[arg-type]
+        calibration=None,  # type: ignore[arg-type]
+        answers=answers_kept.typed(),
+        answer_writes=BatchedWrites(answers_kept.typed()),
+    )
+
+    async def answer(step: Answer) -> Position:
+        asked.append(step.debater.debater_id)
+        if step.debater.debater_id == "d2" and len(asked) <= 3:
+            raise SidecarUnavailable("the model's host went away mid-round")
+        return position(step.debater.debater_id)
+
+    async def save(step: SaveDebate) -> None:
+        await records.save("debate-1", step)
+
+    activities.answer = answer  # type: ignore[method-assign]
+    activities.save = save  # type: ignore[method-assign]
+    config = start().request.config
+    record = new_debate_record(start().request, ScriptedContext.now)
+    round_two = AskRound(
+        debate_id="debate-1",
+        earlier=0,
+        round_number=2,
+        question="Which region?",
+        debaters=config.debaters,
+        previous=None,
+        traceparent=TRACE,
+        save=SaveDebate(record=record),
+    )
+
+    with pytest.raises(SidecarUnavailable):
+        await activities.ask_round(round_two)
+    await asyncio.sleep(0.01)  # the answers that came are kept as they come
+    assert sorted(asked) == ["d0", "d1", "d2"]
+    assert sorted(answers_kept.values) == ["debate-1|0|2|d0", "debate-1|0|2|d1"]
+
+    again = await activities.ask_round(round_two)
+    assert sorted(asked) == ["d0", "d1", "d2", "d2"], "only the debater with no kept answer is asked again"
+    assert [p.debater_id for p in again.positions] == ["d0", "d1", "d2"]
+    assert answers_kept.ttls["debate-1|0|2|d2"] == ANSWER_RETENTION_SECONDS
+    assert "debate-1" in records.values, "the record as it stood before the round is saved with it"

@@ -5,6 +5,7 @@ carries a fixed event id."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,17 +31,20 @@ from agora.debate.workflow import (
     Activity,
     Announce,
     Answer,
+    AskRound,
     Calibrate,
     DebateFailed,
     GateCheck,
     Judge,
     Judged,
+    RoundAnswers,
     Route,
     SaveDebate,
     Stop,
     Stopped,
 )
 from agora.llm import ModelClient, ModelError
+from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
@@ -54,6 +58,14 @@ from agora.runtime.workflows import (
 
 ModelFor = Callable[[DebaterConfig], ModelClient]
 CALIBRATION_KEY = "scores"
+ANSWER_RETENTION_SECONDS = 86_400
+"""How long a debater's answer is kept for a round that runs again: a day, far beyond the
+activity's retries (about six minutes) and an app's restart."""
+
+
+def answer_key(step: AskRound, debater_id: str) -> str:
+    """One debater's answer in one round of one debate (`earlier`: the debates a person sent back)."""
+    return f"{step.debate_id}|{step.earlier}|{step.round_number}|{debater_id}"
 
 
 def _weights(config: DebateConfig) -> dict[str, float]:
@@ -68,9 +80,13 @@ class DebateActivities:
     records: RunRecords[DebateRecord]
     escalations: EscalationActors
     calibration: StateRepository[Calibration]
+    answers: StateRepository[Position]
+    """Each debater's answer in a round, kept as it comes (`ANSWER_RETENTION_SECONDS`)."""
+    answer_writes: BatchedWrites[Position]
 
     def register(self, host: WorkflowHost) -> None:
         host.activity(Activity.SAVE, SaveDebate, self.save)
+        host.activity(Activity.ROUND, AskRound, self.ask_round)
         host.activity(Activity.ROUTE, Route, self.route)
         host.activity(Activity.ANSWER, Answer, self.answer)
         host.activity(Activity.JUDGE, Judge, self.judge)
@@ -92,6 +108,35 @@ class DebateActivities:
                 return Position(debater_id=step.router.debater_id, answer="", confidence=0.0)
             span.set_attribute("agora.confidence", routed.confidence)
             return routed.model_copy(update={"cost_usd": position_cost(step.router, routed.token_usage)})
+
+    async def ask_round(self, step: AskRound) -> RoundAnswers:
+        """Save the record as it stood before the round (if given), and ask every debater side by
+        side; an answer kept by an earlier run of this round is taken as it is, a new one is kept
+        as it comes."""
+        keys = {d.debater_id: answer_key(step, d.debater_id) for d in step.debaters}
+        kept = await self.answers.get_many(keys.values())
+
+        async def ask(debater: DebaterConfig) -> Position:
+            key = keys[debater.debater_id]
+            if key in kept:
+                return kept[key].value
+            given = await self.answer(
+                Answer(
+                    debater=debater,
+                    question=step.question,
+                    round_number=step.round_number,
+                    previous=step.previous,
+                    traceparent=step.traceparent,
+                    debate_id=step.debate_id,
+                )
+            )
+            await self.answer_writes.save(key, given, ttl_seconds=ANSWER_RETENTION_SECONDS)
+            return given
+
+        asking = asyncio.gather(*(ask(d) for d in step.debaters))
+        if step.save is not None:
+            await asyncio.gather(self.save(step.save), asking)
+        return RoundAnswers(positions=list(await asking))
 
     async def answer(self, step: Answer) -> Position:
         debater = step.debater

@@ -22,6 +22,7 @@ from agora.core.debate.record import (
     new_debate_record,
 )
 from agora.core.debate.request import DebateId, DebateRequest, DebateSubmission, submission_of
+from agora.core.debate.rounds import Position
 from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
@@ -40,6 +41,7 @@ from agora.debate.workflow import (
 from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
+from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import escalation_actors
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -53,6 +55,7 @@ APP_ID = "debate"
 DEBATE_NAMESPACE = "debate:record"
 CALIBRATION_NAMESPACE = "debate:calibration"
 STATUS_INDEX_NAMESPACE = "debate:status"
+ANSWER_NAMESPACE = "debate:answer"
 
 
 class DebateSettings(ServiceSettings):
@@ -87,7 +90,16 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
         host = ctx.workflows()
         host.workflow(DEBATE_WORKFLOW, debate_run, on_failure=debate_failed)
         calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
-        activities = DebateActivities(model_for, ctx.publisher, debates, escalations, calibration)
+        answers = BatchedWrites(ctx.repository(ANSWER_NAMESPACE, Position))
+        activities = DebateActivities(
+            model_for,
+            ctx.publisher,
+            debates,
+            escalations,
+            calibration,
+            ctx.repository(ANSWER_NAMESPACE, Position),
+            answers,
+        )
         activities.register(host)
 
         async def start(request: DebateRequest) -> DebateAccepted:

@@ -1,8 +1,10 @@
 """A debate's run as a Dapr workflow (`debate_run`, instance id = debate id).
 
 Adaptive routing first (the routing model's confident answer ends it: "single_agent"); then
-rounds: every debater's answer is its own activity, all of a round's at once (fan-out /
-fan-in), so a debater whose answer was recorded is never asked again after a crash. A round
+rounds: a round is one activity (`debate.round`) that asks every debater side by side and keeps
+each answer as it comes (`debate:answer:<debate>|<earlier>|<round>|<debater>`), so a debater
+whose answer was kept is never asked again when a cut-short round runs again; it also saves the
+record as it stood before the round, so a round costs one step. A round
 that converges ends the debate early; a spent budget stops further rounds. The final round is
 aggregated (the judge model is asked for JUDGE). A debate below `escalate_threshold` waits for
 a person (an `Escalation`, its decision an external event): the person's answer, the debate's
@@ -41,16 +43,18 @@ from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
 
 DEBATE_WORKFLOW = "debate_run"
-SAVES_RIDE_ALONG = "debate.saves-ride-along"
-"""The run's saves of its record while it runs go with its next step, side by side, instead of
-as a step of their own (a round's with the next round's answers; the last with the end's save).
-A run begun before this keeps the order its history recorded (Dapr Workflow's `is_patched`)."""
+ROUNDS_IN_ONE_STEP = "debate.rounds-in-one-step"
+"""A round is one step (`debate.round`: every debater asked side by side, each answer kept as it
+comes, so a round cut short asks only the debaters with none), which also saves the record as it
+stood before the round; the end is saved once. A run begun before keeps the steps its history
+recorded (Dapr Workflow's `is_patched`): an activity per answer, a save after each round."""
 
 
 class Activity:
     """The activity names (recorded in each run's history)."""
 
     SAVE = "debate.save"
+    ROUND = "debate.round"
     ROUTE = "debate.route"
     ANSWER = "debate.answer"
     JUDGE = "debate.judge"
@@ -86,6 +90,25 @@ class Answer(BaseModel):
     previous: DebateRound | None
     traceparent: str
     debate_id: str
+
+
+class AskRound(BaseModel):
+    """One round: the record as it stood before it saved, then every debater asked."""
+
+    debate_id: str
+    earlier: int = Field(
+        ge=0, description="Debates a person sent back before this one: part of an answer's key."
+    )
+    round_number: int = Field(ge=1)
+    question: str
+    debaters: list[DebaterConfig]
+    previous: DebateRound | None
+    traceparent: str
+    save: SaveDebate | None = None
+
+
+class RoundAnswers(BaseModel):
+    positions: list[Position]
 
 
 class Judge(BaseModel):
@@ -149,41 +172,43 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
     config = request.config
     record = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
     saved: DebateState | None = None
-    ride_along = ctx.is_patched(SAVES_RIDE_ALONG)
+    one_step_rounds = ctx.is_patched(ROUNDS_IN_ONE_STEP)
     unsaved = False
     held: list[FinishedSpan] = []
 
-    def save(updated: DebateRecord, *finished: FinishedSpan) -> Any:
-        """The save of `updated` (with the spans held back for it) as a step to yield."""
+    def saving(updated: DebateRecord, *finished: FinishedSpan) -> SaveDebate:
+        """The save of `updated`, with the spans held back for it."""
         nonlocal record, saved, unsaved, held
         previous, saved = saved, updated.state
         record = updated.model_copy(update={"revision": updated.revision + 1})
         spans, held, unsaved = [*held, *finished], [], False
-        return _activity(
-            ctx, Activity.SAVE, SaveDebate(record=record, previous_state=previous, finished=spans)
-        )
+        return SaveDebate(record=record, previous_state=previous, finished=spans)
+
+    def save(updated: DebateRecord, *finished: FinishedSpan) -> Any:
+        """The save of `updated` as a step of its own, to yield."""
+        return _activity(ctx, Activity.SAVE, saving(updated, *finished))
 
     def save_later(updated: DebateRecord, *finished: FinishedSpan) -> Steps:
-        """Save `updated` together with the next step (a run begun before `SAVES_RIDE_ALONG`: now)."""
+        """Hold the save of `updated` for the next round or save (a run begun before
+        `ROUNDS_IN_ONE_STEP`: save now)."""
         nonlocal record, unsaved
-        if not ride_along:
+        if not one_step_rounds:
             yield save(updated, *finished)
             return
         record, unsaved = updated, True
         held.extend(finished)
 
-    def along(*steps: Any) -> Steps:
-        """Run `steps` side by side with the save held back, if any: their results, in order."""
-        if not unsaved:
-            return [(yield steps[0])] if len(steps) == 1 else list((yield when_all(list(steps))))
-        return list((yield when_all([save(record), *steps])))[1:]
+    def flush() -> Steps:
+        """The save held back, if any, as a step of its own (before a step that cannot carry it)."""
+        if unsaved:
+            yield save(record)
 
     yield from save_later(record)
     routed: Position | None = None
     if config.adaptive_routing:
         routing = Route(router=config.router, question=request.question, traceparent=trace)
-        [routed_raw] = yield from along(_activity(ctx, Activity.ROUTE, routing))
-        routed = result_of(Position, routed_raw)
+        yield from flush()
+        routed = result_of(Position, (yield _activity(ctx, Activity.ROUTE, routing)))
     if routed is not None and routed.confidence >= config.routing_confidence_threshold:
         elapsed = (workflow_now(ctx) - record.created_at).total_seconds()
         result = single_agent_result(routed, duration_seconds=elapsed)
@@ -200,22 +225,36 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             key = (request.debate_id, "round", str(len(record.earlier)), str(number))
             round_trace = span_traceparent(trace, stable_span_id(*key))
             previous = rounds[-1] if rounds else None
-            asks = [
-                _activity(
-                    ctx,
-                    Activity.ANSWER,
-                    Answer(
-                        debater=d,
-                        question=record.question,
-                        round_number=number,
-                        previous=previous,
-                        traceparent=round_trace,
-                        debate_id=request.debate_id,
-                    ),
+            if one_step_rounds:
+                asking = AskRound(
+                    debate_id=request.debate_id,
+                    earlier=len(record.earlier),
+                    round_number=number,
+                    question=record.question,
+                    debaters=config.debaters,
+                    previous=previous,
+                    traceparent=round_trace,
+                    save=saving(record) if unsaved else None,
                 )
-                for d in config.debaters
-            ]
-            positions = [result_of(Position, p) for p in (yield from along(*asks))]
+                answers = result_of(RoundAnswers, (yield _activity(ctx, Activity.ROUND, asking)))
+                positions = answers.positions
+            else:
+                asks = [
+                    _activity(
+                        ctx,
+                        Activity.ANSWER,
+                        Answer(
+                            debater=d,
+                            question=record.question,
+                            round_number=number,
+                            previous=previous,
+                            traceparent=round_trace,
+                            debate_id=request.debate_id,
+                        ),
+                    )
+                    for d in config.debaters
+                ]
+                positions = [result_of(Position, p) for p in (yield when_all(asks))]
             debate = debate_round(number, positions)
             rounds.append(debate)
             span = FinishedSpan(
@@ -243,8 +282,8 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             chosen = Aggregate(answer="", reasoning="the budget was spent before the debate", confidence=0.0)
         elif config.aggregation is AggregationStrategy.JUDGE and config.judge_config is not None:
             judging = Judge(config=config, question=record.question, final=rounds[-1], traceparent=trace)
-            [judged_raw] = yield from along(_activity(ctx, Activity.JUDGE, judging))
-            judged = result_of(Judged, judged_raw)
+            yield from flush()
+            judged = result_of(Judged, (yield _activity(ctx, Activity.JUDGE, judging)))
             chosen = judged.chosen
             extra_usage.append(judged.usage)
             extra_cost += judged.cost_usd
@@ -265,14 +304,14 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                                extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
         if config.gate == "conformal" and rounds:
             check = GateCheck(config=config, final=rounds[-1], traceparent=trace)
-            [decision_raw] = yield from along(_activity(ctx, Activity.GATE, check))
-            result = gated(result, result_of(ConformalDecision, decision_raw))
+            yield from flush()
+            result = gated(result, result_of(ConformalDecision, (yield _activity(ctx, Activity.GATE, check))))
         if not result.escalate_to_human:
             yield from save_later(answered(record, result, workflow_now(ctx)), aggregated)
             break
         stopping = Stop(record=record.model_copy(update={"result": result}))
-        [stop_raw] = yield from along(_activity(ctx, Activity.STOP, stopping))
-        stop = result_of(Stopped, stop_raw)
+        yield from flush()
+        stop = result_of(Stopped, (yield _activity(ctx, Activity.STOP, stopping)))
         yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)), aggregated)
         decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
         record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
