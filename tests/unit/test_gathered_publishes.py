@@ -110,3 +110,19 @@ def test_a_bulk_refusal_names_its_failed_entries_by_place(body: Any, failed: dic
     from agora.runtime.sidecar import _failed_entries
 
     assert _failed_entries(body) == failed
+
+
+async def test_a_publish_made_while_a_bulk_publish_waits_for_it_is_not_held_behind_that_call() -> None:
+    """The in-memory broker delivers inside the publish call: a handler it runs may publish in
+    turn, and the first call returns only once that publish did."""
+    sidecar = RecordingSidecar()
+    publish = publisher(sidecar)
+
+    async def delivering(pubsub: str, topic: str, cloud_events: list[dict[str, Any]]) -> dict[int, str]:
+        sidecar.bulk.append((topic, cloud_events))
+        await publish.publish(OTHER, Note(text="published by the handler"))
+        return {}
+
+    sidecar.publish_bulk = delivering  # type: ignore[method-assign]
+    await asyncio.wait_for(asyncio.gather(*(publish.publish(NOTES, Note(text=t)) for t in "ab")), timeout=5)
+    assert [e["data"]["text"] for _, e in sidecar.single] == ["published by the handler"]

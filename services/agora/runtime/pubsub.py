@@ -82,7 +82,8 @@ class Publisher:
         self._settings = settings
         self._tracer = tracer("agora.pubsub")
         self._gathered: dict[tuple[str, str], list[_Gathered]] = {}
-        self._sender: asyncio.Task[None] | None = None
+        self._flush_due = False
+        self._sending: set[asyncio.Task[None]] = set()
 
     async def publish(
         self,
@@ -147,19 +148,24 @@ class Publisher:
         return event_id
 
     async def _publish_gathered(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
-        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        sent: asyncio.Future[None] = loop.create_future()
         self._gathered.setdefault((pubsub, topic), []).append(_Gathered(cloud_event, sent))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send_gathered(), name="gathered publishes")
+        if not self._flush_due:
+            self._flush_due = True
+            loop.call_soon(self._flush)  # the other turns publishing now add theirs meanwhile
         await asyncio.shield(sent)
 
-    async def _send_gathered(self) -> None:
-        await asyncio.sleep(0)  # the other turns publishing now add theirs meanwhile
-        while self._gathered:
-            batches, self._gathered = self._gathered, {}
-            await asyncio.gather(
-                *(self._send(pubsub, topic, gathered) for (pubsub, topic), gathered in batches.items())
-            )
+    def _flush(self) -> None:
+        """Send what was gathered, beside any send still under way: a broker that delivers
+        inside the publish call (the in-memory one) may run a handler that publishes in turn,
+        and that publish must not wait for the call that waits for it."""
+        self._flush_due = False
+        batches, self._gathered = self._gathered, {}
+        for (pubsub, topic), gathered in batches.items():
+            sending = asyncio.create_task(self._send(pubsub, topic, gathered), name=f"publish {topic}")
+            self._sending.add(sending)
+            sending.add_done_callback(self._sending.discard)
 
     async def _send(self, pubsub: str, topic: str, gathered: list[_Gathered]) -> None:
         failed: dict[int, str] = {}
