@@ -90,15 +90,9 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
         host = ctx.workflows()
         host.workflow(DEBATE_WORKFLOW, debate_run, on_failure=debate_failed)
         calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
-        answers = BatchedWrites(ctx.repository(ANSWER_NAMESPACE, Position))
+        answers = ctx.repository(ANSWER_NAMESPACE, Position)
         activities = DebateActivities(
-            model_for,
-            ctx.publisher,
-            debates,
-            escalations,
-            calibration,
-            ctx.repository(ANSWER_NAMESPACE, Position),
-            answers,
+            model_for, ctx.publisher, debates, escalations, calibration, answers, BatchedWrites(answers)
         )
         activities.register(host)
 
