@@ -14,14 +14,20 @@ from dapr.actor.runtime.context import ActorRuntimeContext
 from dapr.actor.runtime.manager import ActorManager
 from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.clients.base import DaprActorClientBase
-from dapr.serializers import DefaultJSONSerializer
 from fastapi import FastAPI
 from pydantic import BaseModel
 from starlette.testclient import TestClient
 
 from agora.core.errors import InvalidArgument
 from agora.runtime import service
-from agora.runtime.actor import STATE_KEY, ActorAnswer, ModelSerializer, PydanticActor, actor_endpoint
+from agora.runtime.actor import (
+    STATE_KEY,
+    ActorAnswer,
+    ModelSerializer,
+    PydanticActor,
+    StateSerializer,
+    actor_endpoint,
+)
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
 from agora.runtime.settings import ServiceSettings
 from tests.unit.helpers import mock_state, until
@@ -187,7 +193,7 @@ def _hosted_ledger(store: FlakyStore, watch: TurnWatch | None = None) -> ActorMa
     context = ActorRuntimeContext(
         ActorTypeInformation.create(Ledger),
         ModelSerializer(),
-        DefaultJSONSerializer(),
+        StateSerializer(),  # as the app registers them
         store,
         lambda ctx, actor_id: Ledger(ctx, actor_id, watch or TurnWatch()),
     )

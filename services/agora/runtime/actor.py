@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
+import orjson
 from dapr.actor import Actor, ActorId, ActorInterface, actormethod
 from dapr.actor.runtime._reminder_data import ActorReminderData
 from dapr.actor.runtime.context import ActorRuntimeContext
@@ -241,6 +242,17 @@ class ModelSerializer(Serializer):  # type: ignore[misc]
             return _adapter(data_type).validate_json(data or b"null")
         except ValidationError as exc:
             return InvalidActorArgument(exc)
+
+
+class StateSerializer(ModelSerializer):
+    """Actor state as JSON: a state's JSON data (`PydanticActor.commit` hands over its
+    `model_dump`) written by orjson, as the SDK's pure-Python encoder took measurably longer on
+    every commit; anything else as `ModelSerializer` writes it."""
+
+    def serialize(self, obj: object, custom_hook: Callable[[object], bytes] | None = None) -> bytes:
+        if type(obj) is dict:
+            return orjson.dumps(obj)
+        return super().serialize(obj, custom_hook)
 
 
 @functools.cache

@@ -288,6 +288,8 @@ class Subscriptions:
         self._publisher = publisher
         self._dedupe = deduplicator
         self._subscriptions: list[Subscription[Any]] = []
+        self._by_route: dict[str, Subscription[Any]] = {}
+        """The same subscriptions by route: every delivery looks its route up."""
         self._tracer = tracer("agora.pubsub")
         self.in_flight = 0
 
@@ -339,13 +341,13 @@ class Subscriptions:
                 existing.idempotent = existing.idempotent and idempotent
                 existing.replies_only = existing.replies_only and replies_only
                 return
-        self._subscriptions.append(
-            Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent, replies_only)
-        )
+        added = Subscription(pubsub_name, topic, adapter, [handler], dead_letter, idempotent, replies_only)
+        self._subscriptions.append(added)
+        self._by_route[added.route] = added
 
     def at_route(self, path: str) -> Subscription[Any] | None:
         """The subscription Dapr delivers to at `path` (`Subscription.route`), if any."""
-        return next((sub for sub in self._subscriptions if sub.route == path), None)
+        return self._by_route.get(path)
 
     def install(self, app: FastAPI) -> None:
         @app.get("/dapr/subscribe", include_in_schema=False)

@@ -31,7 +31,13 @@ from agora.core.errors import (
     field_errors,
 )
 from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
-from agora.runtime.actor import ActorHosting, ModelSerializer, PydanticActor, SidecarActorClient
+from agora.runtime.actor import (
+    ActorHosting,
+    ModelSerializer,
+    PydanticActor,
+    SidecarActorClient,
+    StateSerializer,
+)
 from agora.runtime.dapr_calls import DaprCalls
 from agora.runtime.http_server import OneWriteHttpToolsProtocol
 from agora.runtime.logs import configure_logging
@@ -246,6 +252,7 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
                 await dapr_actor.register_actor(
                     hosting.actor_type,
                     message_serializer=ModelSerializer(),
+                    state_serializer=StateSerializer(),
                     actor_factory=hosting.factory,
                     actor_client=SidecarActorClient(sidecar),
                 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -65,6 +65,16 @@ class StateRepository(Generic[M]):
                 return None
             return Versioned(self._model.model_validate_json(response.content), response.headers.get("etag"))
 
+    async def get_json(self, item_id: str) -> Versioned[Any] | None:
+        """The stored JSON data of one item, with its etag, not parsed into the model."""
+        with self._span("get", item_id):
+            response = await self._sidecar.request(
+                "GET", f"/v1.0/state/{self._store}/{self.key(item_id)}", params={"consistency": "strong"}
+            )
+            if response.status_code == 204 or not response.content:
+                return None
+            return Versioned(response.json(), response.headers.get("etag"))
+
     async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[M]]:
         raw = await self.get_many_raw(item_ids)
         return {i: Versioned(self._model.model_validate(data), etag) for i, (data, etag) in raw.items()}
@@ -105,10 +115,23 @@ class StateRepository(Generic[M]):
         """Write `value`. With `etag`, only over that exact version; with `only_if_absent`, only
         if the key does not exist (first-write without an etag; stores that cannot tell treat it
         as a plain write); otherwise unconditionally (last-write-wins)."""
+        data = value.model_dump(mode="json")
+        await self.save_json(item_id, data, etag=etag, only_if_absent=only_if_absent, ttl_seconds=ttl_seconds)
+
+    async def save_json(
+        self,
+        item_id: str,
+        data: Any,
+        *,
+        etag: str | None = None,
+        only_if_absent: bool = False,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        """`save` with the value already as JSON data."""
         guarded = etag is not None or only_if_absent
         entry: dict[str, Any] = {
             "key": self.key(item_id),
-            "value": value.model_dump(mode="json"),
+            "value": data,
             "options": {"concurrency": "first-write" if guarded else "last-write", "consistency": "strong"},
         }
         if etag is not None:
@@ -204,8 +227,34 @@ class StateRepository(Generic[M]):
         """Read, apply `change`, write back guarded by the etag; retry on conflict with jittered
         backoff. `change` returning None deletes the item. `ttl_seconds` gives the state TTL of
         the value written (a rewrite without one would drop the item's TTL)."""
+
+        async def write(value: M, etag: str | None, absent: bool) -> None:
+            ttl = ttl_seconds(value) if ttl_seconds else None
+            await self.save(item_id, value, etag=etag, only_if_absent=absent, ttl_seconds=ttl)
+
+        return await self._updated(item_id, self.get, change, write, attempts)
+
+    async def update_json(
+        self, item_id: str, change: Callable[[Any | None], Any | None], *, attempts: int = 10
+    ) -> Any | None:
+        """`update` on the stored JSON data, not parsed into the model: for a caller that edits
+        a large value in place (its `change` keeps the data valid for the model)."""
+
+        async def write(data: Any, etag: str | None, absent: bool) -> None:
+            await self.save_json(item_id, data, etag=etag, only_if_absent=absent)
+
+        return await self._updated(item_id, self.get_json, change, write, attempts)
+
+    async def _updated(
+        self,
+        item_id: str,
+        read: Callable[[str], Awaitable[Versioned[Any] | None]],
+        change: Callable[[Any | None], Any | None],
+        write: Callable[[Any, str | None, bool], Awaitable[None]],
+        attempts: int,
+    ) -> Any | None:
         for attempt in range(attempts):
-            current = await self.get(item_id)
+            current = await read(item_id)
             new_value = change(current.value if current else None)
             if current is not None and new_value == current.value:
                 return new_value
@@ -215,13 +264,7 @@ class StateRepository(Generic[M]):
                     if current is not None:
                         await self.delete(item_id, etag=etag)
                 else:
-                    await self.save(
-                        item_id,
-                        new_value,
-                        etag=etag,
-                        only_if_absent=current is None,
-                        ttl_seconds=ttl_seconds(new_value) if ttl_seconds else None,
-                    )
+                    await write(new_value, etag, current is None)
                 return new_value
             except EtagMismatch:
                 pass

@@ -352,13 +352,16 @@ class DaprOutcomeHistory:
         await self._writes.submit(agent_id, outcome)
 
     async def _add(self, agent_id: str, outcomes: list[SheetOutcome]) -> None:
-        latest = {o.outcome_id: o for o in outcomes}  # a run recorded twice counts once, as last told
+        # A run recorded twice counts once, as last told. The stored history is edited as JSON:
+        # parsing and dumping its fifty outcomes on every write was most of what a write cost.
+        latest = {o.outcome_id: o.model_dump(mode="json") for o in outcomes}
 
-        def add(current: RecentOutcomes | None) -> RecentOutcomes:
-            kept = [o for o in (current.outcomes if current else []) if o.outcome_id not in latest]
-            return RecentOutcomes(outcomes=[*kept, *latest.values()][-LEARNING_KEPT:])
+        def add(current: Any | None) -> dict[str, Any]:
+            stored = current.get("outcomes", []) if isinstance(current, dict) else []
+            kept = [o for o in stored if o.get("outcome_id") not in latest]
+            return {"outcomes": [*kept, *latest.values()][-LEARNING_KEPT:]}
 
-        await self._repository.update(agent_id, add)
+        await self._repository.update_json(agent_id, add)
 
 
 class EscalationService:
