@@ -1,16 +1,32 @@
-"""The planner's workflow, run without Dapr: which steps go side by side, what each save holds,
-and that a run begun before the saves rode along keeps the order its history recorded."""
+"""The planner's workflows, run without Dapr: which steps go side by side, what each save holds,
+which step posts a subgoal's attempts, and that a run begun before a change keeps the order its
+history recorded."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from agora.core.planning import SubGoal, SubGoalStatus
-from agora.core.plans.record import PlanRecord, PlanState, SubGoalAttempt
+from agora.core.market import TaskOutcome
+from agora.core.planning import SubGoal, SubGoalStatus, TokenUsage, VerificationResult
+from agora.core.plans.record import AttemptEnd, PlanRecord, PlanState, SubGoalAttempt
 from agora.core.plans.request import PlanRequest
 from agora.core.plans.workflow import SubGoalJob, SubGoalReport
-from agora.planner.workflow import SUBGOAL_WORKFLOW, Activity, PlanStart, SaveRecord, Synthesized, plan_run
+from agora.core.task_waits import TaskEnded
+from agora.planner.workflow import (
+    SAVES_RIDE_ALONG,
+    SUBGOAL_WORKFLOW,
+    Activity,
+    Approach,
+    PlanStart,
+    SaveRecord,
+    Synthesized,
+    Verified,
+    WaveStarted,
+    attempt_dispatch,
+    plan_run,
+    subgoal_run,
+)
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -55,6 +71,10 @@ def completes(step: Scheduled) -> Any:
         return SubGoalReport(subgoal=ended, attempts=[attempt])
     if step.name == Activity.SYNTHESIZE:
         return Synthesized(final_output="all done")
+    if step.name == Activity.START_WAVE:
+        chosen = [Approach(approach=f"the way to {job.subgoal.id}", usage=TokenUsage(prompt_tokens=5))
+                  for job in step.argument.jobs]  # fmt: skip
+        return WaveStarted(approaches=chosen)
     return None
 
 
@@ -62,19 +82,31 @@ def names(ctx: ScriptedContext) -> list[list[str]]:
     return [[s.name for s in wait] for wait in ctx.waits]
 
 
+def saves_of(ctx: ScriptedContext) -> list[SaveRecord]:
+    """Every save of the run, in order: on their own and those a wave's start carried."""
+    found = []
+    for wait in ctx.waits:
+        for step in wait:
+            if step.name == Activity.SAVE:
+                found.append(step.argument)
+            elif step.name == Activity.START_WAVE and step.argument.save is not None:
+                found.append(step.argument.save)
+    return found
+
+
 def test_a_wave_s_start_goes_with_its_subgoals_and_its_end_with_the_next_step() -> None:
     ctx = ScriptedContext(completes)
     ctx.run(plan_run, start())
 
-    child = SUBGOAL_WORKFLOW
+    child, wave = SUBGOAL_WORKFLOW, Activity.START_WAVE
     assert names(ctx) == [
-        [child, child, Activity.SAVE],  # the new record, its plan and the first wave's start
-        [child, Activity.SAVE],  # the first wave's end and the second's start
+        [child, child, wave],  # the new record, its plan and the first wave's start
+        [child, wave],  # the first wave's end and the second's start
         [Activity.SYNTHESIZE, Activity.SAVE],  # the second wave's end
         [Activity.SAVE],  # the plan's end
         [Activity.ANNOUNCE],
     ]
-    saves: list[SaveRecord] = ctx.activities(Activity.SAVE)
+    saves = saves_of(ctx)
     assert [s.record.revision for s in saves] == [1, 2, 3, 4]
     assert [s.previous_state for s in saves] == [
         None,
@@ -109,7 +141,92 @@ def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() ->
 def test_a_save_scheduled_by_an_earlier_version_with_one_span_or_none_is_read() -> None:
     ctx = ScriptedContext(completes)
     ctx.run(plan_run, start())
-    last = ctx.activities(Activity.SAVE)[-1].model_dump(mode="json")
+    last = saves_of(ctx)[-1].model_dump(mode="json")
     one = SaveRecord.model_validate({**last, "finished": last["finished"][0]})
     none = SaveRecord.model_validate({**last, "finished": None})
     assert [s.name for s in one.finished] == ["planning.run"] and none.finished == []
+
+
+def test_a_wave_s_start_posts_its_subgoals_first_attempts_and_their_workflows_wait_for_them() -> None:
+    ctx = ScriptedContext(completes)
+    ctx.run(plan_run, start())
+
+    first, second = ctx.activities(Activity.START_WAVE)
+    assert [job.subgoal.id for job in first.jobs] == ["a", "b"]
+    assert [job.subgoal.id for job in second.jobs] == ["c"]
+    children = [s.argument for wait in ctx.waits for s in wait if s.kind == "child"]
+    assert [job.first_attempt_posted for job in children] == [True, True, True]
+    # each first attempt is recorded with the approach it was posted with, and its tokens
+    ended = saves_of(ctx)[-1].record
+    assert [(a.subgoal_id, a.approach) for a in ended.attempts] == [
+        ("a", "the way to a"),
+        ("b", "the way to b"),
+        ("c", "the way to c"),
+    ]
+    assert ended.token_usage.prompt_tokens == 15
+
+
+def test_a_first_attempt_is_posted_as_its_look_ahead_chose_and_the_same_way_again() -> None:
+    job = subgoal_job(posted=True, lookahead=2)
+    dispatch = attempt_dispatch(job, job.subgoal, 1, "the way to a")
+    assert (dispatch.task_id, dispatch.instance_id, dispatch.event, dispatch.approach) == (
+        "p1.a.1.1", "p1.a.1", "ended.1", "the way to a"
+    )  # fmt: skip
+
+
+def test_a_run_begun_before_first_attempts_went_with_the_wave_keeps_its_subgoals_posting_them() -> None:
+    ctx = ScriptedContext(completes, patched=frozenset({SAVES_RIDE_ALONG}))
+    ctx.run(plan_run, start())
+
+    child = SUBGOAL_WORKFLOW
+    assert names(ctx) == [
+        [child, child, Activity.SAVE],
+        [child, Activity.SAVE],
+        [Activity.SYNTHESIZE, Activity.SAVE],
+        [Activity.SAVE],
+        [Activity.ANNOUNCE],
+    ]
+    children = [s.argument for wait in ctx.waits for s in wait if s.kind == "child"]
+    assert [job.first_attempt_posted for job in children] == [False, False, False]
+
+
+def subgoal_job(*, posted: bool, lookahead: int = 0) -> SubGoalJob:
+    retried = goal("a").model_copy(update={"fallback_strategy": "do a the other way"})
+    return SubGoalJob(plan_id="p1", task="a task", subgoal=retried, round=1, wave=0,
+                      required_skills=["web_search"], attempt_timeout_seconds=300,
+                      lookahead_paths=lookahead, first_attempt_posted=posted)  # fmt: skip
+
+
+def fails_then_passes(step: Scheduled) -> Any:
+    """Each attempt's task ends with an outcome; the first is judged failed, the next passed."""
+    if step.kind == "event":
+        number = int(step.name.rsplit(".", 1)[1])
+        outcome = TaskOutcome(task_id=f"p1.a.1.{number}", agent_id="agent-1", actual_success=True,
+                              actual_cost_usd=0.0, actual_steps=1)  # fmt: skip
+        return TaskEnded(task_id=outcome.task_id, outcome=outcome).model_dump(mode="json")
+    if step.name == Activity.VERIFY:
+        first = step.argument.ended.task_id.endswith(".1")
+        verdict = VerificationResult.FAIL if first else VerificationResult.PASS
+        return Verified(ended=AttemptEnd.SUCCEEDED, verdict=verdict)
+    if step.name == Activity.LOOKAHEAD:
+        return Approach(approach="")
+    return None
+
+
+def test_a_subgoal_whose_first_attempt_went_with_the_wave_waits_for_it_and_posts_the_next_itself() -> None:
+    ctx = ScriptedContext(fails_then_passes)
+    report = SubGoalReport.model_validate(ctx.run(subgoal_run, subgoal_job(posted=True)))
+
+    assert names(ctx)[0] == ["ended.1", "0:01:00"]  # its first step waits for the task's end
+    [retry] = ctx.activities(Activity.DISPATCH)
+    assert (retry.attempt, retry.task_id, retry.event, retry.description) == (
+        2, "p1.a.1.2", "ended.2", "do a the other way"
+    )  # fmt: skip
+    assert [a.task_id for a in report.attempts] == ["p1.a.1.1", "p1.a.1.2"]
+
+
+def test_a_subgoal_not_posted_with_its_wave_posts_its_first_attempt_itself() -> None:
+    for job in (subgoal_job(posted=False), subgoal_job(posted=False, lookahead=2)):
+        ctx = ScriptedContext(fails_then_passes)
+        ctx.run(subgoal_run, job)
+        assert [d.attempt for d in ctx.activities(Activity.DISPATCH)] == [1, 2]

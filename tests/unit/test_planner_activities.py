@@ -1,5 +1,6 @@
 """The planner's activities when the model cannot answer or a task never ends: typed results,
-never an exception that would fail the plan's workflow."""
+never an exception that would fail the plan's workflow; and a wave's start, run again after
+failing part way, posting each first attempt the way it did."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from agora.core.plans.record import AttemptEnd, new_record
 from agora.core.plans.request import PlanRequest
 from agora.core.plans.run import with_plan
 from agora.core.plans.workflow import SubGoalJob
-from agora.core.task_waits import TaskEnded
+from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers
-from agora.planner.workflow import Draft, Estimate, LookAhead, Synthesize, Verify
+from agora.planner.workflow import Draft, Estimate, LookAhead, StartWave, Synthesize, Verify
+from tests.unit.memory_state import MemoryRepository
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 GOAL = SubGoal(id="collect", description="Collect the data", success_criterion="the data is collected")
@@ -77,3 +79,35 @@ async def test_each_model_step_reports_the_tokens_it_used() -> None:
         Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=outcome))
     )
     assert verified.verdict is VerificationResult.PASS and verified.usage.total_tokens > 0
+
+
+class PostedTasks:
+    app_id = "planner"
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str]] = []
+
+    async def publish(self, channel: Any, spec: Any, *, message_id: str) -> None:
+        self.posted.append((message_id, spec.description))
+
+
+async def test_a_wave_s_start_posts_each_first_attempt_as_its_look_ahead_chose_then_the_same_way() -> None:
+    links, published = MemoryRepository(TaskLink), PostedTasks()
+    unused = cast(Any, None)
+
+    def planner(model: OfflineModelClient) -> PlannerActivities:
+        return PlannerActivities(model, cast(Any, published), unused, links.typed(), unused, unused)
+
+    started = await planner(OfflineModelClient(overrides=offline_answers)).start_wave(StartWave(jobs=[job()]))
+    [chosen] = started.approaches
+    assert chosen.approach and chosen.usage.total_tokens > 0
+    [(task_id, description)] = published.posted
+    assert task_id == "p1.collect.1.1" and chosen.approach in description
+    link = await links.get(task_id)
+    assert link is not None and (link.value.instance_id, link.value.event) == ("p1.collect.1", "ended.1")
+
+    # Run again (the step failed after this post): the same way, though a look-ahead asked
+    # again would find none now.
+    again = await planner(OfflineModelClient(fail_every=1)).start_wave(StartWave(jobs=[job()]))
+    assert [a.approach for a in again.approaches] == [chosen.approach]
+    assert published.posted == [(task_id, description)] * 2

@@ -29,10 +29,11 @@ Answer = Callable[[Scheduled], Any]
 
 @dataclass
 class ScriptedContext:
-    """The part of `DaprWorkflowContext` the workflows use; `patched` answers `is_patched`."""
+    """The part of `DaprWorkflowContext` the workflows use; `patched` answers `is_patched`: for
+    every patch, or for the patches it names."""
 
     answer: Answer
-    patched: bool = True
+    patched: bool | frozenset[str] = True
     instance_id: str = "run-1"
     now: datetime = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
     waits: list[list[Scheduled]] = field(default_factory=list)
@@ -44,7 +45,7 @@ class ScriptedContext:
         return self.now
 
     def is_patched(self, patch_name: str) -> bool:
-        return self.patched
+        return self.patched if isinstance(self.patched, bool) else patch_name in self.patched
 
     def _schedule(self, kind: str, name: str, argument: Any) -> CompletableTask[Any]:
         task: CompletableTask[Any] = CompletableTask()  # type: ignore[no-untyped-call]

@@ -19,6 +19,9 @@ class TaskLink(BaseModel):
     task_id: str
     instance_id: str
     event: str
+    approach: str = ""
+    """How the task was posted to be done (a plan's look-ahead chose it; empty: as described):
+    kept so that posting the task again posts it the same way."""
 
 
 class TaskEnded(BaseModel):

@@ -5,6 +5,7 @@ the escalation id."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from agora.core.plans.record import (
     new_record,
 )
 from agora.core.plans.run import failed_with
+from agora.core.plans.workflow import SubGoalJob
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
@@ -41,11 +43,15 @@ from agora.planner.workflow import (
     LookAhead,
     PlanFailed,
     SaveRecord,
+    StartWave,
     Stop,
     Synthesize,
     Synthesized,
     Verified,
     Verify,
+    WaveStarted,
+    attempt_dispatch,
+    subgoal_task_id,
 )
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
@@ -73,6 +79,7 @@ class PlannerActivities:
 
     def register(self, host: WorkflowHost) -> None:
         host.activity(Activity.SAVE, SaveRecord, self.save)
+        host.activity(Activity.START_WAVE, StartWave, self.start_wave)
         host.activity(Activity.ESTIMATE, Estimate, self.estimate)
         host.activity(Activity.DRAFT, Draft, self.draft)
         host.activity(Activity.REPLAN, Draft, self.replan)
@@ -87,6 +94,28 @@ class PlannerActivities:
 
     async def save(self, step: SaveRecord) -> None:
         await self.records.save(step.record.plan_id, step.record, step.previous_state, step.finished)
+
+    async def start_wave(self, step: StartWave) -> WaveStarted:
+        """The wave's record saved (when a save was held for it), then its first attempts
+        posted side by side (their tasks in one bulk publish)."""
+        if step.save is not None:
+            await self.save(step.save)
+        return WaveStarted(approaches=list(await asyncio.gather(*(self._post_first(j) for j in step.jobs))))
+
+    async def _post_first(self, job: SubGoalJob) -> Approach:
+        """The job's first attempt posted, after its look-ahead: the way a run of this step
+        that failed part way posted it, if it did (a look-ahead asked again may choose another
+        way, and a task is posted once)."""
+        task_id = subgoal_task_id(job, 1)
+        link = await self.links.get(task_id)
+        if link is not None:
+            chosen = Approach(approach=link.value.approach)
+        elif job.lookahead_paths:
+            chosen = await self.lookahead(LookAhead(job=job, subgoal=job.subgoal))
+        else:
+            chosen = Approach()
+        await self.dispatch(attempt_dispatch(job, job.subgoal, 1, chosen.approach))
+        return chosen
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:
@@ -272,9 +301,10 @@ class PlannerActivities:
         """Post one attempt of a subgoal to the market (`agora.tasks`, the task id as message id,
         so a repeat is one task), after noting which workflow waits for it."""
         job = step.job
-        await self.links.save(
-            step.task_id, TaskLink(task_id=step.task_id, instance_id=step.instance_id, event=step.event)
+        link = TaskLink(
+            task_id=step.task_id, instance_id=step.instance_id, event=step.event, approach=step.approach
         )
+        await self.links.save(step.task_id, link)
         spec = TaskSpec(
             task_id=step.task_id,
             description=_task_description(step.description, job.subgoal.success_criterion, step.approach),

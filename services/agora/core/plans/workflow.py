@@ -32,6 +32,11 @@ class SubGoalJob(BaseModel):
     attempt_timeout_seconds: int
     lookahead_paths: int = Field(default=0, ge=0, description="Paths simulated before each attempt; 0: none.")
     traceparent: str | None = None
+    first_attempt_posted: bool = Field(
+        default=False,
+        description="The step that started the wave posted the first attempt's task: the subgoal's "
+        "workflow waits for its end at once.",
+    )
 
 
 class SubGoalReport(BaseModel):
