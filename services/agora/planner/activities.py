@@ -55,7 +55,7 @@ from agora.planner.workflow import (
 )
 from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
-from agora.runtime.state import StateRepository
+from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.task_ends import end_on_board
 from agora.runtime.workflows import (
     Breakdown,
@@ -100,16 +100,17 @@ class PlannerActivities:
         posted side by side (their tasks in one bulk publish)."""
         if step.save is not None:
             await self.save(step.save)
-        return WaveStarted(approaches=list(await asyncio.gather(*(self._post_first(j) for j in step.jobs))))
+        # One read of the links a run of this step that failed part way may have noted already.
+        noted = await self.links.get_many(subgoal_task_id(job, 1) for job in step.jobs)
+        posts = (self._post_first(job, noted.get(subgoal_task_id(job, 1))) for job in step.jobs)
+        return WaveStarted(approaches=list(await asyncio.gather(*posts)))
 
-    async def _post_first(self, job: SubGoalJob) -> Approach:
+    async def _post_first(self, job: SubGoalJob, noted: Versioned[TaskLink] | None) -> Approach:
         """The job's first attempt posted, after its look-ahead: the way a run of this step
-        that failed part way posted it, if it did (a look-ahead asked again may choose another
-        way, and a task is posted once)."""
-        task_id = subgoal_task_id(job, 1)
-        link = await self.links.get(task_id)
-        if link is not None:
-            chosen = Approach(approach=link.value.approach)
+        that failed part way posted it, if it noted its link (a look-ahead asked again may
+        choose another way, and a task is posted once)."""
+        if noted is not None:
+            chosen = Approach(approach=noted.value.approach)
         elif job.lookahead_paths:
             chosen = await self.lookahead(LookAhead(job=job, subgoal=job.subgoal))
         else:

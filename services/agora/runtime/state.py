@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry.trace import SpanKind
 
-from agora.runtime.sidecar import DaprError, DaprSidecar, EtagMismatch
+from agora.runtime.sidecar import DaprError, DaprSidecar, EtagMismatch, SidecarResponse
 from agora.runtime.tracing import tracer
 
 M = TypeVar("M", bound=Any)
@@ -57,23 +57,23 @@ class StateRepository(Generic[M]):
         )
 
     async def get(self, item_id: str) -> Versioned[M] | None:
-        with self._span("get", item_id):
-            response = await self._sidecar.request(
-                "GET", f"/v1.0/state/{self._store}/{self.key(item_id)}", params={"consistency": "strong"}
-            )
-            if response.status_code == 204 or not response.content:
-                return None
-            return Versioned(self._model.model_validate_json(response.content), response.headers.get("etag"))
+        found = await self._read(item_id)
+        if found is None:
+            return None
+        return Versioned(self._model.model_validate_json(found.content), found.headers.get("etag"))
 
     async def get_json(self, item_id: str) -> Versioned[Any] | None:
         """The stored JSON data of one item, with its etag, not parsed into the model."""
+        found = await self._read(item_id)
+        return Versioned(found.json(), found.headers.get("etag")) if found is not None else None
+
+    async def _read(self, item_id: str) -> SidecarResponse | None:
+        """The sidecar's answer for one item; None when the store has no such key."""
         with self._span("get", item_id):
             response = await self._sidecar.request(
                 "GET", f"/v1.0/state/{self._store}/{self.key(item_id)}", params={"consistency": "strong"}
             )
-            if response.status_code == 204 or not response.content:
-                return None
-            return Versioned(response.json(), response.headers.get("etag"))
+        return None if response.status_code == 204 or not response.content else response
 
     async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[M]]:
         raw = await self.get_many_raw(item_ids)
@@ -272,7 +272,7 @@ class StateRepository(Generic[M]):
                 # Redis refuses a create (first-write, no etag) that lost the race to another
                 # writer with a plain save error, not an etag conflict: if the key exists now,
                 # that is what happened, and the next attempt updates it.
-                if current is not None or await self.get(item_id) is None:
+                if current is not None or await read(item_id) is None:
                     raise
             await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise ConcurrencyConflict(f"{self.key(item_id)}: gave up after {attempts} conflicting writes")
