@@ -25,6 +25,7 @@ from agora.core.topics import channel
 from agora.runtime.pubsub import MessageDeduplicator, Subscriptions
 from agora.runtime.service import create_service_app
 from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprError, SidecarUnavailable
 
 # -- bounds -----------------------------------------------------------------------------------
 
@@ -114,6 +115,14 @@ def app_with_routes() -> FastAPI:
         async def boom() -> None:
             raise RuntimeError("secret internals")
 
+        @app.get("/v1/silent-sidecar")
+        async def silent_sidecar() -> None:
+            raise SidecarUnavailable("PUT /v1.0/actors/Task/t-1/method/get_task: TimeoutError()")
+
+        @app.get("/v1/refusing-sidecar")
+        async def refusing_sidecar() -> None:
+            raise DaprError(500, "ERR_ACTOR_INVOKE_METHOD", "context deadline exceeded")
+
     from agora.runtime.service import ServiceModule
 
     return create_service_app(ServiceSettings(app_id="test"), [ServiceModule("test", setup=setup)])
@@ -153,6 +162,20 @@ async def test_every_failure_answers_the_same_error_body(client: httpx.AsyncClie
     assert_error_body(await client.delete("/v1/echo"), 405, "METHOD_NOT_ALLOWED")
     internal = assert_error_body(await client.get("/v1/boom"), 500, "INTERNAL")
     assert "secret" not in internal["message"]
+
+
+async def test_a_sidecar_that_does_not_answer_or_fails_answers_a_typed_503_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    # Exceptions the app lets escape are raised here: an answer given by a handler that also
+    # re-raises (as the framework's catch-all does, for the server to log a traceback) fails.
+    transport = httpx.ASGITransport(app=app_with_routes(), raise_app_exceptions=True)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        silent = assert_error_body(await client.get("/v1/silent-sidecar"), 503, "UNAVAILABLE")
+        assert "did not answer in time" in silent["message"] and "get_task" in silent["message"]
+        refused = assert_error_body(await client.get("/v1/refusing-sidecar"), 503, "UNAVAILABLE")
+        assert refused["details"] == {"dapr_error": "ERR_ACTOR_INVOKE_METHOD"}
 
 
 async def test_an_oversized_body_is_refused_before_it_is_read(client: httpx.AsyncClient) -> None:

@@ -14,6 +14,7 @@ from agora.core.errors import (
     ErrorBody,
     InvalidArgument,
     NotFound,
+    Unavailable,
     error_for_status,
     error_from,
     error_table,
@@ -69,7 +70,8 @@ def test_the_web_framework_s_statuses_answer_with_the_edge_errors() -> None:
     assert type(error_for_status(404, "no route")) is NotFound
     assert error_for_status(405, "x").code == "METHOD_NOT_ALLOWED"
     assert error_for_status(418, "x").http_status == 400
-    assert error_for_status(503, "x").http_status == 500
+    assert type(error_for_status(503, "x")) is Unavailable
+    assert error_for_status(502, "x").http_status == 500
 
 
 def test_the_documented_error_table_is_the_code_s() -> None:

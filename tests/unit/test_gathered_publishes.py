@@ -25,10 +25,16 @@ OTHER = channel("other-notes", Note)
 
 
 class RecordingSidecar:
-    def __init__(self, failing: set[str] | None = None) -> None:
+    def __init__(self, failing: set[str] | None = None, broker: str = "pubsub.redis") -> None:
         self.single: list[tuple[str, dict[str, Any]]] = []
         self.bulk: list[tuple[str, list[dict[str, Any]]]] = []
         self.failing = failing or set()
+        self.broker = broker
+        self.asked_for_components = 0
+
+    async def component_type(self, name: str) -> str | None:
+        self.asked_for_components += 1
+        return self.broker
 
     async def publish(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
         self.single.append((topic, cloud_event))
@@ -126,3 +132,60 @@ async def test_a_publish_made_while_a_bulk_publish_waits_for_it_is_not_held_behi
     sidecar.publish_bulk = delivering  # type: ignore[method-assign]
     await asyncio.wait_for(asyncio.gather(*(publish.publish(NOTES, Note(text=t)) for t in "ab")), timeout=5)
     assert [e["data"]["text"] for _, e in sidecar.single] == ["published by the handler"]
+
+
+class InMemoryBroker(RecordingSidecar):
+    """Dapr's in-memory broker as a publisher meets it: a publish call returns only once the
+    subscription's previous delivery was handled (here: once the test lets it)."""
+
+    def __init__(self, failing: set[str] | None = None) -> None:
+        super().__init__(failing, broker="pubsub.in-memory")
+        self.previous_delivery_handled = asyncio.Event()
+
+    async def publish(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
+        await self.previous_delivery_handled.wait()
+        if cloud_event["data"]["text"] in self.failing:
+            raise DaprError(500, "ERR_PUBSUB_PUBLISH_MESSAGE", "component is closed")
+        self.single.append((topic, cloud_event))
+
+
+async def test_on_a_broker_that_delivers_inside_the_publish_a_publish_does_not_wait_for_a_delivery() -> None:
+    """An actor's turn publishing there would otherwise wait on the delivery of an earlier
+    message, which may be waiting for that same actor."""
+    sidecar = InMemoryBroker()
+    publish = publisher(sidecar)
+
+    event_id = await asyncio.wait_for(publish.publish(NOTES, Note(text="award"), message_id="a-1"), timeout=1)
+
+    assert event_id == "a-1" and sidecar.single == [], "handed over, not delivered yet"
+    sidecar.previous_delivery_handled.set()
+    await publish.drain(timeout_seconds=5)
+    assert [(t, e["id"]) for t, e in sidecar.single] == [("notes", "a-1")]
+    await publish.publish(NOTES, Note(text="next"))
+    assert sidecar.asked_for_components == 1, "the broker's kind is asked once"
+
+
+async def test_a_handed_over_event_the_broker_refused_is_logged_with_its_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sidecar = InMemoryBroker(failing={"lost"})
+    sidecar.previous_delivery_handled.set()
+    publish = publisher(sidecar)
+
+    await publish.publish(NOTES, Note(text="lost"), message_id="lost-1")
+    await publish.drain(timeout_seconds=5)
+
+    [record] = [r for r in caplog.records if r.getMessage() == "an event handed to the broker was not published"]
+    assert record.__dict__["event_id"] == "lost-1" and "component is closed" in record.__dict__["reason"]
+
+
+async def test_on_a_broker_that_queues_a_publish_waits_until_its_event_was_accepted() -> None:
+    sidecar = InMemoryBroker()
+    sidecar.broker = "pubsub.redis"
+    publish = publisher(sidecar)
+
+    pending = asyncio.ensure_future(publish.publish(NOTES, Note(text="award")))
+    await asyncio.sleep(0.05)
+    assert not pending.done()
+    sidecar.previous_delivery_handled.set()
+    assert await asyncio.wait_for(pending, timeout=5)

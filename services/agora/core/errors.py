@@ -186,6 +186,15 @@ class Internal(AgoraError):
     permanent = False
 
 
+class Unavailable(AgoraError):
+    """A part the request needs did not answer in time (a sidecar, an actor busy or stuck, a
+    store away); the request changed nothing it did not say, and may be sent again."""
+
+    code = "UNAVAILABLE"
+    http_status = 503
+    permanent = False
+
+
 # -- domain errors shared by several services ---------------------------------------------------
 
 
@@ -326,6 +335,7 @@ EDGE_ERRORS: tuple[type[AgoraError], ...] = (
     UnsupportedMediaType,
     InvalidArgument,
     Internal,
+    Unavailable,
 )
 
 

@@ -310,9 +310,25 @@ queue a second copy behind the first (which the app keeps running)."""
 class ActorClient:
     """Calls actor methods through the sidecar (`/v1.0/actors/...`), carrying the trace."""
 
-    def __init__(self, sidecar: DaprSidecar, timeout_seconds: float = ACTOR_CALL_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        sidecar: DaprSidecar,
+        timeout_seconds: float = ACTOR_CALL_TIMEOUT_SECONDS,
+        *,
+        retry_timeouts: bool = True,
+    ) -> None:
         self._sidecar = sidecar
         self._timeout = timeout_seconds
+        self._retry_timeouts = retry_timeouts
+        """Whether a call that timed out is sent again (a read answering a person is not: the
+        person gets a typed 503 within the timeout, and may ask again)."""
+
+    @classmethod
+    def for_reads(cls, sidecar: DaprSidecar) -> ActorClient:
+        """A client for reads that answer people's requests: one attempt, bounded by
+        `AGORA_READ_TIMEOUT_SECONDS`; a read that does not answer in time raises
+        `SidecarUnavailable`, which apps answer as a typed 503."""
+        return cls(sidecar, sidecar.settings.read_timeout_seconds, retry_timeouts=False)
 
     async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
         """Call `method` with `payload` (a model, as the method's interface declares) and return
@@ -325,9 +341,12 @@ class ActorClient:
                 content=payload.model_dump_json().encode(),
                 headers={"content-type": "application/json"},
                 timeout=self._timeout,
+                idempotent=self._retry_timeouts,
             )
         else:
-            response = await self._sidecar.request("PUT", path, json_body=payload, timeout=self._timeout)
+            response = await self._sidecar.request(
+                "PUT", path, json_body=payload, timeout=self._timeout, idempotent=self._retry_timeouts
+            )
         envelope = ActorAnswer.model_validate_json(response.content) if response.content else ActorAnswer()
         if envelope.error is not None:
             raise error_from(envelope.error.error, envelope.error.message, envelope.error.details)

@@ -12,6 +12,14 @@ the in-memory broker Dapr 1.18 gathers bulks in the sidecar, and a subscription 
 a gathered bulk is in flight (the app turning unhealthy and back, as a restart does) holds its
 messages back until the sidecar stops, or leaves the broker's consumers waiting for ever.
 
+A publish returns once the broker accepted its event, except on a broker that delivers inside
+the publish call (`DELIVERS_IN_PUBLISH`: Dapr's in-memory one hands a subscription one message
+at a time, and its publish returns only once the subscription's previous message was handled).
+There a publisher would wait on a delivery, and a publisher holding what that delivery needs (an
+actor's turn: the delivery of an earlier award calling the same task) would wait for ever. On
+such a broker an event is handed to the sidecar and the publish returns at once; the broker
+keeps nothing across a sidecar's restart, so waiting for it bought no durability.
+
 A message that cannot be accepted is published to the dead-letter topic wrapped in a
 `DeadLetter` that names the reason, then acknowledged: not a CloudEvent, a payload failing
 validation, or a handler failing with a *permanent* error (`RejectMessage`, a domain error
@@ -69,13 +77,21 @@ class RejectMessage(Exception):
 class _Gathered:
     cloud_event: dict[str, Any]
     sent: asyncio.Future[None]
+    handed_over: bool = False
+    """Nobody waits for `sent`: a failure is logged here."""
+
+
+DELIVERS_IN_PUBLISH = frozenset({"pubsub.in-memory"})
+"""Component types whose publish call returns only once a delivery ended (see the module's
+docstring): a publish to one of them is handed over without waiting."""
 
 
 class Publisher:
     """Publishes CloudEvents. Publishes to one topic that come together (many actor turns or
     deliveries publishing at once) go as one bulk publish, each event with its own trace
     context; each publish returns once its own event was accepted, and fails alone if its
-    event alone failed. A publish with none beside it goes as a single publish."""
+    event alone failed. A publish with none beside it goes as a single publish. On a broker
+    that delivers inside the publish call, a publish returns once its event is handed over."""
 
     def __init__(self, sidecar: DaprSidecar, settings: ServiceSettings) -> None:
         self._sidecar = sidecar
@@ -84,6 +100,29 @@ class Publisher:
         self._gathered: dict[tuple[str, str], list[_Gathered]] = {}
         self._flush_due = False
         self._sending: set[asyncio.Task[None]] = set()
+        self._handed_over: dict[str, bool] = {}
+        """By pub/sub component: whether its publishes are handed over without waiting."""
+
+    async def _hands_over(self, pubsub: str) -> bool:
+        """Whether publishes to `pubsub` return once handed over (its broker delivers inside
+        the publish call); asked of the sidecar's metadata once. A sidecar that does not answer
+        is asked again next time, and the publish meanwhile waits (and fails) as any would."""
+        known = self._handed_over.get(pubsub)
+        if known is None:
+            try:
+                kind = await self._sidecar.component_type(pubsub)
+            except Exception as exc:
+                log.debug("the sidecar did not tell its components", extra={"reason": repr(exc)[:300]})
+                return False
+            known = self._handed_over[pubsub] = kind in DELIVERS_IN_PUBLISH
+        return known
+
+    async def drain(self, timeout_seconds: float) -> None:
+        """Wait for the publishes under way (the ones handed over included), up to a time."""
+        if self._flush_due:
+            self._flush()
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=timeout_seconds)
 
     async def publish(
         self,
@@ -148,13 +187,15 @@ class Publisher:
         return event_id
 
     async def _publish_gathered(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
+        handed_over = await self._hands_over(pubsub)
         loop = asyncio.get_running_loop()
         sent: asyncio.Future[None] = loop.create_future()
-        self._gathered.setdefault((pubsub, topic), []).append(_Gathered(cloud_event, sent))
+        self._gathered.setdefault((pubsub, topic), []).append(_Gathered(cloud_event, sent, handed_over))
         if not self._flush_due:
             self._flush_due = True
             loop.call_soon(self._flush)  # the other turns publishing now add theirs meanwhile
-        await asyncio.shield(sent)
+        if not handed_over:
+            await asyncio.shield(sent)
 
     def _flush(self) -> None:
         """Send what was gathered, beside any send still under way: a broker that delivers
@@ -178,13 +219,12 @@ class Publisher:
                 )
         except Exception as exc:
             for g in gathered:
-                _settle(g.sent, exc)
+                _settle(g, exc, topic)
             return
         for index, g in enumerate(gathered):
             problem = failed.get(index)
-            _settle(
-                g.sent, None if problem is None else DaprError(500, "ERR_PUBSUB_PUBLISH_MESSAGE", problem)
-            )
+            refused = None if problem is None else DaprError(500, "ERR_PUBSUB_PUBLISH_MESSAGE", problem)
+            _settle(g, refused, topic)
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         await self._publish_event(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
@@ -197,7 +237,16 @@ def _traced(cloud_event: dict[str, Any]) -> dict[str, Any]:
     return {**cloud_event, "traceid": traceparent} if traceparent else cloud_event
 
 
-def _settle(sent: asyncio.Future[None], failure: BaseException | None) -> None:
+def _settle(event: _Gathered, failure: BaseException | None, topic: str) -> None:
+    if failure is not None and event.handed_over:
+        # Nobody waits for it: say what was lost, and why (a broker that delivers inside the
+        # publish call refuses only once it is closed, as its sidecar stops).
+        log.error(
+            "an event handed to the broker was not published",
+            extra={"topic": topic, "event_id": event.cloud_event.get("id"), "reason": repr(failure)[:500]},
+        )
+        failure = None
+    sent = event.sent
     if sent.done():
         return
     if failure is None:

@@ -26,6 +26,7 @@ from agora.core.errors import (
     Internal,
     InvalidArgument,
     PayloadTooLarge,
+    Unavailable,
     describe_field_errors,
     error_for_status,
     field_errors,
@@ -43,7 +44,7 @@ from agora.runtime.http_server import OneWriteHttpToolsProtocol
 from agora.runtime.logs import configure_logging
 from agora.runtime.pubsub import MessageDeduplicator, ProcessedMarker, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings
-from agora.runtime.sidecar import DaprSidecar
+from agora.runtime.sidecar import DaprError, DaprSidecar, SidecarUnavailable
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import configure_tracing, shutdown_tracing
 from agora.runtime.workflows import WorkflowHost
@@ -299,6 +300,27 @@ def create_service_app(settings: ServiceSettings, modules: Sequence[ServiceModul
             return answer_error(PayloadTooLarge(str(exc.detail), limit_bytes=MAX_BODY_BYTES))
         return answer_error(error_for_status(exc.status_code, str(exc.detail)), headers=exc.headers)
 
+    @app.exception_handler(SidecarUnavailable)
+    async def sidecar_silent(request: Request, exc: SidecarUnavailable) -> JSONResponse:
+        # Not the service's fault, and no traceback to show: what did not answer, typed.
+        log.warning(
+            "request answered 503: the sidecar did not answer",
+            extra={"path": request.url.path, "reason": str(exc)[:300]},
+        )
+        return answer_error(Unavailable(f"the sidecar did not answer in time: {exc}"[:1000]))
+
+    @app.exception_handler(DaprError)
+    async def sidecar_refused(request: Request, exc: DaprError) -> JSONResponse:
+        if exc.status_code < 500 and exc.status_code not in (408, 429):
+            return await unexpected(request, exc)  # a request the service should not have made
+        log.warning(
+            "request answered 503: the sidecar refused",
+            extra={"path": request.url.path, "reason": str(exc)[:300]},
+        )
+        return answer_error(
+            Unavailable(f"the sidecar could not do it: {exc}"[:1000], dapr_error=exc.error_code)
+        )
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The cause goes to the log (with the trace id); the caller gets a typed body, no traceback.
@@ -415,6 +437,9 @@ async def _drain(ctx: ServiceContext, grace_seconds: float) -> None:
         _, pending = await asyncio.wait(set(ctx.background), timeout=remaining)
         for task in pending:
             task.cancel()
+    # Publishes handed to a broker that delivers inside the publish call go out before the
+    # sidecar is left.
+    await ctx.publisher.drain(max(0.0, deadline - asyncio.get_running_loop().time()))
 
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:

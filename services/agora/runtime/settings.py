@@ -26,6 +26,9 @@ class ServiceSettings(BaseSettings):
     dead_letter_topic: str = "agora.deadletter"
 
     sidecar_timeout_seconds: float = 10.0
+    read_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    """AGORA_READ_TIMEOUT_SECONDS: how long a read answering a person's request (a task shown)
+    waits for the actor holding the record before the app answers a typed 503."""
     sidecar_wait_seconds: float = 60.0
     shutdown_grace_seconds: float = 10.0
     dedupe_ttl_seconds: int = 24 * 3600

@@ -166,6 +166,16 @@ class DaprSidecar:
                 raise SidecarUnavailable(f"sidecar at {self.settings.dapr_http_endpoint} not ready")
             await asyncio.sleep(0.1)
 
+    async def component_type(self, name: str) -> str | None:
+        """The type of the component `name` as the sidecar loaded it (`pubsub.redis`,
+        `state.in-memory`...), from its metadata API; None when it has no such component."""
+        metadata = (await self.request("GET", "/v1.0/metadata")).json()
+        for component in metadata.get("components") or []:
+            if isinstance(component, dict) and component.get("name") == name:
+                kind = component.get("type")
+                return kind if isinstance(kind, str) else None
+        return None
+
     async def publish(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
         await self.request(
             "POST",

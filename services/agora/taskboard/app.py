@@ -44,6 +44,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
         )
         tasks = task_actors(ActorClient(ctx.sidecar))
+        readers = task_actors(ActorClient.for_reads(ctx.sidecar))
         watch["watch"] = AwardWatch(index, tasks)
 
         @app.get("/v1/tasks", response_model=TaskList)
@@ -53,7 +54,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
 
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
-            return await tasks(task_id).get_task()
+            return await readers(task_id).get_task()
 
     async def warm_up(ctx: ServiceContext) -> None:
         ctx.spawn_daemon(watch["watch"].sweep_forever(settings.award_sweep_seconds), name="award watch")
