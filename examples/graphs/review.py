@@ -57,6 +57,9 @@ review = (
             ["web_search"],
             preferred_skills=["summarize"],
             describe=lambda state: f"Find sources on {state.input}",
+            # A new agent's calibrated success starts low: the market's default bar (0.5) would
+            # turn a fresh system's first research task away.
+            min_success_threshold=0.2,
         ),
     )
     .add_node("approve", human_node("Publish this note?"))

@@ -217,7 +217,7 @@ async def test_a_market_node_describes_its_task_from_the_state_and_needs_a_durab
     task = node.task(Draft(input="ignored", draft="the draft"), "graph.r-1.1")
     assert (task.task_id, task.description) == ("graph.r-1.1", "Summarize: the draft")
     assert task.required_skills == ["summarize"]
-    assert task.budget_usd == 0.5 and task.min_success_threshold == 0.0 and task.allow_partial is True
+    assert task.budget_usd == 0.5 and task.min_success_threshold == 0.5 and task.allow_partial is True
     assert market_node(["summarize"]).task(Draft(input="the input"), "t").description == "the input"
 
     result = MarketResult(task_id="t", succeeded=True, status="COMPLETED", agent_id="a", summary="done")

@@ -23,7 +23,10 @@ Choices made:
 * a subgoal depending on itself is a cycle;
 * a replan may not change a completed subgoal: one proposed under a completed id is replaced by
   the completed one, and a completed subgoal the proposal left out is kept;
-* SKIPPED subgoals count among `failed_subgoals` of the result (they could not be completed).
+* SKIPPED subgoals count among `failed_subgoals` of the result (they could not be completed);
+* the planner's model calls go to the tiers `PlanningConfig` names (`model_tier`): verification
+  to `verifier_model_tier`, the others to `planner_model_tier`; `executor_model_tier` picks no
+  model, since subgoals run on the market's agents, each on its own model.
 """
 
 from __future__ import annotations
@@ -103,6 +106,31 @@ class PlanningConfig(BaseModel):
     verifier_model_tier: AgentTier = Field(
         default=AgentTier.FAST, description="Model tier for postcondition verification."
     )
+
+
+class PlanningCall(StrEnum):
+    """The planner's own model calls (subgoals themselves run on the market's agents)."""
+
+    ESTIMATE = "estimate"
+    """How many steps the task needs: plan it or not."""
+    PLAN = "plan"
+    """The plan's first draft."""
+    REPLAN = "replan"
+    """The next plan version after a subgoal failed."""
+    LOOKAHEAD = "lookahead"
+    """Ways to carry out a subgoal, simulated before each attempt."""
+    VERIFY = "verify"
+    """Whether an attempt's result meets the subgoal's success criterion."""
+    SYNTHESIZE = "synthesize"
+    """The final answer from the completed subgoals."""
+
+
+def model_tier(config: PlanningConfig, call: PlanningCall) -> AgentTier:
+    """The model tier a planning call goes to: verification to `verifier_model_tier`, every other
+    planning call (estimate, plan, replan, lookahead, synthesis) to `planner_model_tier`.
+    `executor_model_tier` picks no model here: a subgoal is a market task, run by whichever agent
+    wins it, on that agent's own model."""
+    return config.verifier_model_tier if call is PlanningCall.VERIFY else config.planner_model_tier
 
 
 class SubGoal(BaseModel):

@@ -52,6 +52,17 @@ def ucb_bonus(total_tasks_all_agents: int, agent_tasks: int) -> float:
     return math.sqrt(2.0 * math.log(max(2, total_tasks_all_agents)) / max(1, agent_tasks))
 
 
+def with_ucb_confidence(record: ReputationRecord, market_total: int) -> ReputationRecord:
+    """`record` with `ucb_confidence` set to its UCB1 bonus now: `ucb_bonus(N, n_i)` with
+    `n_i = total_tasks` and `N = market_total`, the outcomes across all agents (at least the
+    agent's own: a market count that has not caught up with this agent's latest outcomes yet
+    does not make its bonus larger than the formula gives)."""
+    if market_total < 0:
+        raise ValueError(f"market_total must be >= 0, got {market_total!r}")
+    total = max(market_total, record.total_tasks)
+    return record.model_copy(update={"ucb_confidence": ucb_bonus(total, record.total_tasks)})
+
+
 def outcome_counts_as_success(outcome: TaskOutcome, *, allow_partial: bool) -> bool:
     """Whether an outcome is a success for reputation purposes, given the task's `allow_partial`.
 
@@ -286,6 +297,4 @@ class ReputationTracker:
             del pending[next(iter(pending))]
 
     def _snapshot(self, record: ReputationRecord) -> ReputationRecord:
-        return record.model_copy(
-            update={"ucb_confidence": ucb_bonus(self._total_tasks, record.total_tasks)}, deep=True
-        )
+        return with_ucb_confidence(record.model_copy(deep=True), self._total_tasks)

@@ -6,6 +6,11 @@ model drafts is validated as a DAG (`agora.core.planning.validate_plan`), and on
 parse or does not validate is sent back with every problem named, up to `attempts` times,
 before the planner gives up with `PlanNotMade`.
 
+Each call goes to a model of the tier the plan's `PlanningConfig` names for it
+(`agora.core.planning.model_tier`), through the SDK's `ModelRouter` (`PlannerModels`): the
+tier's first model, then down the router's fallback chain when that one fails. A planner with
+one model sends every tier to it.
+
 `offline_answers` makes the deterministic offline model a planner too: it recognises these
 prompts and answers with valid plans, verifications that follow the reported outcome, and
 syntheses, so the embedded default and the tests plan without a network.
@@ -16,25 +21,29 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Annotated
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
+from agora.core.models import AgentTier
 from agora.core.planning import (
     MAX_PLAN_SUBGOALS,
     InvalidPlan,
     Plan,
+    PlanningCall,
     PlanningConfig,
     PlanNotMade,
     SubGoal,
     SubGoalId,
     VerificationResult,
     merge_replan,
+    model_tier,
     validate_plan,
 )
-from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, complete_json
+from agora.llm import ChatMessage, Completion, ModelClient, ModelOutputInvalid, complete_json
+from agora.sdk import ModelRouter, ModelSpec, ModelTier, RoutingRule
 
 PLAN_ATTEMPTS = 3
 """Drafts asked for before the planner gives up on a plan (the first and two corrections)."""
@@ -45,6 +54,71 @@ REPLAN_PROMPT = "You repair a plan for a market of AI agents after a subgoal fai
 VERIFY_PROMPT = "You verify whether a subgoal's result meets its success criterion."
 SYNTHESIZE_PROMPT = "You write the final answer to a task from the results of its subgoals."
 LOOKAHEAD_PROMPT = "You look ahead: before an agent starts a subgoal, you simulate ways to do it."
+
+
+def _tier_mark(tier: AgentTier) -> str:
+    """What a call's step name carries to be routed to `tier` (see `PlannerModels`)."""
+    return f"[tier:{tier.value}]"
+
+
+class PlannerModels:
+    """The planner's models, by tier: `for_call(config, call)` is a model client whose every
+    call goes through a `ModelRouter` to a model of the tier `config` names for `call`, and on a
+    failure down the router's fallback chain (by default balanced, fast, powerful). The router's
+    rules route by a tier mark in the step name, so a tier without a model of its own falls
+    back like any failed call."""
+
+    def __init__(
+        self,
+        models: Sequence[ModelSpec],
+        clients: Mapping[str, ModelClient],
+        *,
+        fallback_chain: Sequence[ModelTier] | None = None,
+    ) -> None:
+        rules = [RoutingRule(contains=_tier_mark(tier), tier=ModelTier(tier.value)) for tier in AgentTier]
+        self.router = ModelRouter(models, clients, routing_rules=rules, fallback_chain=fallback_chain)
+        self._clients = dict(clients)
+        self.by_tier = len({self.router.candidates(_tier_mark(tier))[0].model_id for tier in AgentTier}) > 1
+        """Whether the tiers go to different models (with one model, a call's tier changes nothing)."""
+
+    @classmethod
+    def single(cls, client: ModelClient) -> PlannerModels:
+        """One model for every tier."""
+        spec = ModelSpec(model_id=getattr(client, "model", None) or client.backend, tier=ModelTier.BALANCED)
+        return cls([spec], {spec.model_id: client})
+
+    def for_call(self, config: PlanningConfig, call: PlanningCall) -> ModelClient:
+        return self.for_tier(model_tier(config, call), call)
+
+    def for_tier(self, tier: AgentTier, call: PlanningCall) -> ModelClient:
+        step = f"planning.{call.value} {_tier_mark(tier)}"
+        first = self.router.candidates(step)[0]
+        return _RoutedModel(self.router, step, self._clients[first.model_id].backend)
+
+
+class _RoutedModel:
+    """A `ModelClient` whose calls go through a router as one step (`ModelRouter.complete`)."""
+
+    def __init__(self, router: ModelRouter, step: str, backend: str) -> None:
+        self._router = router
+        self.step = step
+        self.backend = backend
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        routed = await self._router.complete(
+            self.step, messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+        )
+        return routed.completion
+
+    async def aclose(self) -> None:
+        return None  # the clients stay their creator's to close
 
 
 class ComplexityEstimate(BaseModel):

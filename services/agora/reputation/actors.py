@@ -1,7 +1,9 @@
 """The `Reputation` actor: one per agent id, holding its ReputationRecord.
 
 Outcomes for one agent are applied one at a time by the actor runtime (turn-based), so
-concurrent outcomes never lose an update; each task's outcome is applied once.
+concurrent outcomes never lose an update; each task's outcome is applied once. After applying,
+the actor notes its agent's total in the market's outcome count (`MarketOutcomes`, the `N` of
+the UCB bonus), on every call, so a call retried after its note failed notes it again.
 """
 
 from pydantic import BaseModel, Field
@@ -10,6 +12,7 @@ from agora.core.contracts import OutcomeReport, OutcomeReports
 from agora.core.errors import InvalidArgument
 from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
+from agora.reputation.outcome_counts import MarketOutcomes
 from agora.runtime.actor import PydanticActor, actor_endpoint
 from agora.runtime.interfaces import ReputationActorInterface
 
@@ -22,7 +25,9 @@ class ReputationState(BaseModel):
     """Task ids whose outcome was applied (bounded), so a redelivered outcome is not counted twice."""
 
 
-class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface):
+class Reputation(PydanticActor[ReputationState, MarketOutcomes | None], ReputationActorInterface):
+    """Built with the market's outcome count, or None where no count is kept."""
+
     state_model = ReputationState
 
     async def _on_activate(self) -> None:
@@ -38,6 +43,7 @@ class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface)
     async def apply_outcome(self, report: OutcomeReport) -> ReputationRecord:
         if self._apply(report):
             await self.commit()
+        await self._note_total()
         return self.state.record
 
     @actor_endpoint
@@ -49,7 +55,12 @@ class Reputation(PydanticActor[ReputationState, None], ReputationActorInterface)
         applied = [self._apply(report) for report in batch.reports]
         if any(applied):
             await self.commit()
+        await self._note_total()
         return self.state.record
+
+    async def _note_total(self) -> None:
+        if self.deps is not None:
+            await self.deps.note(self.id.id, self.state.record.total_tasks)
 
     def _apply(self, report: OutcomeReport) -> bool:
         """Count one task's outcome (once); whether it changed anything."""

@@ -1,11 +1,16 @@
-"""The reputation app: hosts `Reputation` actors."""
+"""The reputation app: hosts `Reputation` actors and shows their records, each with its current
+UCB bonus over the market's outcome count."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import FastAPI
 
 from agora.core.market import ReputationRecord
+from agora.core.reputation import with_ucb_confidence
 from agora.reputation.actors import Reputation
+from agora.reputation.outcome_counts import NAMESPACE, AgentTotals, MarketOutcomes
 from agora.runtime.actor import ActorClient
 from agora.runtime.clients import reputation_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -20,12 +25,15 @@ class ReputationSettings(ServiceSettings):
 
 def reputation_module() -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
-        ctx.host_actor(Reputation, None)
+        outcomes = MarketOutcomes(ctx.repository(NAMESPACE, AgentTotals))
+        ctx.host_actor(Reputation, outcomes)
         reputations = reputation_actors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/reputation/{agent_id}", response_model=ReputationRecord)
         async def show(agent_id: PathId) -> ReputationRecord:
-            return await reputations(agent_id).get_record()
+            """The agent's record; `ucb_confidence` is its UCB bonus now, over the market's `N`."""
+            record, market_total = await asyncio.gather(reputations(agent_id).get_record(), outcomes.total())
+            return with_ucb_confidence(record, market_total)
 
     return ServiceModule("reputation", setup=setup)
 

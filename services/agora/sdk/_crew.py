@@ -244,6 +244,9 @@ def _synthesis_prompt(task: str, done: Sequence[ExecutionResult]) -> str:
     return f"The task:\n{task}\n\nYour workers' results:\n\n{_quoted(done)}\n\nWrite the final answer."
 
 
+DEFAULT_MIN_SUCCESS_THRESHOLD: float = TaskSpec.model_fields["min_success_threshold"].default
+"""A market task's threshold unless its poster says otherwise: `TaskSpec`'s (the moral-hazard
+guard on: a bid whose calibrated success is below it cannot win)."""
 MARKET_POLL_FIRST_S = 0.05
 MARKET_POLL_AT_MOST_S = 2.0
 DEFAULT_MARKET_WAIT_S = 900.0
@@ -295,11 +298,14 @@ class MarketCrew(Crew):
         *,
         budget_usd: float | None = None,
         preferred_skills: Sequence[str] = (),
-        min_success_threshold: float = 0.0,
+        min_success_threshold: float = DEFAULT_MIN_SUCCESS_THRESHOLD,
+        deadline_ms: int | None = None,
+        allow_partial: bool = False,
         wait_s: float = DEFAULT_MARKET_WAIT_S,
     ) -> MarketCrewResult:
         """Post the task (`<session_id>.market.<n>`), let the market allocate it, and wait (at
         most `wait_s`) until its winner's outcome, or the market's rejection, is on the board.
+        The task's fields default as `TaskSpec`'s do (a bid needs a calibrated success of 0.5).
         `MarketAllocationError` when the market rejects it; `TimeoutError` when it has not ended
         in time (it goes on on the board)."""
         if not self.use_market or self.market is None:
@@ -312,6 +318,8 @@ class MarketCrew(Crew):
             preferred_skills=list(preferred_skills),
             budget_usd=budget_usd,
             min_success_threshold=min_success_threshold,
+            deadline_ms=deadline_ms,
+            allow_partial=allow_partial,
         )
         await self.market.post(spec)
         deadline = time.monotonic() + wait_s

@@ -275,7 +275,7 @@ def conditional_node(condition: Condition[S]) -> NodeHandler[S]:
     return decide
 
 
-def human_node(prompt: str = "Waiting for a person's input...") -> NodeHandler[S]:
+def human_node(prompt: str = "Waiting for human input...") -> NodeHandler[S]:
     """A node that asks a person: it sets the status WAITING_FOR_HUMAN and adds the prompt as a
     system message; the run stops there until `resume`."""
 
@@ -292,6 +292,8 @@ def human_node(prompt: str = "Waiting for a person's input...") -> NodeHandler[S
 
 
 DEFAULT_MARKET_TIMEOUT_SECONDS = 900
+DEFAULT_MIN_SUCCESS_THRESHOLD: float = TaskSpec.model_fields["min_success_threshold"].default
+"""A market node's threshold unless it says otherwise: `TaskSpec`'s (the moral-hazard guard on)."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +303,7 @@ class MarketNode:
     required_skills: tuple[str, ...]
     preferred_skills: tuple[str, ...] = ()
     budget_usd: float | None = None
-    min_success_threshold: float = 0.0
+    min_success_threshold: float = DEFAULT_MIN_SUCCESS_THRESHOLD
     timeout_seconds: int = DEFAULT_MARKET_TIMEOUT_SECONDS
     describe: Callable[[Any], str] | None = None
     """What the task asks, from the run's state (of the graph's state type)."""
@@ -335,7 +337,7 @@ def market_node(
     *,
     preferred_skills: Sequence[str] = (),
     budget_usd: float | None = None,
-    min_success_threshold: float = 0.0,
+    min_success_threshold: float = DEFAULT_MIN_SUCCESS_THRESHOLD,
     timeout_seconds: int = DEFAULT_MARKET_TIMEOUT_SECONDS,
     describe: Callable[[Any], str] | None = None,
 ) -> MarketNode:
@@ -361,7 +363,7 @@ class PlanningNode:
     skills: tuple[str, ...]
     config: PlanningConfig | None = None
     escalate: bool = True
-    min_success_threshold: float = 0.5
+    min_success_threshold: float = DEFAULT_MIN_SUCCESS_THRESHOLD
     describe: Callable[[Any], str] | None = None
 
     def request(self, state: GraphState, plan_id: str) -> PlanRequest:
@@ -389,7 +391,7 @@ def planning_node(
     *,
     config: PlanningConfig | None = None,
     escalate: bool = True,
-    min_success_threshold: float = 0.5,
+    min_success_threshold: float = DEFAULT_MIN_SUCCESS_THRESHOLD,
     describe: Callable[[Any], str] | None = None,
 ) -> PlanningNode:
     """A node that asks the planner to plan and carry out `describe(state)` (else the state's

@@ -55,7 +55,7 @@ async def note(state: GraphState) -> GraphState:
 
 research = (
     Graph("research", GraphState)
-    .add_node("ask", market_node(["summarize"]), entry=True)
+    .add_node("ask", market_node(["summarize"], min_success_threshold=0.2), entry=True)
     .add_node("check", conditional_node(market_went))
     .add_node("note", note)
     .add_edge("ask", "check")
