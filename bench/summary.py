@@ -41,6 +41,24 @@ def rows() -> list[tuple[str, str, str]]:
                 f"{burst['cpu_ms_per_task_to_decision_total']}",
                 "",
             ),
+        ]
+        traced = market.get("traced_burst")
+        if traced:
+            table += [
+                (
+                    f"market, burst of {traced['tasks']} traced as the chart ships it "
+                    f"(sampling {traced['sampling_rate']}): tasks decided per s",
+                    f"{traced['publish_to_decision']['per_second']}",
+                    f"untraced {decided['per_second']}/s",
+                ),
+                (
+                    "market traced: CPU per task, whole life (ms, every process, Jaeger too)",
+                    f"{traced['cpu_ms_per_task_whole_life_total']}",
+                    f"untraced {burst['cpu_ms_per_task_whole_life_total']}; "
+                    f"Jaeger alone {traced['cpu_ms_per_task_whole_life_jaeger']}",
+                ),
+            ]
+        table += [
             (
                 "market: one task on an idle system, publish → decision p50 (ms)",
                 f"{market['one_at_a_time']['publish_to_decision_p50_ms']}",

@@ -100,7 +100,11 @@ def _won_by(cluster: LocalCluster, task_ids: list[str], agent_id: str) -> list[s
     records = [task_record(cluster, task_id) for task_id in task_ids]
     if any(r is None or (not r.get("awards") and r["status"] not in ENDED) for r in records):
         return None
-    return [r["task_id"] for r in records if r and r.get("awards") and r["awards"][0]["agent_id"] == agent_id]
+    return [
+        r["spec"]["task_id"]
+        for r in records
+        if r and r.get("awards") and r["awards"][0]["agent_id"] == agent_id
+    ]
 
 
 def test_a_task_read_whose_sidecar_does_not_answer_is_a_typed_503_in_bounded_time(

@@ -175,8 +175,10 @@ async def test_a_handed_over_event_the_broker_refused_is_logged_with_its_id(
     await publish.publish(NOTES, Note(text="lost"), message_id="lost-1")
     await publish.drain(timeout_seconds=5)
 
-    [record] = [r for r in caplog.records if r.getMessage() == "an event handed to the broker was not published"]
-    assert record.__dict__["event_id"] == "lost-1" and "component is closed" in record.__dict__["reason"]
+    lost = "an event handed to the broker was not published"
+    [record] = [r for r in caplog.records if r.getMessage() == lost]
+    assert record.__dict__["event_id"] == "lost-1"
+    assert "component is closed" in record.__dict__["reason"]
 
 
 async def test_on_a_broker_that_queues_a_publish_waits_until_its_event_was_accepted() -> None:

@@ -424,6 +424,41 @@ def test_jaeger_ingress_and_autoscalers_are_optional(defaults: list[Doc], all_on
     assert {"name": "OTEL_TRACES_EXPORTER", "value": "none"} in env
 
 
+def _tracing_of(docs: list[Doc], apps: tuple[str, ...]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Per app: its sidecar's samplingRate, and its app container's OTEL_TRACES_SAMPLER and
+    OTEL_TRACES_SAMPLER_ARG."""
+    configurations = of_kind(docs, "Configuration")
+    deployments = deployments_by_app(docs)
+    found = {}
+    for app in apps:
+        (container,) = deployments[app]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        rate = configurations[f"{FULLNAME}-{app}"]["spec"]["tracing"]["samplingRate"]
+        found[app] = (rate, env.get("OTEL_TRACES_SAMPLER"), env.get("OTEL_TRACES_SAMPLER_ARG"))
+    return found
+
+
+def test_by_default_sidecars_and_apps_keep_a_tenth_of_the_traces(defaults: list[Doc]) -> None:
+    assert _tracing_of(defaults, SERVICES) == dict.fromkeys(
+        SERVICES, ("0.1", "parentbased_traceidratio", "0.1")
+    )
+    assert (
+        of_kind(defaults, "Configuration")[f"{FULLNAME}-console"]["spec"]["tracing"]["samplingRate"] == "0.1"
+    )
+
+
+def test_tracing_sampling_rate_drives_every_sidecar_and_app() -> None:
+    docs = render(
+        "tracing.samplingRate=0.25",
+        "agentApps[0].name=calculator",
+        "agentApps[0].agentsFile=/opt/agora/examples/agents/calculator.py",
+    )
+    apps = (*SERVICES, "calculator")
+    assert _tracing_of(docs, apps) == dict.fromkeys(apps, ("0.25", "parentbased_traceidratio", "0.25"))
+    for configuration in of_kind(docs, "Configuration").values():
+        assert configuration["spec"]["tracing"]["samplingRate"] == "0.25"
+
+
 def test_the_helm_test_speaks_as_the_console_through_its_service(defaults: list[Doc]) -> None:
     hooks = [d for d in defaults if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
     pods = [d for d in hooks if d["kind"] == "Pod"]

@@ -18,7 +18,16 @@ from agora.core.models import CapabilityProfile
 from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.runtime.interfaces import TaskActorInterface
-from agora.sdk import Agent, AgentRunner, AgentState, InMemoryStateStore, ReactStep, StepCheck
+from agora.sdk import (
+    Agent,
+    AgentRunner,
+    AgentState,
+    InMemoryStateStore,
+    ReactStep,
+    StepCheck,
+    Tool,
+    ToolExecutor,
+)
 from agora.sdk._app import AgentRunDecision, _execute, _resume
 
 TASK = "t-1"
@@ -176,3 +185,54 @@ async def test_a_hand_over_the_board_refuses_ends_the_run_failed_saying_why() ->
     assert ended.outcome.summary.endswith(
         "reassign by alice could not be done: AWARD_NOT_HELD: task t-1 is not awarded to a1"
     ), ended.outcome.summary
+
+
+class HoldFirstToolCall:
+    """Lets every step run, and holds the run's first tool call before the tool runs (`esc-1`)."""
+
+    def __init__(self) -> None:
+        self.held = 0
+
+    async def check(self, state: AgentState, step: ReactStep) -> StepCheck:
+        return StepCheck()
+
+    async def before_tool(self, state: AgentState, step: ReactStep) -> StepCheck:
+        self.held += 1
+        if self.held == 1:
+            return StepCheck(action="pause", escalation_id="esc-1", reason="irreversible tool")
+        return StepCheck()
+
+
+async def test_skip_leaves_out_a_held_tool_call_and_the_run_goes_on() -> None:
+    store = InMemoryStateStore()
+    deleted: list[str] = []
+
+    def drop_table(table: str) -> str:
+        """Drop a table (cannot be undone)."""
+        deleted.append(table)
+        return f"dropped {table}"
+
+    def turns(messages: Sequence[ChatMessage]) -> str:
+        if any("A person answered" in m.content for m in messages):
+            return json.dumps(
+                {"thought": "t", "action": "final", "answer": "kept the table", "confidence": 0.9}
+            )
+        return json.dumps({"thought": "t", "action": "tool", "tool": "drop_table",
+                           "arguments": {"table": "orders"}, "confidence": 0.7})  # fmt: skip
+
+    runner = AgentRunner(
+        OfflineModelClient(overrides=turns),
+        ToolExecutor([Tool(drop_table)]),
+        state_store=store,
+        monitor=HoldFirstToolCall(),
+    )
+    profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
+    agent = Agent(profile, runner=runner)
+    paused = await _execute(agent, award(), store)
+    assert paused.waiting_on == "esc-1" and deleted == []
+
+    ended = await _resume(agent, decision(EscalationAction.SKIP), store, None, Board())
+
+    assert deleted == [], "the held call never ran"
+    assert ended.outcome is not None and ended.outcome.actual_success and not ended.outcome.partial
+    assert ended.outcome.summary == "kept the table"

@@ -14,15 +14,26 @@ PARTIAL exists only for tasks with `allow_partial`; otherwise a partial outcome 
 An award must be acknowledged by the winning agent's runtime within the acknowledgment window
 (`ack_window_seconds`). An award nobody acknowledges passes to the next-best eligible bid
 (`expire_award`); when none is left the task FAILS with the reason.
+
+A task's `deadline_ms` is the wall-clock budget of each run of it (`run_deadline`): a run still
+going at its deadline is stopped by the agent's runtime, and its outcome is FAILED, its summary
+naming `DEADLINE_EXCEEDED` (`DeadlineExceeded`), with what the run spent so far.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-from agora.core.errors import AgoraError, ConflictingTask, IllegalTransition, InvalidArgument, InvalidOutcome
+from agora.core.errors import (
+    AgoraError,
+    ConflictingTask,
+    IllegalTransition,
+    InvalidArgument,
+    InvalidOutcome,
+    error_table,
+)
 from agora.core.limits import MAX_CANDIDATES, Identifier, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
@@ -41,6 +52,20 @@ class AwardNotHeld(AgoraError):
 
     code = "AWARD_NOT_HELD"
     http_status = 409
+
+
+class DeadlineExceeded(AgoraError):
+    """A task's run was still going at the task's deadline (`deadline_ms` after its award): it
+    was stopped, and its outcome is FAILED with what the run spent until then."""
+
+    code = "DEADLINE_EXCEEDED"
+    http_status = 504
+
+
+MAX_RUN_DEADLINE = timedelta(days=3650)
+"""The furthest a run's deadline is set from its award: `deadline_ms` has no upper bound of its
+own, and a date past the calendar's end cannot be computed (ten years is no deadline at all in
+practice)."""
 
 
 class AwardAttempt(BaseModel):
@@ -138,10 +163,55 @@ def allocate(record: TaskRecord, result: AllocationResult, now: datetime | None 
 
 
 def ack_window_seconds(spec: TaskSpec, default_seconds: float = DEFAULT_ACK_SECONDS) -> float:
-    """The acknowledgment window: the default, or the task's deadline when that is shorter."""
+    """The acknowledgment window: the default, or the task's deadline when that is shorter (a
+    run that cannot be taken up within its deadline is of no use; the run itself is bounded by
+    `run_deadline`)."""
     if spec.deadline_ms is not None:
         return min(default_seconds, spec.deadline_ms / 1000)
     return default_seconds
+
+
+def run_deadline(spec: TaskSpec, awarded_at: datetime) -> datetime | None:
+    """When the run of an award of the task must have ended: `deadline_ms` after the award
+    (None: the task has no deadline).
+
+    The reference gives `deadline_ms` as the task's "wall-clock budget" beside `budget_usd`,
+    its hard cost cap: both bound what the task's owner accepts of a run, and an award's run
+    gets the whole cost budget, so it gets the whole time budget too. It counts from the award,
+    not from the task's posting: the market's own time before it (bids asked, a decision queued
+    behind others) is not the run's, no agent could answer for it, and the agent bid on having
+    the whole budget. The board counts the award's acknowledgment window from the same instant,
+    and every award carries it (`awarded_at`), so a runtime needs no read of the board to know
+    its deadline. An award passed on to the next-best bid is a new run with a budget of its own,
+    as it has a cost budget of its own."""
+    if spec.deadline_ms is None:
+        return None
+    longest_ms = MAX_RUN_DEADLINE // timedelta(milliseconds=1)
+    return awarded_at + timedelta(milliseconds=min(spec.deadline_ms, longest_ms))
+
+
+def deadline_exceeded(spec: TaskSpec) -> DeadlineExceeded:
+    """Why a run still going at its deadline was stopped."""
+    return DeadlineExceeded(
+        f"the run was still going at its deadline, {spec.deadline_ms} ms after its award; it was stopped",
+        deadline_ms=spec.deadline_ms,
+    )
+
+
+def failure_summary(error: AgoraError) -> str:
+    """The summary of an outcome whose run ended on an error: the error's code, then its message
+    (`BUDGET_EXCEEDED: ...`, `DEADLINE_EXCEEDED: ...`), as `failure_code` reads it back."""
+    return f"{error.code}: {error.message}"
+
+
+def failure_code(outcome: TaskOutcome) -> str | None:
+    """The error a failed outcome names as what ended its run (`failure_summary`: the code of a
+    known error, then its message), or None: the outcome succeeded, is partial, or failed for a
+    reason of the agent's own."""
+    if outcome.actual_success or outcome.partial:
+        return None
+    code, colon, _ = outcome.summary.partition(":")
+    return code if colon and code in error_table() else None
 
 
 def check_award(record: TaskRecord, agent_id: str) -> AwardAttempt:

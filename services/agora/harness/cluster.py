@@ -249,6 +249,7 @@ class LocalCluster:
         jaeger_ports: dict[str, int] | None = None,
         mtls: bool | None = None,
         redis_persistence: bool = False,
+        trace_sampling_rate: str | None = None,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
@@ -269,6 +270,11 @@ class LocalCluster:
         self.log_level = log_level
         self.extra_env = dict(extra_env or {})
         self.with_jaeger = jaeger
+        self.trace_sampling_rate = trace_sampling_rate
+        """With Jaeger, the share of traces kept, as a deployment samples (the Helm chart's
+        tracing.samplingRate): the sidecars' Configuration samplingRate, and the apps'
+        parent-based trace id ratio sampler for the traces they start. None: every trace, as
+        components/config.yaml says (what someone debugging locally wants)."""
         self.ports = PortAllocator()
         self.placement_port = 0
         self.scheduler_port = 0
@@ -335,11 +341,20 @@ class LocalCluster:
                 "PYTHONUNBUFFERED": "1",
                 **({"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_grpc_endpoint} if self.with_jaeger else {}),
                 **({"OTEL_TRACES_EXPORTER": "none"} if not self.with_jaeger else {}),
+                **self._app_sampler_env(),
                 **self.extra_env,
                 **(extra or {}),
             }
         )
         return env
+
+    def _app_sampler_env(self) -> dict[str, str]:
+        if not (self.with_jaeger and self.trace_sampling_rate is not None):
+            return {}
+        return {
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": self.trace_sampling_rate,
+        }
 
     # -- services ----------------------------------------------------------------------------
 
@@ -637,6 +652,8 @@ class LocalCluster:
         tracing = config["spec"]["tracing"]
         if self.with_jaeger:
             tracing["otel"]["endpointAddress"] = f"127.0.0.1:{self.jaeger_ports['otlp_grpc']}"
+            if self.trace_sampling_rate is not None:
+                tracing["samplingRate"] = self.trace_sampling_rate
         else:
             tracing.pop("otel", None)
             tracing["samplingRate"] = "0"

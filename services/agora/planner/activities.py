@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from agora.core import topics
 from agora.core.checks import ValidationResult
@@ -15,7 +16,15 @@ from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import TaskSpec
-from agora.core.planning import InvalidPlan, PlanNotMade, SubGoalStatus, TokenUsage, VerificationResult
+from agora.core.planning import (
+    InvalidPlan,
+    PlanningCall,
+    PlanningConfig,
+    PlanNotMade,
+    SubGoalStatus,
+    TokenUsage,
+    VerificationResult,
+)
 from agora.core.plans.record import (
     FINAL_STATES,
     AttemptEnd,
@@ -27,9 +36,11 @@ from agora.core.plans.record import (
 )
 from agora.core.plans.run import failed_with
 from agora.core.plans.workflow import SubGoalJob
+from agora.core.task_lifecycle import failure_code
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
+from agora.planner.steps import PlannerModels
 from agora.planner.workflow import (
     Activity,
     Announce,
@@ -67,15 +78,49 @@ from agora.runtime.workflows import (
 
 log = logging.getLogger(__name__)
 
+PLAN_CONFIGS_KEPT = 4096
+"""Plans whose `PlanningConfig` is kept in memory, so a subgoal's verification and look-ahead
+find the plan's model tiers without reading its record (the least recently seen go first)."""
+DEFAULT_CONFIG = PlanningConfig()
+
 
 @dataclass
 class PlannerActivities:
-    model: ModelClient
+    model: ModelClient | PlannerModels
+    """The planner's models: one client for every tier, or `PlannerModels` by tier."""
     publisher: Publisher
     records: RunRecords[PlanRecord]
     links: StateRepository[TaskLink]
     tasks: TaskActors
     escalations: EscalationActors
+    models: PlannerModels = field(init=False)
+    _configs: OrderedDict[str, PlanningConfig] = field(init=False, default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        model = self.model
+        self.models = model if isinstance(model, PlannerModels) else PlannerModels.single(model)
+
+    def _seen(self, record: PlanRecord) -> None:
+        self._configs[record.plan_id] = record.request.config
+        self._configs.move_to_end(record.plan_id)
+        while len(self._configs) > PLAN_CONFIGS_KEPT:
+            self._configs.popitem(last=False)
+
+    async def _config_of(self, plan_id: str) -> PlanningConfig:
+        """The plan's config: as last seen here, else from its record (the defaults without one;
+        and without a read when every tier goes to the same model)."""
+        known = self._configs.get(plan_id)
+        if known is not None or not self.models.by_tier:
+            return known or DEFAULT_CONFIG
+        record = await self.records.get(plan_id)
+        if record is None:
+            return DEFAULT_CONFIG
+        self._seen(record)
+        return record.request.config
+
+    def _model(self, config: PlanningConfig, call: PlanningCall) -> MeteredModel:
+        """A model for `call` at the tier `config` names, adding up the tokens it uses."""
+        return MeteredModel(self.models.for_call(config, call))
 
     def register(self, host: WorkflowHost) -> None:
         host.activity(Activity.SAVE, SaveRecord, self.save)
@@ -93,6 +138,7 @@ class PlannerActivities:
         host.activity(Activity.VERIFY, Verify, self.verify)
 
     async def save(self, step: SaveRecord) -> None:
+        self._seen(step.record)
         await self.records.save(step.record.plan_id, step.record, step.previous_state, step.finished)
 
     async def start_wave(self, step: StartWave) -> WaveStarted:
@@ -120,7 +166,8 @@ class PlannerActivities:
 
     async def estimate(self, step: Estimate) -> Estimated:
         with step_span("planning.estimate", step.traceparent) as span:
-            model = MeteredModel(self.model)
+            # The step names no plan: the estimate goes to the default planner tier.
+            model = self._model(DEFAULT_CONFIG, PlanningCall.ESTIMATE)
             try:
                 estimated = await steps.estimate_complexity(model, step.task)
             except ModelError as exc:
@@ -131,8 +178,9 @@ class PlannerActivities:
             return Estimated(steps=estimated, usage=_usage(model))
 
     async def draft(self, step: Draft) -> Drafted:
-        model = MeteredModel(self.model)
         record = step.record
+        self._seen(record)
+        model = self._model(record.request.config, PlanningCall.PLAN)
         with step_span("planning.create_plan", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
             try:
                 plan = await steps.create_plan(
@@ -151,8 +199,9 @@ class PlannerActivities:
             return Drafted(usage=_usage(model), plan=plan)
 
     async def replan(self, step: Draft) -> Drafted:
-        model = MeteredModel(self.model)
         record, plan = step.record, step.record.plan
+        self._seen(record)
+        model = self._model(record.request.config, PlanningCall.REPLAN)
         assert plan is not None and step.failed_subgoal is not None
         attributes = {"agora.plan_id": record.plan_id, "agora.failed_subgoal": step.failed_subgoal}
         with step_span("planning.replan", record.traceparent, attributes) as span:
@@ -229,8 +278,9 @@ class PlannerActivities:
         )
 
     async def synthesize(self, step: Synthesize) -> Synthesized:
-        model = MeteredModel(self.model)
         record, plan = step.record, step.record.plan
+        self._seen(record)
+        model = self._model(record.request.config, PlanningCall.SYNTHESIZE)
         assert plan is not None
         with step_span("planning.synthesize", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
             try:
@@ -245,8 +295,8 @@ class PlannerActivities:
                 )
 
     async def lookahead(self, step: LookAhead) -> Approach:
-        model = MeteredModel(self.model)
         job = step.job
+        model = self._model(await self._config_of(job.plan_id), PlanningCall.LOOKAHEAD)
         attributes = {
             "agora.plan_id": job.plan_id,
             "agora.subgoal": job.subgoal.id,
@@ -341,16 +391,28 @@ class PlannerActivities:
             return verified
 
     async def _verified(self, step: Verify) -> Verified:
-        model = MeteredModel(self.model)
         ended = step.ended
         fail = VerificationResult.FAIL
         if ended is None:
             reason = f"no outcome within {step.job.attempt_timeout_seconds} s"
-            return Verified(usage=_usage(model), ended=AttemptEnd.TIMED_OUT, verdict=fail, reason=reason)
+            return Verified(ended=AttemptEnd.TIMED_OUT, verdict=fail, reason=reason)
         outcome = ended.outcome
         if outcome is None:
             reason = f"the market could not run it: {ended.rejected_reason or 'rejected'}"
-            return Verified(usage=_usage(model), ended=AttemptEnd.REJECTED, verdict=fail, reason=reason)
+            return Verified(ended=AttemptEnd.REJECTED, verdict=fail, reason=reason)
+        model = self._model(await self._config_of(step.job.plan_id), PlanningCall.VERIFY)
+        if failure_code(outcome) is not None:
+            # The run was ended by an error its runtime names (its deadline, its budget...): that
+            # is the attempt's reason, which replanning and a person's stop read; there is no
+            # result to verify.
+            return Verified(
+                usage=_usage(model),
+                ended=AttemptEnd.FAILED,
+                verdict=fail,
+                reason=outcome.summary,
+                agent_id=outcome.agent_id,
+                cost_usd=outcome.actual_cost_usd,
+            )
         how = (
             AttemptEnd.SUCCEEDED
             if outcome.actual_success

@@ -14,6 +14,8 @@ from pydantic import BaseModel
 
 from agora.core.contracts import (
     AgentList,
+    CheckpointAnswer,
+    CheckpointRequest,
     DeadlineExtension,
     EscalationList,
     FilterAnswer,
@@ -137,6 +139,20 @@ class UncertaintyClient:
         path = f"v1/sessions/{session_id}/llm-responses"
         body = report.model_dump(mode="json")
         return await _as(StepVerdict, self._sidecar.invoke(self._app_id, path, json_body=body))
+
+    async def tool_call(self, session_id: str, report: StepReport) -> StepVerdict:
+        """The check before a tool runs (`report.tool_name`): it may park the session for a
+        person before the tool runs."""
+        path = f"v1/sessions/{session_id}/tool-calls"
+        body = report.model_dump(mode="json")
+        return await _as(StepVerdict, self._sidecar.invoke(self._app_id, path, json_body=body))
+
+    async def checkpoint(self, session_id: str, request: CheckpointRequest) -> CheckpointAnswer:
+        """The checkpoint before a step runs: a trigger that requires confirmation parks the
+        session for a person before the step runs."""
+        path = f"v1/sessions/{session_id}/checkpoints"
+        body = request.model_dump(mode="json")
+        return await _as(CheckpointAnswer, self._sidecar.invoke(self._app_id, path, json_body=body))
 
     async def session(self, session_id: str) -> SessionState:
         path = f"v1/sessions/{session_id}"

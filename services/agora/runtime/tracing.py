@@ -3,6 +3,11 @@
 Exporter choice: `OTEL_TRACES_EXPORTER` (otlp | console | none) when set; otherwise OTLP when
 an OTLP endpoint is configured, else the console exporter. `OTEL_EXPORTER_OTLP_PROTOCOL`
 picks grpc (default) or http/protobuf. Tests pass their own (in-memory) exporter.
+
+Sampling: `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` (read by the OpenTelemetry SDK;
+unset: `parentbased_always_on`, every trace). A deployment keeps a share of traces with
+`parentbased_traceidratio` and the ratio of its sidecars (Dapr samples parent-based by trace id
+ratio too): a trace is decided once, where it starts, and every hop after follows.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Decision, Sampler
 
 _provider: TracerProvider | None = None
 
@@ -80,7 +85,8 @@ def configure_tracing(
     )
     chosen = exporter if exporter is not None else (_exporter_from_env() if from_env else None)
     # Spans nobody exports are not recorded (OTEL_TRACES_EXPORTER=none): the trace context
-    # still flows through every hop, marked unsampled, at a fraction of the cost.
+    # still flows through every hop, marked unsampled, at a fraction of the cost. Otherwise
+    # (None) the SDK builds the sampler OTEL_TRACES_SAMPLER names.
     sampler = ALWAYS_OFF if chosen is None and from_env and _exporter_disabled() else None
     provider = TracerProvider(resource=resource, sampler=sampler, id_generator=_PresetIds())
     if chosen is not None:
@@ -154,11 +160,26 @@ def stable_span_id(*key: str) -> int:
 
 
 def span_traceparent(parent: str | None, span_id: int) -> str:
-    """The traceparent of the span `span_id` under `parent` (a new sampled trace without one)."""
+    """The traceparent of the span `span_id` under `parent`; without one, of a new trace that
+    is sampled when this process's sampler keeps a trace starting there (its children follow
+    the flag, and the span itself, recorded later as the root, gets the same verdict: a ratio
+    sampler decides by the trace id)."""
     if parent:
         _, trace_id, _, flags = parent.split("-")
         return f"00-{trace_id}-{span_id:016x}-{flags}"
-    return f"00-{secrets.token_hex(16)}-{span_id:016x}-01"
+    new_trace = int.from_bytes(secrets.token_bytes(16), "big") or 1
+    return f"00-{new_trace:032x}-{span_id:016x}-{'01' if _keeps_new_trace(new_trace) else '00'}"
+
+
+def _keeps_new_trace(trace_id: int) -> bool:
+    """Whether the configured sampler keeps a trace that starts here with `trace_id`. Without a
+    configured provider nothing here is recorded; the trace stays sampled for the sidecars."""
+    sampler: Sampler | None = _provider.sampler if _provider is not None else None
+    if sampler is None:
+        return True
+    # An empty context: the verdict on a root, whatever span is current.
+    verdict = sampler.should_sample(context.Context(), trace_id, "agora.workflow")
+    return verdict.decision is Decision.RECORD_AND_SAMPLE
 
 
 def record_finished_span(

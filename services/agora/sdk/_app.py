@@ -5,7 +5,10 @@ itself as the app that answers their bid solicitations; answers them (`POST /v1/
 each agent's own estimate; takes the awards its agents win (acknowledged on the task board
 with the award's token, checked against the board's record); runs each award as a Dapr
 workflow (`agent_run`: execute, then report), so a crash of the app mid-run resumes the run
-instead of losing the task; and publishes the outcome with its real cost, tokens and steps.
+instead of losing the task; stops a run still going at its task's deadline (`deadline_ms` after
+the award: an asyncio timeout where it runs, a durable timer in its workflow), which ends FAILED
+with `DEADLINE_EXCEEDED` and what it spent; and publishes the outcome with its real cost, tokens
+and steps.
 With `AGORA_UNCERTAINTY_APP_ID` set, every step of its runners is reported to the uncertainty
 monitor; a step it pauses parks the run (WAITING_FOR_HUMAN, the task stays allocated) until a
 person's decision (`agora.escalation.resolved`, checked against the escalation's record)
@@ -26,26 +29,27 @@ import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from dapr.ext.workflow import DaprWorkflowContext, WorkflowRuntime
+from dapr.ext.workflow import DaprWorkflowContext, WorkflowRuntime, when_any
 from fastapi import FastAPI, Request
-from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic import AliasChoices, AwareDatetime, BaseModel, Field, ValidationError
 
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
 from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome, TaskSpec
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
     AwardAcknowledgement,
+    CostEvent,
     DeadLetter,
     EscalationResolved,
     HandOver,
@@ -53,8 +57,9 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile
 from agora.core.outcomes.record import SheetOutcome
-from agora.core.task_lifecycle import TaskRecord
+from agora.core.task_lifecycle import TaskRecord, deadline_exceeded, failure_summary, run_deadline
 from agora.core.task_waits import TaskLink
+from agora.core.topics import Channel
 from agora.llm import ChatMessage, extract_json_object
 from agora.runtime import decisions
 from agora.runtime.actor import ActorClient
@@ -76,7 +81,8 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.shared_calls import SharedCalls
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent
-from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, result_of, step_span
+from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, WorkflowSteps, result_of, step_span
+from agora.sdk._cost import EventPublisher
 from agora.sdk._graph import CompiledGraph
 from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns, WaitLink, graph_instance
 from agora.sdk._graph_runs import decision_event as graph_decision_event
@@ -108,6 +114,12 @@ RUN_WORKFLOW = "agent_run"
 EXECUTE = "agent.execute"
 RESUME = "agent.resume"
 REPORT = "agent.report"
+DEADLINE = "agent.deadline"
+RUN_DEADLINES = "agent_run.deadline"
+"""A run's workflow races each of its steps (executing, waiting for a person, resuming) with a
+durable timer at the run's deadline, and ends the run at its deadline (`DEADLINE`) when the timer
+fires first. A run begun before this waits as its history recorded (Dapr Workflow's
+`is_patched`)."""
 STATE_NAMESPACE = "agent:state"
 GRAPH_RUN_NAMESPACE = "graph:run"
 GRAPH_TASK_NAMESPACE = "graph:task"
@@ -285,6 +297,9 @@ class AgentRunStart(BaseModel):
     replayed or moved to another process."""
     instance_id: str | None = None
     """The run's workflow instance (`run_instance`); none in a run scheduled before it was kept."""
+    deadline: AwareDatetime | None = None
+    """When the run must have ended (`run_deadline`: the task's `deadline_ms` after the award);
+    None: the task has none, or the run was scheduled before deadlines were kept."""
 
     @property
     def instance(self) -> str:
@@ -312,6 +327,8 @@ class AgentRunDecision(BaseModel):
     traceparent: str | None = None
     instance_id: str | None = None
     """The run's workflow instance, as in `AgentRunStart`."""
+    deadline: AwareDatetime | None = None
+    """The run's deadline, as in `AgentRunStart`."""
 
     @property
     def instance(self) -> str:
@@ -397,31 +414,248 @@ class DaprAgentStateStore:
         )
 
 
+@dataclass
+class Spend:
+    """What a run spent: its model calls' cost (at their prices) and tokens, its steps, and the
+    tools it called."""
+
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    tools_called: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, state: AgentState) -> Spend:
+        """What a run's saved state says it spent."""
+        return cls(state.cost_usd, state.input_tokens, state.output_tokens, state.iterations,
+                   list(state.tools_called))  # fmt: skip
+
+
+class RunMeter:
+    """What each run going on in this app has spent so far, from its runner's cost events (the
+    app's runners publish through it): a runner saves its state when a turn ends, so a run
+    stopped mid-turn (at its deadline) has nothing newer saved than its earlier turns. A turn
+    begins with what the run's earlier turns saved (`begin`); each call's cost and tokens add to
+    it, and each model call of a step (`<agent_id>.step`) counts a step. Calls that cost nothing
+    are not announced, so neither are they counted here."""
+
+    def __init__(self, publisher: EventPublisher) -> None:
+        self._publisher = publisher
+        self._turns: dict[tuple[str, str], Spend] = {}
+
+    async def publish(self, channel: Channel[Any], payload: Any, *, message_id: str | None = None) -> str:
+        if isinstance(payload, CostEvent):
+            spend = self._turns.get((payload.agent_id, payload.session_id))
+            if spend is not None:
+                spend.cost_usd += payload.cost_usd
+                spend.input_tokens += payload.input_tokens
+                spend.output_tokens += payload.output_tokens
+                if payload.step_name == f"{payload.agent_id}.step":
+                    spend.steps += 1
+        return await self._publisher.publish(channel, payload, message_id=message_id)
+
+    def begin(self, agent_id: str, session_id: str, earlier: AgentState | None = None) -> None:
+        """A turn of the run begins: a fresh run's (nothing spent), or a resumed one's (what its
+        earlier turns saved)."""
+        self._turns[(agent_id, session_id)] = Spend.of(earlier) if earlier is not None else Spend()
+
+    def spent(self, agent_id: str, session_id: str) -> Spend | None:
+        """What the run has spent, if a turn of it goes on (or was stopped) in this process."""
+        found = self._turns.get((agent_id, session_id))
+        return None if found is None else replace(found, tools_called=list(found.tools_called))
+
+    def forget(self, agent_id: str, session_id: str) -> None:
+        self._turns.pop((agent_id, session_id), None)
+
+
+async def within_deadline(
+    deadline: datetime | None,
+    run: Callable[[], Awaitable[T]],
+    at_deadline: Callable[[], Awaitable[T]],
+) -> T:
+    """What `run` comes to, or when it is still going at `deadline`, `run` stopped (cancelled)
+    and `at_deadline`'s result instead; a deadline already passed does not start `run`. A
+    `TimeoutError` of `run`'s own goes through: only the deadline's stops it."""
+    if deadline is None:
+        return await run()
+    left = (deadline - datetime.now(UTC)).total_seconds()
+    if left <= 0:
+        return await at_deadline()
+    bound = asyncio.timeout(left)
+    try:
+        async with bound:
+            return await run()
+    except TimeoutError:
+        if not bound.expired():
+            raise
+    return await at_deadline()
+
+
+async def _stopped_at_deadline(
+    agent: Agent, award: TaskAwarded, store: AgentStateStore, meter: RunMeter | None
+) -> RunProgress:
+    """The outcome of a run stopped at its task's deadline: FAILED, its summary naming
+    `DEADLINE_EXCEEDED`, with what the run spent so far: as metered in this process while a turn
+    of it went on here, else as its runner last saved it (a run paused for a person: all of it;
+    a run lost with another process: its earlier turns). A saved state still running or waiting
+    ends FAILED too, so a decision that comes later finds the run ended."""
+    reason = failure_summary(deadline_exceeded(award.spec))
+    saved = await store.load(agent.agent_id, award.task_id) if agent.runner is not None else None
+    metered = meter.spent(agent.agent_id, award.task_id) if meter is not None else None
+    last_saved = Spend.of(saved) if saved is not None else Spend()
+    spend = metered if metered is not None else last_saved
+    if saved is not None and saved.status in (RunStatus.RUNNING, RunStatus.WAITING_FOR_HUMAN):
+        ended = saved.model_copy(
+            update={"status": RunStatus.FAILED, "reason": reason[:MAX_NOTE_CHARS], "cost_usd": spend.cost_usd,
+                    "input_tokens": spend.input_tokens, "output_tokens": spend.output_tokens,
+                    "iterations": spend.steps}
+        )  # fmt: skip
+        await store.save(ended)
+    return RunProgress(
+        outcome=TaskOutcome(
+            task_id=award.task_id,
+            agent_id=award.agent_id,
+            actual_success=False,
+            actual_cost_usd=charged(agent, spend.cost_usd, spend.steps),
+            actual_steps=spend.steps,
+            summary=reason[:MAX_TEXT_CHARS],
+            input_tokens=spend.input_tokens,
+            output_tokens=spend.output_tokens,
+            tools_called=spend.tools_called[:MAX_ITEMS],
+            award_token=award.award_token,
+        )
+    )
+
+
+STOP_GRACE_SECONDS = 5.0
+"""How long a run's deadline step waits for the run, going on in its process, to stop itself."""
+
+
+class RunDeadlines:
+    """Each run's deadline, held where the run goes on and by its workflow.
+
+    In the process where a run goes on (inside its award's delivery, or a step of its workflow)
+    it is bounded by its deadline (`bounded`, an asyncio timeout): still going then, it is
+    stopped and its task ends FAILED with `DEADLINE_EXCEEDED` and what it spent (`ended`). Its
+    workflow's durable timer at the same deadline ends what no process is left to stop: a run
+    paused for a person, one lost with its app, one whose step waits to be handed out
+    (`passed`)."""
+
+    def __init__(
+        self,
+        agents: dict[str, Agent],
+        store: AgentStateStore,
+        meter: RunMeter | None,
+        tasks: Callable[[str], TaskActorInterface],
+        stop_grace_seconds: float = STOP_GRACE_SECONDS,
+    ) -> None:
+        self._agents = agents
+        self._stop_grace_seconds = stop_grace_seconds
+        self._store = store
+        self._meter = meter
+        self._tasks = tasks
+        self._runs: dict[str, asyncio.Task[Any]] = {}
+        """Runs going on in this process, by workflow instance."""
+
+    async def bounded(
+        self,
+        award: TaskAwarded,
+        instance: str,
+        deadline: datetime | None,
+        run: Callable[[], Awaitable[RunProgress]],
+    ) -> RunProgress:
+        """What the run comes to, or, still going at `deadline`, its end there (`ended`)."""
+        current = asyncio.current_task()
+        if current is not None:
+            self._runs[instance] = current
+        try:
+            return await within_deadline(deadline, run, lambda: self.ended(award))
+        finally:
+            if self._runs.get(instance) is current:
+                del self._runs[instance]
+            if self._meter is not None:
+                self._meter.forget(award.agent_id, award.task_id)
+
+    async def ended(self, award: TaskAwarded) -> RunProgress:
+        """The run's end at its deadline: the outcome the board holds already (the run ended, or
+        was ended in another process, first: nothing more to record), else FAILED with
+        `DEADLINE_EXCEEDED` and what it spent, to record."""
+        board = await self._tasks(award.task_id).get_task()
+        if board.outcome is not None:
+            return RunProgress(outcome=board.outcome, reported=True)
+        return await _stopped_at_deadline(self._agents[award.agent_id], award, self._store, self._meter)
+
+    async def passed(self, start: AgentRunStart) -> RunProgress:
+        """The run's workflow timer fired: its deadline passed before the run ended. A run going
+        on in this process ends itself at its deadline and is waited for (a while: one that does
+        not stop, a handler deaf to cancellation say, is ended here all the same and cancelled
+        again); any other is ended here."""
+        local = self._runs.get(start.instance)
+        if local is not None:
+            await asyncio.wait({local}, timeout=self._stop_grace_seconds)
+            if not local.done():
+                log.warning(
+                    "a run did not stop at its deadline; its task ends without it",
+                    extra=_run_attributes(start.award),
+                )
+                ended = await self.ended(start.award)  # before the run is let go: what it spent
+                local.cancel()
+                return ended
+        return await self.ended(start.award)
+
+
 def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
     """An award's run: execute it; while it is paused for a person, wait for the decision (a
     workflow event, kept by the engine across crashes) and go on as decided; then report its
-    outcome (each step recorded once)."""
+    outcome (each step recorded once). With a deadline, each of those steps races a durable
+    timer at it: the timer first, the run is ended at its deadline instead (`DEADLINE`: FAILED,
+    `DEADLINE_EXCEEDED`), whatever its process's fate (a run paused for a person, or lost with
+    its app, is stopped as surely as one the app stops itself)."""
     start = result_of(AgentRunStart, raw)
-    progress = result_of(
-        RunProgress, (yield ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY))
+    deadline = start.deadline if ctx.is_patched(RUN_DEADLINES) else None
+    # One timer for the whole run (the engine's clock, replayed from the history).
+    timer = ctx.create_timer(deadline) if deadline is not None else None
+    step = yield from _before_deadline(
+        ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY), timer
     )
-    while progress.outcome is None:
+    while step is not DEADLINE_PASSED:
+        progress = result_of(RunProgress, step)
+        if progress.outcome is not None:
+            if not progress.reported:  # a step recorded before steps announced their outcomes
+                report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
+                yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
+            return
         if progress.handed_over:
             return  # the task's next holder reports its outcome
         waiting_on = progress.waiting_on or ""
-        decided = yield ctx.wait_for_external_event(decision_event(waiting_on))
+        decided = yield from _before_deadline(ctx.wait_for_external_event(decision_event(waiting_on)), timer)
+        if decided is DEADLINE_PASSED:
+            break
         resumed = AgentRunDecision(
             award=start.award,
             decided=result_of(EscalationResolved, decided),
             traceparent=start.traceparent,
             instance_id=start.instance_id,
+            deadline=deadline,
         )
-        progress = result_of(
-            RunProgress, (yield ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY))
+        step = yield from _before_deadline(
+            ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY), timer
         )
-    if not progress.reported:  # a step recorded before steps announced their outcomes
-        report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
-        yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
+    yield ctx.call_activity(DEADLINE, input=start, retry_policy=ACTIVITY_RETRY)
+
+
+DEADLINE_PASSED = object()
+"""What a step of a run's workflow comes to when the run's deadline timer fired first."""
+
+
+def _before_deadline(step: Any, timer: Any | None) -> WorkflowSteps:
+    """`step`'s result, or `DEADLINE_PASSED` when `timer` (the run's deadline; None: it has none)
+    fires first. The step left behind is not waited for: the run ends at its deadline."""
+    if timer is None:
+        return (yield step)
+    first = yield when_any([step, timer])
+    return DEADLINE_PASSED if first is timer else step.get_result()
 
 
 def decision_event(escalation_id: str) -> str:
@@ -478,11 +712,13 @@ def agent_app_module(
         actors = ActorClient(ctx.sidecar)
         outcomes = DaprOutcomeHistory(ctx.repository(LEARNING_NAMESPACE, RecentOutcomes))
         escalator = EscalationService(escalation_actors(actors))
+        meter = RunMeter(ctx.publisher)
         for agent in agents:
             if agent.runner is not None:
-                agent.runner.attach(state_store=store, cost_publisher=ctx.publisher, monitor=monitor,
+                agent.runner.attach(state_store=store, cost_publisher=meter, monitor=monitor,
                                     escalator=escalator, outcomes=outcomes)  # fmt: skip
         tasks = task_actors(actors)
+        deadlines = RunDeadlines(by_id, store, meter, tasks)
         host = ctx.workflows()
         host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
         for agent in agents:
@@ -520,19 +756,24 @@ def agent_app_module(
         async def execute(start: AgentRunStart) -> RunProgress:
             award = start.award
             agent = by_id[award.agent_id]
-            await run_slots.acquire()
-            agent.runs_in_flight += 1
-            try:
-                # A run resumed after a crash may come before warm-up listed the MCP tools.
-                await _connect_tools(agent, settings)
-                with (
-                    step_span("agent.execute", start.traceparent, _run_attributes(award)),
-                    durable_call_scope(start.instance),
-                ):
-                    progress = await _execute(agent, award, store)
-            finally:
-                agent.runs_in_flight -= 1
-                run_slots.release()
+
+            async def run() -> RunProgress:
+                await run_slots.acquire()
+                agent.runs_in_flight += 1
+                try:
+                    # A run resumed after a crash may come before warm-up listed the MCP tools.
+                    await _connect_tools(agent, settings)
+                    with (
+                        step_span("agent.execute", start.traceparent, _run_attributes(award)),
+                        durable_call_scope(start.instance),
+                    ):
+                        return await _execute(agent, award, store, meter)
+                finally:
+                    agent.runs_in_flight -= 1
+                    run_slots.release()
+
+            # Its deadline counts from the award: the wait for a run slot is within it too.
+            progress = await deadlines.bounded(award, start.instance, start.deadline, run)
             reporting.add(start.instance)
             try:
                 return await reported(progress, start.traceparent)
@@ -542,24 +783,34 @@ def agent_app_module(
         async def resume(decision: AgentRunDecision) -> RunProgress:
             award = decision.award
             agent = by_id[award.agent_id]
-            await run_slots.acquire()
-            agent.runs_in_flight += 1
-            try:
-                await _connect_tools(agent, settings)
-                # Each decision continues the run once: its calls are numbered afresh.
-                with (
-                    step_span("agent.resume", decision.traceparent, _run_attributes(award)),
-                    durable_call_scope(f"{decision.instance}.{decision.decided.escalation_id}"),
-                ):
-                    progress = await _resume(agent, decision, store, monitor, tasks)
-            finally:
-                agent.runs_in_flight -= 1
-                run_slots.release()
+
+            async def run() -> RunProgress:
+                await run_slots.acquire()
+                agent.runs_in_flight += 1
+                try:
+                    await _connect_tools(agent, settings)
+                    # Each decision continues the run once: its calls are numbered afresh.
+                    with (
+                        step_span("agent.resume", decision.traceparent, _run_attributes(award)),
+                        durable_call_scope(f"{decision.instance}.{decision.decided.escalation_id}"),
+                    ):
+                        return await _resume(agent, decision, store, monitor, tasks, meter)
+                finally:
+                    agent.runs_in_flight -= 1
+                    run_slots.release()
+
+            progress = await deadlines.bounded(award, decision.instance, decision.deadline, run)
             return await reported(progress, decision.traceparent)
+
+        async def deadline_passed(start: AgentRunStart) -> RunProgress:
+            """The run's workflow timer: the run ends at its deadline, if it has not yet."""
+            with step_span("agent.deadline", start.traceparent, _run_attributes(start.award)):
+                progress = await deadlines.passed(start)
+            return await reported(progress, start.traceparent)
 
         async def reported(progress: RunProgress, traceparent: str | None) -> RunProgress:
             """A run that ended announces its outcome in the step that ended it."""
-            if progress.outcome is None:
+            if progress.outcome is None or progress.reported:
                 return progress
             await report(AgentRunReport(outcome=progress.outcome, traceparent=traceparent))
             return progress.model_copy(update={"reported": True})
@@ -593,6 +844,7 @@ def agent_app_module(
         host.activity(EXECUTE, AgentRunStart, execute)
         host.activity(RESUME, AgentRunDecision, resume)
         host.activity(REPORT, AgentRunReport, report)
+        host.activity(DEADLINE, AgentRunStart, deadline_passed)
 
         @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
         async def learning(agent_id: PathId) -> AgentLearning:
@@ -640,6 +892,8 @@ def agent_app_module(
                 award=award,
                 traceparent=current_traceparent(),
                 instance_id=run_instance(award.task_id, attempt),
+                # A board that does not date its awards: the run's budget counts from now.
+                deadline=run_deadline(award.spec, award.awarded_at or datetime.now(UTC)),
             )
             if acknowledged:
                 # Only a run a workflow holds is acknowledged before its outcome: a redelivery
@@ -722,8 +976,8 @@ def agent_app_module(
             except NotFound:
                 return
             holder = board.allocation.winning_agent_id if board.allocation else None
-            if holder not in by_id:
-                return
+            if holder not in by_id or board.outcome is not None:
+                return  # not this app's, or its run ended (at its deadline, say): nothing waits
             await decisions.verified(escalation_actors(actors), event)
             await host.client.raise_workflow_event(
                 run_instance(event.waiting_party.id, len(board.awards)),
@@ -819,7 +1073,9 @@ async def _connect_tools(agent: Agent, settings: AgentAppSettings) -> None:
         await agent.runner.tools.connect(settings.dapr_http_endpoint)
 
 
-async def _execute(agent: Agent, award: TaskAwarded, store: AgentStateStore) -> RunProgress:
+async def _execute(
+    agent: Agent, award: TaskAwarded, store: AgentStateStore, meter: RunMeter | None = None
+) -> RunProgress:
     """Run the award: the agent's handler, or its runner on the task's description within the
     task's budget. A run that fails (its budget, its iteration limit, a model that is gone)
     ends as a failed outcome with the reason and what it spent; a run the step monitor paused
@@ -849,6 +1105,8 @@ async def _execute(agent: Agent, award: TaskAwarded, store: AgentStateStore) -> 
     definition = AgentDefinition(name=agent.agent_id, instructions=agent.instructions)
     # A run may take twice the steps its bid estimated, within the agent's maximum.
     allowance = min(agent.profile.max_steps, 2 * max(1, award.bid.estimated_steps))
+    if meter is not None:
+        meter.begin(agent.agent_id, award.task_id)
     return await _progress(
         agent,
         award,
@@ -869,10 +1127,13 @@ async def _resume(
     store: AgentStateStore,
     monitor: UncertaintyStepMonitor | None,
     tasks: Callable[[str], TaskActorInterface],
+    meter: RunMeter | None = None,
 ) -> RunProgress:
-    """Go on with a paused run as the person decided: abort ends it failed, skip ends it as
-    partial, reassign hands the task to another bidder, anything else continues it with the
-    decision (and a new prompt or guidance) as the next message."""
+    """Go on with a paused run as the person decided: abort ends it failed, reassign hands the
+    task to another bidder; skip leaves out the step a gate held before it ran (the run goes
+    on without it), or ends a run paused after a step as partial; anything else continues it
+    with the decision (and a new prompt or guidance) as the next message, a held step going as
+    decided."""
     award, decided = decision.award, decision.decided
     assert agent.runner is not None
     saved = await store.load(agent.agent_id, award.task_id)
@@ -887,7 +1148,7 @@ async def _resume(
     ):
         return await _hand_over(agent, award, decided, decided.decision, saved, store, tasks)
     action = str(decided.decision.action)
-    if action in ("abort", "skip"):
+    if action == "abort" or (action == "skip" and saved.held is None):
         reason = f"{action} by {decided.decided_by}"[:MAX_NOTE_CHARS]
         ended = saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason})
         await store.save(ended)
@@ -895,11 +1156,15 @@ async def _resume(
         return RunProgress(outcome=outcome.model_copy(update={"partial": action == "skip"}))
     if monitor is not None:
         await monitor.decision_taken(award.task_id, decided.escalation_id)
+    if meter is not None:
+        meter.begin(agent.agent_id, award.task_id, saved)
     return await _progress(
         agent,
         award,
         store,
-        agent.runner.resume(agent.agent_id, award.task_id, resume_message(decided.decision)),
+        agent.runner.resume(
+            agent.agent_id, award.task_id, resume_message(decided.decision), decision=decided.decision
+        ),
     )
 
 
@@ -946,7 +1211,7 @@ async def _progress(
     try:
         run = await running
     except AgoraError as exc:
-        reason = f"{exc.code}: {exc.message}"
+        reason = failure_summary(exc)
         spent = await store.load(award.agent_id, award.task_id)
         if spent is None:
             return RunProgress(outcome=failed_outcome(award, reason))

@@ -1,14 +1,24 @@
 """The uncertainty monitor as a runner's step monitor: every step of a run is reported to the
 monitor (session = the run's session, a task id in an agent app), which may pause the session
-for a person (the run parks as WAITING_FOR_HUMAN on the escalation it opened) or end it."""
+for a person (the run parks as WAITING_FOR_HUMAN on the escalation it opened) or end it.
+
+Before each step the monitor evaluates the checkpoint triggers (its own and the runner's), and
+before each tool call it checks the tool (a tool that cannot be undone waits for a person at
+medium uncertainty): either holds the step before it runs. A step it doubts (high uncertainty)
+comes back with the monitor's reflection prompt for the next model call. The decision a person
+took on a held step is read from the session's continuations."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
-from agora.core.contracts import SessionState, StepReport
+from agora.core.contracts import CheckpointRequest, Continuation, SessionState, StepReport
+from agora.core.escalation.checkpoints import CheckpointGate
+from agora.core.escalation.decisions import CheckpointAction, CheckpointResponse, EscalationResponse
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.uncertainty.aborts import SessionNotRunning, UncertaintyAbort
+from agora.core.uncertainty.policy import REFLECTION_PROMPT
 from agora.runtime.clients import UncertaintyClient
 from agora.runtime.sidecar import DaprSidecar
 from agora.sdk._runner import AgentState, ReactStep, StepCheck
@@ -37,9 +47,55 @@ class UncertaintyStepMonitor:
             verdict = await self._monitor.llm_response(state.session_id, report)
         except (SessionNotRunning, UncertaintyAbort):
             return _where(await self._monitor.session(state.session_id))
+        reflection = REFLECTION_PROMPT if verdict.step.reflection_injected else ""
         if verdict.parked is not None:
-            return StepCheck(action="pause", escalation_id=verdict.parked, reason="uncertain step")
+            return StepCheck(
+                action="pause", escalation_id=verdict.parked, reason="uncertain step", reflection=reflection
+            )
+        return StepCheck(reflection=reflection)
+
+    async def before_tool(self, state: AgentState, step: ReactStep) -> StepCheck:
+        """The tool of `step` (step number `state.iterations`), checked before it runs."""
+        tool = step.tool or "(none)"
+        report = StepReport(
+            step_id=f"tool-{state.iterations}",
+            text=f"{step.thought} Calls {tool} with {json.dumps(step.arguments, sort_keys=True)}"[
+                :MAX_TEXT_CHARS
+            ],
+            prompt=_task_of(state),
+            step_type="tool_call",
+            tool_name=tool,
+        )
+        try:
+            verdict = await self._monitor.tool_call(state.session_id, report)
+        except (SessionNotRunning, UncertaintyAbort):
+            return _where(await self._monitor.session(state.session_id))
+        if verdict.parked is not None:
+            return StepCheck(
+                action="pause", escalation_id=verdict.parked, reason=f"confirm before tool {tool}"
+            )
         return StepCheck()
+
+    async def before_step(self, state: AgentState, request: CheckpointRequest) -> StepCheck:
+        """The checkpoint before step `request.step`: the monitor's triggers and the request's."""
+        try:
+            answer = await self._monitor.checkpoint(state.session_id, request)
+        except SessionNotRunning:
+            return _where(await self._monitor.session(state.session_id))
+        verdict = answer.verdict
+        if answer.status == "WAITING_FOR_HUMAN" and answer.escalation_id:
+            return StepCheck(action="pause", escalation_id=answer.escalation_id, reason=verdict.message)
+        if verdict.gate is CheckpointGate.WARN:
+            return StepCheck(reason=verdict.message)
+        return StepCheck()
+
+    async def decision_on(
+        self, session_id: str, escalation_id: str
+    ) -> CheckpointResponse | EscalationResponse | None:
+        """The decision the session received on `escalation_id` (None: none yet)."""
+        session = await self._monitor.session(session_id)
+        taken = next((c for c in reversed(session.continuations) if c.escalation_id == escalation_id), None)
+        return _response(taken) if taken is not None else None
 
     async def decision_taken(self, session_id: str, escalation_id: str) -> SessionState:
         """Wait until the monitor's session no longer waits on `escalation_id` (it took the
@@ -51,6 +107,19 @@ class UncertaintyStepMonitor:
             if session.status != "WAITING_FOR_HUMAN" or session.escalation_id != escalation_id:
                 return session
         raise TimeoutError(f"the uncertainty monitor has not taken the decision on {escalation_id} yet")
+
+
+def _response(taken: Continuation) -> CheckpointResponse | EscalationResponse:
+    """A recorded continuation as the answer it was given (an answer of either kind to a
+    checkpoint-kind action name reads as a checkpoint answer: they mean the same to a step)."""
+    action = str(taken.action)
+    if action in {str(a) for a in CheckpointAction}:
+        return CheckpointResponse(
+            action=CheckpointAction(action), modified_prompt=taken.next_prompt, guidance=taken.guidance
+        )
+    return EscalationResponse.model_validate(
+        {"action": action, "modified_prompt": taken.next_prompt, "guidance": taken.guidance}
+    )
 
 
 def _where(session: SessionState) -> StepCheck:

@@ -5,8 +5,14 @@ Each iteration asks the model for one `ReactStep` (a JSON object: a thought, the
 call or the final answer); a tool's result, or its error, goes back to the model as the next
 message. A step monitor (the uncertainty monitor, in an agent app) may pause the run for a
 person: the state is saved as WAITING_FOR_HUMAN and `resume` continues it with the person's
-answer. Every call's cost is recorded before the budget is checked (`CostTracker`). With
-`react_pattern` off the agent answers in one call, without tools.
+answer. People are asked before, not after, a risky step: before each step its checkpoint
+triggers are evaluated (the runner's, the run's and the monitor's own), and before each tool
+call the monitor's tool gate is asked; either may hold the step, which then waits for a
+person's decision and goes as decided (proceed: it runs; skip: it does not, and the run goes
+on; abort: the run ends; modify_prompt: the new prompt is used instead). A step the monitor
+flags for reflection adds its reflection prompt to the next model call. Every call's cost is
+recorded before the budget is checked (`CostTracker`). With `react_pattern` off the agent
+answers in one call, without tools.
 """
 
 from __future__ import annotations
@@ -14,16 +20,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agora.core.contracts import AgentLearning
-from agora.core.errors import MaxIterationsExceeded, NoStateFound
+from agora.core.contracts import AgentLearning, CheckpointRequest
+from agora.core.errors import InvalidArgument, MaxIterationsExceeded, NoStateFound
+from agora.core.escalation.checkpoints import (
+    CheckpointContext,
+    CheckpointGate,
+    CheckpointTrigger,
+    evaluate_checkpoint,
+)
+from agora.core.escalation.decisions import CheckpointResponse, EscalationResponse
 from agora.core.escalation.ladder import EscalationLevel
 from agora.core.escalation.record import AgentNotWaiting, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
@@ -43,15 +57,19 @@ __all__ = [
     "AgentRunner",
     "AgentState",
     "AgentStateStore",
+    "DecisionSource",
     "Escalator",
     "ExecutionResult",
+    "HeldStep",
     "InMemoryStateStore",
     "MemoryManager",
     "ReactStep",
     "RunStatus",
     "RunnerConfig",
     "StepCheck",
+    "StepCheckpoints",
     "StepMonitor",
+    "ToolGate",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +99,12 @@ class RunnerConfig(BaseModel):
         default=True,
         description="Add what the agent's recent runs show (patterns of their failures and successes) to "
         "its prompt, and keep each run's outcome to learn from.",
+    )
+    checkpoints: list[CheckpointTrigger] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Checkpoint triggers evaluated before every step of every run (with each run's own "
+        "and the step monitor's): one that requires confirmation holds the step for a person.",
     )
 
 
@@ -118,6 +142,15 @@ class ReactStep(BaseModel):
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+class HeldStep(BaseModel):
+    """A step a gate stopped before it ran, until a person decides what becomes of it."""
+
+    step: int = Field(ge=1, description="The step's number (the model call it is, or belongs to).")
+    tool_call: ReactStep | None = None
+    """The tool call the tool gate held, as the model asked for it; None: the whole step, held by a
+    checkpoint before its model call."""
+
+
 class AgentState(BaseModel):
     """What a run keeps between turns (and across a pause): the conversation and the counts."""
 
@@ -148,6 +181,12 @@ class AgentState(BaseModel):
     """Given up for another of the task's bidders, as a person decided: it reports no outcome."""
     patterns_applied: list[str] = Field(default_factory=list)
     """What the agent's earlier runs taught it, added to this run's prompt."""
+    checkpoints: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
+    """The run's own checkpoint triggers (its task's), evaluated before each step with the
+    runner's."""
+    held: HeldStep | None = None
+    """While the run waits for a person: the step a gate held before it ran, which the decision
+    applies to (None: the run paused after a step, and goes on from the person's answer)."""
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -187,12 +226,43 @@ class StepCheck(BaseModel):
     action: Literal["continue", "pause", "abort"] = "continue"
     escalation_id: str | None = Field(default=None, description="The escalation a pause waits on.")
     reason: str = ""
+    reflection: str = Field(
+        default="",
+        max_length=MAX_TEXT_CHARS,
+        description="A prompt the next model call must see (a system message added to the conversation "
+        "now, before a pause): the monitor's System-2 reflection on a step it doubts.",
+    )
 
 
 class StepMonitor(Protocol):
     """Checks each step before the run goes on (e.g. the uncertainty monitor)."""
 
     async def check(self, state: AgentState, step: ReactStep) -> StepCheck: ...
+
+
+@runtime_checkable
+class StepCheckpoints(Protocol):
+    """A step monitor that evaluates checkpoint triggers before each step runs (its own, and the
+    request's): a pause holds the step before its model call."""
+
+    async def before_step(self, state: AgentState, request: CheckpointRequest) -> StepCheck: ...
+
+
+@runtime_checkable
+class ToolGate(Protocol):
+    """A step monitor asked before each tool call: a pause holds the call before the tool runs."""
+
+    async def before_tool(self, state: AgentState, step: ReactStep) -> StepCheck: ...
+
+
+@runtime_checkable
+class DecisionSource(Protocol):
+    """A step monitor that knows the decision a person took on an escalation it opened, so a
+    held step goes as decided when `resume` is given only the person's answer as text."""
+
+    async def decision_on(
+        self, session_id: str, escalation_id: str
+    ) -> CheckpointResponse | EscalationResponse | None: ...
 
 
 class MemoryManager(Protocol):
@@ -302,11 +372,19 @@ class AgentRunner:
         session_id: str,
         budget_usd: float | None = None,
         max_iterations: int | None = None,
+        checkpoints: Sequence[CheckpointTrigger] = (),
     ) -> ExecutionResult:
         """One turn of `agent` on `user_input`. Raises `MaxIterationsExceeded` when the loop
         ends without an answer and `BudgetExceededError` when the budget is spent (the state is
         saved FAILED with the reason first). `max_iterations` lowers the configured limit for
-        this run's attempts."""
+        this run's attempts; `checkpoints` are the run's own triggers (its task's), evaluated
+        before each step with the runner's (`InvalidArgument` when together they are more than
+        a checkpoint request holds)."""
+        if len(self.config.checkpoints) + len(checkpoints) > MAX_ITEMS:
+            raise InvalidArgument(
+                f"a run takes at most {MAX_ITEMS} checkpoint triggers with the runner's "
+                f"({len(self.config.checkpoints)} configured, {len(checkpoints)} given)"
+            )
         budgets = [b for b in (agent.budget_usd, budget_usd) if b is not None]
         patterns = await self._patterns_for(agent.name, user_input)
         state = AgentState(
@@ -316,6 +394,7 @@ class AgentRunner:
             messages=await self._opening(agent, user_input, patterns),
             patterns_applied=patterns,
             max_iterations=min(self.config.max_iterations, max_iterations or self.config.max_iterations),
+            checkpoints=list(checkpoints),
         )
         return await self._drive(state)
 
@@ -327,27 +406,50 @@ class AgentRunner:
             lessons.refresh(await self.outcomes.outcomes(agent_id))
         return lessons.for_task(user_input)
 
-    async def resume(self, agent_id: str, session_id: str, human_response: str) -> ExecutionResult:
+    async def resume(
+        self,
+        agent_id: str,
+        session_id: str,
+        human_response: str,
+        *,
+        decision: CheckpointResponse | EscalationResponse | None = None,
+    ) -> ExecutionResult:
         """Continue a paused run with a person's answer as the next user message. `NoStateFound`
-        when the run has no saved state, `AgentNotWaiting` when it is not paused."""
+        when the run has no saved state, `AgentNotWaiting` when it is not paused.
+
+        A step a gate held goes as `decision` says (or, without one, as the step monitor
+        knows it was decided): proceed (or retry) runs it, skip leaves it out and goes on, abort
+        ends the run, modify_prompt (or retry with a prompt) puts the new prompt in its place. A
+        held tool call whose decision is unknown does not run: only a person's go-ahead runs
+        it; a held step whose decision is unknown runs with the person's answer."""
         state = await self.state_store.load(agent_id, session_id)
         if state is None:
             raise NoStateFound(f"no saved run of agent {agent_id} in session {session_id}")
         if state.status is not RunStatus.WAITING_FOR_HUMAN:
             raise AgentNotWaiting(f"agent {agent_id} in session {session_id} is {state.status}, not waiting")
+        held = state.held
+        if held is not None and decision is None:
+            decision = await self._decision_on(state)
+        answered = [ChatMessage(role="user", content=f"A person answered: {human_response}")]
+        new_prompt = decision.modified_prompt if decision is not None else None
+        if new_prompt is not None and new_prompt not in human_response:
+            answered.append(ChatMessage(role="user", content=f"Use this prompt instead:\n{new_prompt}"))
         state = state.model_copy(
             update={
                 "status": RunStatus.RUNNING,
                 "escalation_id": None,
                 "reason": "",
+                "held": None,
                 "attempt_started_at": state.iterations,  # a person's answer: a fresh budget
-                "messages": [
-                    *state.messages,
-                    ChatMessage(role="user", content=f"A person answered: {human_response}"),
-                ],
+                "messages": [*state.messages, *answered],
             }
         )
-        return await self._drive(state)
+        return await self._drive(state, _Held(held, decision) if held is not None else None)
+
+    async def _decision_on(self, state: AgentState) -> CheckpointResponse | EscalationResponse | None:
+        if isinstance(self._monitor, DecisionSource) and state.escalation_id:
+            return await self._monitor.decision_on(state.session_id, state.escalation_id)
+        return None
 
     async def _opening(
         self, agent: AgentDefinition, user_input: str, patterns: list[str]
@@ -364,7 +466,7 @@ class AgentRunner:
         opening = [ChatMessage(role="system", content="\n\n".join(system))] if system else []
         return [*opening, ChatMessage(role="user", content=user_input)]
 
-    async def _drive(self, state: AgentState) -> ExecutionResult:
+    async def _drive(self, state: AgentState, held: _Held | None = None) -> ExecutionResult:
         started = time.monotonic()
         tracker = _Tracker(
             CostTracker(state.agent_id, state.session_id, _budget_left(state), self._publisher)
@@ -377,7 +479,7 @@ class AgentRunner:
             f"invoke_agent {state.agent_id}", attributes=span_attributes
         ) as span:
             try:
-                await self._attempts(run, tracker, tool_results)
+                await self._attempts(run, tracker, tool_results, held)
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
                 await self._save(
@@ -439,15 +541,20 @@ class AgentRunner:
             return
         self._lessons.setdefault(state.agent_id, Lessons()).ran()
 
-    async def _attempts(self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult]) -> None:
+    async def _attempts(
+        self, run: _Run, tracker: _Tracker, tool_results: list[ToolResult], held: _Held | None = None
+    ) -> None:
         """Attempts until one ends the run; with a recovery policy, a failed attempt (no final
         answer within its budget, or the agent gave up) is triaged and recovered as the
         escalation ladder says: tried again (after the agent's own analysis, or with a notice),
-        handed to a person, or aborted."""
+        handed to a person, or aborted. A step held for a person goes as decided first."""
         while True:
             trajectory: list[TriageStep] = []
             try:
-                end = await self._loop(run, tracker, tool_results, trajectory)
+                end = await self._carry_out(held, run, tool_results, trajectory) if held is not None else None
+                held = None
+                if end is None:
+                    end = await self._loop(run, tracker, tool_results, trajectory)
             except MaxIterationsExceeded as exc:
                 if self.recovery is None:
                     raise
@@ -530,6 +637,9 @@ class AgentRunner:
     ) -> _AttemptEnd:
         step_name = f"{run.state.agent_id}.step"
         if not self.config.react_pattern:
+            stopped = await self._checkpoint(run)
+            if stopped is not None:
+                return stopped
             tracker.cost.check_budget()
             routed = await self.router.complete(step_name, run.state.messages)
             run.update(iterations=run.state.iterations + 1)
@@ -540,6 +650,9 @@ class AgentRunner:
             return _AttemptEnd.ANSWERED
         limit = run.state.attempt_started_at + run.state.max_iterations
         while run.state.iterations < limit:
+            stopped = await self._checkpoint(run)
+            if stopped is not None:
+                return stopped
             tracker.cost.check_budget()
             routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
             run.update(iterations=run.state.iterations + 1)
@@ -556,16 +669,12 @@ class AgentRunner:
                 continue
             if self._monitor is not None:
                 check = await self._monitor.check(run.state, step)
-                if check.action == "pause":
-                    run.update(status=RunStatus.WAITING_FOR_HUMAN, escalation_id=check.escalation_id,
-                               reason=check.reason[:MAX_NOTE_CHARS])  # fmt: skip
-                    return _AttemptEnd.PAUSED
-                if check.action == "abort":
-                    run.update(
-                        status=RunStatus.FAILED,
-                        reason=(check.reason or "stopped by the step monitor")[:MAX_NOTE_CHARS],
-                    )
-                    return _AttemptEnd.STOPPED
+                if check.reflection:
+                    # Before the pause it comes with: the model call after the person's answer reads it.
+                    run.say(ChatMessage(role="system", content=check.reflection))
+                stopped = _stopped_by(run, check)
+                if stopped is not None:
+                    return stopped
             if step.action == "final":
                 trajectory.append(_triage_step(len(trajectory), step, step.answer, None))
                 if not step.succeeded:
@@ -574,19 +683,118 @@ class AgentRunner:
                     return _AttemptEnd.FAILED
                 run.update(status=RunStatus.COMPLETED, output=step.answer)
                 return _AttemptEnd.ANSWERED
-            result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
-            tool_results.append(result)
-            trajectory.append(_triage_step(len(trajectory), step, result.output, result))
-            run.say(tool_result_message(result))
-            run.update(
-                tool_calls=run.state.tool_calls + 1,
-                tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
-            )
+            if isinstance(self._monitor, ToolGate):
+                # Asked before the tool runs: a tool that cannot be undone waits for a person here.
+                gate = await self._monitor.before_tool(run.state, step)
+                stopped = _stopped_by(run, gate, HeldStep(step=run.state.iterations, tool_call=step))
+                if stopped is not None:
+                    return stopped
+            await self._call_tool(run, step, tool_results, trajectory)
         state = run.state
         raise MaxIterationsExceeded(
             f"agent {state.agent_id} gave no final answer within {state.max_iterations} iterations",
             iterations=state.iterations,
         )
+
+    async def _call_tool(
+        self, run: _Run, step: ReactStep, tool_results: list[ToolResult], trajectory: list[TriageStep]
+    ) -> None:
+        result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
+        tool_results.append(result)
+        trajectory.append(_triage_step(len(trajectory), step, result.output, result))
+        run.say(tool_result_message(result))
+        run.update(
+            tool_calls=run.state.tool_calls + 1,
+            tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
+        )
+
+    async def _checkpoint(self, run: _Run) -> _AttemptEnd | None:
+        """The checkpoint before the next step's model call: the runner's, the run's and the
+        monitor's triggers; None when the step may run (a warning is logged first)."""
+        number = run.state.iterations + 1
+        if run.cleared_step == number:  # a person let this step run
+            run.cleared_step = None
+            return None
+        state = run.state
+        triggers = [*self.config.checkpoints, *state.checkpoints]
+        request = CheckpointRequest(
+            step=number,
+            prompt=_step_prompt(state)[:MAX_TEXT_CHARS],
+            retry_count=len(state.attempt_history),
+            triggers=triggers,
+        )
+        if isinstance(self._monitor, StepCheckpoints):
+            check = await self._monitor.before_step(state, request)
+        elif triggers:
+            check = await self._checkpoint_here(state, request)
+        else:
+            return None
+        if check.action == "continue" and check.reason:
+            log.warning(
+                "a checkpoint warns before a step",
+                extra={"agent_id": state.agent_id, "session_id": state.session_id, "step": number,
+                       "reason": check.reason[:MAX_NOTE_CHARS]},
+            )  # fmt: skip
+            trace.get_current_span().add_event(
+                "checkpoint", {"agora.step": number, "agora.reason": check.reason[:MAX_NOTE_CHARS]}
+            )
+        return _stopped_by(run, check, HeldStep(step=number))
+
+    async def _checkpoint_here(self, state: AgentState, request: CheckpointRequest) -> StepCheck:
+        """The runner's own triggers, without a monitor that evaluates them: one that requires
+        confirmation parks the step with the escalator (or, with none, ends the run: the step
+        may not run unconfirmed)."""
+        context = CheckpointContext(
+            job_id=state.session_id,
+            sheet_num=request.step,
+            prompt=request.prompt,
+            retry_count=request.retry_count,
+        )
+        verdict = evaluate_checkpoint(request.triggers, context)
+        if verdict.gate is CheckpointGate.NONE:
+            return StepCheck()
+        if verdict.gate is CheckpointGate.WARN:
+            return StepCheck(reason=verdict.message)
+        if self._escalator is None:
+            return StepCheck(
+                action="abort",
+                reason=f"{verdict.message}: a person must confirm the step, and this runner has no escalator",
+            )
+        escalation_id = f"{state.session_id}.checkpoint-{request.step}"
+        parked = ParkRequest(
+            waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=state.session_id),
+            context=context.model_copy(update={"trigger": verdict.trigger}),
+            who=f"agent:{state.agent_id}",
+            why=verdict.message,
+        )
+        await self._escalator.park(escalation_id, parked)
+        return StepCheck(action="pause", escalation_id=escalation_id, reason=verdict.message)
+
+    async def _carry_out(
+        self, held: _Held, run: _Run, tool_results: list[ToolResult], trajectory: list[TriageStep]
+    ) -> _AttemptEnd | None:
+        """The held step, as the person decided; None when the run goes on to its next step."""
+        verdict = _verdict(held.decision)
+        step, call = held.step.step, held.step.tool_call
+        what = f"tool {call.tool or '(none)'}" if call is not None else f"step {step}"
+        if verdict == "abort":
+            run.update(status=RunStatus.FAILED, reason=f"aborted by a person before {what}")
+            return _AttemptEnd.STOPPED
+        if call is not None:
+            if verdict == "run":
+                await self._call_tool(run, call, tool_results, trajectory)
+                return None
+            why = {"skip": "a person skipped it", "modify": "a person gave a new prompt instead"}.get(
+                verdict or "", "no person said it may run"
+            )
+            run.say(ChatMessage(role="user", content=f"The call of {what} did not run: {why}."))
+            return None
+        if verdict == "skip":
+            run.update(iterations=run.state.iterations + 1)  # the step is used up without running
+            run.say(ChatMessage(role="user", content=f"A person skipped {what}; go on with the next step."))
+            return None
+        run.cleared_step = step  # it runs (with the new prompt, if one was given), unchecked again
+        return None
 
     async def _save(self, state: AgentState) -> None:
         await self.state_store.save(state.model_copy(update={"updated_at": datetime.now(UTC)}))
@@ -645,6 +853,51 @@ def _triage_step(index: int, step: ReactStep | None, output: str, result: ToolRe
     )
 
 
+@dataclass(frozen=True)
+class _Held:
+    """A held step, and what a person decided of it (None: not known)."""
+
+    step: HeldStep
+    decision: CheckpointResponse | EscalationResponse | None
+
+
+_Verdict = Literal["run", "skip", "abort", "modify"]
+
+
+def _verdict(decision: CheckpointResponse | EscalationResponse | None) -> _Verdict | None:
+    """What a decision does to a held step (None: unknown, or not the runner's to apply: a
+    reassign is the agent app's)."""
+    if decision is None:
+        return None
+    action = str(decision.action)
+    if action in ("abort", "skip"):
+        return "abort" if action == "abort" else "skip"
+    if decision.modified_prompt is not None:  # modify_prompt, or retry with a prompt
+        return "modify"
+    return "run" if action in ("proceed", "retry") else None
+
+
+def _stopped_by(run: _Run, check: StepCheck, held: HeldStep | None = None) -> _AttemptEnd | None:
+    """The run paused (holding `held`, if the check came before it ran) or stopped by a
+    check; None when it goes on."""
+    if check.action == "pause":
+        run.update(status=RunStatus.WAITING_FOR_HUMAN, escalation_id=check.escalation_id, held=held,
+                   reason=check.reason[:MAX_NOTE_CHARS])  # fmt: skip
+        return _AttemptEnd.PAUSED
+    if check.action == "abort":
+        run.update(
+            status=RunStatus.FAILED, reason=(check.reason or "stopped by the step monitor")[:MAX_NOTE_CHARS]
+        )
+        return _AttemptEnd.STOPPED
+    return None
+
+
+def _step_prompt(state: AgentState) -> str:
+    """What the next step is asked: the newest user message (the task, a tool's result, a
+    person's answer)."""
+    return next((m.content for m in reversed(state.messages) if m.role == "user"), "")
+
+
 def _budget_left(state: AgentState) -> float | None:
     return None if state.budget_usd is None else max(0.0, state.budget_usd - state.cost_usd)
 
@@ -654,6 +907,8 @@ class _Run:
 
     def __init__(self, state: AgentState) -> None:
         self.state = state
+        self.cleared_step: int | None = None
+        """The step a person let run after its checkpoint held it: not checked again."""
 
     def update(self, **fields: Any) -> None:
         self.state = self.state.model_copy(update=fields)

@@ -2,7 +2,9 @@
 
 Each observed step is scored by `UncertaintyEstimator`. PAUSE_FOR_HUMAN parks the session with
 the escalation service (an `Escalation` actor) and refuses further steps until the decision
-arrives on `agora.escalation.resolved`; ABORT ends the session with a typed error.
+arrives on `agora.escalation.resolved`: a model step as an escalation (retry, skip, abort,
+modify_prompt), a tool about to run as a checkpoint (proceed, skip, abort, modify_prompt), like
+a checkpoint trigger that requires confirmation. ABORT ends the session with a typed error.
 """
 
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from agora.core.escalation.checkpoints import (
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import CheckpointAction, EscalationAction
 from agora.core.escalation.record import ParkRequest, UnverifiedDecision, WaitingParty, WaitingPartyKind
+from agora.core.limits import MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.messages import EscalationOutcome, EscalationResolved
 from agora.core.uncertainty.aborts import SessionNotRunning, UncertaintyAbort
 from agora.core.uncertainty.belief import StepUncertainty
@@ -110,7 +113,10 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
             )
             self.state.awaiting_outcome = None
         if action is UncertaintyAction.PAUSE_FOR_HUMAN:
-            await self._park(step, report)
+            if step.step_type == "tool_call" and step.tool_name:
+                await self._hold_tool_call(step, report)
+            else:
+                await self._park(step, report)
         elif action is UncertaintyAction.ABORT:
             self.state.status = "ABORTED"
         await self.commit()
@@ -178,6 +184,28 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
             output_summary=report.text[:1000] or f"tool {report.tool_name}",
         )
         await self._send_to_person(escalation_id, context, f"{step.action} at step {step.step_id}")
+
+    async def _hold_tool_call(self, step: StepUncertainty, report: StepReport) -> None:
+        """A tool about to run, held for a person's confirmation: a checkpoint, decided like
+        one (proceed runs the tool, skip and abort keep it from running, modify_prompt gives
+        the agent a new prompt instead)."""
+        assert self.state.belief is not None and step.tool_name
+        irreversible = "irreversible " if step.irreversible else ""
+        why = (
+            f"{step.level} uncertainty (confidence {step.propagated_confidence:.2f}) before the "
+            f"{irreversible}tool {step.tool_name}"
+        )
+        about_to = report.text or f"calls {step.tool_name}"
+        context = CheckpointContext(
+            job_id=self.id.id,
+            sheet_num=self.state.belief.total_steps,
+            prompt=(f"{about_to}\n\nTask: {report.prompt}" if report.prompt else about_to)[:MAX_TEXT_CHARS],
+            retry_count=len(self.state.continuations),
+            trigger=CheckpointTrigger(
+                name=f"before tool {step.tool_name}"[:MAX_NAME_CHARS], message=why[:MAX_NOTE_CHARS]
+            ),
+        )
+        await self._send_to_person(self._new_escalation_id(step.step_id), context, why[:MAX_NOTE_CHARS])
 
     @actor_endpoint
     async def get_belief_state(self) -> SessionState:

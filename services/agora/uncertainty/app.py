@@ -3,11 +3,14 @@ continues sessions when their escalation is decided."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from fastapi import FastAPI
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from agora.core import topics
 from agora.core.contracts import (
@@ -19,6 +22,7 @@ from agora.core.contracts import (
     StepVerdict,
 )
 from agora.core.escalation.checkpoints import CheckpointTrigger
+from agora.core.limits import MAX_ITEMS
 from agora.core.messages import EscalationResolved
 from agora.core.uncertainty.model import ModelMessage
 from agora.core.uncertainty.policy import UncertaintyPolicy
@@ -43,11 +47,65 @@ APP_ID = "uncertainty"
 
 
 class UncertaintySettings(ServiceSettings):
+    """The monitor's policy (`UncertaintyPolicy`, the reference's names and defaults) and the
+    checkpoints it checks before every step, from the environment (`AGORA_<FIELD>`)."""
+
     app_id: str = APP_ID
+    low_threshold: float = Field(default=0.80, ge=0.0, le=1.0)
+    """AGORA_LOW_THRESHOLD: the confidence from which a step is of low uncertainty (proceeds)."""
+    medium_threshold: float = Field(default=0.60, ge=0.0, le=1.0)
+    """AGORA_MEDIUM_THRESHOLD: from here, medium (proceeds with a log; before an irreversible
+    tool it waits for a person)."""
+    high_threshold: float = Field(default=0.40, ge=0.0, le=1.0)
+    """AGORA_HIGH_THRESHOLD: from here, high (waits for a person); below it, critical (aborts)."""
     enable_p_true: bool = True
-    enable_semantic_sampling: bool = True
+    """AGORA_ENABLE_P_TRUE: ask the model how likely each answer is right (one call per step)."""
+    enable_semantic_sampling: bool = False
+    """AGORA_ENABLE_SEMANTIC_SAMPLING: re-ask the model (2 to 5 more calls) on a step in the
+    sampling zone, and take the answers' agreement into account. Off by default, as in the
+    reference: it multiplies a step's model calls."""
+    irreversible_tool_names: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """AGORA_IRREVERSIBLE_TOOL_NAMES: comma-separated (or a JSON list) parts of tool names that
+    cannot be undone (ignoring case): such a tool waits for a person at medium uncertainty,
+    before it runs. None by default, as in the reference; its example, and the Helm chart's
+    value, is `send_email,delete,deploy`."""
+    inject_reflection_on_high: bool = True
+    """AGORA_INJECT_REFLECTION_ON_HIGH: at high uncertainty, flag the step for a reflection
+    (`REFLECTION_PROMPT`), which the agent's runner adds to its next model call."""
     checkpoints_file: Path | None = None
     """AGORA_CHECKPOINTS_FILE: YAML list of CheckpointTriggers checked before every step."""
+    checkpoints: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
+    """AGORA_CHECKPOINTS: a JSON list of CheckpointTriggers checked before every step, after
+    those of the file."""
+
+    @field_validator("irreversible_tool_names", mode="before")
+    @classmethod
+    def _names_from_the_environment(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.strip().startswith("["):
+            return json.loads(value)
+        return [name for name in (part.strip() for part in value.split(",")) if name]
+
+    @model_validator(mode="after")
+    def _policy_holds(self) -> UncertaintySettings:
+        self.policy()  # thresholds out of order fail at start-up, saying which
+        return self
+
+    def policy(self) -> UncertaintyPolicy:
+        return UncertaintyPolicy(
+            low_threshold=self.low_threshold,
+            medium_threshold=self.medium_threshold,
+            high_threshold=self.high_threshold,
+            enable_p_true=self.enable_p_true,
+            enable_semantic_sampling=self.enable_semantic_sampling,
+            irreversible_tool_names=self.irreversible_tool_names,
+            inject_reflection_on_high=self.inject_reflection_on_high,
+        )
+
+    def triggers(self) -> list[CheckpointTrigger]:
+        """The configured checkpoint triggers: the file's, then `AGORA_CHECKPOINTS`."""
+        return [*load_triggers(self.checkpoints_file), *self.checkpoints]
 
 
 def load_triggers(path: Path | None) -> list[CheckpointTrigger]:
@@ -71,16 +129,13 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         actors = ActorClient(ctx.sidecar)
-        policy = UncertaintyPolicy(
-            enable_p_true=settings.enable_p_true, enable_semantic_sampling=settings.enable_semantic_sampling
-        )
         ctx.host_actor(
             SessionUncertainty,
             UncertaintyDeps(
                 actors,
                 ctx.publisher,
-                policy,
-                tuple(load_triggers(settings.checkpoints_file)),
+                settings.policy(),
+                tuple(settings.triggers()),
                 confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar)),
                 settings.retention_seconds,
             ),

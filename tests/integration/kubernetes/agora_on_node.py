@@ -33,6 +33,9 @@ OCI_ARCHIVE_SCRIPT = REPO / "deploy" / "image" / "oci-archive.sh"
 NAMESPACE = "agora"
 RELEASE = "agora"
 REDIS_SERVICE = "redis-master"
+PUBLISH_PATIENCE_S = 120.0
+"""How long the upgrade's trickle keeps trying one task's publish (the console's sidecar, its
+way in, is rolled too) before the task counts as lost."""
 
 AGORA_INSTALL = (
     "the Agora image built from Debian (deploy/image/build-from-debian.sh) runs the chart on the "
@@ -143,6 +146,9 @@ class AgoraOnNode:
             f"image.repository={repository}",
             f"image.tag={tag}",
             "escalationToken.existingSecret=agora-escalation-token",
+            # Every trace kept: the node test looks one task's trace up in Jaeger (the chart's
+            # default keeps a tenth).
+            "tracing.samplingRate=1",
         ]
 
     def helm(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -339,22 +345,28 @@ class AgoraOnNode:
             )
         return self._console
 
-    def publish(self, task_id: str) -> None:
+    def publish(self, task_id: str, patience_s: float = 30.0) -> None:
+        """Publish as a client would: a refusal or no answer is tried again, with backoff,
+        for `patience_s`."""
         spec = TaskSpec(
             task_id=task_id,
             description=f"Summarise this week's product launches ({task_id})",
             required_skills=["web_search"],
             min_success_threshold=0.2,
         )
-        for attempt in range(8):
+        give_up = time.monotonic() + patience_s
+        attempt = 0
+        while True:
             with contextlib.suppress(httpx.HTTPError):
                 answer = self.console().post(
                     "/v1.0/publish/agora-pubsub/agora.tasks", json=spec.model_dump(mode="json")
                 )
                 if answer.is_success:
                     return
+            if time.monotonic() >= give_up:
+                raise CheckFailed(f"could not publish {task_id} through the console's sidecar")
             time.sleep(min(0.5 * 2**attempt, 5))
-        raise CheckFailed(f"could not publish {task_id} through the console's sidecar")
+            attempt += 1
 
     def get(self, app_id: str, path: str) -> Obj | None:
         """One read through the console's sidecar; None when the record does not exist. A service
@@ -654,14 +666,18 @@ class AgoraOnNode:
         before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in self.deployments()}
         prefix = f"node-trickle-{uuid.uuid4().hex[:6]}-"
         trickle: list[str] = []
+        """Every task the client tried to publish: one whose publish never got in is lost."""
+        refused: list[str] = []
         stop = threading.Event()
 
         def flow() -> None:
             while not stop.is_set():
                 task_id = f"{prefix}{len(trickle):03d}"
-                with contextlib.suppress(CheckFailed):
-                    self.publish(task_id)
-                    trickle.append(task_id)
+                trickle.append(task_id)
+                try:
+                    self.publish(task_id, patience_s=PUBLISH_PATIENCE_S)
+                except CheckFailed:
+                    refused.append(task_id)
                 stop.wait(0.5)
 
         flowing = threading.Thread(target=flow, name="trickle", daemon=True)
@@ -684,7 +700,7 @@ class AgoraOnNode:
         finally:
             time.sleep(3)
             stop.set()
-            flowing.join(30)
+            flowing.join(PUBLISH_PATIENCE_S + 30)
         if done.returncode != 0:
             raise CheckFailed(f"helm upgrade: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
         rolled_seconds = round(time.monotonic() - started, 1)
@@ -721,9 +737,13 @@ class AgoraOnNode:
         ids = set(trickle)
         expect(len(ids) >= 10, f"only {len(ids)} tasks trickled in during the upgrade")
         ended = self.wait_until_ended(ids, prefix, timeout=300)
+        # A publish the client gave up on may still have got in on an attempt whose answer was
+        # lost: such a task ends like any other. One that never got in is lost all the same.
+        lost = sorted(ids - ended)
         expect(
-            ended == ids,
-            f"{len(ids - ended)} of {len(ids)} trickled tasks did not end: {sorted(ids - ended)[:10]}",
+            not lost,
+            f"{len(lost)} of {len(ids)} trickled tasks did not end ({len(refused)} publishes refused "
+            f"for {PUBLISH_PATIENCE_S} s): {lost[:10]}",
         )
         doubled = self.decided_once(ids)
         expect(not doubled, f"decided other than once: {doubled[:10]}")
