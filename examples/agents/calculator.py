@@ -1,6 +1,6 @@
 """An agent app with two real tools: a calculator and a reader of files in a sandbox folder.
 
-    agora-agent run examples/agents/calculator.py      # beside `make run` (redis profile)
+    make run PROFILE=redis AGENTS=examples/agents/calculator.py   # its own app beside its own daprd
 
 The model is the offline stand-in, given a small policy so the agent does something useful
 without a vendor account: it reads the numbers of a "What is A + B?" task, calls `add`, and

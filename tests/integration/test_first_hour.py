@@ -1,6 +1,7 @@
-"""The first hour of a new user: `agora run` (what `make run` starts) comes up clean, every
-command the README and docs/usage.md show runs as written, from the clone and from any other
-directory, and mistakes get a readable message and a non-zero exit code, never a traceback."""
+"""The first hour of a new user: `agora run` (what `make run` starts) comes up clean, its demo
+shows the market as the README does (on every fresh system), every command the README and
+docs/usage.md show runs as written, from the clone and from any other directory, and mistakes
+get a readable message and a non-zero exit code, never a traceback."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agora.harness.toolchain import cache_root
+from agora.harness.toolchain import Toolchain, cache_root
 from tests.integration.helpers import eventually, present, start_agora_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +32,9 @@ AGORA = [sys.executable, "-m", "agora.cli"]
 RELOAD_SECONDS = 30
 DOCUMENTS_WITH_COMMANDS = (REPO / "README.md", REPO / "docs" / "usage.md")
 """Read in this order: the README's first task and escalations, then the plans and debates."""
+DEMO_FIRST_LINE = "Registry: filter_capable(required=['web_search'], preferred=['summarize']):"
+"""Where the demo's output the README shows begins."""
+SECOND_SYSTEM_TIMEOUT_S = 300
 
 
 @dataclass
@@ -56,6 +61,25 @@ def _readme_commands() -> list[list[str]]:
             command = line.split("  #", 1)[0]
             commands.append(shlex.split(command))
     return commands
+
+
+def _readme_demo_output() -> list[str]:
+    """The README's demo output: the registry's answer, then each market task's allocation and
+    outcome."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    start = lines.index(DEMO_FIRST_LINE)
+    return lines[start : lines.index("```", start)]
+
+
+def _demo_output(output: list[str]) -> list[str]:
+    """The same part of what a demo printed: up to its hint to inspect a task."""
+    lines = "".join(output).splitlines()
+    start = lines.index(DEMO_FIRST_LINE)
+    end = next(i for i, line in enumerate(lines) if line.startswith("Inspect any task with"))
+    shown = lines[start:end]
+    while shown and not shown[-1]:
+        shown.pop()
+    return shown
 
 
 def agora(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -163,6 +187,49 @@ def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(s
     assert "outcome: succeeded in 2 steps" in outcome and outcome.rstrip().endswith(
         "'42.0'; tools called: add"
     )
+
+
+def test_the_demo_s_market_ends_as_the_readme_shows_on_every_fresh_system(
+    system: RunningSystem, tmp_path: Path
+) -> None:
+    """The system of this module, and a second one started afresh beside it (no Jaeger; its
+    links in a cache folder of its own, so this module's system stays the one the CLI finds)."""
+    readme = _readme_demo_output()
+    assert "Market: published 4 tasks to agora.tasks" in readme and len(readme) >= 15, readme
+    assert _demo_output(system.output) == readme
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "services"),
+        "AGORA_CACHE": str(tmp_path / "cache"),
+        "AGORA_DAPR_BIN": str(Toolchain.from_environment().dapr_bin),
+    }
+    proc = subprocess.Popen(
+        [*AGORA, "run", "--no-jaeger"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    output: list[str] = []
+    watchdog = threading.Timer(SECOND_SYSTEM_TIMEOUT_S, proc.kill)  # a system that never comes up
+    watchdog.start()
+    try:
+        for line in iter(proc.stdout.readline, ""):
+            output.append(line)
+            if line.startswith("Running."):
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        watchdog.cancel()
+    assert output and output[-1].startswith("Running."), "".join(output)
+    assert _demo_output(output) == readme
 
 
 def test_every_readme_command_runs_as_written_from_the_clone(system: RunningSystem) -> None:

@@ -209,16 +209,11 @@ def test_a_market_node_s_task_is_allocated_and_completed_through_the_market(
     assert result["task_id"] == f"graph.{run_id}.1" and result["agent_id"]
     board = httpx.get(console(cluster).invoke_url(f"v1/tasks/{result['task_id']}", "taskboard"), timeout=10)
     assert board.status_code == 200, board.text
-    # The offline agents succeed or give up as their model's hash says; either way the node
-    # records the board's end, and the condition routes by it.
-    assert (
-        board.json()["status"] == result["status"] and board.json()["outcome"]["summary"] == result["summary"]
-    )
-    if result["succeeded"]:
-        assert done["path"] == ["ask", "check", "note"], done["state"]
-        assert state["output"] == f"{result['agent_id']} answered: {result['summary']}"
-    else:
-        assert done["path"] == ["ask", "check"] and state["output"] == result["summary"]
+    # The node records the board's end, and the condition routes the success on to its note.
+    assert board.json()["status"] == result["status"] == "COMPLETED" and result["succeeded"] is True
+    assert board.json()["outcome"]["summary"] == result["summary"]
+    assert done["path"] == ["ask", "check", "note"], done["state"]
+    assert state["output"] == f"{result['agent_id']} answered: {result['summary']}"
     assert board.json()["allocation"]["winning_agent_id"] == result["agent_id"]
 
 
@@ -236,12 +231,11 @@ def test_a_planning_node_and_a_debate_node_return_their_services_results(
     assert done["path"] == ["plan", "debate"]
     state = json.loads(done["state"])
     plan, debate = state["plans"]["plan"], state["debates"]["debate"]
-    ended_states = {"COMPLETED", "FAILED", "ABORTED"}
-    assert plan["plan_id"] == f"graph.{run_id}.1" and plan["state"] in ended_states
+    assert plan["plan_id"] == f"graph.{run_id}.1" and plan["state"] == "COMPLETED", plan
     shown = httpx.get(console(cluster).invoke_url(f"v1/plans/{plan['plan_id']}", "planner"), timeout=10)
     assert shown.json()["state"] == plan["state"]
     assert shown.json()["result"]["final_output"] == plan["result"]["final_output"]
-    assert debate["debate_id"] == f"graph.{run_id}.2" and debate["state"] in ended_states
+    assert debate["debate_id"] == f"graph.{run_id}.2" and debate["state"] == "COMPLETED", debate
     asked = httpx.get(console(cluster).invoke_url(f"v1/debates/{debate['debate_id']}", "debate"), timeout=10)
     assert asked.json()["state"] == debate["state"]
     assert asked.json()["question"].startswith("Should the report be published")

@@ -9,7 +9,9 @@ DAPR_HTTP_PORT (on 127.0.0.1, as in a pod beside its sidecar). With DAPR_API_TOK
 request carries it (`dapr-api-token`), as a sidecar that requires an API token expects.
 
 Expected failures (a file that does not parse or validate, a refusal from the system, no
-system running) are printed as `error: ...` lines, exit code 1.
+system running) are printed as `error: ...` lines, exit code 1. A command whose reader goes away
+(`agora task show ID | head`) stops without a word, exit code 141, as a Unix tool ended by
+SIGPIPE does.
 
 One module per idea: `sidecar` (finding the running system), `transport` (requests through
 it, answers read as their contract models), `problems` (expected failures told readably),

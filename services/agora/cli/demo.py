@@ -1,10 +1,10 @@
 """The `make run` demo: the worker's sample agents are registered; the demo asks the registry
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
-the intake topic and prints each allocation (winner and scores) and outcome, gives an agent
-app's agent (the example calculator) a task it wins by its own bid and does with its tool,
-runs the example review graph until it waits for a person, submits a plan
-and prints its waves as they run, runs two debates (one converges, one waits for a person),
-and parks an uncertain session for a person. It sends contract models and reads every answer
+the intake topic and prints each allocation (winner and scores) and outcome (with what the
+agent said), gives an agent app's agent (the example calculator) a task it wins by its own bid
+and does with its tool, runs the example review graph until it waits for a person, submits a
+plan and prints its waves as they run, runs two debates (one converges, one waits for a
+person), and parks an uncertain session for a person. It sends contract models and reads every answer
 as the contract model its route answers; an error answer stops it with a readable account
 (`CliError`)."""
 
@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel
 
 from agora.cli.problems import CliError, describe_refusal
+from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVerdict
 from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.debate.record import DebateRecord, DebateState
@@ -150,7 +151,7 @@ def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publi
         tools = ", ".join(outcome.tools_called) or "none"
         tokens = outcome.input_tokens + outcome.output_tokens
         print(
-            f"    outcome: {verdict} in {outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}, "
+            f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, ${outcome.actual_cost_usd:.4f}, "
             f"{tokens} tokens: {outcome.summary!r}; tools called: {tools}"
         )
 
@@ -366,4 +367,10 @@ def _print_task(record: TaskRecord) -> None:
         print(f"    rejected: {allocation.reject_reason}")
     if outcome is not None:
         verdict = "succeeded" if outcome.actual_success else "failed"
-        print(f"    outcome: {verdict} in {outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}")
+        said = f": {shorten(one_line(outcome.summary), MAX_TEXT_CHARS)!r}" if outcome.summary else ""
+        cost = f"${outcome.actual_cost_usd:.4f}"
+        print(f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, {cost}{said}")
+
+
+def _steps(count: int) -> str:
+    return f"{count} step" if count == 1 else f"{count} steps"

@@ -1,10 +1,13 @@
 """The `agora` command line itself: its arguments, one subcommand per command, and `main`,
-which runs the command they name and prints an expected failure as `error: ...` lines (exit 1)."""
+which runs the command they name and prints an expected failure as `error: ...` lines (exit 1);
+a command whose reader closed its output (`| head`) stops quietly, as Unix tools do."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from agora.core.market import AllocationStatus
 from agora.core.messages import DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from agora.core.plans.record import PlanState
 
-__all__ = ["DESCRIPTION", "build_parser", "main"]
+__all__ = ["DESCRIPTION", "EXIT_READER_GONE", "build_parser", "main"]
 
 DESCRIPTION = "`agora` command line: run the local system, and talk to a running one."
 
@@ -197,7 +200,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_READER_GONE = 128 + signal.SIGPIPE
+"""The exit code of a command whose reader went away (`agora task show ID | head`): what a shell
+reports of a Unix tool that SIGPIPE ended."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:
+            # What is still buffered goes now, so a reader that went away is found here, not
+            # by the interpreter's last flush (which would print a traceback of it).
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_READER_GONE
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -207,3 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _discard_stdout() -> None:
+    """Nothing more is written to the closed pipe: whatever is left in stdout's buffer goes to
+    /dev/null when the interpreter flushes it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout is not a file (a test's capture)
+        pass

@@ -7,6 +7,7 @@ import argparse
 
 from agora.cli.files import load_models
 from agora.cli.sidecar import sidecar_for
+from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.cli.transport import invoke, send
 from agora.core.contracts import TaskList
 from agora.core.market import TaskSpec
@@ -29,7 +30,7 @@ def cmd_task_publish(args: argparse.Namespace) -> int:
 
 def task_lines(record: TaskRecord) -> list[str]:
     """A task for people: its status and history, every bid's scores (★ the winner), why it was
-    rejected, and its outcome."""
+    rejected, and its outcome with what the agent said (its answer, or why it failed)."""
     spec, allocation, outcome = record.spec, record.allocation, record.outcome
     lines = [
         f"{spec.task_id}: {record.status}  ({spec.description})",
@@ -50,6 +51,8 @@ def task_lines(record: TaskRecord) -> list[str]:
             f"  outcome: {'success' if outcome.actual_success else 'failure'} by {outcome.agent_id}, "
             f"{outcome.actual_steps} steps, ${outcome.actual_cost_usd:.4f}"
         )
+        if outcome.summary:
+            lines.append(f"  summary: {shorten(one_line(outcome.summary), MAX_TEXT_CHARS)}")
     return lines
 
 

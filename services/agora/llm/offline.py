@@ -5,6 +5,17 @@ without a vendor account or network, reproducibly: the same messages always give
 answer. With a JSON schema it builds an object that conforms to the schema, its values taken
 from a stable hash (sha256) of the messages and of each value's path in the object, so
 different prompts give different but valid answers and numbers spread over their range.
+
+An agent's step (a schema with `action` "tool" or "final", `tool`, `arguments` and `answer`,
+as the SDK's agent loop asks) is answered as an agent would: when the conversation lists tools
+(catalogue lines `- <name>: <description> Arguments (JSON Schema): {...}`) and it has called
+none yet, it calls the listed tool whose name and description share the most words with the
+task, its arguments built from the tool's schema (numbers the task holds, in order; the task's
+words as text); then it answers in words taken from the task and the latest tool result.
+Whether it says it did the task (`succeeded`, two times in three) is drawn from the hash of the
+user's turns only (the task, tool results, a person's answer), so some tasks fail, always the
+same ones whichever agent runs them; how sure it is stays drawn from the whole conversation's
+hash.
 """
 
 from __future__ import annotations
@@ -82,7 +93,9 @@ class OfflineModelClient(TracedModelClient):
         text = self.overrides(messages) if self.overrides is not None else None
         if text is None:
             seed = messages_digest(messages)
-            if json_schema is not None:
+            if json_schema is not None and is_agent_step(json_schema):
+                text = json.dumps(agent_step(messages, json_schema, seed), sort_keys=True)
+            elif json_schema is not None:
                 text = json.dumps(SchemaValueGenerator(json_schema, seed).generate(), sort_keys=True)
             else:
                 text = _text_answer(messages, seed)
@@ -99,6 +112,134 @@ def _text_answer(messages: Sequence[ChatMessage], seed: bytes) -> str:
     last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
     topic = " ".join(last_user.split()[:8]) or "nothing"
     return f"[offline {seed.hex()[:8]}] Deterministic reply about: {topic}"
+
+
+# -- an agent's step ----------------------------------------------------------------------------
+
+AGENT_STEP_FIELDS = frozenset({"action", "tool", "arguments", "answer"})
+"""The fields of a schema that asks for an agent's step (with `action` "tool" or "final")."""
+TOOL_RESULT_PREFIX = "Result of tool "
+"""How a tool's result comes back to the model, as the next user message."""
+_CATALOGUE_LINE = re.compile(
+    r"^- (?P<name>\S+?): (?P<description>.*?) ?Arguments \(JSON Schema\): (?P<parameters>\{.*\})$",
+    re.MULTILINE,
+)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_WORD = re.compile(r"[a-z0-9]+")
+MAX_TOPIC_CHARS = 200
+FAILS_ONE_IN = 3
+"""An agent's step says it did the task two times in three: failure paths (triage, recovery,
+replans) have work to do, and most tasks, plans and graphs still get done."""
+
+
+class ListedTool:
+    """A tool as the conversation's catalogue lists it."""
+
+    def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+
+    def words(self) -> set[str]:
+        return _words(f"{self.name.replace('_', ' ')} {self.description}")
+
+
+def is_agent_step(schema: dict[str, Any]) -> bool:
+    """Whether `schema` asks for an agent's step: a tool call or the final answer."""
+    resolved = SchemaValueGenerator(schema, b"").resolve(schema)
+    properties: dict[str, Any] = resolved.get("properties") or {}
+    if not properties.keys() >= AGENT_STEP_FIELDS:
+        return False
+    action = SchemaValueGenerator(schema, b"").resolve(properties["action"])
+    return {"tool", "final"} <= set(action.get("enum") or [])
+
+
+def listed_tools(messages: Sequence[ChatMessage]) -> list[ListedTool]:
+    """The tools the system messages offer, in the order listed."""
+    tools: list[ListedTool] = []
+    for message in messages:
+        if message.role != "system":
+            continue
+        for line in _CATALOGUE_LINE.finditer(message.content):
+            try:
+                parameters = json.loads(line["parameters"])
+            except json.JSONDecodeError:
+                parameters = None
+            schema = parameters if isinstance(parameters, dict) else {}
+            tools.append(ListedTool(line["name"], line["description"], schema))
+    return tools
+
+
+def agent_step(messages: Sequence[ChatMessage], schema: dict[str, Any], seed: bytes) -> dict[str, Any]:
+    """The agent's next step: a listed tool first, then the final answer (see the module)."""
+    step: dict[str, Any] = SchemaValueGenerator(schema, seed).generate()
+    task = next((m.content for m in messages if m.role == "user"), "")
+    topic = _topic(task)
+    results = [m.content.removeprefix(TOOL_RESULT_PREFIX) for m in messages if _is_tool_result(m)]
+    result = results[-1] if results else None
+    tools = listed_tools(messages)
+    if tools and not any(_asked_for_a_tool(m) for m in messages):
+        chosen = _best_tool(tools, task)
+        return _with(
+            step,
+            action="tool",
+            tool=chosen.name,
+            arguments=ToolArguments(chosen.parameters, seed, task).generate(),
+            answer="",
+            thought=f"{chosen.name} may help with: {topic}",
+        )
+    done = "succeeded" not in step or _did_the_task(messages)
+    said = f"Done: {topic}" if done else f"Could not finish: {topic}"
+    if result is not None:
+        name, _, output = result.partition(": ")
+        said += f"; {name} gave {' '.join(output.split())[:MAX_TOPIC_CHARS]}"
+    thought = "I have what the task asks for" if done else "I cannot finish this task"
+    return _with(step, action="final", tool="", arguments={}, answer=said, thought=thought, succeeded=done)
+
+
+def _with(step: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """`step` with `fields`, those its schema has (the generator gave it every one)."""
+    return {**step, **{name: value for name, value in fields.items() if name in step}}
+
+
+def _did_the_task(messages: Sequence[ChatMessage]) -> bool:
+    """Whether the agent says it did the task: drawn from the user's turns alone (the task, a
+    tool's result, a person's answer, a recovery note), so a task fares the same whichever
+    agent's prompt runs it, and a new attempt draws again."""
+    said_by_user = messages_digest([m for m in messages if m.role == "user"])
+    return SchemaValueGenerator({}, said_by_user).draw("$.succeeded", "verdict") % FAILS_ONE_IN != 0
+
+
+def _asked_for_a_tool(message: ChatMessage) -> bool:
+    """Whether `message` is an agent's step that called a tool (one the runner may have held
+    for a person, who may have skipped it: it is not asked for again)."""
+    if message.role != "assistant":
+        return False
+    try:
+        step = json.loads(message.content)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(step, dict) and step.get("action") == "tool"
+
+
+def _is_tool_result(message: ChatMessage) -> bool:
+    return message.role in ("user", "tool") and message.content.startswith(TOOL_RESULT_PREFIX)
+
+
+def _topic(task: str) -> str:
+    """The task in one line, as the answer quotes it."""
+    line = " ".join(task.split())
+    return (line[: MAX_TOPIC_CHARS - 3] + "...") if len(line) > MAX_TOPIC_CHARS else (line or "the task")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _best_tool(tools: list[ListedTool], task: str) -> ListedTool:
+    """The tool sharing the most words with the task; the first listed among equals."""
+    asked = _words(task)
+    return max(tools, key=lambda tool: (len(tool.words() & asked), -tools.index(tool)))
 
 
 class SchemaValueGenerator:
@@ -286,3 +427,32 @@ class SchemaValueGenerator:
         ):
             return rounded
         return value
+
+
+class ToolArguments(SchemaValueGenerator):
+    """A tool's arguments for a task: numbers the task holds, in order, where a number fits;
+    the task's words where text does (a string of no particular format); the rest drawn as
+    for any schema."""
+
+    def __init__(self, schema: dict[str, Any], seed: bytes, task: str) -> None:
+        super().__init__(schema, seed)
+        self.numbers = [float(n) for n in _NUMBER.findall(task)]
+        self.text = _topic(task)
+
+    def numeric(self, schema: dict[str, Any], path: str, *, integer: bool) -> float:
+        if self.numbers:
+            low, high = self.bounds(schema, integer)
+            candidate = self.numbers[0]
+            fits = low <= candidate <= high and (not integer or candidate.is_integer())
+            if fits and "multipleOf" not in schema:
+                self.numbers.pop(0)
+                return candidate
+        return super().numeric(schema, path, integer=integer)
+
+    def string(self, schema: dict[str, Any], path: str) -> str:
+        if schema.get("format") or schema.get("pattern"):
+            return super().string(schema, path)
+        text = self.text
+        if len(text) < schema.get("minLength", 0):
+            return super().string(schema, path)
+        return text[: schema["maxLength"]] if "maxLength" in schema else text

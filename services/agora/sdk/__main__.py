@@ -1,14 +1,32 @@
 """`agora-agent run my_agents.py [more.py ...]` (or `python -m agora.sdk run ...`): serve the
 agents and graphs Python files define as an agent app beside its own daprd. Without arguments,
-the files named by AGORA_AGENTS_FILE (several separated like PATH entries)."""
+the files named by AGORA_AGENTS_FILE (several separated like PATH entries).
+
+The app's sidecar must be ready before the files are loaded: a file may use it as it loads (a
+dapr-agents `DurableAgent` reads the sidecar's metadata when it is constructed). Whoever starts
+the sidecar names it (`dapr run` and the local system set DAPR_HTTP_PORT and DAPR_GRPC_PORT);
+with none named and none answering on the default port, the command stops at once and says how
+an agent app joins a system."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
+import httpx
+
 from agora.sdk._app import AgentAppSettings, file_list, load_apps, serve_agents
+
+HOW_TO_JOIN = (
+    "An agent app runs beside its own Dapr sidecar: `make run PROFILE=redis AGENTS=FILE` starts the "
+    "local system with it (`make run AGENTS=FILE` in the embedded default); beside a cluster of your "
+    "own, `dapr run --app-id agents --app-port 8000 -- agora-agent run FILE` (docs/sdk.md, Agent apps)."
+)
+PROBE_TIMEOUT_S = 2.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +48,41 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.command == "run" and args.app_id:
         settings = settings.model_copy(update={"app_id": args.app_id})
+    problem = sidecar_problem(settings, os.environ)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     agents, graphs = load_apps(paths)
     serve_agents(agents, settings, graphs)
     return 0
+
+
+def sidecar_problem(settings: AgentAppSettings, environ: Mapping[str, str]) -> str | None:
+    """Why the app's files cannot be loaded yet; None once its sidecar is ready. A sidecar named
+    in the environment is waited for (`sidecar_wait_seconds`: it may be starting beside the
+    app); without one, the default port is asked once."""
+    endpoint = settings.dapr_http_endpoint
+    named = "DAPR_HTTP_PORT" in environ or "DAPR_GRPC_PORT" in environ
+    deadline = time.monotonic() + (settings.sidecar_wait_seconds if named else 0.0)
+    while True:
+        if _ready(endpoint):
+            return None
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if not named:
+        missing = f"no Dapr sidecar for this app: DAPR_HTTP_PORT is not set and none answers at {endpoint}."
+        return f"{missing} {HOW_TO_JOIN}"
+    late = f"the app's Dapr sidecar at {endpoint} was not ready within {settings.sidecar_wait_seconds:g} s."
+    return f"{late} {HOW_TO_JOIN}"
+
+
+def _ready(endpoint: str) -> bool:
+    """Whether the sidecar's components are loaded (it may still be waiting for the app)."""
+    try:
+        return httpx.get(f"{endpoint}/v1.0/healthz/outbound", timeout=PROBE_TIMEOUT_S).is_success
+    except httpx.HTTPError:
+        return False
 
 
 if __name__ == "__main__":

@@ -10,17 +10,24 @@ the task: the award's step, run again after a crash, waits for that same instanc
 starting a second one, and the instance itself is as durable as any other workflow.
 
 What the outcome reports: success when the workflow completed, the final answer as its summary,
-the model turns the agent took (from its own state) as steps, and those steps at the agent's
-price. dapr-agents keeps no token count per run, so tokens are reported as zero.
+the model turns the run took as steps, and those steps at the agent's price. The turns are read
+from the run's own state when the agent has a state store (`state=`); without one dapr-agents
+keeps a single in-memory state for all the agent's runs, which cannot tell them apart, so
+the adapter counts the assistant messages the agent's `call_llm` activity gives each run's
+workflow instance instead (`market_agent` wraps that activity before it is registered).
+dapr-agents keeps no token count per run, so tokens are reported as zero.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
 import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dapr.ext.workflow import WorkflowStatus
@@ -40,6 +47,8 @@ DEFAULT_RUN_TIMEOUT_S = 600.0
 DEFAULT_MAX_STEPS = 10
 """A profile's step allowance when the agent states no `max_iterations` of its own."""
 INSTANCE_PREFIX = "dapr-agents."
+MAX_RUNS_KEPT = 1_000
+"""Runs whose turns an agent without a state store keeps counted (the latest)."""
 _NOT_IN_ID = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -111,7 +120,8 @@ def market_agent(
         model_tier=model_tier,
         max_steps=max_steps,
     )
-    runs = _DurableRuns(agent, profile, run_timeout_s)
+    turns = None if agent.state_store else count_turns(agent)
+    runs = _DurableRuns(agent, profile, run_timeout_s, turns)
     return Agent(
         profile,
         handler=runs.run,
@@ -121,13 +131,61 @@ def market_agent(
     )
 
 
+class TurnsByRun:
+    """The model turns of each run (workflow instance), as the agent's `call_llm` activity gave
+    them: one per distinct assistant message, so an activity run again, which gives back the
+    message it recorded the first time, is not counted twice. The latest `MAX_RUNS_KEPT` runs
+    are kept, so an award's step run again reads the same count."""
+
+    def __init__(self) -> None:
+        self._messages: dict[str, set[str]] = {}
+        self._lock = threading.Lock()  # sync activities run on the runtime's worker threads
+        self._unnamed = itertools.count()
+
+    def record(self, instance: str, message: Any) -> None:
+        named = message.get("id") if isinstance(message, dict) else None
+        with self._lock:
+            key = str(named) if named else f"unnamed-{next(self._unnamed)}"
+            self._messages.setdefault(instance, set()).add(key)
+            while len(self._messages) > MAX_RUNS_KEPT:
+                del self._messages[next(iter(self._messages))]
+
+    def count(self, instance: str) -> int:
+        with self._lock:
+            return len(self._messages.get(instance, ()))
+
+
+def count_turns(agent: Any) -> TurnsByRun:
+    """Count the turns of each of `agent`'s runs: its `call_llm` activity, wrapped before the
+    agent registers it, records the message it gives each workflow instance."""
+    turns = TurnsByRun()
+    call_llm: Callable[[Any, dict[str, Any]], Any] = agent.call_llm
+
+    @functools.wraps(call_llm)  # registered under the same activity name
+    def counted(ctx: Any, payload: dict[str, Any]) -> Any:
+        message = call_llm(ctx, payload)
+        turns.record(str(getattr(ctx, "workflow_id", None) or payload.get("instance_id")), message)
+        return message
+
+    agent.call_llm = counted
+    return turns
+
+
 class _DurableRuns:
     """Runs awards as instances of a `DurableAgent`'s workflow and reads how they went."""
 
-    def __init__(self, agent: DurableAgent, profile: CapabilityProfile, timeout_s: float) -> None:
+    def __init__(
+        self,
+        agent: DurableAgent,
+        profile: CapabilityProfile,
+        timeout_s: float,
+        turns: TurnsByRun | None = None,
+    ) -> None:
         self._agent = agent
         self._profile = profile
         self._timeout_s = timeout_s
+        self._turns = turns
+        """The turns of each run, when the agent's own state cannot tell its runs apart."""
         self._client: DaprWorkflowClient | None = None
 
     def _workflows(self) -> DaprWorkflowClient:
@@ -158,9 +216,12 @@ class _DurableRuns:
         return await self._read(instance, True, _answer(ended.serialized_output))
 
     async def _read(self, instance: str, success: bool, summary: str) -> HandlerResult:
-        entry = await asyncio.to_thread(self._agent.get_state, instance)
-        messages = getattr(entry, "messages", None) or []
-        turns = sum(1 for message in messages if getattr(message, "role", None) == "assistant")
+        if self._turns is not None:
+            turns = self._turns.count(instance)
+        else:
+            entry = await asyncio.to_thread(self._agent.get_state, instance)
+            messages = getattr(entry, "messages", None) or []
+            turns = sum(1 for message in messages if getattr(message, "role", None) == "assistant")
         return self._result(instance, success, summary, steps=max(1, turns))
 
     def _result(self, instance: str, success: bool, summary: str, steps: int = 1) -> HandlerResult:

@@ -19,6 +19,7 @@ from agora.core.escalation.ladder import EscalationConfig
 from agora.core.market import TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
+from agora.core.uncertainty.policy import REFLECTION_PROMPT
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.sdk import Agent, AgentLoad, AgentRunner, HandlerResult, RecoveryPolicy
 
@@ -78,8 +79,12 @@ def hesitate(messages: Sequence[ChatMessage]) -> str | None:
         return json.dumps({"thought": "I am really not sure this migration is safe", "action": "final",
                            "answer": "drop the old table", "confidence": 0.1})  # fmt: skip
     prompt = answered[-1].split("Use this prompt instead:\n", 1)[-1].splitlines()[0]
+    # The monitor's reflection prompt, given before the pause, reaches this call: the answer
+    # says so, for the test to see.
+    reflected = any(m.role == "system" and m.content == REFLECTION_PROMPT for m in messages)
+    answer = f"done as asked: {prompt}" + (" (after reflecting)" if reflected else "")
     return json.dumps({"thought": "The capital of France is Paris", "action": "final",
-                       "answer": f"done as asked: {prompt}", "confidence": 0.95})  # fmt: skip
+                       "answer": answer, "confidence": 0.95})  # fmt: skip
 
 
 cautious = Agent(
