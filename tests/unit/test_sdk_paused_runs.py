@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import cast
 
 from agora.core.errors import AgoraError
+from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
-from agora.core.escalation.record import EscalationStatus, WaitingParty, WaitingPartyKind
+from agora.core.escalation.record import EscalationStatus, ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.market import AllocationStatus, Bid, TaskSpec
 from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
 from agora.core.models import CapabilityProfile
@@ -236,3 +237,42 @@ async def test_skip_leaves_out_a_held_tool_call_and_the_run_goes_on() -> None:
     assert deleted == [], "the held call never ran"
     assert ended.outcome is not None and ended.outcome.actual_success and not ended.outcome.partial
     assert ended.outcome.summary == "kept the table"
+
+
+class Parked:
+    """The escalation service as the runner's escalator sees it: what was parked."""
+
+    def __init__(self) -> None:
+        self.parked: list[str] = []
+
+    async def park(self, escalation_id: str, request: ParkRequest) -> None:
+        self.parked.append(escalation_id)
+
+
+async def test_a_task_s_own_checkpoint_trigger_holds_its_first_step_for_a_person() -> None:
+    """The task's owner asks for a person before any step of a task that mentions production:
+    the run parks before its first model call, whatever the agent's own triggers."""
+    store = InMemoryStateStore()
+    escalations = Parked()
+    asked: list[Sequence[ChatMessage]] = []
+
+    def model(messages: Sequence[ChatMessage]) -> str:
+        asked.append(messages)
+        return json.dumps({"thought": "t", "action": "final", "answer": "migrated", "confidence": 0.95})
+
+    runner = AgentRunner(OfflineModelClient(overrides=model), state_store=store, escalator=escalations)
+    profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
+    agent = Agent(profile, runner=runner)
+    guarded = award()
+    spec = guarded.spec.model_copy(
+        update={
+            "description": "Migrate the orders table in production",
+            "checkpoints": [
+                CheckpointTrigger(name="prod", prompt_contains=["production"], requires_confirmation=True)
+            ],
+        }
+    )
+    paused = await _execute(agent, guarded.model_copy(update={"spec": spec}), store)
+
+    assert paused.outcome is None and paused.waiting_on == f"{TASK}.checkpoint-1"
+    assert escalations.parked == [f"{TASK}.checkpoint-1"] and asked == [], "held before its first model call"

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.limits import (
     MAX_CANDIDATES,
     MAX_ITEMS,
@@ -78,6 +79,13 @@ class TaskSpec(BaseModel):
         description="The Dapr app id that waits for this task's end (a planner, an agent app's "
         "graph): the board's announcements of its end name it (the CloudEvent attribute "
         "`agorareplyto`), so that app's sidecar delivers it those and no other tasks' ends.",
+    )
+    checkpoints: list[CheckpointTrigger] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="The owner's checkpoint triggers for this task's run: evaluated before each of "
+        "its steps with the agent's own and the uncertainty monitor's; one that requires "
+        "confirmation holds the step for a person before it runs.",
     )
 
     @field_validator("required_skills", "preferred_skills")

@@ -1117,6 +1117,7 @@ async def _execute(
             session_id=award.task_id,
             budget_usd=award.spec.budget_usd,
             max_iterations=allowance,
+            checkpoints=award.spec.checkpoints,
         ),
     )
 
