@@ -86,6 +86,9 @@ class TaskSpec(BaseModel):
         description="The owner's checkpoint triggers for this task's run: evaluated before each of "
         "its steps with the agent's own and the uncertainty monitor's; one that requires "
         "confirmation holds the step for a person before it runs.",
+        # Left out when empty: a task without them reads as it did to apps of an earlier
+        # version (which refuse fields they do not know) while a release rolls.
+        exclude_if=lambda triggers: not triggers,
     )
 
     @field_validator("required_skills", "preferred_skills")
