@@ -18,6 +18,8 @@ JAEGER      ?= 1
 PROFILE     ?= default
 AGENTS      ?=
 PYTEST_ARGS ?=
+# Test files run on two workers side by side (0: one process, in order).
+PYTEST_WORKERS ?= 2
 
 export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
@@ -52,10 +54,10 @@ venv: $(VENV)/.installed
 
 # A build writes to a temporary folder and is renamed into place only when complete, so an
 # interrupted build is never mistaken for a finished one.
-$(DAPR_BIN)/daprd:
+$(DAPR_BIN)/daprd $(DAPR_BIN)/placement $(DAPR_BIN)/scheduler $(DAPR_BIN)/sentry &:
 	@grep -q "github.com/dapr/dapr v$(DAPR_VERSION)$$" deploy/dapr/go.mod || \
 		{ echo "deploy/dapr/go.mod does not pin dapr v$(DAPR_VERSION)"; exit 1; }
-	@echo "building Dapr $(DAPR_VERSION) (daprd, placement, scheduler) into $(DAPR_BIN)"
+	@echo "building Dapr $(DAPR_VERSION) (daprd, placement, scheduler, sentry) into $(DAPR_BIN)"
 	rm -rf $(DAPR_BIN).partial && mkdir -p $(DAPR_BIN).partial
 	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
@@ -64,13 +66,6 @@ $(DAPR_BIN)/daprd:
 		github.com/dapr/dapr/cmd/sentry
 	rm -rf $(DAPR_BIN) && mv $(DAPR_BIN).partial $(DAPR_BIN)
 	$(DAPR_BIN)/daprd --version
-
-# Sentry (the certificate authority for mTLS) on its own, for caches built before it was added.
-$(DAPR_BIN)/sentry: | $(DAPR_BIN)/daprd
-	cd deploy/dapr && $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
-		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
-		-o $(DAPR_BIN)/sentry.partial github.com/dapr/dapr/cmd/sentry
-	mv $(DAPR_BIN)/sentry.partial $@
 
 dapr: $(DAPR_BIN)/daprd $(DAPR_BIN)/sentry
 
@@ -85,14 +80,23 @@ $(JAEGER_BIN)/jaeger:
 
 jaeger: $(JAEGER_BIN)/jaeger
 
+# Debian packages, each installed when missing. Targets built side by side (make -j) may ask
+# at once: one apt transaction runs at a time (APT_LOCK), as dpkg allows.
+APT_LOCK    := /tmp/agora-apt.lock
+# $(1): the packages; $(2): apt-get options (--no-install-recommends).
+apt_install  = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	grep -q '^install ok installed$$' || echo $$p; done); [ -z "$$missing" ] || { echo "installing" $$missing; \
+	flock $(APT_LOCK) sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	$(2) $$missing >/dev/null"; }
+
 redis:
-	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@$(call apt_install,redis-server)
 	@redis-server --version
 
 # The browser the console's tests drive (through Playwright, which launches Debian's build:
 # no browser download).
 chromium:
-	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@$(call apt_install,chromium)
 	@chromium --version 2>/dev/null | head -1
 
 # The Go agent app the tests put on the market, built from its pinned modules once per version
@@ -106,14 +110,18 @@ run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)
 	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
 		$(if $(AGENTS),--agents $(abspath $(AGENTS)))
 
-test: tools kube-node
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+# The tools are built two at a time: while one Go build links (one core) or downloads its
+# modules, the other compiles.
+test:
+	@$(MAKE) --no-print-directory -j2 tools kube-node
+	$(PY) -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: venv
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
-test-integration: tools kube-node
-	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+test-integration:
+	@$(MAKE) --no-print-directory -j2 tools kube-node
+	$(PY) -m pytest tests/integration -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The node test alone: the kubelet, containerd and runc running pods (tests/integration/kubernetes/node.py).
 test-kubernetes-node: venv kube-node

@@ -53,7 +53,7 @@ async def in_process(runs: int) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        await graph.execute(GraphState(input="go"))
+        await graph.run(GraphState(input="go"))
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 

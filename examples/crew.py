@@ -1,4 +1,5 @@
-"""A crew of two agents on one task, run in this process with the offline model: a researcher,
+"""A crew of two agents on one task, run in this process (their models are functions, so it
+needs no model vendor): a researcher,
 then a writer given the researcher's work (`CrewPattern.SEQUENTIAL`).
 
     .venv/bin/python examples/crew.py
@@ -9,35 +10,33 @@ goes to the market instead (docs/sdk.md, "Crews")."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Sequence
 
-from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import AgentDefinition, AgentRunner, Crew, CrewMember, CrewPattern
+from agora.sdk import Agent, Crew, CrewMember, CrewPattern
+from agora.sdk.testing import FunctionModel, final
 
 
-def answers(text: str):  # type: ignore[no-untyped-def]
-    """The offline model's policy for one member: answer `text`, whatever it is asked."""
-
-    def policy(messages: Sequence[ChatMessage]) -> str:
-        return json.dumps({"thought": "done", "action": "final", "answer": text, "confidence": 0.9})
-
-    return policy
+def answering(text: str) -> FunctionModel:
+    """A model that answers `text`, whatever it is asked (the example needs no model vendor)."""
+    return FunctionModel(lambda _: final(text))
 
 
-researcher = CrewMember(
-    AgentDefinition(name="researcher", instructions="Find the facts."),
-    AgentRunner(
-        OfflineModelClient(overrides=answers("Battery prices fell 20% in 2025; subsidies cover 40%."))
-    ),
-    role="researcher",
+researcher = Agent(
+    "researcher",
+    answering("Battery prices fell 20% in 2025; subsidies cover 40%."),
+    instructions="Find the facts.",
+    skills=["research"],
 )
-writer = CrewMember(
-    AgentDefinition(name="writer", instructions="Write a short note from the research."),
-    AgentRunner(OfflineModelClient(overrides=answers("Home batteries pay back within 7 years in Spain."))),
-    role="writer",
+writer = Agent(
+    "writer",
+    answering("Home batteries pay back within 7 years in Spain."),
+    instructions="Write a short note from the research.",
+    skills=["writing"],
 )
-crew = Crew([researcher, writer], session_id="example-crew", pattern=CrewPattern.SEQUENTIAL)
+crew = Crew(
+    [CrewMember.of(researcher, "researcher"), CrewMember.of(writer, "writer")],
+    session_id="example-crew",
+    pattern=CrewPattern.SEQUENTIAL,
+)
 
 
 async def main() -> None:

@@ -13,6 +13,9 @@ KWOK_BIN := $(CACHE)/kwok-$(KWOK_VERSION)/bin
 COREDNS_BIN := $(CACHE)/coredns-$(COREDNS_VERSION)/bin
 
 KUBE_CMDS  := kube-apiserver kube-controller-manager kube-scheduler
+# The node's commands (kubelet, kube-proxy) and kubectl (the node test runs `kubectl exec` as a
+# user would).
+KUBE_NODE_CMDS := kubelet kube-proxy kubectl
 KUBE_MAJOR := $(word 1,$(subst ., ,$(KUBERNETES_VERSION)))
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBERNETES_VERSION)))
 KUBE_PATCH := $(word 3,$(subst ., ,$(KUBERNETES_VERSION)))
@@ -33,7 +36,10 @@ KUBE_LDFLAGS = -s -w $(strip $(foreach pkg,k8s.io/component-base/version k8s.io/
 kube: $(KUBE_BIN)/kube-apiserver $(ETCD_BIN)/etcd $(HELM_BIN)/helm $(KWOK_BIN)/kwok \
 	$(DAPR_BIN)/operator $(DAPR_BIN)/injector
 
-$(KUBE_BIN)/kube-apiserver:
+# Every Kubernetes command in one `go build`: the commands share most of their packages, and
+# one build compiles each package once where separate builds side by side (make -j) would each
+# compile it.
+$(addprefix $(KUBE_BIN)/,$(KUBE_CMDS) $(KUBE_NODE_CMDS)) &:
 	@grep -q "k8s.io/kubernetes v$(KUBERNETES_VERSION)$$" deploy/kubernetes/go.mod || \
 		{ echo "deploy/kubernetes/go.mod does not pin kubernetes v$(KUBERNETES_VERSION)"; exit 1; }
 	@stale=$$(grep -E '^\s+k8s\.io/\S+ => ' deploy/kubernetes/go.mod | \
@@ -45,32 +51,17 @@ $(KUBE_BIN)/kube-apiserver:
 	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
 		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
 		time $(GO_ENV) go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
-		-o $(KUBE_BIN).partial/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
+		-o $(KUBE_BIN).partial/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS) $(KUBE_NODE_CMDS))
 	rm -rf $(KUBE_BIN) && mv $(KUBE_BIN).partial $(KUBE_BIN)
-	$(KUBE_BIN)/kube-apiserver --version
+	$(KUBE_BIN)/kube-apiserver --version && $(KUBE_BIN)/kubelet --version && $(KUBE_BIN)/kubectl version --client
 
-# The node's commands (kubelet, kube-proxy) and kubectl (the node test runs `kubectl exec` as a
-# user would), from the same module, flags and version stamp, added to an existing cache (a
-# rebuild of the control plane replaces the folder, and these rules then run again).
-KUBE_NODE_CMDS := kubelet kube-proxy kubectl
-$(addprefix $(KUBE_BIN)/,$(KUBE_NODE_CMDS)): | $(KUBE_BIN)/kube-apiserver
-	@echo "building Kubernetes $(KUBERNETES_VERSION) $(@F) into $(KUBE_BIN)"
-	cd deploy/kubernetes && build_date=$$($(GO_ENV) go list -m \
-		-f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
-		time $(GO_ENV) nice go build -tags $(KUBE_TAGS) -trimpath -ldflags "$(KUBE_LDFLAGS)" \
-		-o $@.partial k8s.io/kubernetes/cmd/$(@F)
-	$@.partial $(if $(filter kubectl,$(@F)),version --client,--version)
-	mv $@.partial $@
 
 # What runs the node's containers, from Debian: containerd (with its `ctr` client), runc, the
 # CNI plugins (bridge, host-local, loopback in /usr/lib/cni) and iptables; and what builds the
 # Agora image without a registry (buildah, debootstrap). Installed only when one is missing.
 NODE_PACKAGES := containerd runc containernetworking-plugins iptables buildah debootstrap
 node-packages:
-	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-		grep -q '^install ok installed$$' || echo $$p; done); \
-		[ -z "$$missing" ] || { echo "installing" $$missing; apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+	@$(call apt_install,$(NODE_PACKAGES),--no-install-recommends)
 	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
 
 # CoreDNS with the plugins of Kubernetes' DNS addon only (deploy/coredns/main.go).
@@ -139,9 +130,10 @@ $(KWOK_BIN)/kwok:
 
 # Dapr's operator and sidecar injector, from the same module and with the same flags as sentry,
 # added to an existing Dapr cache (deploy/dapr/go.mod needs nothing more for them).
-$(DAPR_BIN)/operator $(DAPR_BIN)/injector: | $(DAPR_BIN)/daprd
-	@echo "building Dapr $(DAPR_VERSION) $(@F) into $(DAPR_BIN)"
+$(DAPR_BIN)/operator $(DAPR_BIN)/injector &: | $(DAPR_BIN)/daprd
+	@echo "building Dapr $(DAPR_VERSION) operator and injector into $(DAPR_BIN)"
+	rm -rf $(DAPR_BIN)/k8s.partial && mkdir -p $(DAPR_BIN)/k8s.partial
 	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
-		-o $@.partial github.com/dapr/dapr/cmd/$(@F)
-	mv $@.partial $@
+		-o $(DAPR_BIN)/k8s.partial/ github.com/dapr/dapr/cmd/operator github.com/dapr/dapr/cmd/injector
+	mv $(DAPR_BIN)/k8s.partial/operator $(DAPR_BIN)/k8s.partial/injector $(DAPR_BIN)/ && rmdir $(DAPR_BIN)/k8s.partial

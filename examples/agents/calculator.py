@@ -2,23 +2,23 @@
 
     make run PROFILE=redis AGENTS=examples/agents/calculator.py   # its own app beside its own daprd
 
-The model is the offline stand-in, given a small policy so the agent does something useful
-without a vendor account: it reads the numbers of a "What is A + B?" task, calls `add`, and
-answers with the tool's result; a "Read NAME" task reads a file from the sandbox. Point it at a
-real model by building the runner with `agora.llm.model_client_from_settings` instead.
+Its model is a function (`agora.sdk.testing.FunctionModel`), so the agent does something
+useful without a model vendor: it reads the numbers of a "What is A + B?" task, calls `add`,
+and answers with the tool's result; a "Read NAME" task reads a file from the sandbox. Leave
+the model out (`Agent("calculator", tools=..., ...)`) and it runs on the model the environment
+names (`AGORA_MODEL_*`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from agora.core.models import CapabilityProfile
-from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import Agent, AgentRunner, ModelRouter, ModelSpec, ModelTier, ToolExecutor, tool
+from agora.llm import ChatMessage
+from agora.sdk import Agent, ModelRouter, ModelSpec, ModelTier, tool
+from agora.sdk.testing import FunctionModel, ScriptedStep, call_tool, final
 
 SANDBOX = Path(os.environ.get("AGORA_SANDBOX", Path(__file__).with_name("sandbox"))).resolve()
 
@@ -38,40 +38,34 @@ def read_file(name: str) -> str:
     return path.read_text()[:4000]
 
 
-def policy(messages: Sequence[ChatMessage]) -> str | None:
-    """What the offline model answers this agent: a tool call for the task, then the answer."""
+def decide(messages: Sequence[ChatMessage]) -> ScriptedStep:
+    """This agent's steps without a model vendor: a tool call for the task, then the answer."""
     last = messages[-1].content
     if last.startswith("Result of tool"):
-        return json.dumps({"thought": "the tool answered", "action": "final",
-                           "answer": last.split(": ", 1)[1], "confidence": 0.9})  # fmt: skip
+        return final(last.split(": ", 1)[1])
     task = next((m.content for m in messages if m.role == "user"), "")
     numbers = re.findall(r"-?\d+(?:\.\d+)?", task)
     if "read" in task.lower():
-        name = task.split()[-1].strip(".?")
-        return json.dumps(
-            {"thought": "read it", "action": "tool", "tool": "read_file", "arguments": {"name": name}}
-        )
+        return call_tool("read_file", name=task.split()[-1].strip(".?"))
     if len(numbers) >= 2:
-        arguments = {"a": float(numbers[0]), "b": float(numbers[1])}
-        return json.dumps({"thought": "add them", "action": "tool", "tool": "add", "arguments": arguments})
-    return json.dumps({"thought": "nothing to compute", "action": "final", "answer": "no numbers given"})
+        return call_tool("add", a=float(numbers[0]), b=float(numbers[1]))
+    return final("no numbers given")
 
 
 MODEL = ModelSpec(
     model_id="offline-calculator", tier=ModelTier.BALANCED, input_usd_per_1k=0.01, output_usd_per_1k=0.02
 )
-router = ModelRouter([MODEL], {MODEL.model_id: OfflineModelClient(model=MODEL.model_id, overrides=policy)})
+router = ModelRouter([MODEL], {MODEL.model_id: FunctionModel(decide, model=MODEL.model_id)})
 
 agents = [
     Agent(
-        CapabilityProfile(
-            agent_id="calculator",
-            agent_name="Calculator",
-            skill_tags=["arithmetic", "read_files"],
-            cost_per_step_usd=0.001,
-            max_steps=4,
-        ),
-        runner=AgentRunner(router, ToolExecutor([add, read_file])),
+        "calculator",
+        router,
+        display_name="Calculator",
         instructions="You compute exactly; use the tools.",
+        tools=[add, read_file],
+        skills=["arithmetic", "read_files"],
+        price_per_step=0.001,
+        max_steps=4,
     )
 ]

@@ -12,7 +12,8 @@ the console or with `agora escalations resume` like any other.
 
 from __future__ import annotations
 
-from agora.sdk import Graph, GraphState, ToolCall, ToolExecutor, human_node, market_node, tool
+from agora.sdk import Graph, GraphState, human_node, market_node, tool
+from agora.sdk.tools import ToolCall, ToolExecutor
 
 
 @tool

@@ -26,7 +26,9 @@ from agora.core.market import TaskOutcome
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, RECORDER, SERVICES
 from agora.llm import OfflineModelClient
-from agora.sdk import AgentDefinition, AgentRunner, CrewMember, DaprMarket, MarketCrew, MarketCrewResult
+from agora.sdk import CrewMember, MarketCrew
+from agora.sdk.crews import DaprMarket, MarketCrewResult
+from agora.sdk.runner import AgentDefinition, AgentRunner
 from tests.integration.apps.market_agents import RUNS_LOG
 from tests.integration.helpers import (
     eventually,
@@ -65,7 +67,10 @@ TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
         "redis", run_dir=tmp_path_factory.mktemp("agent-app-cluster"), jaeger=True,
-        extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},
+        # An award's window of 90 s instead of 30: the kill tests restart the agent app within
+        # it, and a restart on a busy machine (two test workers, each with its systems) was
+        # seen to take 30 s. No test here waits for a window to pass.
+        extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200", "AGORA_AWARD_ACK_SECONDS": "90"},
     ) as cluster:  # fmt: skip
         agents = replace(AGENTS, env={**AGENTS.env, RUNS_LOG: str(runs_log(cluster))})
         for spec in [*SERVICES, RECORDER, CONSOLE, agents, CARELESS_BIDDER]:
@@ -257,7 +262,7 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster, momen
     app.kill_app()
     time.sleep(1)
     app.start_app()
-    record = settled(market, task_id, timeout=90)
+    record = settled(market, task_id, timeout=150)
 
     assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "plodder"
     assert record["outcome"]["summary"] == "5"

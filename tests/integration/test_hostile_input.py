@@ -26,7 +26,7 @@ from agora.core.limits import (
 )
 from agora.harness import LocalCluster, ServiceReplica
 from agora.registry.service import INDEX_NAMESPACE
-from agora.runtime.actor import wire_name
+from agora.runtime.actor_interface import wire_name
 from agora.runtime.interfaces import ReputationActorInterface, TaskActorInterface
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar

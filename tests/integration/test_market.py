@@ -20,7 +20,7 @@ from agora.core.contracts import OutcomeReport
 from agora.core.market import TaskSpec
 from agora.core.scoring import MARKET_EXPLORATION
 from agora.harness import LocalCluster, ServiceReplica
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import reputation_actors, task_actors
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar

@@ -124,7 +124,7 @@ def test_an_mcp_tool_s_error_reaches_the_model_and_the_run_goes_on(market: tuple
 
     summary = record["outcome"]["summary"]
     assert record["status"] == "COMPLETED", summary
-    assert summary.startswith("error: McpToolError:") and "refused: politely" in summary
+    assert summary.startswith("error: McpToolFailed:") and "refused: politely" in summary
 
 
 def test_service_invocation_passes_mcp_s_streamable_http_exchange_through(

@@ -18,7 +18,7 @@ from agora.core.contracts import OutcomeReport, OutcomeReports
 from agora.core.market import TaskOutcome
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import REPUTATION
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import reputation_actors
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar

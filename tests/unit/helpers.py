@@ -11,7 +11,7 @@ from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.actor.runtime.mock_state_manager import MockStateManager
 
 from agora.llm import ChatMessage, Completion
-from agora.runtime.actor import ActorAnswer
+from agora.runtime.actor_interface import ActorAnswer
 
 
 def mock_state(actor: Actor) -> dict[str, Any]:

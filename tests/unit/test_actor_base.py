@@ -20,14 +20,14 @@ from starlette.testclient import TestClient
 
 from agora.core.errors import InvalidArgument
 from agora.runtime import service
-from agora.runtime.actor import (
+from agora.runtime.actor_host import (
     STATE_KEY,
-    ActorAnswer,
     ModelSerializer,
     PydanticActor,
     StateSerializer,
     actor_endpoint,
 )
+from agora.runtime.actor_interface import ActorAnswer
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app
 from agora.runtime.settings import ServiceSettings
 from tests.unit.helpers import mock_state, until

@@ -16,14 +16,9 @@ from agora.core.messages import ActorType
 from agora.core.task_lifecycle import TaskRecord
 from agora.escalation.actors import Escalation
 from agora.reputation.actors import Reputation
-from agora.runtime.actor import (
-    ActorClient,
-    Actors,
-    AgoraActorInterface,
-    PydanticActor,
-    actor_methods,
-    wire_name,
-)
+from agora.runtime.actor_client import ActorClient, Actors
+from agora.runtime.actor_host import PydanticActor
+from agora.runtime.actor_interface import AgoraActorInterface, actor_methods, wire_name
 from agora.runtime.interfaces import TaskActorInterface
 from agora.taskboard.actors import Task
 from agora.uncertainty.actors import SessionUncertainty

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from agora.runtime.batched_reads import BatchedReads
-from tests.unit.memory_state import MemoryRepository
+from agora.sdk.testing import MemoryRepository
 
 
 class Note(BaseModel):

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from agora.runtime.batched_writes import BatchedWrites
-from tests.unit.memory_state import MemoryRepository
+from agora.sdk.testing import MemoryRepository
 
 
 class Note(BaseModel):

@@ -1,17 +1,21 @@
 """The console's pure parts: the context digest a decision is bound to, signing in and
-sessions, the decision form, the inbox's filters, and pages that show hostile text as text."""
+sessions, the decision form, the inbox's filters, pages that show hostile text as text, and the
+escalation pages on a fake escalation service."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
+from fastapi import Request
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import TracerProvider
+from starlette.types import Message
 
-from agora.console.app import create_app, templates
+from agora.console.app import create_app
 from agora.console.auth import (
     Person,
     Role,
@@ -24,11 +28,16 @@ from agora.console.auth import (
     verify_secret,
 )
 from agora.console.decision_form import FormRefused, actions_for, deadline_extension, decision_request
+from agora.console.escalation_pages import EscalationPages
+from agora.console.escalation_views import EscalationState, belongs_to, escalation_values, refusal
 from agora.console.inbox import InboxFilter, SharedReading, SharedReadings, age_text
+from agora.console.pages import PageError, Pages, templates
+from agora.console.sessions import Sessions
 from agora.console.settings import ConsoleSettings
 from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
-from agora.core.errors import IllegalTransition
+from agora.core.contracts import ResumeRequest
+from agora.core.errors import AgoraError, IllegalTransition
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import CheckpointResponse, EscalationAction, EscalationResponse
@@ -50,6 +59,7 @@ from agora.core.escalation.record import (
     park,
     resolve,
 )
+from agora.runtime.clients import EscalationClient
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
@@ -624,3 +634,101 @@ def test_a_checkpoint_is_answered_with_a_checkpoint_action() -> None:
     with pytest.raises(FormRefused) as refused:
         decision_request(form(action="retry"), checkpoint, "alice")  # an escalation's action
     assert "proceed" in refused.value.problems["action"]
+
+
+# -- the escalation pages, without the app ------------------------------------------------------
+
+
+class FakeEscalations(EscalationClient):
+    """The escalation service as the pages see it: `current` is every read's answer; a
+    decision is refused with `refusal`."""
+
+    def __init__(self, current: EscalationRecord, refusal: AgoraError) -> None:
+        self.current = current
+        self.refusal = refusal
+        self.reads = 0
+        self.decisions: list[ResumeRequest] = []
+
+    async def get(self, escalation_id: str) -> EscalationRecord:
+        self.reads += 1
+        return self.current
+
+    async def resume(self, escalation_id: str, request: ResumeRequest) -> EscalationRecord:
+        self.decisions.append(request)
+        raise self.refusal
+
+
+def escalation_pages(escalations: EscalationClient) -> tuple[EscalationPages, Sessions]:
+    """The pages for people an authenticating proxy names in `x-user` (`alice` decides)."""
+    settings = ConsoleSettings(console_proxy_user_header="x-user", console_proxy_deciders="alice")
+    sessions = Sessions(settings, SessionSigner(b"k" * 32, 3600))
+    return EscalationPages(escalations, sessions, Pages(1.0), refresh_seconds=1.0), sessions
+
+
+def posted(path: str, person: str, fields: dict[str, str]) -> Request:
+    body = urlencode(fields).encode()
+    headers = {"content-type": "application/x-www-form-urlencoded", "host": "console", "x-user": person}
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": path, "query_string": b"",
+             "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}  # fmt: skip
+    return Request(scope, receive)
+
+
+async def test_a_decision_refused_as_stale_shows_the_escalation_as_it_is_and_what_changed() -> None:
+    shown = record(prompt="Migrate the orders table")
+    current = record(prompt="Drop the orders table")
+    escalations = FakeEscalations(current, ContextChanged("the escalation changed"))
+    pages, sessions = escalation_pages(escalations)
+    fields = {
+        "csrf": sessions.csrf_token("proxy:alice"),
+        "action": "retry",
+        "context_digest": context_digest(shown),
+        "shown_fields": encode_field_digests(field_digests(shown)),
+    }
+
+    page = await pages.decide("esc-1", posted("/escalations/esc-1/decision", "alice", fields))
+
+    assert [d.context_digest for d in escalations.decisions] == [context_digest(shown)]
+    body = bytes(page.body).decode()
+    assert page.status_code == 409 and "changed since you opened it" in body
+    changed = changed_fields(field_digests(shown), field_digests(current))
+    assert changed and f'<span id="changed-fields">{", ".join(changed)}</span>' in body
+    assert "Drop the orders table" in body
+
+
+async def test_a_viewer_may_not_decide_and_the_service_is_not_asked() -> None:
+    escalations = FakeEscalations(record(), ContextChanged("unused"))
+    pages, sessions = escalation_pages(escalations)
+    fields = {"csrf": sessions.csrf_token("proxy:bob"), "action": "retry"}
+
+    with pytest.raises(PageError) as refused:
+        await pages.decide("esc-1", posted("/escalations/esc-1/decision", "bob", fields))
+
+    assert (
+        refused.value.status == 403
+        and "bob may view escalations but not decide them" in refused.value.message
+    )
+    assert escalations.reads == 0 and escalations.decisions == []
+
+
+def test_an_open_page_polls_the_decision_once_made_and_a_refusal_names_who_made_it() -> None:
+    waiting = record()
+    decided = resolve(waiting, EscalationResponse(action=EscalationAction.RETRY), "carol", "", NOW)
+
+    assert EscalationState.of(waiting).action is None
+    polled = EscalationState.of(decided)
+    assert (polled.decided_by, polled.action) == ("carol", "retry")
+    assert polled.context_digest == context_digest(decided) != context_digest(waiting)
+    assert refusal(decided) == (
+        "Not applied: this escalation was already decided (retry) by carol at 2026-01-02 12:00:00 UTC."
+    )
+    assert refusal(waiting).startswith("Not applied: this escalation changed since you opened it.")
+
+
+def test_an_escalation_links_to_the_page_of_what_waits_for_it() -> None:
+    assert belongs_to(record("e/1", kind=WaitingPartyKind.TASK)) == "/tasks/party-1"
+    assert belongs_to(record(kind=WaitingPartyKind.SESSION)) is None
+    assert escalation_values(record("e/1"))["href"] == "/escalations/e%2F1"

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 from agora.core.topics import channel
-from agora.runtime.actor import actor_method
+from agora.runtime.actor_interface import actor_method
 from agora.runtime.dapr_calls import ACTOR_METHOD_ROUTE, DaprCalls
 from agora.runtime.pubsub import MessageDeduplicator, Publisher, Subscriptions
 from agora.runtime.settings import ServiceSettings

@@ -14,7 +14,10 @@ from agora.core.debate.request import DebateRequest
 from agora.core.debate.rounds import Position
 from agora.debate.activities import ANSWER_RETENTION_SECONDS, DebateActivities
 from agora.debate.workflow import (
-    Activity,
+    ANNOUNCE,
+    ANSWER,
+    ROUND,
+    SAVE,
     Answer,
     AskRound,
     DebateStart,
@@ -24,7 +27,7 @@ from agora.debate.workflow import (
 )
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.sidecar import SidecarUnavailable
-from tests.unit.memory_state import MemoryRepository
+from agora.sdk.testing import MemoryRepository
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -48,10 +51,10 @@ def position(debater_id: str) -> Position:
 
 def answers(step: Scheduled) -> Any:
     """Debaters that never agree; every other step has nothing to return."""
-    if step.name == Activity.ANSWER:
+    if step.name == ANSWER.name:
         asked: Answer = step.argument
         return position(asked.debater.debater_id)
-    if step.name == Activity.ROUND:
+    if step.name == ROUND.name:
         round_asked: AskRound = step.argument
         return RoundAnswers(positions=[position(d.debater_id) for d in round_asked.debaters])
     return None
@@ -66,16 +69,16 @@ def test_a_round_is_one_step_that_carries_the_save_before_it_and_the_end_is_save
     ctx.run(debate_run, start())
 
     assert names(ctx) == [
-        [Activity.ROUND],  # carries the new record's save
-        [Activity.ROUND],  # carries round 1's
-        [Activity.ROUND],  # carries round 2's
-        [Activity.SAVE],  # round 3, the answer and the run's end, in one save
-        [Activity.ANNOUNCE],
+        [ROUND.name],  # carries the new record's save
+        [ROUND.name],  # carries round 1's
+        [ROUND.name],  # carries round 2's
+        [SAVE.name],  # round 3, the answer and the run's end, in one save
+        [ANNOUNCE.name],
     ]
-    asked: list[AskRound] = ctx.activities(Activity.ROUND)
+    asked: list[AskRound] = ctx.activities(ROUND.name)
     assert [a.round_number for a in asked] == [1, 2, 3] and all(a.earlier == 0 for a in asked)
     assert [len(a.previous.positions) if a.previous else 0 for a in asked] == [0, 3, 3]
-    saves = [a.save for a in asked if a.save is not None] + ctx.activities(Activity.SAVE)
+    saves = [a.save for a in asked if a.save is not None] + ctx.activities(SAVE.name)
     assert [len(s.record.rounds) for s in saves] == [0, 1, 2, 3]
     assert [s.record.revision for s in saves] == [1, 2, 3, 4]
     assert [s.previous_state for s in saves] == [
@@ -100,10 +103,10 @@ def test_a_run_begun_before_replays_an_answer_a_step_and_a_save_after_each_round
     ctx = ScriptedContext(answers, patched=False)
     ctx.run(debate_run, start())
 
-    asked = [Activity.ANSWER] * 3
-    save, announce = [Activity.SAVE], [Activity.ANNOUNCE]
+    asked = [ANSWER.name] * 3
+    save, announce = [SAVE.name], [ANNOUNCE.name]
     assert names(ctx) == [save, asked, save, asked, save, asked, save, save, save, announce]
-    spans = [span.name for s in ctx.activities(Activity.SAVE) for span in s.finished]
+    spans = [span.name for s in ctx.activities(SAVE.name) for span in s.finished]
     assert spans == ["debate.round", "debate.round", "debate.round", "debate.aggregate", "debate.run"]
 
 

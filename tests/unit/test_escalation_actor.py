@@ -18,10 +18,10 @@ from agora.escalation.actors import ANNOUNCE_REMINDER, ANNOUNCE_RETRY, Escalatio
 from agora.escalation.listing import EscalationListings
 from agora.escalation.outcomes import outcome_of
 from agora.escalation.store import EscalationSlot, EscalationStore
-from agora.runtime.actor import EXPIRE_REMINDER, STATE_KEY
+from agora.runtime.actor_host import EXPIRE_REMINDER, STATE_KEY
 from agora.runtime.pubsub import Publisher
+from agora.sdk.testing import MemoryRepository
 from tests.unit.helpers import answer_of, hosted, mock_state
-from tests.unit.memory_state import MemoryRepository
 
 
 class FlakyPublisher:

@@ -28,7 +28,7 @@ from agora.escalation.listing import EscalationListings, directory_key, segment_
 from agora.escalation.store import AdoptionDone, EscalationSlot, EscalationStore, adopt_earlier_records
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
-from tests.unit.memory_state import MemoryRepository
+from agora.sdk.testing import MemoryRepository
 from tests.unit.test_status_index import MemoryStore
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -204,6 +204,24 @@ async def test_parking_again_answers_the_record_and_a_different_park_is_a_confli
     assert sum(isinstance(r, AgoraError) for r in results) == 1
     page = await store.listings.page([WAITING], ListingFilter(), 0, 10, datetime.now(UTC))
     assert sorted(r.escalation_id for r in page.rows) == ["e-1", "e-2"]
+
+
+async def test_a_park_refused_alone_keeps_its_reason_when_the_rest_of_its_batch_fails() -> None:
+    listed = MemoryRepository(BaseModel)
+    store = EscalationStore(MemoryRepository(EscalationSlot).typed(), EscalationListings(listed.typed()))
+    await store.park("e-1", park_request(1), None)
+
+    async def listing_away(keys: object) -> dict[str, object]:
+        raise ConnectionError("listing store away")
+
+    listed.get_many_raw = listing_away  # type: ignore[method-assign, assignment]
+    conflicting, new = await asyncio.gather(
+        store.park("e-1", park_request(1, prompt="something else"), None),
+        store.park("e-2", park_request(2), None),
+        return_exceptions=True,
+    )
+    assert isinstance(conflicting, AgoraError) and "already parked" in str(conflicting)
+    assert isinstance(new, ConnectionError)
 
 
 async def test_a_record_another_replica_created_first_wins_and_is_compared() -> None:

@@ -9,7 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from agora.sdk import CrewPattern, GraphRunFailed, GraphStatus
+from agora.sdk import CrewPattern, GraphRunFailed
+from agora.sdk.graphs import GraphStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -31,8 +32,8 @@ async def test_the_crew_example_runs_its_members_in_turn() -> None:
 
 async def test_the_review_graph_publishes_a_short_note_at_once_and_sends_a_long_one_to_the_market() -> None:
     review = example("graphs/review.py")
-    short = await review.review.execute(review.Note(input="wind power"))
+    short = await review.review.run(review.Note(input="wind power"))
     assert short.status is GraphStatus.COMPLETED and short.path == ["measure", "publish"]
     assert short.state.words == 2 and short.state.output == "Note on wind power (2 words). [no review needed]"
     with pytest.raises(GraphRunFailed, match="node 'research' failed"):
-        await review.review.execute(review.Note(input="home solar batteries in Spain: prices, payback"))
+        await review.review.run(review.Note(input="home solar batteries in Spain: prices, payback"))

@@ -9,8 +9,10 @@ from typing import Any
 
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.llm.offline import is_agent_step, listed_tools
-from agora.sdk import AgentRunner, RunnerConfig, ToolExecutor, tool
+from agora.sdk import tool
 from agora.sdk._runner import REACT_STEP_SCHEMA, AgentDefinition, RunStatus, react_protocol
+from agora.sdk.runner import AgentRunner, RunnerConfig
+from agora.sdk.tools import ToolExecutor
 
 
 @tool

@@ -4,12 +4,12 @@ import pytest
 from pydantic import ValidationError
 
 from agora.core.messages import DeregisterAgent, RegisterAgent, registry_command_adapter
-from agora.core.models import AgentTier, CapabilityProfile, CapabilityQuery
+from agora.core.models import CapabilityProfile, CapabilityQuery, ModelTier
 
 
 def test_profile_defaults_match_the_reference() -> None:
     p = CapabilityProfile(agent_id="researcher", agent_name="Web Researcher", skill_tags=["web_search"])
-    assert p.model_tier is AgentTier.BALANCED
+    assert p.model_tier is ModelTier.BALANCED
     assert p.cost_per_step_usd == 0.0
     assert p.max_steps == 20
     assert p.latency_sla_ms is None

@@ -14,9 +14,15 @@ from agora.core.plans.request import PlanRequest
 from agora.core.plans.workflow import SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
 from agora.planner.workflow import (
+    ANNOUNCE,
+    DISPATCH,
+    LOOKAHEAD,
+    SAVE,
     SAVES_RIDE_ALONG,
-    SUBGOAL_WORKFLOW,
-    Activity,
+    START_WAVE,
+    SUBGOAL_RUN,
+    SYNTHESIZE,
+    VERIFY,
     Approach,
     PlanStart,
     SaveRecord,
@@ -69,9 +75,9 @@ def completes(step: Scheduled) -> Any:
             update={"status": SubGoalStatus.COMPLETED, "attempts": 1, "output": "ok"}
         )
         return SubGoalReport(subgoal=ended, attempts=[attempt])
-    if step.name == Activity.SYNTHESIZE:
+    if step.name == SYNTHESIZE.name:
         return Synthesized(final_output="all done")
-    if step.name == Activity.START_WAVE:
+    if step.name == START_WAVE.name:
         chosen = [Approach(approach=f"the way to {job.subgoal.id}", usage=TokenUsage(prompt_tokens=5))
                   for job in step.argument.jobs]  # fmt: skip
         return WaveStarted(approaches=chosen)
@@ -87,9 +93,9 @@ def saves_of(ctx: ScriptedContext) -> list[SaveRecord]:
     found = []
     for wait in ctx.waits:
         for step in wait:
-            if step.name == Activity.SAVE:
+            if step.name == SAVE.name:
                 found.append(step.argument)
-            elif step.name == Activity.START_WAVE and step.argument.save is not None:
+            elif step.name == START_WAVE.name and step.argument.save is not None:
                 found.append(step.argument.save)
     return found
 
@@ -98,13 +104,13 @@ def test_a_wave_s_start_goes_with_its_subgoals_and_its_end_with_the_next_step() 
     ctx = ScriptedContext(completes)
     ctx.run(plan_run, start())
 
-    child, wave = SUBGOAL_WORKFLOW, Activity.START_WAVE
+    child, wave = SUBGOAL_RUN.name, START_WAVE.name
     assert names(ctx) == [
         [child, child, wave],  # the new record, its plan and the first wave's start
         [child, wave],  # the first wave's end and the second's start
-        [Activity.SYNTHESIZE, Activity.SAVE],  # the second wave's end
-        [Activity.SAVE],  # the plan's end
-        [Activity.ANNOUNCE],
+        [SYNTHESIZE.name, SAVE.name],  # the second wave's end
+        [SAVE.name],  # the plan's end
+        [ANNOUNCE.name],
     ]
     saves = saves_of(ctx)
     assert [s.record.revision for s in saves] == [1, 2, 3, 4]
@@ -131,11 +137,11 @@ def test_a_run_begun_before_the_saves_rode_along_replays_its_recorded_order() ->
     ctx = ScriptedContext(completes, patched=False)
     ctx.run(plan_run, start())
 
-    child, save, synthesize = SUBGOAL_WORKFLOW, [Activity.SAVE], [Activity.SYNTHESIZE]
+    child, save, synthesize = SUBGOAL_RUN.name, [SAVE.name], [SYNTHESIZE.name]
     assert names(ctx) == [
-        save, save, save, [child, child], save, save, [child], save, synthesize, save, [Activity.ANNOUNCE]
+        save, save, save, [child, child], save, save, [child], save, synthesize, save, [ANNOUNCE.name]
     ]  # fmt: skip
-    assert [len(s.finished) for s in ctx.activities(Activity.SAVE)] == [0, 0, 0, 1, 0, 1, 1]
+    assert [len(s.finished) for s in ctx.activities(SAVE.name)] == [0, 0, 0, 1, 0, 1, 1]
 
 
 def test_a_save_scheduled_by_an_earlier_version_with_one_span_or_none_is_read() -> None:
@@ -151,7 +157,7 @@ def test_a_wave_s_start_posts_its_subgoals_first_attempts_and_their_workflows_wa
     ctx = ScriptedContext(completes)
     ctx.run(plan_run, start())
 
-    first, second = ctx.activities(Activity.START_WAVE)
+    first, second = ctx.activities(START_WAVE.name)
     assert [job.subgoal.id for job in first.jobs] == ["a", "b"]
     assert [job.subgoal.id for job in second.jobs] == ["c"]
     children = [s.argument for wait in ctx.waits for s in wait if s.kind == "child"]
@@ -178,13 +184,13 @@ def test_a_run_begun_before_first_attempts_went_with_the_wave_keeps_its_subgoals
     ctx = ScriptedContext(completes, patched=frozenset({SAVES_RIDE_ALONG}))
     ctx.run(plan_run, start())
 
-    child = SUBGOAL_WORKFLOW
+    child = SUBGOAL_RUN.name
     assert names(ctx) == [
-        [child, child, Activity.SAVE],
-        [child, Activity.SAVE],
-        [Activity.SYNTHESIZE, Activity.SAVE],
-        [Activity.SAVE],
-        [Activity.ANNOUNCE],
+        [child, child, SAVE.name],
+        [child, SAVE.name],
+        [SYNTHESIZE.name, SAVE.name],
+        [SAVE.name],
+        [ANNOUNCE.name],
     ]
     children = [s.argument for wait in ctx.waits for s in wait if s.kind == "child"]
     assert [job.first_attempt_posted for job in children] == [False, False, False]
@@ -204,11 +210,11 @@ def fails_then_passes(step: Scheduled) -> Any:
         outcome = TaskOutcome(task_id=f"p1.a.1.{number}", agent_id="agent-1", actual_success=True,
                               actual_cost_usd=0.0, actual_steps=1)  # fmt: skip
         return TaskEnded(task_id=outcome.task_id, outcome=outcome).model_dump(mode="json")
-    if step.name == Activity.VERIFY:
+    if step.name == VERIFY.name:
         first = step.argument.ended.task_id.endswith(".1")
         verdict = VerificationResult.FAIL if first else VerificationResult.PASS
         return Verified(ended=AttemptEnd.SUCCEEDED, verdict=verdict)
-    if step.name == Activity.LOOKAHEAD:
+    if step.name == LOOKAHEAD.name:
         return Approach(approach="")
     return None
 
@@ -218,7 +224,7 @@ def test_a_subgoal_whose_first_attempt_went_with_the_wave_waits_for_it_and_posts
     report = SubGoalReport.model_validate(ctx.run(subgoal_run, subgoal_job(posted=True)))
 
     assert names(ctx)[0] == ["ended.1", "0:01:00"]  # its first step waits for the task's end
-    [retry] = ctx.activities(Activity.DISPATCH)
+    [retry] = ctx.activities(DISPATCH.name)
     assert (retry.attempt, retry.task_id, retry.event, retry.description) == (
         2, "p1.a.1.2", "ended.2", "do a the other way"
     )  # fmt: skip
@@ -229,4 +235,4 @@ def test_a_subgoal_not_posted_with_its_wave_posts_its_first_attempt_itself() -> 
     for job in (subgoal_job(posted=False), subgoal_job(posted=False, lookahead=2)):
         ctx = ScriptedContext(fails_then_passes)
         ctx.run(subgoal_run, job)
-        assert [d.attempt for d in ctx.activities(Activity.DISPATCH)] == [1, 2]
+        assert [d.attempt for d in ctx.activities(DISPATCH.name)] == [1, 2]

@@ -18,7 +18,7 @@ from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers
 from agora.planner.workflow import Draft, Estimate, LookAhead, StartWave, Synthesize, Verify
-from tests.unit.memory_state import MemoryRepository
+from agora.sdk.testing import MemoryRepository
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 GOAL = SubGoal(id="collect", description="Collect the data", success_criterion="the data is collected")

@@ -11,7 +11,6 @@ from typing import Any, cast
 import pytest
 
 from agora.core.market import TaskOutcome
-from agora.core.models import AgentTier
 from agora.core.planning import PlanningCall, PlanningConfig, SubGoal, SubGoalStatus, model_tier
 from agora.core.plans.record import PlanRecord, new_record
 from agora.core.plans.request import PlanRequest
@@ -59,11 +58,11 @@ class Records:
         self.by_id[plan_id] = record
 
 
-def tiers(**down: bool) -> dict[AgentTier, TierModel]:
-    return {tier: TierModel(tier.value, down=down.get(tier.value, False)) for tier in AgentTier}
+def tiers(**down: bool) -> dict[ModelTier, TierModel]:
+    return {tier: TierModel(tier.value, down=down.get(tier.value, False)) for tier in ModelTier}
 
 
-def planner(models: dict[AgentTier, TierModel], records: Records | None = None) -> PlannerActivities:
+def planner(models: dict[ModelTier, TierModel], records: Records | None = None) -> PlannerActivities:
     specs = [ModelSpec(model_id=m.model, tier=ModelTier(t.value)) for t, m in models.items()]
     routed = PlannerModels(specs, {m.model: m for m in models.values()})
     unused = cast(Any, None)
@@ -86,13 +85,13 @@ def ended() -> TaskEnded:
 
 
 def test_verification_goes_to_the_verifier_tier_and_every_other_planning_call_to_the_planner_s() -> None:
-    config = PlanningConfig(planner_model_tier=AgentTier.BALANCED, verifier_model_tier=AgentTier.POWERFUL)
-    assert model_tier(config, PlanningCall.VERIFY) is AgentTier.POWERFUL
+    config = PlanningConfig(planner_model_tier=ModelTier.BALANCED, verifier_model_tier=ModelTier.POWERFUL)
+    assert model_tier(config, PlanningCall.VERIFY) is ModelTier.POWERFUL
     others = [call for call in PlanningCall if call is not PlanningCall.VERIFY]
-    assert {model_tier(config, call) for call in others} == {AgentTier.BALANCED}
+    assert {model_tier(config, call) for call in others} == {ModelTier.BALANCED}
     defaults = PlanningConfig()
-    assert model_tier(defaults, PlanningCall.PLAN) is AgentTier.POWERFUL
-    assert model_tier(defaults, PlanningCall.VERIFY) is AgentTier.FAST
+    assert model_tier(defaults, PlanningCall.PLAN) is ModelTier.POWERFUL
+    assert model_tier(defaults, PlanningCall.VERIFY) is ModelTier.FAST
 
 
 async def test_each_planning_call_reaches_the_model_of_its_tier_by_default() -> None:
@@ -111,31 +110,31 @@ async def test_each_planning_call_reaches_the_model_of_its_tier_by_default() -> 
     await steps.synthesize(Synthesize(record=final))
     await steps.estimate(Estimate(task=TASK))
 
-    assert models[AgentTier.POWERFUL].asked == ["plan", "look", "write", "estimate"]
-    assert models[AgentTier.FAST].asked == ["verify"]
-    assert models[AgentTier.BALANCED].asked == []
+    assert models[ModelTier.POWERFUL].asked == ["plan", "look", "write", "estimate"]
+    assert models[ModelTier.FAST].asked == ["verify"]
+    assert models[ModelTier.BALANCED].asked == []
 
 
 async def test_a_plan_s_own_tiers_route_its_calls_found_from_what_was_saved_or_its_record() -> None:
-    config = PlanningConfig(planner_model_tier=AgentTier.FAST, verifier_model_tier=AgentTier.POWERFUL)
+    config = PlanningConfig(planner_model_tier=ModelTier.FAST, verifier_model_tier=ModelTier.POWERFUL)
     models = tiers()
     saved = record(config)
     records = Records(saved)
     steps = planner(models, records)
 
     await steps.verify(Verify(job=job(), subgoal=GOAL, ended=ended()))  # a plan not seen here yet
-    assert records.reads == 1 and models[AgentTier.POWERFUL].asked == ["verify"]
+    assert records.reads == 1 and models[ModelTier.POWERFUL].asked == ["verify"]
     await steps.lookahead(LookAhead(job=job(), subgoal=GOAL))
     assert records.reads == 1, "the config is kept once read"
-    assert models[AgentTier.FAST].asked == ["look"]
+    assert models[ModelTier.FAST].asked == ["look"]
 
-    other = record(PlanningConfig(verifier_model_tier=AgentTier.BALANCED), plan_id="p2")
+    other = record(PlanningConfig(verifier_model_tier=ModelTier.BALANCED), plan_id="p2")
     await steps.save(SaveRecord(record=other))
     await steps.verify(Verify(job=job("p2"), subgoal=GOAL, ended=ended()))
-    assert records.reads == 1 and models[AgentTier.BALANCED].asked == ["verify"]
+    assert records.reads == 1 and models[ModelTier.BALANCED].asked == ["verify"]
 
     await steps.verify(Verify(job=job("gone"), subgoal=GOAL, ended=ended()))  # no record: the defaults
-    assert models[AgentTier.FAST].asked == ["look", "verify"]
+    assert models[ModelTier.FAST].asked == ["look", "verify"]
 
 
 async def test_a_tier_whose_model_fails_falls_back_down_the_router_s_chain() -> None:
@@ -143,8 +142,8 @@ async def test_a_tier_whose_model_fails_falls_back_down_the_router_s_chain() -> 
     steps = planner(models)
     drafted = await steps.draft(Draft(record=record(PlanningConfig())))
     assert drafted.plan is not None
-    assert models[AgentTier.POWERFUL].asked == ["plan"]
-    assert models[AgentTier.BALANCED].asked == ["plan"], "the chain's first tier answered"
+    assert models[ModelTier.POWERFUL].asked == ["plan"]
+    assert models[ModelTier.BALANCED].asked == ["plan"], "the chain's first tier answered"
 
 
 async def test_a_planner_with_one_model_sends_every_tier_to_it_and_reads_no_record() -> None:

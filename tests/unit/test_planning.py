@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agora.core.errors import error_from
-from agora.core.models import AgentTier
+from agora.core.models import ModelTier
 from agora.core.planning import (
     InvalidPlan,
     Plan,
@@ -69,9 +69,9 @@ def test_the_defaults_are_the_references() -> None:
         "lookahead_paths": 2,
         "enable_parallel_subgoals": True,
         "cost_budget_usd": None,
-        "planner_model_tier": AgentTier.POWERFUL,
-        "executor_model_tier": AgentTier.BALANCED,
-        "verifier_model_tier": AgentTier.FAST,
+        "planner_model_tier": ModelTier.POWERFUL,
+        "executor_model_tier": ModelTier.BALANCED,
+        "verifier_model_tier": ModelTier.FAST,
     }
     subgoal = SubGoal(id="gather", description="d", success_criterion="c")
     assert (subgoal.dependencies, subgoal.tool_hints, subgoal.fallback_strategy) == ([], [], "")

@@ -173,7 +173,7 @@ def test_a_listed_difference_still_has_the_value_the_page_gives(row: Row) -> Non
         ("agora.core.scoring:BidScorer(alpha)", 0.35),
         ("agora.sdk._graph:MarketNode.timeout_seconds", 900),
         ("agora.core.triage.recovery:DEFAULT_RECOVERY['unknown'].description", "Escalate"),
-        ("agora.sdk._router:ModelTier.FAST", "fast"),
+        ("agora.core.models:ModelTier.FAST", "fast"),
     ],
 )
 def test_a_location_reads_fields_parameters_keys_and_members(location: str, expected: Any) -> None:

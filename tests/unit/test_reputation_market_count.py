@@ -16,8 +16,8 @@ from agora.core.reputation import ReputationTracker, ucb_bonus, with_ucb_confide
 from agora.reputation.actors import Reputation
 from agora.reputation.outcome_counts import AgentTotals, MarketOutcomes
 from agora.runtime.sidecar import DaprError
+from agora.sdk.testing import MemoryRepository
 from tests.unit.helpers import answer_of, hosted
-from tests.unit.memory_state import MemoryRepository
 
 
 def counts(shards: int = 4) -> tuple[MarketOutcomes, MemoryRepository[AgentTotals]]:

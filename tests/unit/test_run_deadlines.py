@@ -41,20 +41,8 @@ from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers, replan
 from agora.planner.workflow import Verify
 from agora.runtime.interfaces import TaskActorInterface
-from agora.sdk import (
-    Agent,
-    AgentRunner,
-    AgentState,
-    InMemoryStateStore,
-    ModelRouter,
-    ModelSpec,
-    ModelTier,
-    ReactStep,
-    RunnerConfig,
-    StepCheck,
-    ToolExecutor,
-    tool,
-)
+from agora.runtime.workflows import decision_event
+from agora.sdk import Agent, ModelRouter, ModelSpec, ModelTier, tool
 from agora.sdk._app import (
     DEADLINE,
     EXECUTE,
@@ -71,10 +59,11 @@ from agora.sdk._app import (
     _resume,
     agent_run,
     charged,
-    decision_event,
     within_deadline,
 )
 from agora.sdk._runner import RunStatus
+from agora.sdk.runner import AgentRunner, AgentState, InMemoryStateStore, ReactStep, RunnerConfig, StepCheck
+from agora.sdk.tools import ToolExecutor
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 TASK = "t-1"
@@ -222,7 +211,7 @@ def dawdler(
                          config=RunnerConfig(max_iterations=1_000))  # fmt: skip
     profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["patience"], max_steps=200,
                                 cost_per_step_usd=STEP_PRICE)  # fmt: skip
-    return Agent(profile, runner=runner)
+    return Agent.from_profile(profile, runner=runner)
 
 
 def award(deadline_ms: int | None = 2_500) -> TaskAwarded:
@@ -431,8 +420,9 @@ class RaceContext(ScriptedContext):
 DEADLINE_AT = AWARDED + timedelta(milliseconds=2_500)
 
 
-def workflow_start(deadline: datetime | None = DEADLINE_AT) -> dict[str, Any]:
-    return start(deadline).model_dump(mode="json")
+def workflow_start(deadline: datetime | None = DEADLINE_AT) -> AgentRunStart:
+    """The run's input as the workflow host hands it to the run: read from its JSON."""
+    return AgentRunStart.model_validate(start(deadline).model_dump(mode="json"))
 
 
 def ended_outcome(summary: str = "done") -> dict[str, Any]:
@@ -469,54 +459,56 @@ def race(answers: dict[str, Any], *, patched: bool = True) -> RaceContext:
 
 
 def test_a_run_that_ends_before_its_deadline_ends_as_before_with_its_timer_left_behind() -> None:
-    ctx = race({EXECUTE: ended_outcome(), "timer": PENDING})
+    ctx = race({EXECUTE.name: ended_outcome(), "timer": PENDING})
 
     ctx.run(agent_run, workflow_start())
 
     [timer] = ctx.scheduled("timer")
     assert timer.name == str(DEADLINE_AT), "one durable timer, at the award's time plus deadline_ms"
-    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE]
+    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE.name]
 
 
 def test_a_run_still_executing_at_its_deadline_is_ended_there_by_its_workflow() -> None:
-    ctx = race({EXECUTE: PENDING, "timer": None, DEADLINE: ended_outcome()})
+    ctx = race({EXECUTE.name: PENDING, "timer": None, DEADLINE.name: ended_outcome()})
 
     ctx.run(agent_run, workflow_start())
 
-    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE, DEADLINE]
-    [stop] = ctx.activities(DEADLINE)
+    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE.name, DEADLINE.name]
+    [stop] = ctx.activities(DEADLINE.name)
     assert stop == start(DEADLINE_AT), "the deadline step is given the run's start"
-    assert not ctx.activities(REPORT) and not ctx.activities(RESUME)
+    assert not ctx.activities(REPORT.name) and not ctx.activities(RESUME.name)
 
 
 def test_a_run_paused_for_a_person_at_its_deadline_is_ended_without_the_decision() -> None:
     # Yield 1: executed (paused), the timer not fired; yield 2: no decision, the timer fires.
-    ctx = race({EXECUTE: waiting(), "timer": [PENDING, None], "event": PENDING, DEADLINE: ended_outcome()})
+    ctx = race(
+        {EXECUTE.name: waiting(), "timer": [PENDING, None], "event": PENDING, DEADLINE.name: ended_outcome()}
+    )
 
     ctx.run(agent_run, workflow_start())
 
     assert [s.name for s in ctx.scheduled("event")] == [decision_event("esc-1")]
-    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE, DEADLINE]
+    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE.name, DEADLINE.name]
 
 
 def test_a_decision_before_the_deadline_resumes_the_run_under_the_same_deadline() -> None:
     reported = RunProgress(outcome=outcome("after the decision", success=True)).model_dump(mode="json")
-    ctx = race({EXECUTE: waiting(), "timer": PENDING, "event": resolution(), RESUME: reported,
-                  REPORT: None})  # fmt: skip
+    ctx = race({EXECUTE.name: waiting(), "timer": PENDING, "event": resolution(), RESUME.name: reported,
+                  REPORT.name: None})  # fmt: skip
 
     ctx.run(agent_run, workflow_start())
 
-    [resumed] = ctx.activities(RESUME)
+    [resumed] = ctx.activities(RESUME.name)
     assert isinstance(resumed, AgentRunDecision) and resumed.deadline == DEADLINE_AT
-    [report] = ctx.activities(REPORT)
+    [report] = ctx.activities(REPORT.name)
     assert isinstance(report, AgentRunReport) and report.outcome.summary == "after the decision"
     assert len(ctx.scheduled("timer")) == 1, "one timer serves every step of the run"
-    assert not ctx.activities(DEADLINE)
+    assert not ctx.activities(DEADLINE.name)
 
 
 def test_a_run_begun_before_deadlines_waits_as_its_history_recorded() -> None:
     reported = RunProgress(outcome=outcome("after the decision", success=True)).model_dump(mode="json")
-    answers = {EXECUTE: waiting(), "event": resolution(), RESUME: reported, REPORT: None}
+    answers = {EXECUTE.name: waiting(), "event": resolution(), RESUME.name: reported, REPORT.name: None}
     ctx = race(answers, patched=False)
 
     ctx.run(agent_run, workflow_start())
@@ -532,12 +524,12 @@ def test_a_run_begun_before_deadlines_waits_as_its_history_recorded() -> None:
 
 
 def test_a_task_without_a_deadline_has_no_timer() -> None:
-    ctx = race({EXECUTE: ended_outcome()})
+    ctx = race({EXECUTE.name: ended_outcome()})
 
     ctx.run(agent_run, workflow_start(None))
 
     assert not ctx.scheduled("timer")
-    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE]
+    assert [s.name for s in ctx.scheduled("activity")] == [EXECUTE.name]
 
 
 # -- a plan's subgoal sees why its run ended -------------------------------------------------------------

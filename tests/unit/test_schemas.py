@@ -7,8 +7,8 @@ from typing import Any
 from agora.core.messages import Topic
 from agora.core.schemas import CONTRACTS, README, SCHEMA_DIR, UNBOUNDED_LISTS, readme_section, render
 from agora.runtime import interfaces
-from agora.runtime.actor import AgoraActorInterface, wire_name
-from agora.runtime.actor import actor_methods as actor_methods_of
+from agora.runtime.actor_interface import AgoraActorInterface, wire_name
+from agora.runtime.actor_interface import actor_methods as actor_methods_of
 
 SERVICES = Path(__file__).resolve().parents[2] / "services" / "agora"
 UNBOUNDED_STRING_KINDS = ("enum", "const", "format")

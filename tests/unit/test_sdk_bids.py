@@ -12,7 +12,9 @@ import pytest
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import Agent, AgentRunner, HandlerResult
+from agora.sdk import Agent
+from agora.sdk.app import HandlerResult
+from agora.sdk.runner import AgentRunner
 
 PROFILE = CapabilityProfile(agent_id="geo", agent_name="Geographer", skill_tags=["maps"],
                             cost_per_step_usd=0.01, max_steps=6)  # fmt: skip
@@ -26,7 +28,9 @@ def estimating(answer: str) -> tuple[Agent, list[Sequence[ChatMessage]]]:
         asked.append(messages)
         return answer
 
-    return Agent(PROFILE, runner=AgentRunner(OfflineModelClient(overrides=model)), estimate="model"), asked
+    return Agent.from_profile(
+        PROFILE, runner=AgentRunner(OfflineModelClient(overrides=model)), estimate="model"
+    ), asked
 
 
 async def test_the_runner_s_model_reads_the_task_and_the_cost_is_its_steps_at_the_agent_s_price() -> None:
@@ -65,6 +69,6 @@ async def done(_: object) -> HandlerResult:
 
 def test_a_model_estimate_needs_a_runner_and_market_bids_take_no_estimate() -> None:
     with pytest.raises(ValueError, match="needs a runner"):
-        Agent(PROFILE, handler=done, estimate="model")
+        Agent.from_profile(PROFILE, handler=done, estimate="model")
     with pytest.raises(ValueError, match="for bids='self'"):
-        Agent(PROFILE, handler=done, estimate="model", bids="market")
+        Agent.from_profile(PROFILE, handler=done, estimate="model", bids="market")

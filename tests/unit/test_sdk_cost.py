@@ -9,7 +9,8 @@ import pytest
 from agora.core.messages import CostEvent
 from agora.core.topics import Channel
 from agora.llm import Usage
-from agora.sdk import BudgetExceededError, CostTracker, ModelSpec, ModelTier
+from agora.sdk import BudgetExceeded, ModelSpec, ModelTier
+from agora.sdk.models import CostTracker
 
 MODEL = ModelSpec(model_id="m", tier=ModelTier.BALANCED, input_usd_per_1k=1.0, output_usd_per_1k=2.0)
 
@@ -27,7 +28,7 @@ async def test_the_call_that_passes_the_budget_is_announced_then_refused() -> No
     events = Events()
     tracker = CostTracker("agent-1", "s-1", budget_usd=1.5, publisher=events)
     await tracker.record(Usage(prompt_tokens=1000, completion_tokens=0), step_name="a", model_spec=MODEL)
-    with pytest.raises(BudgetExceededError) as refused:
+    with pytest.raises(BudgetExceeded) as refused:
         await tracker.record(
             Usage(prompt_tokens=1000, completion_tokens=500), step_name="b", model_spec=MODEL
         )
@@ -52,6 +53,6 @@ async def test_the_summary_adds_up_by_model_and_step_and_says_what_is_left() -> 
 async def test_a_call_whose_estimate_would_pass_the_budget_is_refused_before_it_is_made() -> None:
     tracker = CostTracker("agent-1", "s-1", budget_usd=0.5)
     tracker.check_budget(0.5)
-    with pytest.raises(BudgetExceededError, match="would pass the budget"):
+    with pytest.raises(BudgetExceeded, match="would pass the budget"):
         tracker.check_budget(0.6)
     CostTracker("agent-1", "s-1").check_budget(1e9)  # no budget: unlimited

@@ -9,21 +9,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from agora.core.errors import InvalidArgument, MarketAllocationError
+from agora.core.errors import InvalidArgument, MarketAllocationFailed
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_lifecycle import TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import (
-    AgentDefinition,
-    AgentRunner,
-    Crew,
-    CrewMember,
-    CrewMemberFailed,
-    CrewPattern,
-    MarketCrew,
-    RunnerConfig,
-)
+from agora.sdk import Crew, CrewMember, CrewMemberFailed, CrewPattern, MarketCrew
+from agora.sdk.runner import AgentDefinition, AgentRunner, RunnerConfig
 
 
 def answering(reply: str, seen: list[str] | None = None) -> AgentRunner:
@@ -237,7 +229,7 @@ async def test_a_market_crew_posts_its_task_and_returns_the_winner_s_outcome() -
 async def test_a_market_crew_raises_when_the_market_rejects_and_one_without_the_market_refuses() -> None:
     rejected = FakeMarket(board_record(AllocationStatus.REJECTED, None, "no capable agents"))
     crew = MarketCrew([member("a", answering("x"))], session_id="mc-2", use_market=True, market=rejected)
-    with pytest.raises(MarketAllocationError, match="no capable agents") as refused:
+    with pytest.raises(MarketAllocationFailed, match="no capable agents") as refused:
         await crew.run_task_with_market("Anything", ["nothing"])
     assert refused.value.code == "MARKET_ALLOCATION_FAILED"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from dapr_agents import AgentMetadata, AgentMetadataSchema, ToolMetadata
 
-from agora.core.models import AgentTier
+from agora.core.models import ModelTier
 from agora.sdk._dapr_agents import _answer
 from agora.sdk.dapr_agents import agent_id_of, instance_of, profile_of
 
@@ -23,10 +23,10 @@ def metadata(
 
 
 def test_the_profile_takes_the_agent_s_name_its_skills_its_price_and_its_iteration_cap() -> None:
-    profile = profile_of(metadata(), skills=["web_search"], cost_per_step_usd=0.01, model_tier=AgentTier.FAST)
+    profile = profile_of(metadata(), skills=["web_search"], cost_per_step_usd=0.01, model_tier=ModelTier.FAST)
     assert profile.agent_id == "fast-scout" and profile.agent_name == "Fast Scout"
     assert profile.skill_tags == ["web_search"] and profile.cost_per_step_usd == 0.01
-    assert profile.max_steps == 6 and profile.model_tier is AgentTier.FAST
+    assert profile.max_steps == 6 and profile.model_tier is ModelTier.FAST
     assert profile_of(metadata(max_iterations=None), skills=["x"]).max_steps == 10
     assert profile_of(metadata(), skills=["x"], max_steps=3, agent_id="scout-2").max_steps == 3
 

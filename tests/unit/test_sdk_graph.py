@@ -13,26 +13,20 @@ from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.graphs import GraphShape, InvalidGraph, validate_graph
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.sdk import (
-    AgentDefinition,
-    AgentRunner,
     Graph,
     GraphRunFailed,
     GraphState,
-    GraphStatus,
-    MarketResult,
-    ToolExecutor,
-    asked_for_a_tool,
-    conditional_node,
     debate_node,
-    guard_route,
     human_node,
     llm_node,
     market_node,
     planning_node,
     tool,
     tool_node,
-    uncertainty_guard_node,
 )
+from agora.sdk.graphs import GraphStatus, MarketResult, asked_for_a_tool, guard_route, uncertainty_guard_node
+from agora.sdk.runner import AgentDefinition, AgentRunner
+from agora.sdk.tools import ToolExecutor
 
 
 class Draft(GraphState):
@@ -91,7 +85,7 @@ def test_the_builder_refuses_a_graph_whose_condition_routes_to_an_unknown_node()
     graph = (
         Graph("g", Draft)
         .add_node("write", write, entry=True)
-        .add_node("check", conditional_node(good_enough))
+        .add_node("check", passes)
         .add_edge("write", "check")
         .add_conditional_edge("check", good_enough, {"yes": "publish", "no": "write"})
     )
@@ -100,11 +94,16 @@ def test_the_builder_refuses_a_graph_whose_condition_routes_to_an_unknown_node()
     assert invalid.value.problems == ["route 'yes' of check's condition goes to unknown node 'publish'"]
 
 
+async def passes(state: Draft) -> Draft:
+    """A node that decides nothing itself: the condition on its way out routes the run."""
+    return state
+
+
 def review_loop() -> Graph[Draft]:
     return (
         Graph("review", Draft)
         .add_node("write", write, entry=True)
-        .add_node("check", conditional_node(good_enough))
+        .add_node("check", passes)
         .add_node("publish", publish)
         .add_edge("write", "check")
         .add_conditional_edge("check", good_enough, {"yes": "publish", "no": "write"})
@@ -112,7 +111,7 @@ def review_loop() -> Graph[Draft]:
 
 
 async def test_a_condition_routes_the_run_round_a_loop_until_it_says_otherwise() -> None:
-    run = await review_loop().compile().execute(Draft(input="solar prices"))
+    run = await review_loop().compile().run(Draft(input="solar prices"))
 
     assert run.status is GraphStatus.COMPLETED and run.waiting_at is None
     assert run.path == ["write", "check"] * 3 + ["publish"]
@@ -124,13 +123,13 @@ async def test_a_loop_that_never_ends_stops_at_the_step_limit() -> None:
     graph = review_loop()
     graph.max_steps = 4
     with pytest.raises(GraphRunFailed, match="reached its limit of 4 steps"):
-        await graph.compile().execute(Draft(input="x"))
+        await graph.compile().run(Draft(input="x"))
 
 
 async def test_a_condition_answering_a_route_it_lacks_fails_the_run_naming_the_node() -> None:
     graph = (
         Graph("g", Draft)
-        .add_node("check", conditional_node(lambda _: "maybe"), entry=True)
+        .add_node("check", passes, entry=True)
         .add_node("publish", publish)
         .add_conditional_edge("check", lambda _: "maybe", {"yes": "publish", "no": None})
         .compile()
@@ -138,7 +137,7 @@ async def test_a_condition_answering_a_route_it_lacks_fails_the_run_naming_the_n
     with pytest.raises(
         GraphRunFailed, match="the condition of node 'check' answered 'maybe'; its routes are no, yes"
     ):
-        await graph.execute(Draft())
+        await graph.run(Draft())
 
 
 async def test_a_node_that_raises_fails_the_run_naming_it() -> None:
@@ -147,7 +146,7 @@ async def test_a_node_that_raises_fails_the_run_naming_it() -> None:
 
     graph = Graph("g", Draft).add_node("write", broken, entry=True).compile()
     with pytest.raises(GraphRunFailed) as failed:
-        await graph.execute(Draft())
+        await graph.run(Draft())
     assert failed.value.message == "node 'write' failed: ValueError: no ink"
     assert failed.value.details == {"node": "write"}
 
@@ -163,7 +162,7 @@ async def test_a_human_node_stops_the_run_and_the_answer_resumes_it_after_that_n
         .compile()
     )
 
-    waiting = await graph.execute(Draft(input="wind"))
+    waiting = await graph.run(Draft(input="wind"))
 
     assert waiting.status is GraphStatus.WAITING_FOR_HUMAN and waiting.waiting_at == "approve"
     assert waiting.path == ["write", "approve"] and waiting.state.question == "Publish this draft?"
@@ -206,9 +205,9 @@ async def test_a_model_s_answer_routes_the_run() -> None:
         .compile()
     )
 
-    billed = await graph.execute(GraphState(input="My invoice is wrong"))
+    billed = await graph.run(GraphState(input="My invoice is wrong"))
     assert billed.path == ["triage", "billing"] and billed.state.output == "sent to billing"
-    other = await graph.execute(GraphState(input="Hello"))
+    other = await graph.run(GraphState(input="Hello"))
     assert other.path == ["triage"] and other.state.output == "other"
 
 
@@ -226,7 +225,7 @@ async def test_a_market_node_describes_its_task_from_the_state_and_needs_a_durab
 
     graph = Graph("g", Draft).add_node("ask", node, entry=True).compile()
     with pytest.raises(GraphRunFailed, match="it runs in a durable graph run"):
-        await graph.execute(Draft())
+        await graph.run(Draft())
     with pytest.raises(ValueError, match="at least one required skill"):
         market_node([])
 
@@ -247,7 +246,7 @@ async def test_planning_and_debate_nodes_ask_from_the_state_and_need_a_durable_r
     for node in (planning, debating):
         graph = Graph("g", Draft).add_node("n", node, entry=True).compile()
         with pytest.raises(GraphRunFailed, match="it runs in a durable graph run"):
-            await graph.execute(Draft(input="x"))
+            await graph.run(Draft(input="x"))
     with pytest.raises(ValueError, match="at least one skill"):
         planning_node([])
 
@@ -279,7 +278,7 @@ async def test_an_llm_node_and_a_tool_node_loop_until_the_model_answers() -> Non
         .compile()
     )
 
-    run = await graph.execute(GraphState(input="What is 2 + 3?"))
+    run = await graph.run(GraphState(input="What is 2 + 3?"))
 
     assert run.path == ["think", "act", "think"] and run.state.output == "5" and run.state.confidence == 0.8
     assert [m.role for m in run.state.messages] == ["user", "assistant", "user", "assistant"]
@@ -302,9 +301,9 @@ async def test_an_uncertainty_guard_sends_an_unsure_answer_to_a_person() -> None
             .add_conditional_edge("guard", guard_route, {"escalate": "review", "continue": None})
         )
 
-    sure = await guarded(answering_with(0.9)).compile().execute(GraphState(input="Migrate"))
+    sure = await guarded(answering_with(0.9)).compile().run(GraphState(input="Migrate"))
     assert sure.path == ["llm", "guard"] and not sure.state.uncertain and sure.status is GraphStatus.COMPLETED
-    unsure = await guarded(answering_with(0.2)).compile().execute(GraphState(input="Migrate"))
+    unsure = await guarded(answering_with(0.2)).compile().run(GraphState(input="Migrate"))
     assert unsure.path == ["llm", "guard", "review"] and unsure.state.uncertain
     assert (
         unsure.status is GraphStatus.WAITING_FOR_HUMAN

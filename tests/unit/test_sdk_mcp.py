@@ -16,8 +16,10 @@ from mcp import types as mcp_types
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from agora.sdk import McpServer, McpToolError, Tool, ToolCall, ToolExecutor, tool
+from agora.sdk import McpServer, Tool, tool
 from agora.sdk._mcp import MAX_MCP_SCHEMA_CHARS, _call_instance_id, durable_call_scope, mcp_tool, result_text
+from agora.sdk.errors import McpToolFailed
+from agora.sdk.tools import ToolCall, ToolExecutor
 
 server = FastMCP("unit-tools")
 
@@ -95,8 +97,8 @@ async def test_a_tool_s_error_on_the_server_reaches_the_model_and_the_run_goes_o
         result = await executor.execute(ToolCall(name="refuse", arguments={"reason": "no"}))
 
         assert not result.ok and result.error is not None
-        assert result.error.startswith("McpToolError:") and "refused: no" in result.error
-        assert result.for_model().startswith("error: McpToolError:")
+        assert result.error.startswith("McpToolFailed:") and "refused: no" in result.error
+        assert result.for_model().startswith("error: McpToolFailed:")
 
 
 async def test_arguments_that_do_not_match_the_schema_are_refused_before_the_server_is_called() -> None:
@@ -144,7 +146,7 @@ def test_a_tool_result_reads_as_text_and_an_error_result_raises() -> None:
 
     assert result_text(text) == "a\nb"
     assert result_text(structured) == '{"n": 3}'
-    with pytest.raises(McpToolError, match="boom"):
+    with pytest.raises(McpToolFailed, match="boom"):
         result_text(failed)
 
 
@@ -188,7 +190,7 @@ class Listed:
     async def load_tools(self, dapr_http_endpoint: str) -> list[Tool]:
         self.loads += 1
         if self.loads <= self.fail:
-            raise McpToolError("not up yet")
+            raise McpToolFailed("not up yet")
         return self.tools
 
 
@@ -208,7 +210,7 @@ async def test_an_executor_adds_its_sources_tools_on_connect_once_even_after_a_f
     executor = ToolExecutor([local, source])
     assert [t.name for t in executor.tools] == ["local"] and executor.sources == [source]
 
-    with pytest.raises(McpToolError):
+    with pytest.raises(McpToolFailed):
         await executor.connect("http://127.0.0.1:1")
     assert [t.name for t in executor.tools] == ["local"]
     await executor.connect("http://127.0.0.1:1")

@@ -19,17 +19,10 @@ from agora.core.models import CapabilityProfile
 from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.runtime.interfaces import TaskActorInterface
-from agora.sdk import (
-    Agent,
-    AgentRunner,
-    AgentState,
-    InMemoryStateStore,
-    ReactStep,
-    StepCheck,
-    Tool,
-    ToolExecutor,
-)
+from agora.sdk import Agent, Tool
 from agora.sdk._app import AgentRunDecision, _execute, _resume
+from agora.sdk.runner import AgentRunner, AgentState, InMemoryStateStore, ReactStep, StepCheck
+from agora.sdk.tools import ToolExecutor
 
 TASK = "t-1"
 
@@ -52,7 +45,7 @@ def answers(messages: Sequence[ChatMessage]) -> str:
 def cautious(store: InMemoryStateStore) -> Agent:
     runner = AgentRunner(OfflineModelClient(overrides=answers), state_store=store, monitor=PauseFirstStep())
     profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
-    return Agent(profile, runner=runner)
+    return Agent.from_profile(profile, runner=runner)
 
 
 def award() -> TaskAwarded:
@@ -228,7 +221,7 @@ async def test_skip_leaves_out_a_held_tool_call_and_the_run_goes_on() -> None:
         monitor=HoldFirstToolCall(),
     )
     profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
-    agent = Agent(profile, runner=runner)
+    agent = Agent.from_profile(profile, runner=runner)
     paused = await _execute(agent, award(), store)
     assert paused.waiting_on == "esc-1" and deleted == []
 
@@ -262,7 +255,7 @@ async def test_a_task_s_own_checkpoint_trigger_holds_its_first_step_for_a_person
 
     runner = AgentRunner(OfflineModelClient(overrides=model), state_store=store, escalator=escalations)
     profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
-    agent = Agent(profile, runner=runner)
+    agent = Agent.from_profile(profile, runner=runner)
     guarded = award()
     spec = guarded.spec.model_copy(
         update={

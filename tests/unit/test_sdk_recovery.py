@@ -12,16 +12,15 @@ from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.ladder import EscalationConfig
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import (
+from agora.sdk import RunStatus, tool
+from agora.sdk.runner import (
     AgentDefinition,
     AgentRunner,
     InMemoryOutcomeHistory,
     RecoveryPolicy,
     RunnerConfig,
-    RunStatus,
-    ToolExecutor,
-    tool,
 )
+from agora.sdk.tools import ToolExecutor
 
 AGENT = AgentDefinition(name="calc")
 ONLY_A_PERSON = RecoveryPolicy(

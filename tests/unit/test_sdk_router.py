@@ -14,15 +14,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agora.llm import ChatMessage, ModelUnavailable, OfflineModelClient
-from agora.sdk import (
-    AgentDefinition,
-    AgentRunner,
-    ModelRouter,
-    ModelSpec,
-    ModelTier,
-    RoutingRule,
-    ToolExecutor,
-)
+from agora.sdk import ModelRouter, ModelSpec, ModelTier
+from agora.sdk.models import RoutingRule
+from agora.sdk.runner import AgentDefinition, AgentRunner
+from agora.sdk.tools import ToolExecutor
 
 FAST = ModelSpec(model_id="small", tier=ModelTier.FAST, input_usd_per_1k=0.1)
 BALANCED = ModelSpec(model_id="medium", tier=ModelTier.BALANCED, input_usd_per_1k=1.0)

@@ -25,17 +25,9 @@ from agora.core.escalation.record import ParkRequest
 from agora.core.limits import MAX_ITEMS
 from agora.core.uncertainty.policy import REFLECTION_PROMPT
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import (
-    AgentDefinition,
-    AgentRunner,
-    AgentState,
-    ReactStep,
-    RunnerConfig,
-    RunStatus,
-    StepCheck,
-    Tool,
-    ToolExecutor,
-)
+from agora.sdk import RunStatus, Tool
+from agora.sdk.runner import AgentDefinition, AgentRunner, AgentState, ReactStep, RunnerConfig, StepCheck
+from agora.sdk.tools import ToolExecutor
 
 DBA = AgentDefinition(name="dba", instructions="You look after the database.")
 TASK = "Clear out the 2019 orders"

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from agora.sdk import Tool, ToolCall, ToolExecutor, tool
+from agora.sdk import Tool, tool
+from agora.sdk.tools import ToolCall, ToolExecutor
 
 
 @tool

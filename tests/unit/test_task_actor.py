@@ -24,36 +24,17 @@ from agora.core.messages import (
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.topics import Channel
 from agora.reputation.actors import Reputation
-from agora.runtime.actor import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
+from agora.runtime.actor_host import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import IdSet, StatusIndex
+from agora.sdk.testing import MemoryRepository, RecordingPublisher
 from agora.taskboard import actors as task_actors
 from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
 from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, parse_watch_entry
 from agora.taskboard.listings import TaskListings
 from tests.unit.helpers import answer_of, hosted, mock_state
-from tests.unit.memory_state import MemoryRepository
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_awards import scored
-
-
-class RecordingPublisher:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, BaseModel, str | None]] = []
-        self.replies_to: list[str | None] = []
-        """Each publish's `reply_to`, in order."""
-
-    async def publish(
-        self,
-        channel: Channel[Any],
-        payload: BaseModel,
-        *,
-        message_id: str | None = None,
-        reply_to: str | None = None,
-    ) -> str:
-        self.sent.append((channel.name, payload, message_id))
-        self.replies_to.append(reply_to)
-        return message_id or ""
 
 
 def task_spec(**extra: object) -> TaskSpec:

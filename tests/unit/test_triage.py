@@ -600,13 +600,6 @@ def test_triage_context_mirrors_the_decision() -> None:
         {},
     )
     assert tc.hint == decision.action.hint
-    kwargs = tc.agent_kwargs()
-    assert kwargs["_triage_context"] is tc
-    assert (kwargs["_triage_hint"], kwargs["_triage_subgoal"], kwargs["_triage_state"]) == (
-        tc.hint,
-        "conclude",
-        {},
-    )
 
 
 def test_json_round_trips() -> None:

@@ -399,18 +399,6 @@ async def test_propagation_through_prior_steps() -> None:
     assert [s.step_id for s in est.get_belief_state().step_uncertainties] == ["s1", "s2", "s3", "s4"]
 
 
-async def test_observe_step_propagates_a_known_confidence() -> None:
-    est = UncertaintyEstimator(NO_P_TRUE)
-    step, action = est.observe_step("tool-result", 0.0, step_type="tool_call")
-    # 0.45 * 0.0 + 0.55 * 1.0
-    assert step.propagated_confidence == 0.55
-    assert step.verbalized_confidence == NOT_RUN
-    assert action is UncertaintyAction.PAUSE_FOR_HUMAN
-    assert not step.reflection_injected
-    with pytest.raises(ValueError):
-        est.observe_step("bad", 1.5)
-
-
 # --------------------------------------------------------------------------- actions, tools, reflection
 
 
@@ -691,10 +679,10 @@ async def test_history_limit_keeps_the_newest_steps_and_every_count() -> None:
     assert (belief.total_steps, belief.high_uncertainty_steps) == (3, 1)
 
 
-def test_a_session_keeps_its_newest_steps_and_counts_every_one() -> None:
+async def test_a_session_keeps_its_newest_steps_and_counts_every_one() -> None:
     est = UncertaintyEstimator(NO_P_TRUE)
     for n in range(MAX_KEPT_STEPS + 5):
-        est.observe_step(f"s{n}", 0.9)
+        await est.observe_tool_call("search", f"s{n}")
     belief = est.get_belief_state()
     assert len(belief.step_uncertainties) == MAX_KEPT_STEPS
     assert belief.step_uncertainties[0].step_id == "s5"

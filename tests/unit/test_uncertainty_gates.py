@@ -31,11 +31,14 @@ from agora.core.escalation.record import EscalationRecord, EscalationStatus, Par
 from agora.core.messages import EscalationResolved
 from agora.core.uncertainty.policy import REFLECTION_PROMPT, UncertaintyPolicy
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.runtime.actor import ActorClient, wire_name
+from agora.runtime.actor_client import ActorClient
+from agora.runtime.actor_interface import wire_name
 from agora.runtime.interfaces import EscalationInterface
 from agora.runtime.sidecar import DaprSidecar
-from agora.sdk import AgentDefinition, AgentRunner, RunStatus, Tool, ToolExecutor
+from agora.sdk import RunStatus, Tool
 from agora.sdk._monitor import UncertaintyStepMonitor
+from agora.sdk.runner import AgentDefinition, AgentRunner
+from agora.sdk.tools import ToolExecutor
 from agora.uncertainty.actors import SessionUncertainty, UncertaintyDeps
 from agora.uncertainty.app import UncertaintySettings
 from tests.unit.helpers import answer_of, hosted

@@ -93,7 +93,8 @@ def test_belief_state_round_trips_and_stays_consistent(observations: list[tuple[
                 await est.observe_tool_call(str(value), f"t{i}")
             else:
                 assert isinstance(value, float)
-                est.observe_step(f"s{i}", value, step_type=step_type)  # type: ignore[arg-type]
+                said = f"Confidence: {round(value * 100)}%"
+                await est.observe_llm_response(said, f"s{i}", step_type=step_type)  # type: ignore[arg-type]
 
     asyncio.run(run())
     belief = est.get_belief_state()

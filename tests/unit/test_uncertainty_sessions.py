@@ -11,7 +11,8 @@ from pydantic import BaseModel
 from agora.core.contracts import StepReport, StepVerdict
 from agora.core.escalation.record import EscalationRecord, ParkRequest, park
 from agora.core.messages import EscalationResolved
-from agora.runtime.actor import ActorClient, wire_name
+from agora.runtime.actor_client import ActorClient
+from agora.runtime.actor_interface import wire_name
 from agora.runtime.interfaces import EscalationInterface
 from agora.uncertainty.actors import SessionUncertainty, UncertaintyDeps
 from tests.unit.helpers import answer_of, hosted

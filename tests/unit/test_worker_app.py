@@ -4,7 +4,7 @@ file, bids left to the market, failure triage only when asked for."""
 from __future__ import annotations
 
 from agora.llm import OfflineModelClient
-from agora.sdk import RecoveryPolicy
+from agora.sdk.runner import RecoveryPolicy
 from agora.worker.app import SAMPLE_AGENTS, WorkerSettings, load_profiles, worker_agents
 
 

@@ -34,7 +34,8 @@ from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
 from agora.core.task_lifecycle import TaskRecord
 from agora.llm import ChatMessage, ModelClient, complete_json
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
+from agora.runtime.batching import KeyedMicroBatcher, group_commits
 from agora.runtime.clients import (
     RegistryClient,
     ReputationActors,
@@ -42,7 +43,6 @@ from agora.runtime.clients import (
     reputation_actors,
     task_actors,
 )
-from agora.runtime.group_commit import GroupCommits
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import ServiceContext
 from agora.runtime.shared_calls import SharedCalls
@@ -211,7 +211,7 @@ class ReputationWrites:
     def __init__(self, reputations: ReputationActors, reads: ReputationReads) -> None:
         self._reputations = reputations
         self._reads = reads
-        self._writes: GroupCommits[str, OutcomeReport] = GroupCommits(self._write, "reputation")
+        self._writes: KeyedMicroBatcher[str, OutcomeReport, None] = group_commits(self._write, "reputation")
 
     async def apply(self, report: OutcomeReport) -> None:
         await self._writes.submit(report.outcome.agent_id, report)

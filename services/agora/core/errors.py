@@ -28,7 +28,7 @@ __all__ = [
     "MAX_REPORTED_ERRORS",
     "AgoraError",
     "BadRequest",
-    "BudgetExceededError",
+    "BudgetExceeded",
     "ConflictingRequest",
     "ConflictingTask",
     "CrewMemberFailed",
@@ -39,7 +39,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "InvalidOutcome",
-    "MarketAllocationError",
+    "MarketAllocationFailed",
     "MaxIterationsExceeded",
     "MethodNotAllowed",
     "NoStateFound",
@@ -227,7 +227,7 @@ class ConflictingRequest(AgoraError):
     http_status = 409
 
 
-class BudgetExceededError(AgoraError):
+class BudgetExceeded(AgoraError):
     """A run's spending reached its budget (a task's `budget_usd`, an agent's session budget):
     the call that would pass it is not made, or the run stops after the call that did."""
 
@@ -260,7 +260,7 @@ class CrewMemberFailed(AgoraError):
     http_status = 502
 
 
-class MarketAllocationError(AgoraError):
+class MarketAllocationFailed(AgoraError):
     """The market found no agent for a task a crew put on it (the task was rejected)."""
 
     code = "MARKET_ALLOCATION_FAILED"

@@ -17,10 +17,16 @@ from agora.core.limits import (
 )
 
 
-class AgentTier(StrEnum):
+class ModelTier(StrEnum):
+    """How capable (and how costly) a model is: an agent's profile says which it runs on, a
+    router picks a model of the tier a step needs."""
+
     FAST = "fast"
+    """Simple classification and routing."""
     BALANCED = "balanced"
+    """Standard agent tasks."""
     POWERFUL = "powerful"
+    """Complex reasoning and synthesis."""
 
 
 class CapabilityProfile(BaseModel):
@@ -31,7 +37,7 @@ class CapabilityProfile(BaseModel):
     agent_id: Identifier
     agent_name: Name
     skill_tags: list[SkillTag] = Field(min_length=1, max_length=MAX_SKILL_TAGS)
-    model_tier: AgentTier = AgentTier.BALANCED
+    model_tier: ModelTier = ModelTier.BALANCED
     cost_per_step_usd: float = Field(default=0.0, ge=0.0)
     max_steps: int = Field(default=20, ge=1)
     latency_sla_ms: int | None = Field(default=None, gt=0)

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agora.core.errors import AgoraError
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
-from agora.core.models import AgentTier
+from agora.core.models import ModelTier
 
 SUBGOAL_ID_CHARS = 20
 SUBGOAL_ID_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -97,14 +97,14 @@ class PlanningConfig(BaseModel):
     cost_budget_usd: float | None = Field(
         default=None, ge=0.0, allow_inf_nan=False, description="Hard cost cap across all planning calls."
     )
-    planner_model_tier: AgentTier = Field(
-        default=AgentTier.POWERFUL, description="Model tier for plan generation."
+    planner_model_tier: ModelTier = Field(
+        default=ModelTier.POWERFUL, description="Model tier for plan generation."
     )
-    executor_model_tier: AgentTier = Field(
-        default=AgentTier.BALANCED, description="Model tier for subgoal execution."
+    executor_model_tier: ModelTier = Field(
+        default=ModelTier.BALANCED, description="Model tier for subgoal execution."
     )
-    verifier_model_tier: AgentTier = Field(
-        default=AgentTier.FAST, description="Model tier for postcondition verification."
+    verifier_model_tier: ModelTier = Field(
+        default=ModelTier.FAST, description="Model tier for postcondition verification."
     )
 
 
@@ -125,7 +125,7 @@ class PlanningCall(StrEnum):
     """The final answer from the completed subgoals."""
 
 
-def model_tier(config: PlanningConfig, call: PlanningCall) -> AgentTier:
+def model_tier(config: PlanningConfig, call: PlanningCall) -> ModelTier:
     """The model tier a planning call goes to: verification to `verifier_model_tier`, every other
     planning call (estimate, plan, replan, lookahead, synthesis) to `planner_model_tier`.
     `executor_model_tier` picks no model here: a subgoal is a market task, run by whichever agent

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agora.core import topics
 from agora.core.checks import ValidationResult
@@ -28,7 +28,16 @@ from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingParty
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.debate import steps
 from agora.debate.workflow import (
-    Activity,
+    ANNOUNCE,
+    ANSWER,
+    CALIBRATE,
+    FAIL,
+    GATE,
+    JUDGE,
+    ROUND,
+    ROUTE,
+    SAVE,
+    STOP,
     Announce,
     Answer,
     AskRound,
@@ -48,13 +57,7 @@ from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository
-from agora.runtime.workflows import (
-    Breakdown,
-    RunRecords,
-    WorkflowHost,
-    end_broken_run,
-    step_span,
-)
+from agora.runtime.workflows import RunEnds, RunRecords, WorkflowHost, step_span
 
 ModelFor = Callable[[DebaterConfig], ModelClient]
 CALIBRATION_KEY = "scores"
@@ -83,18 +86,35 @@ class DebateActivities:
     answers: StateRepository[Position]
     """Each debater's answer in a round, kept as it comes (`ANSWER_RETENTION_SECONDS`)."""
     answer_writes: BatchedWrites[Position]
+    ends: RunEnds[DebateRecord, DebateCompleted] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ends = RunEnds(
+            self.records,
+            self.publisher,
+            topics.DEBATE_COMPLETED,
+            DebateCompleted.of,
+            run_id=lambda record: record.debate_id,
+            has_ended=lambda record: record.state in FINAL_DEBATE_STATES,
+            broke_down=broke_down,
+            id_key="debate_id",
+            run_span="debate.run",
+            failed_span="debate.failed",
+            completed_span="debate.completed",
+            state_attribute="agora.debate_state",
+        )
 
     def register(self, host: WorkflowHost) -> None:
-        host.activity(Activity.SAVE, SaveDebate, self.save)
-        host.activity(Activity.ROUND, AskRound, self.ask_round)
-        host.activity(Activity.ROUTE, Route, self.route)
-        host.activity(Activity.ANSWER, Answer, self.answer)
-        host.activity(Activity.JUDGE, Judge, self.judge)
-        host.activity(Activity.GATE, GateCheck, self.gate)
-        host.activity(Activity.CALIBRATE, Calibrate, self.calibrate)
-        host.activity(Activity.STOP, Stop, self.stop)
-        host.activity(Activity.ANNOUNCE, Announce, self.announce)
-        host.activity(Activity.FAIL, DebateFailed, self.fail)
+        host.activity(SAVE, self.save)
+        host.activity(ROUND, self.ask_round)
+        host.activity(ROUTE, self.route)
+        host.activity(ANSWER, self.answer)
+        host.activity(JUDGE, self.judge)
+        host.activity(GATE, self.gate)
+        host.activity(CALIBRATE, self.calibrate)
+        host.activity(STOP, self.stop)
+        host.activity(ANNOUNCE, self.announce)
+        host.activity(FAIL, self.fail)
 
     async def save(self, step: SaveDebate) -> None:
         await self.records.save(step.record.debate_id, step.record, step.previous_state, step.finished)
@@ -229,38 +249,18 @@ class DebateActivities:
         return Stopped(escalation_id=escalation_id)
 
     async def announce(self, step: Announce) -> None:
-        record = step.record
-        completed = DebateCompleted.of(record)
-        with step_span("debate.completed", record.traceparent, {"agora.debate_state": str(record.state)}):
-            await self.publisher.publish(
-                topics.DEBATE_COMPLETED,
-                completed,
-                message_id=f"{record.debate_id}.completed.{record.revision}",
-            )
+        await self.ends.announce(step.record)
 
     async def fail(self, step: DebateFailed) -> None:
         """End a debate whose run broke down (FAILED with the reason) and announce it."""
         start, at = step.start, step.failed_at
-        reason = step.failure.reason
-
-        def failed(record: DebateRecord) -> DebateRecord | None:
-            if record.state in FINAL_DEBATE_STATES:
-                return None
-            ended = broke_down(record, reason, at)
-            return ended.model_copy(update={"revision": ended.revision + 1})
-
-        breakdown = Breakdown(
-            id_key="debate_id",
-            failed_span="debate.failed",
-            run_span="debate.run",
-            state_attribute="agora.debate_state",
+        await self.ends.fail(
+            start.request.debate_id,
+            step.failure,
+            failed_at=at,
             traceparent=start.traceparent,
             parent_traceparent=start.parent_traceparent,
-            failed_at=at,
             fresh=lambda: new_debate_record(start.request, at).model_copy(
                 update={"traceparent": start.traceparent}
             ),
-            failed=failed,
         )
-        record = await end_broken_run(self.records, start.request.debate_id, step.failure, breakdown)
-        await self.announce(Announce(record=record))

@@ -15,7 +15,6 @@ from agora.core.debate.gate import Calibration, DebateOutcome, NotDecidable
 from agora.core.debate.record import (
     FINAL_DEBATE_STATES,
     DebateAccepted,
-    DebateDecision,
     DebateList,
     DebateRecord,
     DebateState,
@@ -24,26 +23,23 @@ from agora.core.debate.record import (
 from agora.core.debate.request import DebateId, DebateRequest, DebateSubmission, submission_of
 from agora.core.debate.rounds import Position
 from agora.core.errors import NotFound, conflict_between
-from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved
 from agora.debate import steps
 from agora.debate.activities import DebateActivities
 from agora.debate.workflow import (
-    DEBATE_WORKFLOW,
+    DEBATE_DECISIONS,
+    DEBATE_RUN,
     Calibrate,
     DebateStart,
     debate_failed,
     debate_run,
-    decision_event,
 )
 from agora.llm import ModelClient, ModelSettings, model_client_from_settings
-from agora.runtime import decisions
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import escalation_actors
-from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
@@ -88,7 +84,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             return clients[key]
 
         host = ctx.workflows()
-        host.workflow(DEBATE_WORKFLOW, debate_run, on_failure=debate_failed)
+        host.workflow(DEBATE_RUN, debate_run, on_failure=debate_failed)
         calibration = ctx.repository(CALIBRATION_NAMESPACE, Calibration)
         answers = ctx.repository(ANSWER_NAMESPACE, Position)
         activities = DebateActivities(
@@ -115,7 +111,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
                 return await repeat(request, earlier)
             traceparent, parent = run_trace(request.debate_id, "debate")
             begin = DebateStart(request=request, traceparent=traceparent, parent_traceparent=parent)
-            if not await host.start_once(DEBATE_WORKFLOW, request.debate_id, begin):
+            if not await host.start_once(DEBATE_RUN, request.debate_id, begin):
                 earlier = await earlier_request(request.debate_id)  # scheduled by a racing request
                 if earlier is not None:
                     return await repeat(request, earlier)
@@ -189,19 +185,8 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             await start(request)
 
         async def on_resolved(event: EscalationResolved) -> None:
-            if event.waiting_party.kind is not WaitingPartyKind.DEBATE:
-                return
-            await decisions.verified(escalations, event)
-            if not isinstance(event.decision, EscalationResponse):
-                raise RejectMessage("a debate is decided with an escalation answer, not a checkpoint answer")
-            decision = DebateDecision(
-                escalation_id=event.escalation_id, response=event.decision, decided_by=event.decided_by
-            )
-            await host.client.raise_workflow_event(
-                event.waiting_party.id,
-                decision_event(event.escalation_id),
-                data=decision.model_dump(mode="json"),
-            )
+            if event.waiting_party.kind is WaitingPartyKind.DEBATE:
+                await DEBATE_DECISIONS.relay(host, escalations, event, event.waiting_party.id)
 
         ctx.subscriptions.subscribe(topics.DEBATES, on_debate)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)

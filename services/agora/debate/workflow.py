@@ -11,15 +11,17 @@ a person (an `Escalation`, its decision an external event): the person's answer,
 answer as it is, another debate with the person's guidance, or abort. The end is announced on
 `agora.debate.completed`. A run whose steps break down for a reason the code did not foresee
 ends through `debate_failed`: FAILED with the error as the reason, announced.
+
+Every activity is declared below once, with the model it takes and what it gives back
+(`ActivityRef`); their names are part of the recorded history: renaming one breaks the debates
+in flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from datetime import datetime
-from typing import Any
 
-from dapr.ext.workflow import DaprWorkflowContext, when_all
+from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field
 
 from agora.core.debate.aggregation import Aggregate, aggregate
@@ -38,31 +40,27 @@ from agora.core.debate.record import (
 from agora.core.debate.request import DebateRequest
 from agora.core.debate.result import debate_result, gated, single_agent_result
 from agora.core.debate.rounds import DebateRound, Position, converged, debate_round
+from agora.core.messages import EscalationResolved
 from agora.core.planning import TokenUsage
 from agora.runtime.tracing import span_traceparent, stable_span_id
-from agora.runtime.workflows import ACTIVITY_RETRY, FinishedSpan, RunFailure, result_of, workflow_now
+from agora.runtime.workflows import (
+    ActivityRef,
+    Decisions,
+    DurableRun,
+    FinishedSpan,
+    RunFailure,
+    Steps,
+    WorkflowRef,
+    all_of,
+    escalation_answer,
+    workflow_now,
+)
 
-DEBATE_WORKFLOW = "debate_run"
 ROUNDS_IN_ONE_STEP = "debate.rounds-in-one-step"
 """A round is one step (`debate.round`: every debater asked side by side, each answer kept as it
 comes, so a round cut short asks only the debaters with none), which also saves the record as it
 stood before the round; the end is saved once. A run begun before keeps the steps its history
 recorded (Dapr Workflow's `is_patched`): an activity per answer, a save after each round."""
-
-
-class Activity:
-    """The activity names (recorded in each run's history)."""
-
-    SAVE = "debate.save"
-    ROUND = "debate.round"
-    ROUTE = "debate.route"
-    ANSWER = "debate.answer"
-    JUDGE = "debate.judge"
-    GATE = "debate.gate"
-    CALIBRATE = "debate.calibrate"
-    STOP = "debate.stop"
-    ANNOUNCE = "debate.announce"
-    FAIL = "debate.fail"
 
 
 class DebateStart(BaseModel):
@@ -75,6 +73,15 @@ class SaveDebate(BaseModel):
     record: DebateRecord
     previous_state: DebateState | None = None
     finished: list[FinishedSpan] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, record: DebateRecord, previous: DebateRecord | None, finished: list[FinishedSpan]
+    ) -> SaveDebate:
+        """The save of `record`, its state moving from that of `previous` (the record saved before)."""
+        return cls(
+            record=record, previous_state=previous.state if previous is not None else None, finished=finished
+        )
 
 
 class Route(BaseModel):
@@ -159,93 +166,81 @@ class DebateFailed(BaseModel):
     failed_at: datetime
 
 
-Steps = Generator[Any, Any, Any]
+# -- the activities and the workflow (their names are recorded in each run's history) -------------
+
+SAVE = ActivityRef("debate.save", SaveDebate, None)
+ROUND = ActivityRef("debate.round", AskRound, RoundAnswers)
+ROUTE = ActivityRef("debate.route", Route, Position)
+ANSWER = ActivityRef("debate.answer", Answer, Position)
+JUDGE = ActivityRef("debate.judge", Judge, Judged)
+GATE = ActivityRef("debate.gate", GateCheck, ConformalDecision)
+CALIBRATE = ActivityRef("debate.calibrate", Calibrate, None)
+STOP = ActivityRef("debate.stop", Stop, Stopped)
+ANNOUNCE = ActivityRef("debate.announce", Announce, None)
+FAIL = ActivityRef("debate.fail", DebateFailed, None)
+
+DEBATE_RUN = WorkflowRef("debate_run", DebateStart, str | None)
 
 
-def _activity(ctx: DaprWorkflowContext, name: str, argument: BaseModel) -> Any:
-    return ctx.call_activity(name, input=argument, retry_policy=ACTIVITY_RETRY)
+def debate_decision(event: EscalationResolved) -> DebateDecision:
+    """A person's decision on a split debate, as its run receives it."""
+    answer = escalation_answer(event, "a debate")
+    return DebateDecision(escalation_id=event.escalation_id, response=answer, decided_by=event.decided_by)
 
 
-def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
-    start = result_of(DebateStart, raw)
+DEBATE_DECISIONS = Decisions(DebateDecision, debate_decision)
+
+
+def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None]:
     request, trace = start.request, start.traceparent
     config = request.config
-    record = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
-    saved: DebateState | None = None
+    begun = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
     one_step_rounds = ctx.is_patched(ROUNDS_IN_ONE_STEP)
-    unsaved = False
-    held: list[FinishedSpan] = []
+    # A round carries the save held for it; a step that cannot waits for it (`flush`).
+    run = DurableRun(ctx, begun, SAVE, SaveDebate.of, holds_saves=one_step_rounds)
 
-    def saving(updated: DebateRecord, *finished: FinishedSpan) -> SaveDebate:
-        """The save of `updated`, with the spans held back for it."""
-        nonlocal record, saved, unsaved, held
-        previous, saved = saved, updated.state
-        record = updated.model_copy(update={"revision": updated.revision + 1})
-        spans, held, unsaved = [*held, *finished], [], False
-        return SaveDebate(record=record, previous_state=previous, finished=spans)
-
-    def save(updated: DebateRecord, *finished: FinishedSpan) -> Any:
-        """The save of `updated` as a step of its own, to yield."""
-        return _activity(ctx, Activity.SAVE, saving(updated, *finished))
-
-    def save_later(updated: DebateRecord, *finished: FinishedSpan) -> Steps:
-        """Hold the save of `updated` for the next round or save (a run begun before
-        `ROUNDS_IN_ONE_STEP`: save now)."""
-        nonlocal record, unsaved
-        if not one_step_rounds:
-            yield save(updated, *finished)
-            return
-        record, unsaved = updated, True
-        held.extend(finished)
-
-    def flush() -> Steps:
-        """The save held back, if any, as a step of its own (before a step that cannot carry it)."""
-        if unsaved:
-            yield save(record)
-
-    yield from save_later(record)
+    yield from run.save_later(run.record)
     routed: Position | None = None
     if config.adaptive_routing:
         routing = Route(router=config.router, question=request.question, traceparent=trace)
-        yield from flush()
-        routed = result_of(Position, (yield _activity(ctx, Activity.ROUTE, routing)))
+        yield from run.flush()
+        routed = yield from ROUTE.run(ctx, routing)
     if routed is not None and routed.confidence >= config.routing_confidence_threshold:
-        elapsed = (workflow_now(ctx) - record.created_at).total_seconds()
+        elapsed = (workflow_now(ctx) - run.record.created_at).total_seconds()
         result = single_agent_result(routed, duration_seconds=elapsed)
-        yield from save_later(answered(record, result, workflow_now(ctx)))
-    while record.state is DebateState.RUNNING:
+        yield from run.save_later(answered(run.record, result, workflow_now(ctx)))
+    while run.record.state is DebateState.RUNNING:
         started = workflow_now(ctx)
         rounds: list[DebateRound] = []
         budget_stop = False
         for number in range(1, config.max_rounds + 1):
-            if budget_spent(record):
+            if budget_spent(run.record):
                 budget_stop = True
                 break
             round_started = workflow_now(ctx)
-            key = (request.debate_id, "round", str(len(record.earlier)), str(number))
+            key = (request.debate_id, "round", str(len(run.record.earlier)), str(number))
             round_trace = span_traceparent(trace, stable_span_id(*key))
             previous = rounds[-1] if rounds else None
             if one_step_rounds:
                 asking = AskRound(
                     debate_id=request.debate_id,
-                    earlier=len(record.earlier),
+                    earlier=len(run.record.earlier),
                     round_number=number,
-                    question=record.question,
+                    question=run.record.question,
                     debaters=config.debaters,
                     previous=previous,
                     traceparent=round_trace,
-                    save=saving(record) if unsaved else None,
+                    save=run.held_save(),
                 )
-                answers = result_of(RoundAnswers, (yield _activity(ctx, Activity.ROUND, asking)))
+                answers = yield from ROUND.run(ctx, asking)
                 positions = answers.positions
             else:
                 asks = [
-                    _activity(
+                    ANSWER.schedule(
                         ctx,
-                        Activity.ANSWER,
                         Answer(
                             debater=d,
-                            question=record.question,
+                            question=run.record.question,
                             round_number=number,
                             previous=previous,
                             traceparent=round_trace,
@@ -254,7 +249,7 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                     )
                     for d in config.debaters
                 ]
-                positions = [result_of(Position, p) for p in (yield when_all(asks))]
+                positions = yield from all_of(asks)
             debate = debate_round(number, positions)
             rounds.append(debate)
             span = FinishedSpan(
@@ -269,21 +264,22 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                     "agora.convergence": debate.convergence_score,
                 },
             )
-            yield from save_later(
-                record.model_copy(update={"rounds": list(rounds), "updated_at": workflow_now(ctx)}), span
+            with_round = run.record.model_copy(
+                update={"rounds": list(rounds), "updated_at": workflow_now(ctx)}
             )
+            yield from run.save_later(with_round, span)
             if converged(debate, config):
                 break
         extra_usage: list[TokenUsage] = (
-            [routed.token_usage] if routed is not None and not record.earlier else []
+            [routed.token_usage] if routed is not None and not run.record.earlier else []
         )
-        extra_cost = routed.cost_usd if routed is not None and not record.earlier else 0.0
+        extra_cost = routed.cost_usd if routed is not None and not run.record.earlier else 0.0
         if not rounds:  # the budget was spent before any round: nothing to aggregate
             chosen = Aggregate(answer="", reasoning="the budget was spent before the debate", confidence=0.0)
         elif config.aggregation is AggregationStrategy.JUDGE and config.judge_config is not None:
-            judging = Judge(config=config, question=record.question, final=rounds[-1], traceparent=trace)
-            yield from flush()
-            judged = result_of(Judged, (yield _activity(ctx, Activity.JUDGE, judging)))
+            judging = Judge(config=config, question=run.record.question, final=rounds[-1], traceparent=trace)
+            yield from run.flush()
+            judged = yield from JUDGE.run(ctx, judging)
             chosen = judged.chosen
             extra_usage.append(judged.usage)
             extra_cost += judged.cost_usd
@@ -292,7 +288,7 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         aggregated = FinishedSpan(
             name="debate.aggregate",
             traceparent=span_traceparent(
-                trace, stable_span_id(request.debate_id, "aggregate", str(len(record.earlier)))
+                trace, stable_span_id(request.debate_id, "aggregate", str(len(run.record.earlier)))
             ),
             parent=trace,
             start=workflow_now(ctx),
@@ -304,42 +300,37 @@ def debate_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                                extra_usage=extra_usage, extra_cost_usd=extra_cost)  # fmt: skip
         if config.gate == "conformal" and rounds:
             check = GateCheck(config=config, final=rounds[-1], traceparent=trace)
-            yield from flush()
-            result = gated(result, result_of(ConformalDecision, (yield _activity(ctx, Activity.GATE, check))))
+            yield from run.flush()
+            result = gated(result, (yield from GATE.run(ctx, check)))
         if not result.escalate_to_human:
-            yield from save_later(answered(record, result, workflow_now(ctx)), aggregated)
+            yield from run.save_later(answered(run.record, result, workflow_now(ctx)), aggregated)
             break
-        stopping = Stop(record=record.model_copy(update={"result": result}))
-        yield from flush()
-        stop = result_of(Stopped, (yield _activity(ctx, Activity.STOP, stopping)))
-        yield save(waiting(record, result, stop.escalation_id, workflow_now(ctx)), aggregated)
-        decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
-        record = apply_debate_decision(record, result_of(DebateDecision, decided), workflow_now(ctx))
-        if record.state is DebateState.COMPLETED and record.final_answer and rounds:
+        stopping = Stop(record=run.record.model_copy(update={"result": result}))
+        yield from run.flush()
+        stop = yield from STOP.run(ctx, stopping)
+        yield from run.save(waiting(run.record, result, stop.escalation_id, workflow_now(ctx)), aggregated)
+        decision = yield from DEBATE_DECISIONS.wait(ctx, stop.escalation_id)
+        run.record = apply_debate_decision(run.record, decision, workflow_now(ctx))
+        if run.record.state is DebateState.COMPLETED and run.record.final_answer and rounds:
             label = Calibrate(debate_id=request.debate_id, config=config, final=rounds[-1],
-                              right_answer=record.final_answer)  # fmt: skip
-            yield _activity(ctx, Activity.CALIBRATE, label)
-        if record.state is DebateState.RUNNING:
-            yield from save_later(record)
+                              right_answer=run.record.final_answer)  # fmt: skip
+            yield from CALIBRATE.run(ctx, label)
+        if run.record.state is DebateState.RUNNING:
+            yield from run.save_later(run.record)
 
     run_span = FinishedSpan(
         name="debate.run",
         traceparent=trace,
         parent=start.parent_traceparent,
-        start=record.created_at,
+        start=run.record.created_at,
         end=workflow_now(ctx),
-        attributes={"agora.debate_id": request.debate_id, "agora.debate_state": str(record.state)},
+        attributes={"agora.debate_id": request.debate_id, "agora.debate_state": str(run.record.state)},
     )
-    yield save(record.model_copy(update={"updated_at": workflow_now(ctx)}), run_span)
-    yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
-    return record.final_answer
+    yield from run.save(run.record.model_copy(update={"updated_at": workflow_now(ctx)}), run_span)
+    yield from ANNOUNCE.run(ctx, Announce(record=run.record))
+    return run.record.final_answer
 
 
-def debate_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Steps:
+def debate_failed(ctx: DaprWorkflowContext, start: DebateStart, failure: RunFailure) -> Steps[None]:
     """`debate_run`'s end when its steps broke down: the record FAILED with the reason, announced."""
-    failed = DebateFailed(start=result_of(DebateStart, raw), failure=failure, failed_at=workflow_now(ctx))
-    yield _activity(ctx, Activity.FAIL, failed)
-
-
-def decision_event(escalation_id: str) -> str:
-    return f"decision.{escalation_id}"
+    yield from FAIL.run(ctx, DebateFailed(start=start, failure=failure, failed_at=workflow_now(ctx)))

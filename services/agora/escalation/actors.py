@@ -23,7 +23,7 @@ from agora.core.messages import EscalationResolved
 from agora.core.outcomes.learner import OutcomeLearner
 from agora.escalation.outcomes import outcome_of
 from agora.escalation.store import EscalationSlot, EscalationStore
-from agora.runtime.actor import EXPIRE_REMINDER, STATE_KEY, PydanticActor, actor_endpoint
+from agora.runtime.actor_host import EXPIRE_REMINDER, STATE_KEY, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import EscalationInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import Versioned

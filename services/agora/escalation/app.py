@@ -36,7 +36,7 @@ from agora.escalation.store import (
     EscalationStore,
     adopt_earlier_records,
 )
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import escalation_actors, task_actors
 from agora.runtime.service import (
     PathId,

@@ -37,7 +37,7 @@ from agora.core.escalation.listing import (
     segments_to_read,
     segments_touched,
 )
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.batching import group_commit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import ConcurrencyConflict, StateRepository
 
@@ -133,7 +133,7 @@ class EscalationListing:
     def __init__(self, repository: StateRepository[BaseModel], name: str) -> None:
         self._repository = repository
         self.name = name
-        self._changes = GroupCommit(self._write, f"{name} listing writer")
+        self._changes = group_commit(self._write, f"{name} listing writer")
 
     async def add(self, rows: Sequence[ListedRow]) -> None:
         await self._commit([AddRow(row) for row in rows])
@@ -142,7 +142,7 @@ class EscalationListing:
         await self._commit([RemoveRow(escalation_id, created_at)])
 
     async def _commit(self, changes: list[AddRow | RemoveRow]) -> None:
-        await self._changes.submit(*changes)
+        await self._changes.submit_all(changes)
 
     async def _write(self, changes: Sequence[AddRow | RemoveRow]) -> None:
         directory_at = directory_key(self.name)

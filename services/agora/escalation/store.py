@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +33,7 @@ from agora.core.outcomes.record import SheetOutcome
 from agora.core.outcomes.suggestions import historical_suggestions
 from agora.escalation.listing import EscalationListings
 from agora.escalation.outcomes import query_for
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.batching import MicroBatcher
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import StatusIndex
@@ -62,9 +62,8 @@ class _Park:
     escalation_id: str
     request: ParkRequest
     traceparent: str | None
-    done: asyncio.Future[EscalationRecord] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    refused: Exception | None = None
+    """Why this park alone failed (its answer, whatever becomes of the rest of its batch)."""
 
 
 class EscalationStore:
@@ -80,7 +79,9 @@ class EscalationStore:
         self.listings = listings
         self._learner = learner
         self._schedule_deadline = schedule_deadline
-        self._parks = GroupCommit(self._park_batch, "escalation park writer")
+        self._parks: MicroBatcher[_Park, EscalationRecord | Exception] = MicroBatcher(
+            self._park_batch, "escalation park writer"
+        )
 
     async def read(self, escalation_id: str) -> Versioned[EscalationSlot] | None:
         return await self._slots.get(escalation_id)
@@ -101,17 +102,20 @@ class EscalationStore:
     ) -> EscalationRecord:
         """Park `request` under `escalation_id` (see `rules.park` for when parking again is the
         same park), listed as waiting and with its deadline reminder."""
-        park = _Park(escalation_id, request, traceparent)
-        # The batch settles each park (its record, or why not); a failure of the whole batch
-        # reaches every park it had not settled.
-        try:
-            await self._parks.submit(park)
-        except Exception:
-            if not park.done.done():
-                raise
-        return await park.done
+        answer = await self._parks.submit(_Park(escalation_id, request, traceparent))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
-    async def _park_batch(self, batch: list[_Park]) -> None:
+    async def _park_batch(self, batch: list[_Park]) -> list[EscalationRecord | Exception]:
+        """Each park's record, or why not; a failure of the whole batch is the answer of every
+        park that had not failed alone."""
+        try:
+            return await self._park_all(batch)
+        except Exception as exc:
+            return [exc if park.refused is None else park.refused for park in batch]
+
+    async def _park_all(self, batch: list[_Park]) -> list[EscalationRecord | Exception]:
         ids = list(dict.fromkeys(p.escalation_id for p in batch))
         # The learning history (for new escalations' suggestions) is read beside their records.
         wants_history = self._learner is not None and any(_wants_suggestions(p.request) for p in batch)
@@ -135,7 +139,7 @@ class EscalationStore:
                     request = _with_suggestions(request, history)
                 record = _parked(park.escalation_id, request, now, None)
             except Exception as exc:
-                park.done.set_exception(exc)
+                park.refused = exc
                 continue
             slot = EscalationSlot(record=record, traceparent=park.traceparent)
             created[park.escalation_id] = slot
@@ -151,14 +155,12 @@ class EscalationStore:
                 try:
                     _parked(park.escalation_id, park.request, now, slot.record)
                 except Exception as exc:
-                    park.done.set_exception(exc)
+                    park.refused = exc
                     continue
             settled.append((park, slot))
         await self._list(dict((p.escalation_id, s) for p, s in settled), now)
-        for park, slot in settled:
-            assert slot.record is not None
-            if not park.done.done():
-                park.done.set_result(slot.record)
+        records = {id(park): slot.record for park, slot in settled if slot.record is not None}
+        return [records[id(park)] if park.refused is None else park.refused for park in batch]
 
     async def _create(self, created: dict[str, EscalationSlot]) -> dict[str, EscalationSlot]:
         """First-write the new records; answers what each key holds after (ours, or the record

@@ -149,13 +149,31 @@ def port_open(port: int, host: str = "127.0.0.1") -> Callable[[], bool]:
     return check
 
 
+PORT_RANGE_ENV = "AGORA_PORT_RANGE"
+"""`<first>-<last>`: take ports from this range only. Two test processes side by side (pytest's
+workers) each get a range of their own below the kernel's ephemeral ports, so a port one of them
+found free is never handed to the other in the moment before its process binds it."""
+
+
 class PortAllocator:
-    """Hands out free loopback ports, never the same one twice in a run."""
+    """Hands out free loopback ports, never the same one twice in a run: any free port the
+    kernel offers, or the free ports of `AGORA_PORT_RANGE` in turn (never the same one twice in
+    this process, whichever allocator gave it)."""
+
+    _given_from_range: set[int] = set()
 
     def __init__(self) -> None:
         self._given: set[int] = set()
+        bounds = os.environ.get(PORT_RANGE_ENV)
+        if bounds:
+            first, _, last = bounds.partition("-")
+            self._range: range | None = range(int(first), int(last) + 1)
+        else:
+            self._range = None
 
     def take(self) -> int:
+        if self._range is not None:
+            return self._take_from(self._range)
         for _ in range(100):
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
@@ -164,6 +182,19 @@ class PortAllocator:
                 self._given.add(port)
                 return port
         raise RuntimeError("no free port")
+
+    def _take_from(self, ports: range) -> int:
+        for port in ports:
+            if port in self._given_from_range:
+                continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            self._given_from_range.add(port)
+            return port
+        raise RuntimeError(f"no free port in {PORT_RANGE_ENV}={ports.start}-{ports.stop - 1}")
 
 
 def processes_tagged(run_id: str) -> Iterator[int]:

@@ -42,7 +42,19 @@ from agora.llm import MeteredModel, ModelClient, ModelError
 from agora.planner import steps
 from agora.planner.steps import PlannerModels
 from agora.planner.workflow import (
-    Activity,
+    ANNOUNCE,
+    CHECK,
+    DISPATCH,
+    DRAFT,
+    ESTIMATE,
+    FAIL,
+    LOOKAHEAD,
+    REPLAN,
+    SAVE,
+    START_WAVE,
+    STOP,
+    SYNTHESIZE,
+    VERIFY,
     Announce,
     Approach,
     Check,
@@ -68,13 +80,7 @@ from agora.runtime.clients import EscalationActors, TaskActors
 from agora.runtime.pubsub import Publisher
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.task_ends import end_on_board
-from agora.runtime.workflows import (
-    Breakdown,
-    RunRecords,
-    WorkflowHost,
-    end_broken_run,
-    step_span,
-)
+from agora.runtime.workflows import RunEnds, RunRecords, WorkflowHost, step_span
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +100,26 @@ class PlannerActivities:
     tasks: TaskActors
     escalations: EscalationActors
     models: PlannerModels = field(init=False)
+    ends: RunEnds[PlanRecord, PlanCompleted] = field(init=False)
     _configs: OrderedDict[str, PlanningConfig] = field(init=False, default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         model = self.model
         self.models = model if isinstance(model, PlannerModels) else PlannerModels.single(model)
+        self.ends = RunEnds(
+            self.records,
+            self.publisher,
+            topics.PLAN_COMPLETED,
+            PlanCompleted.of,
+            run_id=lambda record: record.plan_id,
+            has_ended=lambda record: record.state in FINAL_STATES,
+            broke_down=failed_with,
+            id_key="plan_id",
+            run_span="planning.run",
+            failed_span="planning.failed",
+            completed_span="planning.completed",
+            state_attribute="agora.plan_state",
+        )
 
     def _seen(self, record: PlanRecord) -> None:
         self._configs[record.plan_id] = record.request.config
@@ -123,19 +144,19 @@ class PlannerActivities:
         return MeteredModel(self.models.for_call(config, call))
 
     def register(self, host: WorkflowHost) -> None:
-        host.activity(Activity.SAVE, SaveRecord, self.save)
-        host.activity(Activity.START_WAVE, StartWave, self.start_wave)
-        host.activity(Activity.ESTIMATE, Estimate, self.estimate)
-        host.activity(Activity.DRAFT, Draft, self.draft)
-        host.activity(Activity.REPLAN, Draft, self.replan)
-        host.activity(Activity.STOP, Stop, self.stop)
-        host.activity(Activity.SYNTHESIZE, Synthesize, self.synthesize)
-        host.activity(Activity.ANNOUNCE, Announce, self.announce)
-        host.activity(Activity.FAIL, PlanFailed, self.fail)
-        host.activity(Activity.LOOKAHEAD, LookAhead, self.lookahead)
-        host.activity(Activity.DISPATCH, Dispatch, self.dispatch)
-        host.activity(Activity.CHECK, Check, self.check)
-        host.activity(Activity.VERIFY, Verify, self.verify)
+        host.activity(SAVE, self.save)
+        host.activity(START_WAVE, self.start_wave)
+        host.activity(ESTIMATE, self.estimate)
+        host.activity(DRAFT, self.draft)
+        host.activity(REPLAN, self.replan)
+        host.activity(STOP, self.stop)
+        host.activity(SYNTHESIZE, self.synthesize)
+        host.activity(ANNOUNCE, self.announce)
+        host.activity(FAIL, self.fail)
+        host.activity(LOOKAHEAD, self.lookahead)
+        host.activity(DISPATCH, self.dispatch)
+        host.activity(CHECK, self.check)
+        host.activity(VERIFY, self.verify)
 
     async def save(self, step: SaveRecord) -> None:
         self._seen(step.record)
@@ -316,37 +337,19 @@ class PlannerActivities:
             return Approach(usage=_usage(model), approach=path.approach)
 
     async def announce(self, step: Announce) -> None:
-        record = step.record
-        completed = PlanCompleted.of(record)
-        with step_span("planning.completed", record.traceparent, {"agora.plan_state": str(record.state)}):
-            await self.publisher.publish(
-                topics.PLAN_COMPLETED, completed, message_id=f"{record.plan_id}.completed.{record.revision}"
-            )
+        await self.ends.announce(step.record)
 
     async def fail(self, step: PlanFailed) -> None:
         """End a plan whose run broke down (FAILED with the reason) and announce it."""
         start, at = step.start, step.failed_at
-        reason = step.failure.reason
-
-        def failed(record: PlanRecord) -> PlanRecord | None:
-            if record.state in FINAL_STATES:
-                return None
-            ended = failed_with(record, reason, at)
-            return ended.model_copy(update={"revision": ended.revision + 1})
-
-        breakdown = Breakdown(
-            id_key="plan_id",
-            failed_span="planning.failed",
-            run_span="planning.run",
-            state_attribute="agora.plan_state",
+        await self.ends.fail(
+            start.request.plan_id,
+            step.failure,
+            failed_at=at,
             traceparent=start.traceparent,
             parent_traceparent=start.parent_traceparent,
-            failed_at=at,
             fresh=lambda: new_record(start.request, at).model_copy(update={"traceparent": start.traceparent}),
-            failed=failed,
         )
-        record = await end_broken_run(self.records, start.request.plan_id, step.failure, breakdown)
-        await self.announce(Announce(record=record))
 
     async def dispatch(self, step: Dispatch) -> None:
         """Post one attempt of a subgoal to the market (`agora.tasks`, the task id as message id,

@@ -18,31 +18,27 @@ from fastapi import FastAPI, Query
 
 from agora.core import topics
 from agora.core.errors import NotFound, conflict_between
-from agora.core.escalation.decisions import EscalationResponse
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved
 from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState, new_record
 from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
 from agora.core.plans.run import given_plan
-from agora.core.plans.workflow import PlanDecision
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.planner import steps
 from agora.planner.activities import PlannerActivities
 from agora.planner.workflow import (
-    PLAN_WORKFLOW,
-    SUBGOAL_WORKFLOW,
+    PLAN_DECISIONS,
+    PLAN_RUN,
+    SUBGOAL_RUN,
     PlanStart,
-    decision_event,
     plan_failed,
     plan_run,
     subgoal_run,
 )
-from agora.runtime import decisions
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import escalation_actors, task_actors
-from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import (
     PathId,
     ServiceContext,
@@ -85,8 +81,8 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             ModelSettings(), ctx.sidecar, offline_answers=steps.offline_answers
         )
         host = ctx.workflows()
-        host.workflow(PLAN_WORKFLOW, plan_run, on_failure=plan_failed)
-        host.workflow(SUBGOAL_WORKFLOW, subgoal_run)
+        host.workflow(PLAN_RUN, plan_run, on_failure=plan_failed)
+        host.workflow(SUBGOAL_RUN, subgoal_run)
         PlannerActivities(model, ctx.publisher, plans, links, tasks, escalations).register(host)
 
         async def earlier_request(plan_id: str) -> PlanSubmission | None:
@@ -119,7 +115,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             check_deadline_ahead(request.deadline)
             traceparent, parent = run_trace(request.plan_id, "run")
             start = PlanStart(request=request, traceparent=traceparent, parent_traceparent=parent)
-            if not await host.start_once(PLAN_WORKFLOW, request.plan_id, start):
+            if not await host.start_once(PLAN_RUN, request.plan_id, start):
                 earlier = await earlier_request(request.plan_id)  # scheduled by a racing request
                 if earlier is not None:
                     return await repeat(request, earlier)
@@ -163,21 +159,8 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         TaskEndRelay(links, tasks, raise_ended).subscribe(ctx.subscriptions)
 
         async def on_resolved(event: EscalationResolved) -> None:
-            if event.waiting_party.kind is not WaitingPartyKind.PLAN_STEP:
-                return
-            await decisions.verified(escalations, event)
-            if not isinstance(event.decision, EscalationResponse):
-                raise RejectMessage(
-                    "a plan's stop is decided with an escalation answer, not a checkpoint answer"
-                )
-            decision = PlanDecision(
-                escalation_id=event.escalation_id, response=event.decision, decided_by=event.decided_by
-            )
-            await host.client.raise_workflow_event(
-                event.waiting_party.id,
-                decision_event(event.escalation_id),
-                data=decision.model_dump(mode="json"),
-            )
+            if event.waiting_party.kind is WaitingPartyKind.PLAN_STEP:
+                await PLAN_DECISIONS.relay(host, escalations, event, event.waiting_party.id)
 
         ctx.subscriptions.subscribe(topics.PLANS, on_plan)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)

@@ -27,7 +27,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
-from agora.core.models import AgentTier
 from agora.core.planning import (
     MAX_PLAN_SUBGOALS,
     InvalidPlan,
@@ -43,7 +42,8 @@ from agora.core.planning import (
     validate_plan,
 )
 from agora.llm import ChatMessage, Completion, ModelClient, ModelOutputInvalid, complete_json
-from agora.sdk import ModelRouter, ModelSpec, ModelTier, RoutingRule
+from agora.sdk import ModelRouter, ModelSpec, ModelTier
+from agora.sdk.models import RoutingRule
 
 PLAN_ATTEMPTS = 3
 """Drafts asked for before the planner gives up on a plan (the first and two corrections)."""
@@ -56,7 +56,7 @@ SYNTHESIZE_PROMPT = "You write the final answer to a task from the results of it
 LOOKAHEAD_PROMPT = "You look ahead: before an agent starts a subgoal, you simulate ways to do it."
 
 
-def _tier_mark(tier: AgentTier) -> str:
+def _tier_mark(tier: ModelTier) -> str:
     """What a call's step name carries to be routed to `tier` (see `PlannerModels`)."""
     return f"[tier:{tier.value}]"
 
@@ -75,10 +75,10 @@ class PlannerModels:
         *,
         fallback_chain: Sequence[ModelTier] | None = None,
     ) -> None:
-        rules = [RoutingRule(contains=_tier_mark(tier), tier=ModelTier(tier.value)) for tier in AgentTier]
+        rules = [RoutingRule(contains=_tier_mark(tier), tier=ModelTier(tier.value)) for tier in ModelTier]
         self.router = ModelRouter(models, clients, routing_rules=rules, fallback_chain=fallback_chain)
         self._clients = dict(clients)
-        self.by_tier = len({self.router.candidates(_tier_mark(tier))[0].model_id for tier in AgentTier}) > 1
+        self.by_tier = len({self.router.candidates(_tier_mark(tier))[0].model_id for tier in ModelTier}) > 1
         """Whether the tiers go to different models (with one model, a call's tier changes nothing)."""
 
     @classmethod
@@ -90,7 +90,7 @@ class PlannerModels:
     def for_call(self, config: PlanningConfig, call: PlanningCall) -> ModelClient:
         return self.for_tier(model_tier(config, call), call)
 
-    def for_tier(self, tier: AgentTier, call: PlanningCall) -> ModelClient:
+    def for_tier(self, tier: ModelTier, call: PlanningCall) -> ModelClient:
         step = f"planning.{call.value} {_tier_mark(tier)}"
         first = self.router.candidates(step)[0]
         return _RoutedModel(self.router, step, self._clients[first.model_id].backend)

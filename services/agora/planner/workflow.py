@@ -19,20 +19,29 @@ failed for good, a defect) ends through `plan_failed`: its record FAILED with th
 the reason, and its completion announced.
 
 The workflow functions only decide (pure functions of their recorded history); everything
-that touches the world is an activity (`PlannerActivities`). Their names are part of the
-recorded history: renaming one breaks the plans in flight.
+that touches the world is an activity (`PlannerActivities`), each declared below once with the
+model it takes and what it gives back (`ActivityRef`). Their names are part of the recorded
+history: renaming one breaks the plans in flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from datetime import datetime, timedelta
 from typing import Any
 
-from dapr.ext.workflow import DaprWorkflowContext, when_all
+from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field, field_validator
 
-from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult, needs_plan
+from agora.core.messages import EscalationResolved
+from agora.core.planning import (
+    Plan,
+    PlanResult,
+    SubGoal,
+    SubGoalStatus,
+    TokenUsage,
+    VerificationResult,
+    needs_plan,
+)
 from agora.core.plans.record import (
     AttemptEnd,
     PlanRecord,
@@ -63,15 +72,20 @@ from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
-    ACTIVITY_RETRY,
+    ActivityRef,
+    Decisions,
+    DurableRun,
     FinishedSpan,
+    Pending,
     RunFailure,
+    Steps,
+    WorkflowRef,
+    escalation_answer,
     event_or_check,
-    result_of,
+    side_by_side,
     workflow_now,
 )
 
-PLAN_WORKFLOW = "plan_run"
 SAVES_RIDE_ALONG = "plan.saves-ride-along"
 """The run's saves of its record while it runs go with its next step, side by side, instead of
 as a step of their own (a wave's start with its subgoals, a wave's end with the next wave's
@@ -83,27 +97,8 @@ of its subgoals, after its look-ahead, side by side with starting their workflow
 for those tasks' ends at once: instead of each subgoal's workflow looking ahead and posting in
 steps of its own (two to four workflow steps fewer from one wave to the next). A run begun
 before this keeps the order its history recorded."""
-SUBGOAL_WORKFLOW = "subgoal_run"
 BOARD_CHECK_EVERY = timedelta(seconds=60)
 """How often a subgoal attempt waiting for its task's end reads the board meanwhile."""
-
-
-class Activity:
-    """The activity names (recorded in each run's history)."""
-
-    SAVE = "plan.save"
-    START_WAVE = "plan.start_wave"
-    ESTIMATE = "plan.estimate"
-    DRAFT = "plan.draft"
-    REPLAN = "plan.replan"
-    STOP = "plan.stop"
-    SYNTHESIZE = "plan.synthesize"
-    ANNOUNCE = "plan.announce"
-    FAIL = "plan.fail"
-    LOOKAHEAD = "subgoal.lookahead"
-    DISPATCH = "subgoal.dispatch"
-    CHECK = "subgoal.check"
-    VERIFY = "subgoal.verify"
 
 
 # -- activity inputs and results -----------------------------------------------------------------
@@ -131,6 +126,13 @@ class SaveRecord(BaseModel):
         if value is None:
             return []
         return [value] if isinstance(value, dict | FinishedSpan) else value
+
+    @classmethod
+    def of(cls, record: PlanRecord, previous: PlanRecord | None, finished: list[FinishedSpan]) -> SaveRecord:
+        """The save of `record`, its state moving from that of `previous` (the record saved before)."""
+        return cls(
+            record=record, previous_state=previous.state if previous is not None else None, finished=finished
+        )
 
 
 class Estimate(BaseModel):
@@ -240,107 +242,82 @@ class Verified(BaseModel):
     usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
+# -- the activities and workflows (their names are recorded in each run's history) ----------------
+
+SAVE = ActivityRef("plan.save", SaveRecord, None)
+START_WAVE = ActivityRef("plan.start_wave", StartWave, WaveStarted)
+ESTIMATE = ActivityRef("plan.estimate", Estimate, Estimated)
+DRAFT = ActivityRef("plan.draft", Draft, Drafted)
+REPLAN = ActivityRef("plan.replan", Draft, Drafted)
+STOP = ActivityRef("plan.stop", Stop, PlanStop)
+SYNTHESIZE = ActivityRef("plan.synthesize", Synthesize, Synthesized)
+ANNOUNCE = ActivityRef("plan.announce", Announce, None)
+FAIL = ActivityRef("plan.fail", PlanFailed, None)
+LOOKAHEAD = ActivityRef("subgoal.lookahead", LookAhead, Approach)
+DISPATCH = ActivityRef("subgoal.dispatch", Dispatch, None)
+CHECK = ActivityRef("subgoal.check", Check, TaskEnded | None)
+VERIFY = ActivityRef("subgoal.verify", Verify, Verified)
+
+PLAN_RUN = WorkflowRef("plan_run", PlanStart, PlanResult | None)
+SUBGOAL_RUN = WorkflowRef("subgoal_run", SubGoalJob, SubGoalReport)
+
+
+def plan_decision(event: EscalationResolved) -> PlanDecision:
+    """A person's decision on a plan's stop, as its run receives it."""
+    answer = escalation_answer(event, "a plan's stop")
+    return PlanDecision(escalation_id=event.escalation_id, response=answer, decided_by=event.decided_by)
+
+
+PLAN_DECISIONS = Decisions(PlanDecision, plan_decision)
+
+
 # -- the workflows -------------------------------------------------------------------------------
 
-Steps = Generator[Any, Any, Any]
 
-
-def _activity(ctx: DaprWorkflowContext, name: str, argument: BaseModel) -> Any:
-    """Schedule activity `name` (retried with backoff on transient failures)."""
-    return ctx.call_activity(name, input=argument, retry_policy=ACTIVITY_RETRY)
-
-
-def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
-    start = result_of(PlanStart, raw)
+def plan_run(ctx: DaprWorkflowContext, start: PlanStart) -> Steps[PlanResult | None]:
     request, trace = start.request, start.traceparent
-    record = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
-    saved: PlanState | None = None
-    ride_along = ctx.is_patched(SAVES_RIDE_ALONG)
+    begun = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
+    run = DurableRun(ctx, begun, SAVE, SaveRecord.of, holds_saves=ctx.is_patched(SAVES_RIDE_ALONG))
     first_attempts_posted = ctx.is_patched(FIRST_ATTEMPTS_WITH_WAVE)
-    unsaved = False
-    held: list[FinishedSpan] = []
 
-    def saving(updated: PlanRecord, *finished: FinishedSpan) -> SaveRecord:
-        """The save of `updated` (with the spans held back for it), as the record now stands."""
-        nonlocal record, saved, unsaved, held
-        previous, saved = saved, updated.state
-        record = updated.model_copy(update={"revision": updated.revision + 1})
-        spans, held, unsaved = [*held, *finished], [], False
-        return SaveRecord(record=record, previous_state=previous, finished=spans)
-
-    def save(updated: PlanRecord, *finished: FinishedSpan) -> Any:
-        """The save of `updated` as a step to yield."""
-        return _activity(ctx, Activity.SAVE, saving(updated, *finished))
-
-    def save_later(updated: PlanRecord, *finished: FinishedSpan) -> Steps:
-        """Save `updated` together with the next step (a run begun before `SAVES_RIDE_ALONG`: now)."""
-        nonlocal record, unsaved
-        if not ride_along:
-            yield save(updated, *finished)
-            return
-        record, unsaved = updated, True
-        held.extend(finished)
-
-    def along(*steps: Any) -> Steps:
-        """Run `steps` side by side with the save held back, if any: their results, in order."""
-        if not unsaved:
-            return [(yield steps[0])] if len(steps) == 1 else list((yield when_all(list(steps))))
-        return list((yield when_all([save(record), *steps])))[1:]
-
-    def wave(children: list[Any], jobs: list[SubGoalJob]) -> Steps:
-        """The subgoals' workflows side by side with the wave's start (the save held back, if
-        any, and their first attempts posted): their reports, each first attempt with the
-        approach it was posted with."""
-        starting = StartWave(save=saving(record) if unsaved else None, jobs=jobs)
-        started, *reports = yield when_all([_activity(ctx, Activity.START_WAVE, starting), *children])
-        approaches = result_of(WaveStarted, started).approaches
-        return [
-            with_first_approach(result_of(SubGoalReport, r), a)
-            for r, a in zip(reports, approaches, strict=True)
-        ]
-
-    yield from save_later(record)
+    yield from run.save_later(run.record)
     given = given_plan(request)  # validated at intake
     estimated = Estimated(steps=None)
     if given is None:
         estimate = Estimate(task=request.task, traceparent=trace)
-        [estimated_raw] = yield from along(_activity(ctx, Activity.ESTIMATE, estimate))
-        estimated = result_of(Estimated, estimated_raw)
-        record = with_usage(record, estimated.usage)
+        [estimated] = yield from run.along([ESTIMATE.schedule(ctx, estimate)])
+        run.record = with_usage(run.record, estimated.usage)
     if given is not None:
-        yield from save_later(with_plan(record, given, workflow_now(ctx)))
+        yield from run.save_later(with_plan(run.record, given, workflow_now(ctx)))
     elif estimated.steps is not None and not needs_plan(estimated.steps, request.config):
-        yield from save_later(with_plan(record, direct_plan(request.task), workflow_now(ctx), direct=True))
+        direct = with_plan(run.record, direct_plan(request.task), workflow_now(ctx), direct=True)
+        yield from run.save_later(direct)
     else:
-        [drafted_raw] = yield from along(_activity(ctx, Activity.DRAFT, Draft(record=record)))
-        drafted = result_of(Drafted, drafted_raw)
-        record = with_usage(record, drafted.usage)
+        [drafted] = yield from run.along([DRAFT.schedule(ctx, Draft(record=run.record))])
+        run.record = with_usage(run.record, drafted.usage)
         if drafted.plan is None:
-            yield save(failed_with(record, drafted.problem, workflow_now(ctx)))
-            yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
-            return record.result.model_dump(mode="json") if record.result else None
-        yield from save_later(with_plan(record, drafted.plan, workflow_now(ctx)))
+            yield from run.save(failed_with(run.record, drafted.problem, workflow_now(ctx)))
+            yield from ANNOUNCE.run(ctx, Announce(record=run.record))
+            return run.record.result
+        yield from run.save_later(with_plan(run.record, drafted.plan, workflow_now(ctx)))
 
     waves_run = 0
-    while record.state is PlanState.RUNNING:
-        step, subgoal_ids = next_step(record, workflow_now(ctx))
+    while run.record.state is PlanState.RUNNING:
+        step, subgoal_ids = next_step(run.record, workflow_now(ctx))
         if step is NextStep.RUN_WAVE:
             waves_run += 1
             wave_started = workflow_now(ctx)
             wave_trace = span_traceparent(trace, stable_span_id(request.plan_id, "wave", str(waves_run)))
-            running, jobs = begin_wave(record, subgoal_ids, wave_started)
+            running, jobs = begin_wave(run.record, subgoal_ids, wave_started)
             posted = {"traceparent": wave_trace, "first_attempt_posted": first_attempts_posted}
             jobs = [job.model_copy(update=posted) for job in jobs]
-            yield from save_later(running)
-            children: list[Any] = [
-                ctx.call_child_workflow(SUBGOAL_WORKFLOW, input=job, instance_id=subgoal_instance_id(job))
-                for job in jobs
-            ]
+            yield from run.save_later(running)
+            children = [SUBGOAL_RUN.child(ctx, job, instance_id=subgoal_instance_id(job)) for job in jobs]
             if first_attempts_posted:
-                reports = yield from wave(children, jobs)
+                reports = yield from wave(run, children, jobs)
             else:
-                reports = [result_of(SubGoalReport, r) for r in (yield from along(*children))]
-            ended = end_wave(record, reports, workflow_now(ctx))
+                reports = yield from run.along(children)
+            ended = end_wave(run.record, reports, workflow_now(ctx))
             wave_span = FinishedSpan(
                 name="planning.wave",
                 traceparent=wave_trace,
@@ -350,67 +327,73 @@ def plan_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
                 attributes={"agora.plan_id": request.plan_id, "agora.wave": jobs[0].wave,
                             "agora.subgoals": ",".join(subgoal_ids)},
             )  # fmt: skip
-            yield from save_later(ended, wave_span)
+            yield from run.save_later(ended, wave_span)
         elif step is NextStep.REPLAN:
-            replanning = Draft(record=record, failed_subgoal=subgoal_ids[0])
-            [drafted_raw] = yield from along(_activity(ctx, Activity.REPLAN, replanning))
-            drafted = result_of(Drafted, drafted_raw)
-            record = with_usage(record, drafted.usage)
+            replanning = Draft(record=run.record, failed_subgoal=subgoal_ids[0])
+            [drafted] = yield from run.along([REPLAN.schedule(ctx, replanning)])
+            run.record = with_usage(run.record, drafted.usage)
             if drafted.plan is not None:
-                yield from save_later(replanned(record, drafted.plan, workflow_now(ctx)))
+                yield from run.save_later(replanned(run.record, drafted.plan, workflow_now(ctx)))
             else:  # the replan itself failed: it counts, and the failure stands
-                yield from save_later(
-                    record.model_copy(update={"replans": record.replans + 1, "reason": drafted.problem})
-                )
+                counted = {"replans": run.record.replans + 1, "reason": drafted.problem}
+                yield from run.save_later(run.record.model_copy(update=counted))
         elif step is NextStep.STOP_FOR_PERSON:
             reason = StopReason.SUBGOAL_FAILED if subgoal_ids else StopReason.BUDGET_SPENT
             failed = subgoal_ids[0] if subgoal_ids else None
-            stopping = Stop(record=record, reason=reason, subgoal_id=failed)
-            [stop_raw] = yield from along(_activity(ctx, Activity.STOP, stopping))
-            stop = result_of(PlanStop, stop_raw)
-            yield save(stopped(record, stop, workflow_now(ctx)))  # before the wait: a person reads it
-            decided = yield ctx.wait_for_external_event(decision_event(stop.escalation_id))
-            decision = result_of(PlanDecision, decided)
-            decided = apply_decision(record, decision, workflow_now(ctx))
+            stopping = Stop(record=run.record, reason=reason, subgoal_id=failed)
+            [stop] = yield from run.along([STOP.schedule(ctx, stopping)])
+            yield from run.save(
+                stopped(run.record, stop, workflow_now(ctx))
+            )  # before the wait: a person reads it
+            decision = yield from PLAN_DECISIONS.wait(ctx, stop.escalation_id)
+            decided = apply_decision(run.record, decision, workflow_now(ctx))
             if decided.state is PlanState.RUNNING:
-                yield from save_later(decided)
+                yield from run.save_later(decided)
             else:  # the decision ends the plan: saved once, with its result, below
-                record = decided
+                run.record = decided
         else:
             break
 
     final_output = ""
-    plan = record.plan
+    plan = run.record.plan
     if plan is not None and any(s.status is SubGoalStatus.COMPLETED for s in plan.subgoals):
-        [synthesized_raw] = yield from along(_activity(ctx, Activity.SYNTHESIZE, Synthesize(record=record)))
-        synthesized = result_of(Synthesized, synthesized_raw)
+        [synthesized] = yield from run.along([SYNTHESIZE.schedule(ctx, Synthesize(record=run.record))])
         final_output = synthesized.final_output
-        record = with_usage(record, synthesized.usage)
+        run.record = with_usage(run.record, synthesized.usage)
         if synthesized.problem:
-            record = record.model_copy(update={"reason": synthesized.problem})
-    finished = finish(record, final_output, workflow_now(ctx))
+            run.record = run.record.model_copy(update={"reason": synthesized.problem})
+    finished = finish(run.record, final_output, workflow_now(ctx))
     run_span = FinishedSpan(
         name="planning.run",
         traceparent=trace,
         parent=start.parent_traceparent,
-        start=record.created_at,
+        start=run.record.created_at,
         end=finished.updated_at,
         attributes={"agora.plan_id": request.plan_id, "agora.plan_state": str(finished.state),
                     "agora.replans": finished.replans},
     )  # fmt: skip
-    yield save(finished, run_span)
-    yield _activity(ctx, Activity.ANNOUNCE, Announce(record=record))
-    return record.result.model_dump(mode="json") if record.result else None
+    yield from run.save(finished, run_span)
+    yield from ANNOUNCE.run(ctx, Announce(record=run.record))
+    return run.record.result
 
 
-def plan_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Steps:
+def wave(
+    run: DurableRun[PlanRecord, SaveRecord], children: list[Pending[SubGoalReport]], jobs: list[SubGoalJob]
+) -> Steps[list[SubGoalReport]]:
+    """The subgoals' workflows (started just before) side by side with the wave's start (the
+    save held back, if any, and their first attempts posted): their reports, each first attempt
+    with the approach it was posted with."""
+    starting = StartWave(save=run.held_save(), jobs=jobs)
+    started, reports = yield from side_by_side(START_WAVE.schedule(run.ctx, starting), children)
+    return [with_first_approach(r, a) for r, a in zip(reports, started.approaches, strict=True)]
+
+
+def plan_failed(ctx: DaprWorkflowContext, start: PlanStart, failure: RunFailure) -> Steps[None]:
     """`plan_run`'s end when its steps broke down: the record FAILED with the reason, announced."""
-    failed = PlanFailed(start=result_of(PlanStart, raw), failure=failure, failed_at=workflow_now(ctx))
-    yield _activity(ctx, Activity.FAIL, failed)
+    yield from FAIL.run(ctx, PlanFailed(start=start, failure=failure, failed_at=workflow_now(ctx)))
 
 
-def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
-    job = result_of(SubGoalJob, raw)
+def subgoal_run(ctx: DaprWorkflowContext, job: SubGoalJob) -> Steps[SubGoalReport]:
     subgoal = job.subgoal
     attempts: list[SubGoalAttempt] = []
     fallback_used = False
@@ -424,22 +407,18 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
         if job.lookahead_paths and not posted:
             last_failure = attempts[-1].reason if attempts else ""
             looking = LookAhead(job=job, subgoal=subgoal, previous_failure=last_failure)
-            chosen = result_of(Approach, (yield _activity(ctx, Activity.LOOKAHEAD, looking)))
+            chosen = yield from LOOKAHEAD.run(ctx, looking)
         approach = chosen.approach
         if not posted:
-            yield _activity(ctx, Activity.DISPATCH, attempt_dispatch(job, subgoal, number, approach))
+            yield from DISPATCH.run(ctx, attempt_dispatch(job, subgoal, number, approach))
         # The planner raises the event when it hears the task's end; the board is read every
         # minute meanwhile, so a lost signal costs at most that long, not the attempt's timeout.
         timeout = timedelta(seconds=job.attempt_timeout_seconds)
         checked = Check(task_id=task_id)
-        end = yield from event_or_check(
-            ctx, event, Activity.CHECK, checked, every=BOARD_CHECK_EVERY, timeout=timeout
+        ended = yield from event_or_check(
+            ctx, event, CHECK, checked, every=BOARD_CHECK_EVERY, timeout=timeout
         )
-        ended = result_of(TaskEnded, end) if end is not None else None
-        verified = result_of(
-            Verified,
-            (yield _activity(ctx, Activity.VERIFY, Verify(job=job, subgoal=subgoal, ended=ended))),
-        )
+        verified = yield from VERIFY.run(ctx, Verify(job=job, subgoal=subgoal, ended=ended))
         attempts.append(
             SubGoalAttempt(
                 subgoal_id=subgoal.id,
@@ -465,7 +444,7 @@ def subgoal_run(ctx: DaprWorkflowContext, raw: Any) -> Steps:
             fallback_used=fallback_used,
         )
         if subgoal.status is not SubGoalStatus.PENDING:
-            return SubGoalReport(subgoal=subgoal, attempts=attempts).model_dump(mode="json")
+            return SubGoalReport(subgoal=subgoal, attempts=attempts)
 
 
 def attempt_dispatch(job: SubGoalJob, subgoal: SubGoal, number: int, approach: str = "") -> Dispatch:
@@ -506,7 +485,3 @@ def subgoal_instance_id(job: SubGoalJob) -> str:
 def subgoal_task_id(job: SubGoalJob, attempt: int) -> str:
     """The market task of one attempt: unique per plan, subgoal, round and attempt."""
     return f"{subgoal_instance_id(job)}.{attempt}"
-
-
-def decision_event(escalation_id: str) -> str:
-    return f"decision.{escalation_id}"

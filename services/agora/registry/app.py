@@ -22,7 +22,7 @@ from agora.core.messages import (
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.registry.service import DEFAULT_MAX_CANDIDATES, CapabilityRegistry
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import task_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings

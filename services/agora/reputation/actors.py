@@ -13,7 +13,7 @@ from agora.core.errors import InvalidArgument
 from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.reputation.outcome_counts import MarketOutcomes
-from agora.runtime.actor import PydanticActor, actor_endpoint
+from agora.runtime.actor_host import PydanticActor, actor_endpoint
 from agora.runtime.interfaces import ReputationActorInterface
 
 RECENT_OUTCOMES_KEPT = 1000

@@ -11,7 +11,7 @@ from agora.core.market import ReputationRecord
 from agora.core.reputation import with_ucb_confidence
 from agora.reputation.actors import Reputation
 from agora.reputation.outcome_counts import NAMESPACE, AgentTotals, MarketOutcomes
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import reputation_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.batching import group_commit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import ConcurrencyConflict, StateRepository, Versioned
 
@@ -51,7 +51,7 @@ class MarketOutcomes:
             raise ValueError("at least one shard")
         self._repository = repository
         self._shards = shards
-        self._notes: GroupCommit[tuple[str, int]] = GroupCommit(self._write, "market outcome count writer")
+        self._notes = group_commit(self._write, "market outcome count writer")
 
     def _shard(self, agent_id: str) -> str:
         return f"{zlib.crc32(agent_id.encode()) % self._shards:02d}"

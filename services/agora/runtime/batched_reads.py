@@ -4,11 +4,11 @@ sees what changed since."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
+from agora.runtime.batching import MicroBatcher
 from agora.runtime.state import StateRepository, Versioned
 
 __all__ = ["BatchedReads"]
@@ -19,30 +19,15 @@ M = TypeVar("M", bound=BaseModel)
 class BatchedReads(Generic[M]):
     def __init__(self, repository: StateRepository[M]) -> None:
         self._repository = repository
-        self._queued: dict[str, list[asyncio.Future[Versioned[M] | None]]] = {}
-        self._reader: asyncio.Task[None] | None = None
+        # The first read waits a turn: the other entries of a delivery ask theirs meanwhile.
+        self._reads: MicroBatcher[str, Versioned[M] | None] = MicroBatcher(
+            self._read, "batched reads", wait_a_turn=True
+        )
 
     async def get(self, item_id: str) -> Versioned[M] | None:
         """The item as `StateRepository.get` answers it, read with whatever else is asked now."""
-        answer: asyncio.Future[Versioned[M] | None] = asyncio.get_running_loop().create_future()
-        self._queued.setdefault(item_id, []).append(answer)
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.create_task(self._read_queued(), name="batched reads")
-        return await asyncio.shield(answer)
+        return await self._reads.submit(item_id)
 
-    async def _read_queued(self) -> None:
-        await asyncio.sleep(0)  # the other entries of a delivery ask theirs meanwhile
-        while self._queued:
-            batch, self._queued = self._queued, {}
-            try:
-                found = await self._repository.get_many(list(batch))
-            except Exception as exc:
-                for answers in batch.values():
-                    for answer in answers:
-                        if not answer.done():
-                            answer.set_exception(exc)
-                continue
-            for item_id, answers in batch.items():
-                for answer in answers:
-                    if not answer.done():
-                        answer.set_result(found.get(item_id))
+    async def _read(self, item_ids: list[str]) -> list[Versioned[M] | None]:
+        found = await self._repository.get_many(list(dict.fromkeys(item_ids)))
+        return [found.get(item_id) for item_id in item_ids]

@@ -34,7 +34,7 @@ from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans.record import PlanList, PlanRecord
 from agora.core.task_lifecycle import TaskRecord
-from agora.runtime.actor import ActorClient, Actors
+from agora.runtime.actor_client import ActorClient, Actors
 from agora.runtime.interfaces import EscalationInterface, ReputationActorInterface, TaskActorInterface
 from agora.runtime.sidecar import DaprSidecar
 

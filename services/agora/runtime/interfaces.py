@@ -38,7 +38,7 @@ from agora.core.messages import (
     TaskDecision,
 )
 from agora.core.task_lifecycle import TaskRecord
-from agora.runtime.actor import AgoraActorInterface, actor_method
+from agora.runtime.actor_interface import AgoraActorInterface, actor_method
 
 __all__ = [
     "EscalationInterface",

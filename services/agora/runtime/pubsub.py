@@ -32,7 +32,6 @@ the original event to the same dead-letter topic.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -52,6 +51,7 @@ from agora.core.errors import AgoraError, field_errors
 from agora.core.limits import MAX_ITEMS, MAX_JSON_DEPTH, MAX_NOTE_CHARS, MAX_TEXT_CHARS, json_depth
 from agora.core.messages import DeadLetter
 from agora.core.topics import Channel
+from agora.runtime.batching import KeyedMicroBatcher
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprError, DaprSidecar
 from agora.runtime.state import StateRepository
@@ -73,12 +73,11 @@ class RejectMessage(Exception):
     """Raised by a handler for a message that will never succeed: it is dead-lettered."""
 
 
-@dataclass
-class _Gathered:
+@dataclass(slots=True)
+class _Outgoing:
     cloud_event: dict[str, Any]
-    sent: asyncio.Future[None]
-    handed_over: bool = False
-    """Nobody waits for `sent`: a failure is logged here."""
+    handed_over: bool
+    """Nobody waits for it: a failure to publish it is logged."""
 
 
 DELIVERS_IN_PUBLISH = frozenset({"pubsub.in-memory"})
@@ -97,9 +96,12 @@ class Publisher:
         self._sidecar = sidecar
         self._settings = settings
         self._tracer = tracer("agora.pubsub")
-        self._gathered: dict[tuple[str, str], list[_Gathered]] = {}
-        self._flush_due = False
-        self._sending: set[asyncio.Task[None]] = set()
+        # Each turn's publishes to a topic go out at once, beside any send still under way: a
+        # broker that delivers inside the publish call (the in-memory one) may run a handler
+        # that publishes in turn, and that publish must not wait for the call that waits for it.
+        self._outgoing: KeyedMicroBatcher[tuple[str, str], _Outgoing, DaprError | None] = KeyedMicroBatcher(
+            self._send, "publish", overlapping=True
+        )
         self._handed_over: dict[str, bool] = {}
         """By pub/sub component: whether its publishes are handed over without waiting."""
 
@@ -119,10 +121,7 @@ class Publisher:
 
     async def drain(self, timeout_seconds: float) -> None:
         """Wait for the publishes under way (the ones handed over included), up to a time."""
-        if self._flush_due:
-            self._flush()
-        if self._sending:
-            await asyncio.wait(set(self._sending), timeout=timeout_seconds)
+        await self._outgoing.drain(timeout_seconds)
 
     async def publish(
         self,
@@ -187,44 +186,40 @@ class Publisher:
         return event_id
 
     async def _publish_gathered(self, pubsub: str, topic: str, cloud_event: dict[str, Any]) -> None:
-        handed_over = await self._hands_over(pubsub)
-        loop = asyncio.get_running_loop()
-        sent: asyncio.Future[None] = loop.create_future()
-        self._gathered.setdefault((pubsub, topic), []).append(_Gathered(cloud_event, sent, handed_over))
-        if not self._flush_due:
-            self._flush_due = True
-            loop.call_soon(self._flush)  # the other turns publishing now add theirs meanwhile
-        if not handed_over:
-            await asyncio.shield(sent)
+        if await self._hands_over(pubsub):
+            self._outgoing.hand_over((pubsub, topic), _Outgoing(cloud_event, handed_over=True))
+            return
+        refused = await self._outgoing.submit((pubsub, topic), _Outgoing(cloud_event, handed_over=False))
+        if refused is not None:
+            raise refused
 
-    def _flush(self) -> None:
-        """Send what was gathered, beside any send still under way: a broker that delivers
-        inside the publish call (the in-memory one) may run a handler that publishes in turn,
-        and that publish must not wait for the call that waits for it."""
-        self._flush_due = False
-        batches, self._gathered = self._gathered, {}
-        for (pubsub, topic), gathered in batches.items():
-            sending = asyncio.create_task(self._send(pubsub, topic, gathered), name=f"publish {topic}")
-            self._sending.add(sending)
-            sending.add_done_callback(self._sending.discard)
-
-    async def _send(self, pubsub: str, topic: str, gathered: list[_Gathered]) -> None:
-        failed: dict[int, str] = {}
+    async def _send(self, destination: tuple[str, str], gathered: list[_Outgoing]) -> list[DaprError | None]:
+        """Publish what was gathered for one topic: each event's refusal, None where accepted."""
+        pubsub, topic = destination
         try:
             if len(gathered) == 1:
                 await self._sidecar.publish(pubsub, topic, gathered[0].cloud_event)
+                failed: dict[int, str] = {}
             else:
                 failed = await self._sidecar.publish_bulk(
                     pubsub, topic, [_traced(g.cloud_event) for g in gathered]
                 )
         except Exception as exc:
             for g in gathered:
-                _settle(g, exc, topic)
-            return
+                if g.handed_over:
+                    _lost(g, exc, topic)
+            raise
+        if not failed:
+            return [None] * len(gathered)
+        refusals: list[DaprError | None] = []
         for index, g in enumerate(gathered):
             problem = failed.get(index)
             refused = None if problem is None else DaprError(500, "ERR_PUBSUB_PUBLISH_MESSAGE", problem)
-            _settle(g, refused, topic)
+            if refused is not None and g.handed_over:
+                _lost(g, refused, topic)
+                refused = None
+            refusals.append(refused)
+        return refusals
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         await self._publish_event(self._settings.dead_letter_topic, letter, event_type="agora.deadletter.v1")
@@ -237,22 +232,13 @@ def _traced(cloud_event: dict[str, Any]) -> dict[str, Any]:
     return {**cloud_event, "traceid": traceparent} if traceparent else cloud_event
 
 
-def _settle(event: _Gathered, failure: BaseException | None, topic: str) -> None:
-    if failure is not None and event.handed_over:
-        # Nobody waits for it: say what was lost, and why (a broker that delivers inside the
-        # publish call refuses only once it is closed, as its sidecar stops).
-        log.error(
-            "an event handed to the broker was not published",
-            extra={"topic": topic, "event_id": event.cloud_event.get("id"), "reason": repr(failure)[:500]},
-        )
-        failure = None
-    sent = event.sent
-    if sent.done():
-        return
-    if failure is None:
-        sent.set_result(None)
-    else:
-        sent.set_exception(failure)
+def _lost(event: _Outgoing, failure: BaseException, topic: str) -> None:
+    """Nobody waits for a handed-over event: say what was lost, and why (a broker that delivers
+    inside the publish call refuses only once it is closed, as its sidecar stops)."""
+    log.error(
+        "an event handed to the broker was not published",
+        extra={"topic": topic, "event_id": event.cloud_event.get("id"), "reason": repr(failure)[:500]},
+    )
 
 
 class ProcessedMarker(BaseModel):

@@ -32,7 +32,7 @@ from agora.core.errors import (
     field_errors,
 )
 from agora.core.limits import ID_PATTERN, MAX_BODY_BYTES, MAX_ID_CHARS
-from agora.runtime.actor import (
+from agora.runtime.actor_host import (
     ActorHosting,
     ModelSerializer,
     PydanticActor,

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
-from agora.runtime.group_commit import GroupCommit
+from agora.runtime.batching import group_commit
 from agora.runtime.sidecar import DaprError
 from agora.runtime.state import ConcurrencyConflict, StateRepository, Versioned
 
@@ -86,7 +86,7 @@ class StatusIndex:
         self._ttl_seconds = ttl_seconds or (lambda status: None)
         """The state TTL of a status's keys, renewed by every write (None: kept), for listings
         that end on their own, such as those of one period."""
-        self._moves = GroupCommit(self._write, "status index writer")
+        self._moves = group_commit(self._write, "status index writer")
 
     def _key(self, status: str, item_id: str) -> str:
         return f"{status}:{zlib.crc32(item_id.encode()) % self._shards:02d}"
@@ -140,7 +140,7 @@ class StatusIndex:
         return await self.list_all([status])
 
     async def _commit(self, *moves: _Move) -> None:
-        await self._moves.submit(*moves)
+        await self._moves.submit_all(moves)
 
     async def _write(self, batch: Sequence[_Move]) -> None:
         keys = sorted(

@@ -102,18 +102,21 @@ def shutdown_tracing() -> None:
         _provider.shutdown()
 
 
-_tracers: dict[tuple[int, str], trace.Tracer] = {}
+_tracers: dict[str, tuple[trace.TracerProvider, trace.Tracer]] = {}
 
 
 def tracer(name: str = "agora") -> trace.Tracer:
     """The tracer `name` of the current tracer provider, made once per provider: asking the
-    provider for a tracer builds one afresh, and spans are started on every hop."""
+    provider for a tracer builds one afresh, and spans are started on every hop. The cache
+    holds the provider itself, not its `id()`: a provider that was dropped may leave its id to
+    the next one, whose spans must not go to the old provider's tracer."""
     provider = trace.get_tracer_provider()
-    key = (id(provider), name)
-    found = _tracers.get(key)
-    if found is None:
-        found = _tracers[key] = trace.get_tracer(name, tracer_provider=provider)
-    return found
+    cached = _tracers.get(name)
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    made = trace.get_tracer(name, tracer_provider=provider)
+    _tracers[name] = (provider, made)
+    return made
 
 
 def inject_headers(headers: MutableMapping[str, str]) -> MutableMapping[str, str]:

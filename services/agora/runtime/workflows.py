@@ -1,6 +1,7 @@
 """Dapr Workflow for the services whose work takes many steps and must survive crashes (plans,
-debates): the app registers workflows and activities, the sidecar's workflow engine keeps
-their history in the actor state store and drives them through the scheduler.
+debates, graph runs, an agent app's runs): the app registers workflows and activities, the
+sidecar's workflow engine keeps their history in the actor state store and drives them through
+the scheduler.
 
 Why Dapr Workflow and not a home-made loop: a workflow's code is replayed from its recorded
 history after a crash of the app or its sidecar, so each step's result (an activity, a
@@ -11,7 +12,15 @@ market outcome or a person's decision is an external event, a deadline a durable
 sidecar (gRPC), started once the app is warm and stopped on shutdown. The runtime executes
 activities on its own thread and event loop; `WorkflowHost.activity` runs each on the app's
 loop instead, where the app's pooled sidecar client, state repositories and tracing live.
-Activities take and return pydantic models (one type on both sides).
+
+Every activity and workflow is declared once, next to its models, as an `ActivityRef` or a
+`WorkflowRef`: its name (recorded in each run's history: renaming one breaks the runs in
+flight), the model it takes and the type it gives back. The app registers a function of exactly
+that type (`WorkflowHost.activity`, `WorkflowHost.workflow`) and a workflow calls it through the
+reference (`ActivityRef.run`, `ActivityRef.schedule`), so mypy checks both sides, as
+`agora.core.topics` does for topics. A person's decision reaches the run it paused the same way
+for every kind of run (`Decisions`); a run that keeps its record as it goes (plans, debates)
+holds it in a `DurableRun`, and ends for the world through `RunEnds`.
 
 A run must never outlive its workflow silently: a workflow registered with `on_failure` runs
 that handler (`guarded`) when its steps raise for a reason the code did not foresee, so its
@@ -26,10 +35,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
 import grpc  # type: ignore[import-untyped]
 import httpx
@@ -40,19 +49,24 @@ from dapr.ext.workflow import (
     WorkflowActivityContext,
     WorkflowRuntime,
     WorkflowStatus,
+    when_all,
     when_any,
 )
-
-# The engine skips retries for a failure of this type name (the SDK does not export it).
-from dapr.ext.workflow._durabletask.task import NonRetryableError
 from dapr.ext.workflow.aio import DaprWorkflowClient
 from dapr.ext.workflow.logger import LoggerOptions
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, Status, StatusCode
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from agora.core.errors import AgoraError
+from agora.core.escalation.decisions import EscalationResponse
 from agora.core.limits import MAX_NOTE_CHARS
+from agora.core.messages import EscalationResolved
+from agora.core.topics import Channel
+from agora.runtime.clients import EscalationActors
+from agora.runtime.dapr_private import NonRetryableError, Task
+from agora.runtime.decisions import verified
+from agora.runtime.pubsub import Publisher, RejectMessage
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
 from agora.runtime.state import ConcurrencyConflict, StateRepository
 from agora.runtime.status_index import StatusIndex
@@ -65,11 +79,22 @@ from agora.runtime.tracing import (
     tracer,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
+
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+A = TypeVar("A")
 In = TypeVar("In", bound=BaseModel)
-Out = TypeVar("Out", bound=BaseModel | None)
+Out = TypeVar("Out")
 M = TypeVar("M", bound=BaseModel)
+C = TypeVar("C", bound=BaseModel)
+
+Steps: TypeAlias = Generator[Any, Any, T]
+"""A workflow's steps (its generator): what it yields is the engine's (tasks to wait on), what it
+returns is a `T`."""
+WorkflowSteps = Steps[Any]
 
 ACTIVITY_RETRY = RetryPolicy(
     first_retry_interval=timedelta(seconds=1),
@@ -94,8 +119,94 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 """What an activity may raise and still pass on a retry: the world out of reach, a write that
 lost a race. Typed errors say themselves whether they are permanent."""
 
-WorkflowSteps = Generator[Any, Any, Any]
-WorkflowFunction = Callable[[DaprWorkflowContext, Any], WorkflowSteps]
+
+# -- steps and their types -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pending(Generic[T]):
+    """A step a workflow scheduled (an activity, a child workflow, an event) and how its recorded
+    result reads as a `T`: yield `task` (alone, or in `when_all`/`when_any` with others) and read
+    what it recorded with `result`; or `yield from wait()`."""
+
+    task: Task[Any]
+    read: Callable[[Any], T]
+
+    def result(self, recorded: Any) -> T:
+        return self.read(recorded)
+
+    def wait(self) -> Steps[T]:
+        """The step alone: its result."""
+        return self.read((yield self.task))
+
+
+class ActivityRef(Generic[In, Out]):
+    """An activity: its name, the model it takes and what it gives back (a model, a model or
+    None, None), declared once as a module-level constant next to those models.
+
+        ESTIMATE = ActivityRef("plan.estimate", Estimate, Estimated)
+        estimated = yield from ESTIMATE.run(ctx, Estimate(task=...))   # in a workflow: an Estimated
+        host.activity(ESTIMATE, activities.estimate)                   # estimate(Estimate) -> Estimated
+    """
+
+    __slots__ = ("gives", "name", "takes")
+
+    def __init__(self, name: str, takes: type[In], gives: TypeForm[Out]) -> None:
+        self.name = name
+        """Recorded in every run's history: renaming an activity breaks the runs in flight."""
+        self.takes = takes
+        self.gives: TypeAdapter[Out] = TypeAdapter(gives)
+
+    def __repr__(self) -> str:
+        return f"ActivityRef({self.name!r})"
+
+    def schedule(self, ctx: DaprWorkflowContext, argument: In) -> Pending[Out]:
+        """The activity scheduled now (retried with backoff on transient failures), to wait on
+        alone or side by side with other steps. The order steps are scheduled in is part of the
+        run's history: a step that goes with a save held back is scheduled before it."""
+        task: Task[Any] = ctx.call_activity(self.name, input=argument, retry_policy=ACTIVITY_RETRY)
+        return Pending(task, self.gives.validate_python)
+
+    def run(self, ctx: DaprWorkflowContext, argument: In) -> Steps[Out]:
+        """The activity as a step of its own: its result."""
+        return (yield from self.schedule(ctx, argument).wait())
+
+
+class WorkflowRef(Generic[In, Out]):
+    """A workflow: its name, the model it starts from and what it ends with, declared once
+    beside its models; registered with `WorkflowHost.workflow`, started with
+    `WorkflowHost.start_once` or as a child (`child`)."""
+
+    __slots__ = ("gives", "name", "takes")
+
+    def __init__(self, name: str, takes: type[In], gives: TypeForm[Out]) -> None:
+        self.name = name
+        """Recorded in the histories of its runs and of their parents."""
+        self.takes = takes
+        self.gives: TypeAdapter[Out] = TypeAdapter(gives)
+
+    def __repr__(self) -> str:
+        return f"WorkflowRef({self.name!r})"
+
+    def child(self, ctx: DaprWorkflowContext, argument: In, *, instance_id: str) -> Pending[Out]:
+        """A run of this workflow started now as a child of the workflow `ctx` runs: its result."""
+        task: Task[Any] = ctx.call_child_workflow(self.name, input=argument, instance_id=instance_id)
+        return Pending(task, self.gives.validate_python)
+
+
+def all_of(steps: Sequence[Pending[T]]) -> Steps[list[T]]:
+    """`steps` side by side (one `when_all`): their results, in order."""
+    recorded = yield when_all([step.task for step in steps])
+    return [step.result(r) for step, r in zip(steps, recorded, strict=True)]
+
+
+def side_by_side(first: Pending[A], rest: Sequence[Pending[T]]) -> Steps[tuple[A, list[T]]]:
+    """`first` and `rest` side by side (one `when_all`): the first's result and the others'."""
+    head, *tail = yield when_all([first.task, *(step.task for step in rest)])
+    return first.result(head), [step.result(r) for step, r in zip(rest, tail, strict=True)]
+
+
+# -- failures ------------------------------------------------------------------------------------
 
 
 class RunFailure(BaseModel):
@@ -103,9 +214,6 @@ class RunFailure(BaseModel):
 
     error_type: str
     reason: str = Field(max_length=MAX_NOTE_CHARS)
-
-
-FailureHandler = Callable[[DaprWorkflowContext, Any, RunFailure], WorkflowSteps]
 
 
 def failure_of(error: Exception) -> RunFailure:
@@ -119,17 +227,20 @@ def failure_of(error: Exception) -> RunFailure:
     return RunFailure(error_type=error_type, reason=reason[:MAX_NOTE_CHARS])
 
 
-def guarded(steps: WorkflowFunction, on_failure: FailureHandler) -> WorkflowFunction:
+def guarded(
+    steps: Callable[[DaprWorkflowContext, A], Steps[T]],
+    on_failure: Callable[[DaprWorkflowContext, A, RunFailure], Steps[Any]],
+) -> Callable[[DaprWorkflowContext, A], Steps[T | None]]:
     """`steps`, and when they raise (an activity that failed for good, a defect in the workflow
     code), `on_failure`'s steps instead, so the run ends on its own terms rather than as a
     FAILED workflow nobody watches. The handler's own steps are recorded like any others: a
     crash while it runs resumes it, not the broken steps."""
 
-    def run(ctx: DaprWorkflowContext, raw: Any) -> WorkflowSteps:
+    def run(ctx: DaprWorkflowContext, argument: A) -> Steps[T | None]:
         try:
-            return (yield from steps(ctx, raw))
+            return (yield from steps(ctx, argument))
         except Exception as error:
-            yield from on_failure(ctx, raw, failure_of(error))
+            yield from on_failure(ctx, argument, failure_of(error))
             return None
 
     return run
@@ -160,28 +271,36 @@ class WorkflowHost:
         )
         _quiet_engine_logs()
 
-    def workflow(self, name: str, fn: WorkflowFunction, on_failure: FailureHandler | None = None) -> None:
-        """Register the generator function `fn` as workflow `name` (its input arrives as JSON).
-        A top-level run whose record people watch passes `on_failure`, which ends that record
-        when the steps break down (`guarded`); a child workflow leaves its failure to its parent."""
-        steps = guarded(fn, on_failure) if on_failure is not None else fn
+    def workflow(
+        self,
+        ref: WorkflowRef[In, Out],
+        steps: Callable[[DaprWorkflowContext, In], Steps[Out]],
+        on_failure: Callable[[DaprWorkflowContext, In, RunFailure], Steps[None]] | None = None,
+    ) -> None:
+        """Register the generator function `steps` as the workflow `ref`: its input arrives as
+        JSON and reaches it as `ref`'s model, its result is recorded as JSON. A top-level run whose
+        record people watch passes `on_failure`, which ends that record when the steps break down
+        (`guarded`); a child workflow leaves its failure to its parent."""
+        runs = guarded(steps, on_failure) if on_failure is not None else steps
 
-        def run(ctx: DaprWorkflowContext, raw: Any) -> Any:
-            return steps(ctx, raw)
+        def run(ctx: DaprWorkflowContext, raw: Any) -> WorkflowSteps:
+            result = yield from runs(ctx, ref.takes.model_validate(raw))
+            return None if result is None else ref.gives.dump_python(result, mode="json")
 
-        run.__name__ = name
-        self._runtime.register_workflow(run, name=name)
+        run.__name__ = ref.name
+        self._runtime.register_workflow(run, name=ref.name)
 
-    def activity(self, name: str, input_type: type[In], work: Callable[[In], Awaitable[Out]]) -> None:
-        """Register `work` as activity `name`: its input is validated into `input_type`, and it
+    def activity(self, ref: ActivityRef[In, Out], work: Callable[[In], Awaitable[Out]]) -> None:
+        """Register `work` as the activity `ref`: its input is validated into `ref`'s model, and it
         runs on the app's event loop."""
+        name = ref.name
 
         async def run(_: WorkflowActivityContext, raw: Any) -> Any:
             loop = self._loop
             if loop is None:
                 raise RuntimeError("the workflow host has not started")
             try:
-                argument = input_type.model_validate(raw)
+                argument = ref.takes.model_validate(raw)
                 result = await asyncio.wrap_future(
                     asyncio.run_coroutine_threadsafe(_call(work, argument), loop)
                 )
@@ -203,7 +322,7 @@ class WorkflowHost:
             raise RuntimeError("workflows are registered before the workflow runtime starts")
         register(self._runtime)
 
-    async def start_once(self, workflow: str, instance_id: str, argument: BaseModel) -> bool:
+    async def start_once(self, workflow: WorkflowRef[In, Any], instance_id: str, argument: In) -> bool:
         """Schedule `workflow` as `instance_id` unless an instance of that id exists (a repeated
         request, a redelivery); whether it was scheduled now. An existing instance that has not
         started yet is woken with an event: one created just as the app's workflow worker went
@@ -212,7 +331,7 @@ class WorkflowHost:
         if await self.wake_if_pending(instance_id):
             return False
         await self.client.schedule_new_workflow(
-            workflow, input=argument.model_dump(mode="json"), instance_id=instance_id
+            workflow.name, input=argument.model_dump(mode="json"), instance_id=instance_id
         )
         return True
 
@@ -304,7 +423,24 @@ class FinishedSpan(BaseModel):
         record_finished_span(self.name, self.traceparent, self.parent, self.start, self.end, self.attributes)
 
 
-R = TypeVar("R", bound=BaseModel)
+# -- a run's record ------------------------------------------------------------------------------
+
+
+class RunRecord(Protocol):
+    """What the shared parts of a run read of its record, a pydantic model (`PlanRecord`,
+    `DebateRecord`): its trace, and its revision, counted at every save."""
+
+    @property
+    def revision(self) -> int: ...
+
+    @property
+    def traceparent(self) -> str | None: ...
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+R = TypeVar("R", bound=RunRecord)
+S = TypeVar("S", bound=BaseModel)
 
 
 class RunRecords(Generic[R]):
@@ -355,56 +491,154 @@ class RunRecords(Generic[R]):
         return len(ids), [r for r in page if state is None or self.state_of(r) == state]
 
 
-@dataclass(frozen=True)
-class Breakdown(Generic[R]):
-    """How a service ends one of its runs that broke down (`end_broken_run`)."""
+class DurableRun(Generic[R, S]):
+    """A run's record as its workflow keeps it (plans, debates): saved whole by an activity
+    (`save`, taking an `S`), each save counting a revision and moving the record's state in its
+    service's listing from the state saved before.
 
+    A save may be held back (`save_later`) and go side by side with the step that follows
+    (`along`), or inside that step's own input (`held_save`), instead of as a step of its own: a
+    run begun by a version that saved at once (`holds_saves` False: the patch that brought this
+    is not in its history) saves at once still, as its history recorded."""
+
+    def __init__(
+        self,
+        ctx: DaprWorkflowContext,
+        record: R,
+        saves: ActivityRef[S, None],
+        save_of: Callable[[R, R | None, list[FinishedSpan]], S],
+        *,
+        holds_saves: bool,
+    ) -> None:
+        self.ctx = ctx
+        self.record = record
+        """The record as it stands (saved or not)."""
+        self.unsaved = False
+        """Whether a save of `record` is held back."""
+        self._saves = saves
+        self._save_of = save_of
+        self._holds_saves = holds_saves
+        self._saved: R | None = None
+        self._held: list[FinishedSpan] = []
+
+    def saving(self, updated: R, *finished: FinishedSpan) -> S:
+        """The save of `updated`, with the spans held back for it: the record as it now stands
+        (its revision counted) and the one saved before (for its state)."""
+        previous, self._saved = self._saved, updated
+        self.record = updated.model_copy(update={"revision": updated.revision + 1})
+        spans, self._held, self.unsaved = [*self._held, *finished], [], False
+        return self._save_of(self.record, previous, spans)
+
+    def held_save(self) -> S | None:
+        """The save held back, if any, for a step that carries it in its own input."""
+        return self.saving(self.record) if self.unsaved else None
+
+    def save(self, updated: R, *finished: FinishedSpan) -> Steps[None]:
+        """Save `updated` as a step of its own."""
+        yield from self._saves.run(self.ctx, self.saving(updated, *finished))
+
+    def save_later(self, updated: R, *finished: FinishedSpan) -> Steps[None]:
+        """Hold the save of `updated` for the step that follows (a run begun before saves were
+        held: save now)."""
+        if not self._holds_saves:
+            yield from self.save(updated, *finished)
+            return
+        self.record, self.unsaved = updated, True
+        self._held.extend(finished)
+
+    def along(self, steps: Sequence[Pending[T]]) -> Steps[list[T]]:
+        """`steps` (scheduled just before) side by side with the save held back, if any: their
+        results, in order. A single step with no save to carry goes alone."""
+        if not self.unsaved:
+            if len(steps) == 1:
+                return [(yield from steps[0].wait())]
+            return (yield from all_of(steps))
+        saving = self._saves.schedule(self.ctx, self.saving(self.record))
+        _, results = yield from side_by_side(saving, steps)
+        return results
+
+    def flush(self) -> Steps[None]:
+        """The save held back, if any, as a step of its own (before a step that cannot carry it)."""
+        if self.unsaved:
+            yield from self.save(self.record)
+
+
+@dataclass(frozen=True)
+class RunEnds(Generic[R, C]):
+    """How a service's runs end for the world (plans, debates): a run's end announced on its
+    channel (`announce`), and a run whose steps broke down ended FAILED and announced (`fail`).
+    What sets one kind of run apart is given here; both steps are activities, idempotent."""
+
+    records: RunRecords[R]
+    publisher: Publisher
+    completed: Channel[C]
+    announcement: Callable[[R], C]
+    run_id: Callable[[R], str]
+    has_ended: Callable[[R], bool]
+    broke_down: Callable[[R, str, datetime], R]
+    """The record ended FAILED with the reason, at that time."""
     id_key: str
     """The run's id in log lines and span attributes (`plan_id`)."""
-    failed_span: str
-    """The span of this step, in the run's trace (`planning.failed`)."""
     run_span: str
     """The whole run's span, recorded as the run ends (`planning.run`)."""
+    failed_span: str
+    """The span of the end of a run that broke down, in the run's trace (`planning.failed`)."""
+    completed_span: str
+    """The span of the announcement (`planning.completed`)."""
     state_attribute: str
-    """The span attribute of the run's final state (`agora.plan_state`)."""
-    traceparent: str
-    """The run's span, chosen when it started."""
-    parent_traceparent: str | None
-    failed_at: datetime
-    fresh: Callable[[], R]
-    """The record of a run that broke down before its first save."""
-    failed: Callable[[R], R | None]
-    """The record ended FAILED, its revision counted; None when it had already ended."""
+    """The span attribute of the run's state (`agora.plan_state`)."""
 
+    async def announce(self, record: R) -> None:
+        """The end of the run on its channel (its id and revision as the event's id: a repeat is
+        one event)."""
+        with step_span(
+            self.completed_span, record.traceparent, {self.state_attribute: self.records.state_of(record)}
+        ):
+            await self.publisher.publish(
+                self.completed,
+                self.announcement(record),
+                message_id=f"{self.run_id(record)}.completed.{record.revision}",
+            )
 
-async def end_broken_run(records: RunRecords[R], run_id: str, failure: RunFailure, how: Breakdown[R]) -> R:
-    """End the record of a run that broke down: an ERROR line and a failed span in its trace,
-    the record FAILED with the reason (a record that already ended stays as it is), the run's
-    span recorded with the error. Its result: the record to announce. Idempotent, as activities
-    are."""
-    with step_span(how.failed_span, how.traceparent, {f"agora.{how.id_key}": run_id}) as span:
-        span.set_status(Status(StatusCode.ERROR, failure.reason))
-        log.error(
-            "run broke down; it ends FAILED",
-            extra={how.id_key: run_id, "error_type": failure.error_type, "reason": failure.reason},
-        )
-    stored = await records.get(run_id)
-    record = stored if stored is not None else how.fresh()
-    ended = how.failed(record)
-    if ended is None:
-        return record
-    previous = records.state_of(stored) if stored is not None else None
-    run_span = FinishedSpan(
-        name=how.run_span,
-        traceparent=how.traceparent,
-        parent=how.parent_traceparent,
-        start=records.created_of(ended),
-        end=how.failed_at,
-        attributes={f"agora.{how.id_key}": run_id, how.state_attribute: records.state_of(ended),
-                    "agora.error_type": failure.error_type},
-    )  # fmt: skip
-    await records.save(run_id, ended, previous, [run_span])
-    return ended
+    async def fail(
+        self,
+        run_id: str,
+        failure: RunFailure,
+        *,
+        failed_at: datetime,
+        traceparent: str,
+        parent_traceparent: str | None,
+        fresh: Callable[[], R],
+    ) -> None:
+        """End the record of a run that broke down and announce it: an ERROR line and a failed
+        span in its trace, the record FAILED with the reason (a record that already ended stays
+        as it is; `fresh`: the record of a run that broke down before its first save), the run's
+        span recorded with the error."""
+        with step_span(self.failed_span, traceparent, {f"agora.{self.id_key}": run_id}) as span:
+            span.set_status(Status(StatusCode.ERROR, failure.reason))
+            log.error(
+                "run broke down; it ends FAILED",
+                extra={self.id_key: run_id, "error_type": failure.error_type, "reason": failure.reason},
+            )
+        stored = await self.records.get(run_id)
+        record = stored if stored is not None else fresh()
+        if self.has_ended(record):
+            await self.announce(record)
+            return
+        broken = self.broke_down(record, failure.reason, failed_at)
+        ended = broken.model_copy(update={"revision": broken.revision + 1})
+        previous = self.records.state_of(stored) if stored is not None else None
+        run_span = FinishedSpan(
+            name=self.run_span,
+            traceparent=traceparent,
+            parent=parent_traceparent,
+            start=self.records.created_of(ended),
+            end=failed_at,
+            attributes={f"agora.{self.id_key}": run_id, self.state_attribute: self.records.state_of(ended),
+                        "agora.error_type": failure.error_type},
+        )  # fmt: skip
+        await self.records.save(run_id, ended, previous, [run_span])
+        await self.announce(ended)
 
 
 def run_trace(run_id: str, kind: str) -> tuple[str, str | None]:
@@ -414,22 +648,75 @@ def run_trace(run_id: str, kind: str) -> tuple[str, str | None]:
     return span_traceparent(parent, stable_span_id(run_id, kind)), parent
 
 
+# -- a person's decision -------------------------------------------------------------------------
+
+
+def decision_event(escalation_id: str) -> str:
+    """The workflow event that carries the decision on `escalation_id` to the run it paused."""
+    return f"decision.{escalation_id}"
+
+
+D = TypeVar("D", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Decisions(Generic[D]):
+    """How a person's decision reaches the workflow run it paused: announced on
+    `agora.escalation.resolved`, checked against its escalation's record, raised to the run as the
+    event `decision.<escalation id>` carrying a `D` (`relay`), which the run waits for (`wait`)."""
+
+    data: type[D]
+    carried: Callable[[EscalationResolved], D]
+    """The event's data, made of the decision; it refuses (`RejectMessage`) a decision of a kind
+    the run cannot take."""
+
+    def waiting(self, ctx: DaprWorkflowContext, escalation_id: str) -> Pending[D]:
+        """The wait for the decision on `escalation_id`, to race with other steps."""
+        return Pending(ctx.wait_for_external_event(decision_event(escalation_id)), self.data.model_validate)
+
+    def wait(self, ctx: DaprWorkflowContext, escalation_id: str) -> Steps[D]:
+        """The decision on `escalation_id`, once it came."""
+        return (yield from self.waiting(ctx, escalation_id).wait())
+
+    async def relay(
+        self, host: WorkflowHost, escalations: EscalationActors, event: EscalationResolved, instance_id: str
+    ) -> None:
+        """Raise the announced decision to the run `instance_id` once its escalation's record holds
+        exactly that decision (`UnverifiedDecision`, permanent, otherwise)."""
+        await verified(escalations, event)
+        data = self.carried(event)
+        await host.client.raise_workflow_event(
+            instance_id, decision_event(event.escalation_id), data=data.model_dump(mode="json")
+        )
+
+
+def escalation_answer(event: EscalationResolved, decided: str) -> EscalationResponse:
+    """The decision of a run that takes an escalation's answer only (`decided`: what it decides,
+    for the refusal of a checkpoint's answer)."""
+    if not isinstance(event.decision, EscalationResponse):
+        raise RejectMessage(f"{decided} is decided with an escalation answer, not a checkpoint answer")
+    return event.decision
+
+
+# -- waits and time ------------------------------------------------------------------------------
+
+
 def event_or_check(
     ctx: DaprWorkflowContext,
     event: str,
-    check: str,
-    check_input: BaseModel,
+    check: ActivityRef[In, Out],
+    check_input: In,
     *,
     every: timedelta,
     at_most: timedelta | None = None,
     timeout: timedelta | None,
-) -> WorkflowSteps:
+) -> Steps[Out | None]:
     """Wait for `event`, running the activity `check` meanwhile, after `every` and then at
-    intervals doubling up to `at_most` (without it: every `every`): the event's data, or the
-    first answer of the check that is not None (what the event would have said, when its signal
-    was lost on the way), or None once `timeout` passed without either (None: no timeout). One
-    waiter serves every interval: a second waiter for the same name would never hear the event.
-    The doubling keeps a long wait's history short."""
+    intervals doubling up to `at_most` (without it: every `every`): the event's data (read as
+    what the check gives), or the first answer of the check that is not None (what the event
+    would have said, when its signal was lost on the way), or None once `timeout` passed without
+    either (None: no timeout). One waiter serves every interval: a second waiter for the same
+    name would never hear the event. The doubling keeps a long wait's history short."""
     deadline = workflow_now(ctx) + timeout if timeout is not None else None
     waiting = ctx.wait_for_external_event(event)
     interval = every
@@ -437,8 +724,8 @@ def event_or_check(
         pause = interval if deadline is None else min(deadline - workflow_now(ctx), interval)
         first = yield when_any([waiting, ctx.create_timer(max(pause, timedelta(seconds=1)))])
         if first is waiting:
-            return waiting.get_result()
-        checked = yield ctx.call_activity(check, input=check_input, retry_policy=ACTIVITY_RETRY)
+            return check.gives.validate_python(waiting.get_result())
+        checked = yield from check.run(ctx, check_input)
         if checked is not None:
             return checked
         if deadline is not None and workflow_now(ctx) >= deadline:
@@ -451,11 +738,6 @@ def workflow_now(ctx: DaprWorkflowContext) -> datetime:
     """The workflow's deterministic clock, as an aware UTC time."""
     now = ctx.current_utc_datetime
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
-
-
-def result_of(model: type[M], raw: Any) -> M:
-    """An activity's or child workflow's recorded result as its model."""
-    return raw if isinstance(raw, model) else model.model_validate(raw)
 
 
 @contextlib.contextmanager

@@ -18,25 +18,24 @@ seconds.
 
     agora-agent run my_agents.py        # or: python -m agora.sdk run my_agents.py
 
-`my_agents.py` defines `agents = [Agent(profile, runner=...), ...]` (or module-level `Agent`s).
+`my_agents.py` defines `agents = [Agent(...), ...]` (or module-level `Agent`s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
-import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from dapr.ext.workflow import DaprWorkflowContext, WorkflowRuntime, when_any
+from dapr.ext.workflow import DaprWorkflowContext, when_any
 from fastapi import FastAPI, Request
-from pydantic import AliasChoices, AwareDatetime, BaseModel, Field, ValidationError
+from pydantic import AliasChoices, AwareDatetime, BaseModel, Field
 
 from agora.core import topics
 from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
@@ -44,7 +43,7 @@ from agora.core.errors import AgoraError, BidTooLate, InvalidArgument, NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
 from agora.core.escalation.record import ParkRequest, WaitingPartyKind
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
-from agora.core.market import TaskOutcome, TaskSpec
+from agora.core.market import TaskOutcome
 from agora.core.messages import (
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
@@ -60,11 +59,10 @@ from agora.core.outcomes.record import SheetOutcome
 from agora.core.task_lifecycle import TaskRecord, deadline_exceeded, failure_summary, run_deadline
 from agora.core.task_waits import TaskLink
 from agora.core.topics import Channel
-from agora.llm import ChatMessage, extract_json_object
-from agora.runtime import decisions
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.batched_reads import BatchedReads
 from agora.runtime.batched_writes import BatchedWrites
+from agora.runtime.batching import KeyedMicroBatcher, group_commits
 from agora.runtime.clients import (
     DebateClient,
     EscalationActors,
@@ -73,7 +71,6 @@ from agora.runtime.clients import (
     escalation_actors,
     task_actors,
 )
-from agora.runtime.group_commit import GroupCommits
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -81,17 +78,30 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.shared_calls import SharedCalls
 from agora.runtime.state import StateRepository
 from agora.runtime.tracing import current_traceparent
-from agora.runtime.workflows import ACTIVITY_RETRY, RunFailure, WorkflowSteps, result_of, step_span
+from agora.runtime.workflows import (
+    ActivityRef,
+    Decisions,
+    Pending,
+    RunFailure,
+    Steps,
+    WorkflowRef,
+    step_span,
+)
+from agora.sdk._agent import Agent
 from agora.sdk._cost import EventPublisher
 from agora.sdk._graph import CompiledGraph
-from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns, WaitLink, graph_instance
-from agora.sdk._graph_runs import decision_event as graph_decision_event
+from agora.sdk._graph_runs import (
+    GRAPH_DECISIONS,
+    GraphRunAccepted,
+    GraphRunRecord,
+    GraphRuns,
+    WaitLink,
+    graph_instance,
+)
 from agora.sdk._learning import LEARNING_KEPT
 from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import (
-    AgentDefinition,
-    AgentRunner,
     AgentState,
     AgentStateStore,
     ExecutionResult,
@@ -99,10 +109,7 @@ from agora.sdk._runner import (
 )
 
 __all__ = [
-    "Agent",
     "AgentAppSettings",
-    "AgentLoad",
-    "HandlerResult",
     "agent_app_module",
     "load_agents",
     "serve_agents",
@@ -110,11 +117,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RUN_WORKFLOW = "agent_run"
-EXECUTE = "agent.execute"
-RESUME = "agent.resume"
-REPORT = "agent.report"
-DEADLINE = "agent.deadline"
 RUN_DEADLINES = "agent_run.deadline"
 """A run's workflow races each of its steps (executing, waiting for a person, resuming) with a
 durable timer at the run's deadline, and ends the run at its deadline (`DEADLINE`) when the timer
@@ -127,138 +129,6 @@ GRAPH_WAIT_NAMESPACE = "graph:wait"
 T = TypeVar("T")
 LEARNING_NAMESPACE = "agent:learning"
 RENEW_RETRY_SECONDS = 1.0
-
-
-class HandlerResult(BaseModel):
-    """What an agent's own handler reports for a task it ran."""
-
-    success: bool
-    summary: str = Field(default="", max_length=MAX_TEXT_CHARS)
-    cost_usd: float = Field(default=0.0, ge=0.0)
-    steps: int = Field(default=1, ge=0)
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    partial: bool = False
-
-
-@dataclass(frozen=True)
-class AgentLoad:
-    """How busy an agent is when it is asked to bid."""
-
-    runs_in_flight: int
-    max_concurrent_runs: int
-
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.runs_in_flight / self.max_concurrent_runs)
-
-
-Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
-Estimator = Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer] | BidOffer]
-MODEL_ESTIMATE = "model"
-"""`Agent(estimate="model")`: the agent's runner's model estimates each task it is asked about."""
-
-
-class TaskEstimate(BaseModel):
-    """What an agent's model is asked for when it bids: steps and its chance, for this task."""
-
-    estimated_steps: int = Field(ge=1, le=10_000)
-    self_reported_success_prob: float = Field(ge=0.0, le=1.0)
-    rationale: str = Field(default="", max_length=500)
-
-
-TASK_ESTIMATE_SCHEMA: dict[str, Any] = TaskEstimate.model_json_schema()
-
-
-@dataclass
-class Agent:
-    """One agent of an app: its profile, and how it works: an `AgentRunner` (with
-    `instructions`) or a `handler` of its own; `estimate` makes its bids (by default from its
-    price, its load and its step allowance)."""
-
-    profile: CapabilityProfile
-    runner: AgentRunner | None = None
-    instructions: str = ""
-    handler: Handler | None = None
-    estimate: Estimator | Literal["model"] | None = None
-    """How it bids: a function of the task and its load, "model" (its runner's model reads the
-    task, its price and its load), or None (its price, load and step allowance)."""
-    max_concurrent_runs: int = 4
-    bids: Literal["self", "market"] = "self"
-    """Who writes the agent's bids: the agent itself (its app answers each solicitation), or
-    the market's own model (no solicitation reaches the app; a reference agent's way)."""
-    workflows: Callable[[WorkflowRuntime], None] | None = None
-    """Registers workflows and activities of the agent's own on its app's workflow runtime (an
-    agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""
-    runs_in_flight: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        if (self.runner is None) == (self.handler is None):
-            raise ValueError(f"agent {self.profile.agent_id}: give a runner or a handler (one of them)")
-        if self.max_concurrent_runs < 1:
-            raise ValueError("max_concurrent_runs is at least 1")
-        if self.estimate is not None and self.bids == "market":
-            raise ValueError(f"agent {self.profile.agent_id}: an estimate function is for bids='self'")
-        if self.estimate == MODEL_ESTIMATE and self.runner is None:
-            raise ValueError(f"agent {self.profile.agent_id}: estimate='model' needs a runner")
-
-    @property
-    def agent_id(self) -> str:
-        return self.profile.agent_id
-
-    async def bid(self, spec: TaskSpec) -> BidOffer:
-        load = AgentLoad(self.runs_in_flight, self.max_concurrent_runs)
-        if self.estimate is None:
-            return default_estimate(self.profile, spec, load)
-        if self.estimate == MODEL_ESTIMATE:
-            assert self.runner is not None
-            return await model_estimate(self.runner, self.profile, spec, load)
-        assert not isinstance(self.estimate, str)
-        offer = self.estimate(spec, load)
-        return await offer if inspect.isawaitable(offer) else offer
-
-
-def default_estimate(profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad) -> BidOffer:
-    """Half its step allowance at its step price; 0.8 sure when idle, down to 0.4 when every
-    run slot is taken (a busy agent is slower and more likely to miss)."""
-    steps = max(1, profile.max_steps // 2)
-    return BidOffer(
-        self_reported_success_prob=round(0.8 - 0.4 * load.fraction, 3),
-        estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
-        estimated_steps=steps,
-        rationale=f"{profile.agent_name}: about {steps} steps, {load.runs_in_flight} of "
-        f"{load.max_concurrent_runs} runs under way",
-    )
-
-
-async def model_estimate(
-    runner: AgentRunner, profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
-) -> BidOffer:
-    """The agent's own model reads the task, with the agent's skills, price, step allowance and
-    load, and estimates its steps and its chance; the cost is those steps at its real price. An
-    answer out of form falls back to `default_estimate`."""
-    ask = [
-        ChatMessage(
-            role="system",
-            content=f"You are {profile.agent_name}, skilled in {', '.join(profile.skill_tags)}. You are "
-            f"asked to bid for a task. Each step you take costs ${profile.cost_per_step_usd}; you take at "
-            f"most {profile.max_steps} steps; {load.runs_in_flight} of your {load.max_concurrent_runs} "
-            "runs are under way. Estimate the steps the task needs and how likely you are to do it.",
-        ),
-        ChatMessage(role="user", content=f"Task: {spec.description}"[:MAX_TEXT_CHARS]),
-    ]
-    routed = await runner.router.complete(f"{profile.agent_id}.bid", ask, json_schema=TASK_ESTIMATE_SCHEMA)
-    try:
-        estimate = TaskEstimate.model_validate(extract_json_object(routed.completion.text))
-    except (ValueError, ValidationError):
-        return default_estimate(profile, spec, load)
-    steps = min(profile.max_steps, estimate.estimated_steps)
-    return BidOffer(
-        self_reported_success_prob=estimate.self_reported_success_prob,
-        estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
-        estimated_steps=steps,
-        rationale=f"{profile.agent_name}: {estimate.rationale or f'about {steps} steps'}"[:MAX_NOTE_CHARS],
-    )
 
 
 class AgentAppSettings(ServiceSettings):
@@ -342,6 +212,16 @@ class AgentRunReport(BaseModel):
     traceparent: str | None = None
 
 
+# The run's activities and workflow (their names are recorded in each run's history).
+EXECUTE = ActivityRef("agent.execute", AgentRunStart, RunProgress)
+RESUME = ActivityRef("agent.resume", AgentRunDecision, RunProgress)
+REPORT = ActivityRef("agent.report", AgentRunReport, None)
+DEADLINE = ActivityRef("agent.deadline", AgentRunStart, RunProgress)
+AGENT_RUN = WorkflowRef("agent_run", AgentRunStart, None)
+RUN_DECISIONS = Decisions(EscalationResolved, lambda event: event)
+"""A paused run takes the decision as it was announced (an escalation's or a checkpoint's answer)."""
+
+
 class RecentOutcomes(BaseModel):
     """An agent's recent runs, as its app keeps them (`agent:learning:<agent_id>`)."""
 
@@ -356,7 +236,7 @@ class DaprOutcomeHistory:
     def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
         self._repository = repository
         self._reads: SharedCalls[str, list[SheetOutcome]] = SharedCalls()
-        self._writes: GroupCommits[str, SheetOutcome] = GroupCommits(self._add, "learning")
+        self._writes: KeyedMicroBatcher[str, SheetOutcome, None] = group_commits(self._add, "learning")
 
     async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
         return list(await self._reads.call(agent_id, lambda: self._read(agent_id)))
@@ -605,71 +485,56 @@ class RunDeadlines:
         return await self.ended(start.award)
 
 
-def agent_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
+def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
     """An award's run: execute it; while it is paused for a person, wait for the decision (a
     workflow event, kept by the engine across crashes) and go on as decided; then report its
     outcome (each step recorded once). With a deadline, each of those steps races a durable
     timer at it: the timer first, the run is ended at its deadline instead (`DEADLINE`: FAILED,
     `DEADLINE_EXCEEDED`), whatever its process's fate (a run paused for a person, or lost with
     its app, is stopped as surely as one the app stops itself)."""
-    start = result_of(AgentRunStart, raw)
     deadline = start.deadline if ctx.is_patched(RUN_DEADLINES) else None
     # One timer for the whole run (the engine's clock, replayed from the history).
     timer = ctx.create_timer(deadline) if deadline is not None else None
-    step = yield from _before_deadline(
-        ctx.call_activity(EXECUTE, input=start, retry_policy=ACTIVITY_RETRY), timer
-    )
-    while step is not DEADLINE_PASSED:
-        progress = result_of(RunProgress, step)
+    progress = yield from _before_deadline(EXECUTE.schedule(ctx, start), timer)
+    while progress is not None:
         if progress.outcome is not None:
             if not progress.reported:  # a step recorded before steps announced their outcomes
                 report = AgentRunReport(outcome=progress.outcome, traceparent=start.traceparent)
-                yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
-            return
+                yield from REPORT.run(ctx, report)
+            return None
         if progress.handed_over:
-            return  # the task's next holder reports its outcome
+            return None  # the task's next holder reports its outcome
         waiting_on = progress.waiting_on or ""
-        decided = yield from _before_deadline(ctx.wait_for_external_event(decision_event(waiting_on)), timer)
-        if decided is DEADLINE_PASSED:
+        decided = yield from _before_deadline(RUN_DECISIONS.waiting(ctx, waiting_on), timer)
+        if decided is None:
             break
         resumed = AgentRunDecision(
             award=start.award,
-            decided=result_of(EscalationResolved, decided),
+            decided=decided,
             traceparent=start.traceparent,
             instance_id=start.instance_id,
             deadline=deadline,
         )
-        step = yield from _before_deadline(
-            ctx.call_activity(RESUME, input=resumed, retry_policy=ACTIVITY_RETRY), timer
-        )
-    yield ctx.call_activity(DEADLINE, input=start, retry_policy=ACTIVITY_RETRY)
+        progress = yield from _before_deadline(RESUME.schedule(ctx, resumed), timer)
+    yield from DEADLINE.run(ctx, start)
+    return None
 
 
-DEADLINE_PASSED = object()
-"""What a step of a run's workflow comes to when the run's deadline timer fired first."""
-
-
-def _before_deadline(step: Any, timer: Any | None) -> WorkflowSteps:
-    """`step`'s result, or `DEADLINE_PASSED` when `timer` (the run's deadline; None: it has none)
-    fires first. The step left behind is not waited for: the run ends at its deadline."""
+def _before_deadline(step: Pending[T], timer: Any | None) -> Steps[T | None]:
+    """`step`'s result, or None when `timer` (the run's deadline; None: it has none) fires
+    first. The step left behind is not waited for: the run ends at its deadline."""
     if timer is None:
-        return (yield step)
-    first = yield when_any([step, timer])
-    return DEADLINE_PASSED if first is timer else step.get_result()
+        return (yield from step.wait())
+    first = yield when_any([step.task, timer])
+    return None if first is timer else step.result(step.task.get_result())
 
 
-def decision_event(escalation_id: str) -> str:
-    """The workflow event that carries the decision on `escalation_id` to the run it paused."""
-    return f"decision.{escalation_id}"
-
-
-def agent_run_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Any:
+def agent_run_failed(ctx: DaprWorkflowContext, start: AgentRunStart, failure: RunFailure) -> Steps[None]:
     """A run that broke down still ends its task: a failed outcome with the reason."""
-    start = result_of(AgentRunStart, raw)
     report = AgentRunReport(
         outcome=failed_outcome(start.award, failure.reason), traceparent=start.traceparent
     )
-    yield ctx.call_activity(REPORT, input=report, retry_policy=ACTIVITY_RETRY)
+    yield from REPORT.run(ctx, report)
 
 
 def failed_outcome(award: TaskAwarded, reason: str, *, cost_usd: float = 0.0, steps: int = 0,
@@ -720,7 +585,7 @@ def agent_app_module(
         tasks = task_actors(actors)
         deadlines = RunDeadlines(by_id, store, meter, tasks)
         host = ctx.workflows()
-        host.workflow(RUN_WORKFLOW, agent_run, on_failure=agent_run_failed)
+        host.workflow(AGENT_RUN, agent_run, on_failure=agent_run_failed)
         for agent in agents:
             if agent.workflows is not None:
                 host.attach(agent.workflows)
@@ -841,10 +706,10 @@ def agent_app_module(
                         )
                     )
 
-        host.activity(EXECUTE, AgentRunStart, execute)
-        host.activity(RESUME, AgentRunDecision, resume)
-        host.activity(REPORT, AgentRunReport, report)
-        host.activity(DEADLINE, AgentRunStart, deadline_passed)
+        host.activity(EXECUTE, execute)
+        host.activity(RESUME, resume)
+        host.activity(REPORT, report)
+        host.activity(DEADLINE, deadline_passed)
 
         @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
         async def learning(agent_id: PathId) -> AgentLearning:
@@ -898,12 +763,12 @@ def agent_app_module(
             if acknowledged:
                 # Only a run a workflow holds is acknowledged before its outcome: a redelivery
                 # of its award finds it there (and starts it, should that have been cut short).
-                await host.start_once(RUN_WORKFLOW, start.instance, start)
+                await host.start_once(AGENT_RUN, start.instance, start)
                 return
             inline_seconds = min(settings.inline_run_seconds, award.acknowledge_within_ms / 3000)
             if inline_seconds > 0 and await ran_inline(start, inline_seconds):
                 return  # ended, recorded on the board and announced
-            await host.start_once(RUN_WORKFLOW, start.instance, start)
+            await host.start_once(AGENT_RUN, start.instance, start)
             # The workflow holds the run now, however long it takes: the award is taken.
             held = AwardAcknowledgement(agent_id=award.agent_id, award_token=award.award_token)
             await _unless_refused(
@@ -978,27 +843,14 @@ def agent_app_module(
             holder = board.allocation.winning_agent_id if board.allocation else None
             if holder not in by_id or board.outcome is not None:
                 return  # not this app's, or its run ended (at its deadline, say): nothing waits
-            await decisions.verified(escalation_actors(actors), event)
-            await host.client.raise_workflow_event(
-                run_instance(event.waiting_party.id, len(board.awards)),
-                decision_event(event.escalation_id),
-                data=event.model_dump(mode="json"),
-            )
+            run = run_instance(event.waiting_party.id, len(board.awards))
+            await RUN_DECISIONS.relay(host, escalation_actors(actors), event, run)
 
         async def graph_decided(event: EscalationResolved) -> None:
             """A decision for a graph run of this app that waits on it goes to its workflow."""
-            if not await graph_runs.waits_here(event.waiting_party.id, event.escalation_id):
-                return
-            await decisions.verified(escalation_actors(actors), event)
-            if not isinstance(event.decision, EscalationResponse):
-                raise RejectMessage(
-                    "a graph run's stop is decided with an escalation answer, not a checkpoint answer"
-                )
-            await host.client.raise_workflow_event(
-                graph_instance(event.waiting_party.id),
-                graph_decision_event(event.escalation_id),
-                data=event.model_dump(mode="json"),
-            )
+            if await graph_runs.waits_here(event.waiting_party.id, event.escalation_id):
+                run = graph_instance(event.waiting_party.id)
+                await GRAPH_DECISIONS.relay(host, escalation_actors(actors), event, run)
 
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
@@ -1102,7 +954,7 @@ async def _execute(
         # This step ran before and paused the run (then the app stopped before the engine
         # recorded it): the run waits for that escalation's decision, not for a second one.
         return RunProgress(waiting_on=saved.escalation_id)
-    definition = AgentDefinition(name=agent.agent_id, instructions=agent.instructions)
+    definition = agent.definition
     # A run may take twice the steps its bid estimated, within the agent's maximum.
     allowance = min(agent.profile.max_steps, 2 * max(1, award.bid.estimated_steps))
     if meter is not None:

@@ -2,7 +2,7 @@
 
 `record` adds a call's tokens and cost, publishes a `CostEvent` on `agora.cost.events` (for a
 call that cost something), and only then checks the budget, so the spending that passed the
-budget is always announced before `BudgetExceededError` stops the run. `check_budget` is the
+budget is always announced before `BudgetExceeded` stops the run. `check_budget` is the
 pre-flight check before a call.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core import topics
-from agora.core.errors import BudgetExceededError
+from agora.core.errors import BudgetExceeded
 from agora.core.messages import CostEvent
 from agora.core.topics import Channel
 from agora.llm import Usage
@@ -86,7 +86,7 @@ class CostTracker:
         return self._total
 
     async def record(self, usage: Usage, *, step_name: str, model_spec: ModelSpec) -> StepCost:
-        """Add one call; publish its cost event; then raise `BudgetExceededError` if the
+        """Add one call; publish its cost event; then raise `BudgetExceeded` if the
         session's spending passed the budget."""
         step = StepCost(
             step_name=step_name,
@@ -116,7 +116,7 @@ class CostTracker:
             message_id = f"cost:{self.agent_id}:{self.session_id}:{self._recorded}"
             await self._publisher.publish(topics.COST_EVENTS, event, message_id=message_id)
         if self.budget_usd is not None and self._total > self.budget_usd:
-            raise BudgetExceededError(
+            raise BudgetExceeded(
                 f"{self.agent_id} spent ${self._total:.6f} of its ${self.budget_usd:.6f} budget "
                 f"(session {self.session_id})",
                 spent_usd=self._total,
@@ -125,13 +125,13 @@ class CostTracker:
         return step
 
     def check_budget(self, estimated_cost_usd: float = 0.0) -> None:
-        """Before a call: raise `BudgetExceededError` if what is spent plus the call's estimate
+        """Before a call: raise `BudgetExceeded` if what is spent plus the call's estimate
         passes the budget (a budget already spent in full refuses any further call)."""
         if self.budget_usd is None:
             return
         planned = self._total + max(0.0, estimated_cost_usd)
         if planned > self.budget_usd or (self._total >= self.budget_usd and self._recorded):
-            raise BudgetExceededError(
+            raise BudgetExceeded(
                 f"{self.agent_id}: the next call (about ${estimated_cost_usd:.6f}) would pass the "
                 f"budget of ${self.budget_usd:.6f} (spent ${self._total:.6f})",
                 spent_usd=self._total,

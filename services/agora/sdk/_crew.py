@@ -31,7 +31,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from agora.core import topics
-from agora.core.errors import AgoraError, CrewMemberFailed, InvalidArgument, MarketAllocationError, NotFound
+from agora.core.errors import AgoraError, CrewMemberFailed, InvalidArgument, MarketAllocationFailed, NotFound
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import TERMINAL_STATUSES, AllocationStatus, TaskSpec
 from agora.core.task_lifecycle import TaskRecord
@@ -39,6 +39,7 @@ from agora.runtime.clients import TaskBoardClient
 from agora.runtime.pubsub import Publisher
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
+from agora.sdk._agent import Agent
 from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunStatus
 
 __all__ = [
@@ -73,6 +74,13 @@ class CrewMember:
     agent_def: AgentDefinition
     runner: AgentRunner
     role: str = "member"
+
+    @classmethod
+    def of(cls, agent: Agent, role: str = "member") -> CrewMember:
+        """A crew member of an `Agent` (one with a model: a handler's agent works on the market only)."""
+        if agent.runner is None:
+            raise ValueError(f"agent {agent.agent_id} works through its handler: it cannot be a crew member")
+        return cls(agent.definition, agent.runner, role)
 
     @property
     def name(self) -> str:
@@ -306,7 +314,7 @@ class MarketCrew(Crew):
         """Post the task (`<session_id>.market.<n>`), let the market allocate it, and wait (at
         most `wait_s`) until its winner's outcome, or the market's rejection, is on the board.
         The task's fields default as `TaskSpec`'s do (a bid needs a calibrated success of 0.5).
-        `MarketAllocationError` when the market rejects it; `TimeoutError` when it has not ended
+        `MarketAllocationFailed` when the market rejects it; `TimeoutError` when it has not ended
         in time (it goes on on the board)."""
         if not self.use_market or self.market is None:
             raise InvalidArgument("this crew does not use the market (use_market=False)")
@@ -329,7 +337,7 @@ class MarketCrew(Crew):
             if record is not None and record.status is AllocationStatus.REJECTED:
                 reason = record.allocation.reject_reason if record.allocation else None
                 why = reason or "rejected"
-                raise MarketAllocationError(f"the market found no agent for {spec.task_id}: {why}")
+                raise MarketAllocationFailed(f"the market found no agent for {spec.task_id}: {why}")
             if record is not None and (record.outcome is not None or record.status in TERMINAL_STATUSES):
                 return MarketCrewResult(task=record)
             if time.monotonic() >= deadline:

@@ -35,8 +35,8 @@ from dapr.ext.workflow.aio import DaprWorkflowClient
 
 from agora.core.limits import MAX_ID_CHARS, MAX_TEXT_CHARS
 from agora.core.messages import TaskAwarded
-from agora.core.models import AgentTier, CapabilityProfile
-from agora.sdk._app import Agent, Estimator, HandlerResult
+from agora.core.models import CapabilityProfile, ModelTier
+from agora.sdk._agent import Agent, Estimator, HandlerResult
 
 if TYPE_CHECKING:
     from dapr_agents import AgentMetadataSchema, DurableAgent
@@ -73,7 +73,7 @@ def profile_of(
     skills: Sequence[str] | None = None,
     agent_id: str | None = None,
     cost_per_step_usd: float = 0.0,
-    model_tier: AgentTier = AgentTier.BALANCED,
+    model_tier: ModelTier = ModelTier.BALANCED,
     max_steps: int | None = None,
 ) -> CapabilityProfile:
     """The capability profile of the agent its registry metadata describes. Its skills are
@@ -98,7 +98,7 @@ def market_agent(
     skills: Sequence[str] | None = None,
     agent_id: str | None = None,
     cost_per_step_usd: float = 0.0,
-    model_tier: AgentTier = AgentTier.BALANCED,
+    model_tier: ModelTier = ModelTier.BALANCED,
     max_steps: int | None = None,
     estimate: Estimator | None = None,
     max_concurrent_runs: int = 4,
@@ -122,7 +122,7 @@ def market_agent(
     )
     turns = None if agent.state_store else count_turns(agent)
     runs = _DurableRuns(agent, profile, run_timeout_s, turns)
-    return Agent(
+    return Agent.from_profile(
         profile,
         handler=runs.run,
         estimate=estimate,

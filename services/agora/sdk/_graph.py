@@ -5,16 +5,14 @@ condition can pick the next node from the state.
     graph = (
         Graph("review", ReportState)
         .add_node("draft", draft, entry=True)
-        .add_node("check", conditional_node(needs_review))
         .add_node("review", human_node("Please review the draft."))
-        .add_edge("draft", "check")
-        .add_conditional_edge("check", needs_review, {"yes": "review", "no": None})
+        .add_conditional_edge("draft", needs_review, {"yes": "review", "no": None})
         .compile()
     )
-    run = await graph.execute(ReportState(input="Solar prices in Spain"))
+    run = await graph.run(ReportState(input="Solar prices in Spain"))
 
 `compile` checks the shape (`agora.core.graphs.validate_graph`: unknown or unreachable nodes,
-a cycle without a condition, each named) and raises `InvalidGraph`. `execute` runs the nodes in
+a cycle without a condition, each named) and raises `InvalidGraph`. `run` runs the nodes in
 this process; a node that sets the status WAITING_FOR_HUMAN (`human_node`) stops the run there,
 and `resume` goes on after it with the person's answer.
 """
@@ -59,7 +57,6 @@ __all__ = [
     "MarketNode",
     "MarketResult",
     "asked_for_a_tool",
-    "conditional_node",
     "human_node",
     "llm_node",
     "market_node",
@@ -220,7 +217,7 @@ class CompiledGraph(Generic[S]):
                 raise GraphRunFailed(message[:MAX_NOTE_CHARS]) from exc
         return next_node(self.shape, node, route)
 
-    async def execute(self, state: S) -> GraphRun[S]:
+    async def run(self, state: S) -> GraphRun[S]:
         """Run the graph from its entry on `state`, in this process."""
         return await self._run_from(self.shape.entry, state, [])
 
@@ -263,16 +260,6 @@ def _node_failed(node: str, why: str) -> GraphRunFailed:
 
 def _completed(state: S) -> S:
     return state.model_copy(update={"status": GraphStatus.COMPLETED})
-
-
-def conditional_node(condition: Condition[S]) -> NodeHandler[S]:
-    """A node that only marks a decision point: it passes the state on unchanged, and the
-    graph's `add_conditional_edge` on it routes with the same `condition`."""
-
-    async def decide(state: S) -> S:
-        return state
-
-    return decide
 
 
 def human_node(prompt: str = "Waiting for human input...") -> NodeHandler[S]:

@@ -46,12 +46,15 @@ from agora.runtime.pubsub import Publisher, RejectMessage, Subscriptions
 from agora.runtime.state import StateRepository
 from agora.runtime.task_ends import TaskEndRelay
 from agora.runtime.workflows import (
-    ACTIVITY_RETRY,
+    ActivityRef,
+    Decisions,
     FinishedSpan,
     RunFailure,
+    Steps,
     WorkflowHost,
+    WorkflowRef,
+    escalation_answer,
     event_or_check,
-    result_of,
     run_trace,
     step_span,
 )
@@ -69,7 +72,7 @@ from agora.sdk._runner import Escalator
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "GRAPH_WORKFLOW",
+    "GRAPH_RUN",
     "MAX_GRAPH_STATE_CHARS",
     "GraphRunAccepted",
     "GraphRunRecord",
@@ -78,16 +81,10 @@ __all__ = [
     "graph_instance",
 ]
 
-GRAPH_WORKFLOW = "graph_run"
-STEP = "graph.step"
-DECIDE = "graph.decide"
-WAIT_ENDED = "graph.wait_ended"
-CHECK_WAIT = "graph.check_wait"
 CHECK_FIRST = timedelta(seconds=60)
 """How soon a run waiting for another service first reads its record (a lost signal); the wait
 between readings doubles from there, up to `CHECK_AT_MOST`."""
 CHECK_AT_MOST = timedelta(hours=1)
-FAIL = "graph.fail"
 MAX_GRAPH_STATE_CHARS = 262_144
 """The largest state (as JSON) a graph run carries from node to node."""
 
@@ -237,22 +234,36 @@ class GraphFailed(BaseModel):
     failure: RunFailure
 
 
+# -- the activities and the workflow (their names are recorded in each run's history) -------------
+
+STEP = ActivityRef("graph.step", GraphStep, GraphStepDone)
+DECIDE = ActivityRef("graph.decide", GraphDecision, GraphStepDone)
+WAIT_ENDED = ActivityRef("graph.wait_ended", GraphWaitEnded, GraphStepDone)
+CHECK_WAIT = ActivityRef("graph.check_wait", GraphWaitCheck, WaitEnded | None)
+FAIL = ActivityRef("graph.fail", GraphFailed, None)
+
+GRAPH_RUN = WorkflowRef("graph_run", GraphRunStart, None)
+
+
+def graph_answer(event: EscalationResolved) -> EscalationResolved:
+    """A person's decision for a graph run's human node, as the run receives it: an escalation's
+    answer only."""
+    escalation_answer(event, "a graph run's stop")
+    return event
+
+
+GRAPH_DECISIONS = Decisions(EscalationResolved, graph_answer)
+
+
 def graph_instance(run_id: str) -> str:
     return f"graph.{run_id}"
 
 
-def decision_event(escalation_id: str) -> str:
-    return f"decision.{escalation_id}"
-
-
-def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
+def graph_run(ctx: DaprWorkflowContext, start: GraphRunStart) -> Steps[None]:
     """A graph's run: each node one step; a node that asks a person waits for the decision."""
-    start = result_of(GraphRunStart, raw)
     step = GraphStep(start=start, state=start.state, path=[])
     while True:
-        done = result_of(
-            GraphStepDone, (yield ctx.call_activity(STEP, input=step, retry_policy=ACTIVITY_RETRY))
-        )
+        done = yield from STEP.run(ctx, step)
         while done.wait is not None:
             wait = done.wait
             timeout = timedelta(seconds=wait.timeout_seconds) if wait.timeout_seconds is not None else None
@@ -265,32 +276,22 @@ def graph_run(ctx: DaprWorkflowContext, raw: Any) -> Any:
                 at_most=CHECK_AT_MOST,
                 timeout=timeout,
             )
-            ended = GraphWaitEnded(start=start, state=done.state, path=done.path, wait=wait,
-                                   ended=result_of(WaitEnded, end) if end is not None else None)  # fmt: skip
-            done = result_of(
-                GraphStepDone, (yield ctx.call_activity(WAIT_ENDED, input=ended, retry_policy=ACTIVITY_RETRY))
-            )
+            ended = GraphWaitEnded(start=start, state=done.state, path=done.path, wait=wait, ended=end)
+            done = yield from WAIT_ENDED.run(ctx, ended)
         while done.escalation_id is not None:
-            decided = yield ctx.wait_for_external_event(decision_event(done.escalation_id))
+            decided = yield from GRAPH_DECISIONS.wait(ctx, done.escalation_id)
             decision = GraphDecision(
-                start=start,
-                waiting_at=done.path[-1],
-                state=done.state,
-                path=done.path,
-                decided=result_of(EscalationResolved, decided),
+                start=start, waiting_at=done.path[-1], state=done.state, path=done.path, decided=decided
             )
-            done = result_of(
-                GraphStepDone, (yield ctx.call_activity(DECIDE, input=decision, retry_policy=ACTIVITY_RETRY))
-            )
+            done = yield from DECIDE.run(ctx, decision)
         if done.next is None:
-            return
+            return None
         step = GraphStep(start=start, node=done.next, state=done.state, path=done.path)
 
 
-def graph_run_failed(ctx: DaprWorkflowContext, raw: Any, failure: RunFailure) -> Any:
+def graph_run_failed(ctx: DaprWorkflowContext, start: GraphRunStart, failure: RunFailure) -> Steps[None]:
     """A run whose steps broke down ends FAILED with the reason."""
-    failed = GraphFailed(start=result_of(GraphRunStart, raw), failure=failure)
-    yield ctx.call_activity(FAIL, input=failed, retry_policy=ACTIVITY_RETRY)
+    yield from FAIL.run(ctx, GraphFailed(start=start, failure=failure))
 
 
 class GraphRuns:
@@ -383,12 +384,12 @@ class GraphRuns:
             return None
 
     def register(self) -> None:
-        self.host.workflow(GRAPH_WORKFLOW, graph_run, on_failure=graph_run_failed)
-        self.host.activity(STEP, GraphStep, self.step)
-        self.host.activity(DECIDE, GraphDecision, self.decide)
-        self.host.activity(FAIL, GraphFailed, self.fail)
-        self.host.activity(WAIT_ENDED, GraphWaitEnded, self.wait_ended)
-        self.host.activity(CHECK_WAIT, GraphWaitCheck, self.check_wait)
+        self.host.workflow(GRAPH_RUN, graph_run, on_failure=graph_run_failed)
+        self.host.activity(STEP, self.step)
+        self.host.activity(DECIDE, self.decide)
+        self.host.activity(FAIL, self.fail)
+        self.host.activity(WAIT_ENDED, self.wait_ended)
+        self.host.activity(CHECK_WAIT, self.check_wait)
 
     def graph(self, graph_id: str) -> CompiledGraph[Any]:
         found = self.graphs.get(graph_id)
@@ -418,7 +419,7 @@ class GraphRuns:
             traceparent=traceparent,
             parent_traceparent=parent,
         )
-        if await self.host.start_once(GRAPH_WORKFLOW, graph_instance(run_id), start):
+        if await self.host.start_once(GRAPH_RUN, graph_instance(run_id), start):
             return GraphRunAccepted(graph_id=graph_id, run_id=run_id, created=True)
         earlier = await self.host.input_of(graph_instance(run_id), GraphRunStart)
         if earlier is not None and (earlier.graph_id, earlier.state) != (start.graph_id, start.state):

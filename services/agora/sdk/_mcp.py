@@ -46,7 +46,7 @@ __all__ = [
     "MAX_MCP_TOOLS",
     "McpServer",
     "McpTool",
-    "McpToolError",
+    "McpToolFailed",
     "durable_call_scope",
     "mcp_tool",
     "result_text",
@@ -70,7 +70,7 @@ STATE_READ_ATTEMPTS = 30
 CallFunction = Callable[[str, dict[str, Any]], Awaitable[mcp_types.CallToolResult]]
 
 
-class McpToolError(Exception):
+class McpToolFailed(Exception):
     """An MCP tool's call ended in an error (the tool's `isError` result, its workflow failed,
     or its server could not be reached); the executor hands its message to the model."""
 
@@ -241,7 +241,7 @@ def mcp_tool(
 
 def result_text(result: mcp_types.CallToolResult) -> str:
     """What the model reads of a tool's result: its text content (other content by kind), or
-    its structured content when it has no text. An `isError` result raises `McpToolError`."""
+    its structured content when it has no text. An `isError` result raises `McpToolFailed`."""
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -261,7 +261,7 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     if not text and result.structuredContent is not None:
         text = json.dumps(result.structuredContent)
     if result.isError:
-        raise McpToolError(text or "the tool reported an error")
+        raise McpToolFailed(text or "the tool reported an error")
     return text
 
 
@@ -309,10 +309,10 @@ class _AppTransport(_Transport):
             ):
                 await session.initialize()
                 yield session
-        except McpToolError:
+        except McpToolFailed:
             raise
         except Exception as exc:
-            raise McpToolError(f"MCP server at {self.url} failed: {_describe(exc)}") from exc
+            raise McpToolFailed(f"MCP server at {self.url} failed: {_describe(exc)}") from exc
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []
@@ -324,7 +324,7 @@ class _AppTransport(_Transport):
                 cursor = page.nextCursor
                 if not cursor:
                     return tools
-        raise McpToolError(f"MCP server at {self.url} lists more than {MAX_LIST_PAGES} pages of tools")
+        raise McpToolFailed(f"MCP server at {self.url} lists more than {MAX_LIST_PAGES} pages of tools")
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         async with self._session() as session:
@@ -361,7 +361,7 @@ class _ResourceTransport(_Transport):
 
     async def _run(self, workflow: str, instance: str, given: BaseModel | None) -> str:
         """Start `workflow` as `instance` unless that instance exists already (a resumed run's
-        call), then wait for it to end; its output, or `McpToolError` when it failed."""
+        call), then wait for it to end; its output, or `McpToolFailed` when it failed."""
         base = f"{self.endpoint}/v1.0/workflows/dapr"
         async with httpx.AsyncClient(timeout=10.0) as http:
             if await self._state(http, f"{base}/{quote(instance)}") is None:
@@ -372,7 +372,7 @@ class _ResourceTransport(_Transport):
                     headers={"content-type": "application/json"},
                 )
                 if started.status_code >= 300:
-                    raise McpToolError(
+                    raise McpToolFailed(
                         f"starting {workflow} failed: {started.status_code} {started.text[:500]}"
                     )
             wait = WORKFLOW_POLL_S[0]
@@ -384,7 +384,7 @@ class _ResourceTransport(_Transport):
                     return properties.get("dapr.workflow.output") or "{}"
                 if status in ("FAILED", "TERMINATED"):
                     reason = properties.get("dapr.workflow.failure.error_message") or status.lower()
-                    raise McpToolError(f"{workflow} {status.lower()}: {reason}"[:MAX_NOTE_CHARS])
+                    raise McpToolFailed(f"{workflow} {status.lower()}: {reason}"[:MAX_NOTE_CHARS])
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, WORKFLOW_POLL_S[1])
 
@@ -404,7 +404,7 @@ class _ResourceTransport(_Transport):
                 break
             await asyncio.sleep(wait)
             wait = min(wait * 2, WORKFLOW_POLL_S[1])
-        raise McpToolError(f"workflow state: {answer.status_code} {answer.text[:500]}")
+        raise McpToolFailed(f"workflow state: {answer.status_code} {answer.text[:500]}")
 
 
 # -- durable call identities --------------------------------------------------------------------

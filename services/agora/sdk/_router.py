@@ -9,11 +9,11 @@ BALANCED, FAST, POWERFUL, each tried once), so one vendor's outage does not stop
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agora.core.models import ModelTier
 from agora.llm import ChatMessage, Completion, ModelClient, ModelError, ModelPrice, priced_calls
 
 __all__ = [
@@ -24,15 +24,6 @@ __all__ = [
     "RoutedCompletion",
     "RoutingRule",
 ]
-
-
-class ModelTier(StrEnum):
-    FAST = "fast"
-    """Simple classification and routing."""
-    BALANCED = "balanced"
-    """Standard agent tasks."""
-    POWERFUL = "powerful"
-    """Complex reasoning and synthesis."""
 
 
 DEFAULT_FALLBACK_CHAIN = (ModelTier.BALANCED, ModelTier.FAST, ModelTier.POWERFUL)

@@ -330,7 +330,6 @@ class AgentRunner:
         self._memory = memory
         self._escalator = escalator
         self._lessons: dict[str, Lessons] = {}
-        self._last_cost: CostSummary | None = None
 
     def attach(
         self,
@@ -360,10 +359,6 @@ class AgentRunner:
         fared with each pattern against without."""
         return learning_report(agent_id, await self.outcomes.outcomes(agent_id))
 
-    def cost_summary(self) -> CostSummary | None:
-        """The last run's costs (None before any run)."""
-        return self._last_cost
-
     async def run(
         self,
         agent: AgentDefinition,
@@ -375,7 +370,7 @@ class AgentRunner:
         checkpoints: Sequence[CheckpointTrigger] = (),
     ) -> ExecutionResult:
         """One turn of `agent` on `user_input`. Raises `MaxIterationsExceeded` when the loop
-        ends without an answer and `BudgetExceededError` when the budget is spent (the state is
+        ends without an answer and `BudgetExceeded` when the budget is spent (the state is
         saved FAILED with the reason first). `max_iterations` lowers the configured limit for
         this run's attempts; `checkpoints` are the run's own triggers (its task's), evaluated
         before each step with the runner's (`InvalidArgument` when together they are more than
@@ -486,7 +481,6 @@ class AgentRunner:
                     tracker.into(run.state).model_copy(update={"status": RunStatus.FAILED, "reason": reason})
                 )
                 span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
-                self._last_cost = tracker.cost.summary()
                 raise
             finally:
                 span.set_attribute("gen_ai.usage.input_tokens", tracker.cost.summary().input_tokens)
@@ -498,7 +492,6 @@ class AgentRunner:
             await self._memory.remember(state.agent_id, state.output)
         if state.status in (RunStatus.COMPLETED, RunStatus.FAILED) and self.config.learn_from_outcomes:
             await self._learn(state)
-        self._last_cost = tracker.cost.summary()
         return ExecutionResult(
             agent_id=state.agent_id,
             session_id=state.session_id,
@@ -508,7 +501,7 @@ class AgentRunner:
             iterations=state.iterations,
             tool_results=tool_results,
             tools_called=state.tools_called,
-            cost=self._last_cost,
+            cost=tracker.cost.summary(),
             total_cost_usd=state.cost_usd,
             input_tokens=state.input_tokens,
             output_tokens=state.output_tokens,

@@ -46,7 +46,7 @@ from agora.core.messages import (
     TaskRejected,
 )
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
-from agora.runtime.actor import EXPIRE_REMINDER, PydanticActor, actor_endpoint
+from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex

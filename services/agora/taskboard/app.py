@@ -10,7 +10,7 @@ from pydantic import Field
 from agora.core.contracts import TaskList
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
-from agora.runtime.actor import ActorClient
+from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import task_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings

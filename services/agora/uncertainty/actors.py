@@ -36,7 +36,8 @@ from agora.core.uncertainty.belief import StepUncertainty
 from agora.core.uncertainty.estimator import UncertaintyEstimator
 from agora.core.uncertainty.model import ConfidenceModel, ModelMessage
 from agora.core.uncertainty.policy import UncertaintyAction, UncertaintyPolicy
-from agora.runtime.actor import ActorClient, PydanticActor, actor_endpoint
+from agora.runtime.actor_client import ActorClient
+from agora.runtime.actor_host import PydanticActor, actor_endpoint
 from agora.runtime.clients import escalation_actors
 from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.pubsub import Publisher

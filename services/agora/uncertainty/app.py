@@ -28,7 +28,7 @@ from agora.core.uncertainty.model import ModelMessage
 from agora.core.uncertainty.policy import UncertaintyPolicy
 from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime import decisions
-from agora.runtime.actor import ActorClient, Actors
+from agora.runtime.actor_client import ActorClient, Actors
 from agora.runtime.clients import escalation_actors
 from agora.runtime.interfaces import SessionUncertaintyInterface
 from agora.runtime.service import (

@@ -25,8 +25,11 @@ from agora.llm import ChatMessage, Completion, ModelClient, ModelSettings, model
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from agora.sdk import Agent, AgentAppSettings, AgentRunner, CompiledGraph, RecoveryPolicy, RunnerConfig
+from agora.sdk import Agent
 from agora.sdk._app import agent_app_module
+from agora.sdk.app import AgentAppSettings
+from agora.sdk.graphs import CompiledGraph
+from agora.sdk.runner import AgentRunner, RecoveryPolicy, RunnerConfig
 
 __all__ = [
     "APP_ID",
@@ -113,7 +116,7 @@ def worker_agents(settings: WorkerSettings, model: ModelClient) -> list[Agent]:
     """The worker's agents: one runner per profile, up to its `max_steps` per attempt."""
     recovery = RecoveryPolicy(repeat_limit=settings.triage_repeat_limit) if settings.triage_failures else None
     return [
-        Agent(
+        Agent.from_profile(
             profile,
             runner=AgentRunner(
                 model, config=RunnerConfig(max_iterations=profile.max_steps), recovery=recovery

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agora.runtime.workflows import WorkflowHost
+from agora.runtime.workflows import ActivityRef, WorkflowHost
 
 
 class InjectedDefect(RuntimeError):
@@ -28,14 +28,14 @@ def main() -> None:
     register = WorkflowHost.activity
 
     def activity(
-        host: WorkflowHost, name: str, input_type: type[Any], work: Callable[[Any], Awaitable[Any]]
+        host: WorkflowHost, ref: ActivityRef[Any, Any], work: Callable[[Any], Awaitable[Any]]
     ) -> None:
         async def maybe_broken(argument: BaseModel) -> Any:
             if marker in argument.model_dump_json():
-                raise InjectedDefect(f"{name} hit an unforeseen case")
+                raise InjectedDefect(f"{ref.name} hit an unforeseen case")
             return await work(argument)
 
-        register(host, name, input_type, maybe_broken if name == broken else work)
+        register(host, ref, maybe_broken if ref.name == broken else work)
 
     WorkflowHost.activity = activity  # type: ignore[method-assign,assignment]
     importlib.import_module(os.environ["BROKEN_APP"]).main()

@@ -11,17 +11,9 @@ from collections.abc import Callable, Sequence
 from agora.core.escalation.ladder import EscalationConfig
 from agora.core.models import CapabilityProfile
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import (
-    Agent,
-    AgentRunner,
-    ModelRouter,
-    ModelSpec,
-    ModelTier,
-    RecoveryPolicy,
-    RunnerConfig,
-    ToolExecutor,
-    tool,
-)
+from agora.sdk import Agent, ModelRouter, ModelSpec, ModelTier, tool
+from agora.sdk.runner import AgentRunner, RecoveryPolicy, RunnerConfig
+from agora.sdk.tools import ToolExecutor
 
 STEP_PRICE_USD = 0.001
 MODEL = ModelSpec(
@@ -50,7 +42,7 @@ def router(latency_s: float, answers: Callable[[Sequence[ChatMessage]], str]) ->
     return ModelRouter([MODEL], {MODEL.model_id: client})
 
 
-dawdler = Agent(
+dawdler = Agent.from_profile(
     CapabilityProfile(
         agent_id="dawdler",
         agent_name="Dawdler",
@@ -63,7 +55,7 @@ dawdler = Agent(
     ),
 )
 
-quitter = Agent(
+quitter = Agent.from_profile(
     CapabilityProfile(
         agent_id="quitter",
         agent_name="Quitter",

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from agora.core.debate.config import DebateConfig, DebaterConfig
-from agora.sdk import Graph, GraphState, conditional_node, debate_node, human_node, market_node, planning_node
+from agora.sdk import Graph, GraphState, debate_node, human_node, market_node, planning_node
 
 
 class Draft(GraphState):
@@ -53,10 +53,15 @@ async def note(state: GraphState) -> GraphState:
     return state.model_copy(update={"output": f"{result.agent_id} answered: {result.summary}"})
 
 
+async def passes(state: GraphState) -> GraphState:
+    """The decision point after the market: the condition on its way out routes the run."""
+    return state
+
+
 research = (
     Graph("research", GraphState)
     .add_node("ask", market_node(["summarize"], min_success_threshold=0.2), entry=True)
-    .add_node("check", conditional_node(market_went))
+    .add_node("check", passes)
     .add_node("note", note)
     .add_edge("ask", "check")
     .add_conditional_edge("check", market_went, {"done": "note", "failed": None})

@@ -21,7 +21,9 @@ from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.uncertainty.policy import REFLECTION_PROMPT
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import Agent, AgentLoad, AgentRunner, HandlerResult, RecoveryPolicy
+from agora.sdk import Agent
+from agora.sdk.app import AgentLoad, HandlerResult
+from agora.sdk.runner import AgentRunner, RecoveryPolicy
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "agents" / "calculator.py"
 
@@ -56,13 +58,13 @@ async def count_slowly(award: TaskAwarded) -> HandlerResult:
     return HandlerResult(success=True, summary=str(len(award.spec.description.split())), steps=3)
 
 
-slow = Agent(
+slow = Agent.from_profile(
     CapabilityProfile(agent_id="ponderer", agent_name="Ponderer", skill_tags=["word_count"], max_steps=2),
     handler=count_words,
     estimate=ponder,
 )
 
-steady = Agent(
+steady = Agent.from_profile(
     CapabilityProfile(agent_id="plodder", agent_name="Plodder", skill_tags=["slow_count"], max_steps=3),
     handler=count_slowly,
 )
@@ -87,7 +89,7 @@ def hesitate(messages: Sequence[ChatMessage]) -> str | None:
                        "answer": answer, "confidence": 0.95})  # fmt: skip
 
 
-cautious = Agent(
+cautious = Agent.from_profile(
     CapabilityProfile(agent_id="cautious", agent_name="Cautious", skill_tags=["migration"], max_steps=4),
     runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
     estimate="model",
@@ -102,7 +104,7 @@ def give_up_until_told(messages: Sequence[ChatMessage]) -> str | None:
                        "succeeded": False, "confidence": 0.9})  # fmt: skip
 
 
-stubborn = Agent(
+stubborn = Agent.from_profile(
     CapabilityProfile(agent_id="stubborn", agent_name="Stubborn", skill_tags=["archaeology"], max_steps=4),
     runner=AgentRunner(
         OfflineModelClient(overrides=give_up_until_told),
@@ -126,12 +128,12 @@ async def survey(award: TaskAwarded) -> HandlerResult:
 
 # Two bidders for surveys: the hesitant one is sure of itself and wins, then pauses on its first
 # step; the finisher doubts itself below the tests' threshold, so only a person hands it a task.
-hesitant = Agent(
+hesitant = Agent.from_profile(
     CapabilityProfile(agent_id="hesitant", agent_name="Hesitant", skill_tags=["survey"], max_steps=4),
     runner=AgentRunner(OfflineModelClient(overrides=hesitate)),
     estimate=sure_of(0.9),
 )
-finisher = Agent(
+finisher = Agent.from_profile(
     CapabilityProfile(agent_id="finisher", agent_name="Finisher", skill_tags=["survey"], max_steps=2),
     handler=survey,
     estimate=sure_of(0.1),

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 from agora.core.models import CapabilityProfile
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import Agent, AgentRunner, McpServer, ModelRouter, ModelSpec, ModelTier, ToolExecutor
+from agora.sdk import Agent, McpServer, ModelRouter, ModelSpec, ModelTier
+from agora.sdk.runner import AgentRunner
+from agora.sdk.tools import ToolExecutor
 
 STAMP_SECONDS = 4.0
 
@@ -60,7 +62,7 @@ def runner(tools: ToolExecutor) -> AgentRunner:
 
 
 agents = [
-    Agent(
+    Agent.from_profile(
         CapabilityProfile(
             agent_id="mcp-adder",
             agent_name="MCP adder",
@@ -71,7 +73,7 @@ agents = [
         runner=runner(ToolExecutor([McpServer.app("mcp-tools", only={"add", "refuse"})])),
         instructions="You compute exactly; use the tools.",
     ),
-    Agent(
+    Agent.from_profile(
         CapabilityProfile(
             agent_id="stamper",
             agent_name="Stamper",

@@ -17,7 +17,9 @@ from pathlib import Path
 from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.models import CapabilityProfile
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.sdk import Agent, AgentRunner, RunnerConfig, ToolExecutor, tool
+from agora.sdk import Agent, tool
+from agora.sdk.runner import AgentRunner, RunnerConfig
+from agora.sdk.tools import ToolExecutor
 
 
 def _note(line: str) -> None:
@@ -58,14 +60,14 @@ def _acting(tool_name: str, argument: str, confidence: float) -> Callable[[Seque
     return answer
 
 
-janitor = Agent(
+janitor = Agent.from_profile(
     CapabilityProfile(agent_id="janitor", agent_name="Janitor", skill_tags=["cleanup"], max_steps=4),
     runner=AgentRunner(
         OfflineModelClient(overrides=_acting("delete_records", "table", 0.7)), ToolExecutor([delete_records])
     ),
 )
 
-operator = Agent(
+operator = Agent.from_profile(
     CapabilityProfile(agent_id="operator", agent_name="Operator", skill_tags=["operations"], max_steps=4),
     runner=AgentRunner(
         OfflineModelClient(overrides=_acting("power_off", "host", 0.95)),

@@ -4,7 +4,6 @@ stored history."""
 
 from __future__ import annotations
 
-from agora.core.escalation.suggestions import HistoricalSuggestion
 from agora.core.outcomes.derived import with_derived_fields
 from agora.core.outcomes.effectiveness import PatternEffectiveness, pattern_effectiveness
 from agora.core.outcomes.patterns import MIN_OUTCOMES_FOR_PATTERNS, DetectedPattern, detect_patterns
@@ -12,7 +11,6 @@ from agora.core.outcomes.prompts import DEFAULT_PATTERN_LIMIT, get_relevant_patt
 from agora.core.outcomes.record import SheetOutcome
 from agora.core.outcomes.similar import DEFAULT_SIMILAR_LIMIT, QueryLike, query_similar
 from agora.core.outcomes.store import OutcomeStore
-from agora.core.outcomes.suggestions import DEFAULT_SUGGESTION_LIMIT, historical_suggestions
 
 __all__ = ["OutcomeLearner"]
 
@@ -61,11 +59,6 @@ class OutcomeLearner:
     async def detect_patterns(self) -> list[DetectedPattern]:
         return detect_patterns(await self.history(), min_outcomes=self.min_outcomes)
 
-    async def get_patterns(self, job_name: str) -> list[str]:
-        """Descriptions of the patterns detected across the outcomes of job `job_name`."""
-        job_outcomes = [o for o in await self.history() if o.job_id == job_name]
-        return [p.description for p in detect_patterns(job_outcomes, min_outcomes=self.min_outcomes)]
-
     async def query_similar(
         self, context: QueryLike, limit: int = DEFAULT_SIMILAR_LIMIT
     ) -> list[SheetOutcome]:
@@ -78,9 +71,3 @@ class OutcomeLearner:
 
     async def pattern_effectiveness(self) -> list[PatternEffectiveness]:
         return pattern_effectiveness(await self.history())
-
-    async def get_similar_escalation(
-        self, context: QueryLike, limit: int = DEFAULT_SUGGESTION_LIMIT
-    ) -> list[HistoricalSuggestion]:
-        """Similar past escalations for `EscalationContext.historical_suggestions`."""
-        return historical_suggestions(await self.history(), context, limit)

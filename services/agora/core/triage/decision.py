@@ -47,15 +47,6 @@ class TriageContext(BaseModel):
         default_factory=dict, description="Restored checkpoint state; filled by whoever restores it."
     )
 
-    def agent_kwargs(self) -> dict[str, Any]:
-        """The kwargs for the agent: `_triage_context` plus the individual legacy kwargs."""
-        return {
-            "_triage_context": self,
-            "_triage_hint": self.hint,
-            "_triage_subgoal": self.subgoal,
-            "_triage_state": dict(self.state),
-        }
-
 
 class DecisionSource(StrEnum):
     DEFAULT = "default"

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from agora.core.limits import MAX_NOTE_CHARS
 from agora.core.uncertainty.belief import MAX_KEPT_STEPS, NOT_RUN, SessionBelief, StepUncertainty
-from agora.core.uncertainty.confidence import check_unit, unit
+from agora.core.uncertainty.confidence import check_unit
 from agora.core.uncertainty.fusion import (
     P_TRUE_CALIBRATION_BIAS,
     P_TRUE_WEIGHT,
@@ -265,28 +265,6 @@ class UncertaintyEstimator:
             action=self.policy.decide(level, tool_name=tool_name),
             tool_name=tool_name,
             irreversible=self.policy.is_irreversible(tool_name),
-        )
-        self._record(step)
-        return step, step.action
-
-    def observe_step(
-        self, step_id: str, confidence: float, *, step_type: StepType = "tool_call"
-    ) -> tuple[StepUncertainty, UncertaintyAction]:
-        """Record a step whose confidence is known without a model (a tool result's
-        success, a retrieval score), taken as its fused confidence and propagated by type."""
-        check_unit("confidence", confidence)
-        fused = unit(confidence)
-        propagated = self.propagator.propagate(fused, step_type, self._belief.cumulative_confidence)
-        level = self.policy.classify(propagated)
-        step = StepUncertainty(
-            step_id=step_id,
-            step_type=step_type,
-            verbalized_confidence=NOT_RUN,
-            p_true_confidence=NOT_RUN,
-            fused_confidence=fused,
-            propagated_confidence=propagated,
-            level=level,
-            action=self.policy.decide(level),
         )
         self._record(step)
         return step, step.action

@@ -1,6 +1,8 @@
-"""The typed actor boundary: actors whose state is one pydantic model, whose methods take and
+"""The hosting side of actors: actors whose state is one pydantic model, whose methods take and
 return models, and whose dependencies are given to each instance.
 
+- `PydanticActor` loads its state on activation, saves it with `commit()`, runs each call and
+  reminder in a turn of its own, and keeps finished records for a retention (`expire_in`).
 - `ModelSerializer` is the message serializer registered with the Dapr actor runtime: it reads
   a method's argument into the type its interface declares (`post_task(self, spec: TaskSpec)`)
   and writes models as JSON. An argument that fails validation reaches the method as an
@@ -8,10 +10,7 @@ return models, and whose dependencies are given to each instance.
 - `ActorHosting` names an actor type and the dependencies its instances are built with (the
   runtime's `actor_factory`), so nothing is set on the class at start-up and a unit test builds
   an actor with its own fakes.
-- `ActorClient` is the calling side: `proxy(Interface, actor_id)` (or an `Actors` family)
-  answers an object typed as the actor's interface (`agora.runtime.interfaces`), whose methods
-  call the actor through the sidecar and read the answer into the declared result type, as
-  the Dapr SDK's `ActorProxy.create(..., ActorInterface)` does.
+- `SidecarActorClient` carries the runtime's own calls (state, reminders, timers).
 """
 
 from __future__ import annotations
@@ -26,45 +25,32 @@ from datetime import timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, cast
 
 import orjson
-from dapr.actor import Actor, ActorId, ActorInterface, actormethod
-from dapr.actor.runtime._reminder_data import ActorReminderData
+from dapr.actor import Actor, ActorId, ActorInterface
 from dapr.actor.runtime.context import ActorRuntimeContext
-from dapr.actor.runtime.state_change import StateChangeKind
-from dapr.actor.runtime.state_manager import ActorStateManager, StateMetadata
 from dapr.clients.base import DaprActorClientBase
 from dapr.serializers import DefaultJSONSerializer, Serializer
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from agora.core.errors import (
-    AgoraError,
-    ErrorBody,
-    InvalidArgument,
-    describe_field_errors,
-    error_from,
-    field_errors,
-)
+from agora.core.errors import AgoraError, InvalidArgument, describe_field_errors, field_errors
+from agora.runtime.actor_interface import ActorAnswer, type_adapter
+from agora.runtime.dapr_private import stage_new_state
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.tracing import tracer
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def actor_method(name: str) -> Callable[[F], F]:
-    """Declare an interface method and the name Dapr routes its calls by: the SDK's
-    `actormethod`, typed, so the method keeps its signature for mypy (and for the proxies)."""
-    return cast(Callable[[F], F], actormethod(name=name))
-
-
-class AgoraActorInterface(ActorInterface):  # type: ignore[misc]
-    """An actor interface that names the Dapr actor type implementing it (its host class's
-    name), so a typed proxy needs nothing else to reach it."""
-
-    actor_type: ClassVar[str]
-
+__all__ = [
+    "EXPIRE_REMINDER",
+    "STATE_KEY",
+    "ActorHosting",
+    "InvalidActorArgument",
+    "ModelSerializer",
+    "PydanticActor",
+    "SidecarActorClient",
+    "StateSerializer",
+    "actor_endpoint",
+]
 
 S = TypeVar("S", bound=BaseModel)
-Iface = TypeVar("Iface", bound=AgoraActorInterface)
 D = TypeVar("D")
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -154,16 +140,9 @@ class PydanticActor(Actor, Generic[S, D]):  # type: ignore[misc]
         """Save the state; with `ttl_seconds` the store drops it that long after this write
         (unless written again), which needs Dapr's `ActorStateTTL` feature."""
         value = self.state.model_dump(mode="json")
-        tracker = self._state_manager._get_contextual_state_tracker()
-        if (
-            self._stored_absent
-            and STATE_KEY not in tracker
-            and type(self._state_manager) is ActorStateManager
-        ):
-            # The activation's read found no state: the runtime would ask the store again whether
-            # it exists before adding it (a read on every new actor's first write).
-            tracker[STATE_KEY] = StateMetadata(value, StateChangeKind.add, ttl_seconds)
-        else:
+        # When the activation's read found no state, the runtime would ask the store again
+        # whether it exists before adding it (a read on every new actor's first write).
+        if not (self._stored_absent and stage_new_state(self._state_manager, STATE_KEY, value, ttl_seconds)):
             await self._state_manager.set_state_ttl(STATE_KEY, value, ttl_seconds)
         await self._state_manager.save_state()
         self._stored_absent = False
@@ -239,7 +218,7 @@ class ModelSerializer(Serializer):  # type: ignore[misc]
         if data_type is object or data_type is Any:
             return self._default.deserialize(data, data_type, custom_hook)
         try:
-            return _adapter(data_type).validate_json(data or b"null")
+            return type_adapter(data_type).validate_json(data or b"null")
         except ValidationError as exc:
             return InvalidActorArgument(exc)
 
@@ -253,11 +232,6 @@ class StateSerializer(ModelSerializer):
         if type(obj) is dict:
             return orjson.dumps(obj)
         return super().serialize(obj, custom_hook)
-
-
-@functools.cache
-def _adapter(data_type: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(data_type)
 
 
 def actor_endpoint(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -291,150 +265,6 @@ def _invalid(exc: ValidationError) -> ActorAnswer:
     errors = field_errors(exc.errors())
     summary = describe_field_errors(errors, exc.error_count())
     return ActorAnswer(error=InvalidArgument(f"invalid {exc.title}: {summary}", errors=errors).body())
-
-
-class ActorAnswer(BaseModel):
-    """What every actor method answers (`actor_endpoint`): its result, or the typed error as
-    the `ErrorBody` every error answer has."""
-
-    result: Any = None
-    error: ErrorBody | None = None
-
-
-ACTOR_CALL_TIMEOUT_SECONDS = 60.0
-"""How long a caller waits for an actor method. Calls to one actor run one at a time, so under
-load a call may wait its turn for a while; giving up early and sending it again would only
-queue a second copy behind the first (which the app keeps running)."""
-
-
-class ActorClient:
-    """Calls actor methods through the sidecar (`/v1.0/actors/...`), carrying the trace."""
-
-    def __init__(
-        self,
-        sidecar: DaprSidecar,
-        timeout_seconds: float = ACTOR_CALL_TIMEOUT_SECONDS,
-        *,
-        retry_timeouts: bool = True,
-    ) -> None:
-        self._sidecar = sidecar
-        self._timeout = timeout_seconds
-        self._retry_timeouts = retry_timeouts
-        """Whether a call that timed out is sent again (a read answering a person is not: the
-        person gets a typed 503 within the timeout, and may ask again)."""
-
-    @classmethod
-    def for_reads(cls, sidecar: DaprSidecar) -> ActorClient:
-        """A client for reads that answer people's requests: one attempt, bounded by
-        `AGORA_READ_TIMEOUT_SECONDS`; a read that does not answer in time raises
-        `SidecarUnavailable`, which apps answer as a typed 503."""
-        return cls(sidecar, sidecar.settings.read_timeout_seconds, retry_timeouts=False)
-
-    async def call(self, actor_type: str, actor_id: str, method: str, payload: Any = None) -> Any:
-        """Call `method` with `payload` (a model, as the method's interface declares) and return
-        its result as JSON data; a typed error answer is raised as that error."""
-        path = f"/v1.0/actors/{actor_type}/{actor_id}/method/{method}"
-        if isinstance(payload, BaseModel):
-            response = await self._sidecar.request(
-                "PUT",
-                path,
-                content=payload.model_dump_json().encode(),
-                headers={"content-type": "application/json"},
-                timeout=self._timeout,
-                idempotent=self._retry_timeouts,
-            )
-        else:
-            response = await self._sidecar.request(
-                "PUT", path, json_body=payload, timeout=self._timeout, idempotent=self._retry_timeouts
-            )
-        envelope = ActorAnswer.model_validate_json(response.content) if response.content else ActorAnswer()
-        if envelope.error is not None:
-            raise error_from(envelope.error.error, envelope.error.message, envelope.error.details)
-        return envelope.result
-
-    def proxy(self, interface: type[Iface], actor_id: str) -> Iface:
-        """The actor `actor_id` of `interface`'s type, as an object typed as `interface`: each
-        method calls the actor and answers the declared result type (a typed error answer is
-        raised as that error)."""
-        return cast(Iface, _proxy_class(interface)(self, interface.actor_type, actor_id))
-
-    async def register_reminder(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        state: bytes,
-        due: timedelta,
-        period: timedelta | None,
-    ) -> None:
-        """Register a reminder on an actor from outside it (no turn of the actor needed); the
-        actor's `receive_reminder` gets `state` as it would from its own registration."""
-        body = DefaultJSONSerializer().serialize(ActorReminderData(name, state, due, period).as_dict())
-        path = f"/v1.0/actors/{actor_type}/{actor_id}/reminders/{name}"
-        await self._sidecar.request(
-            "PUT", path, content=body, headers={"content-type": "application/json"}, timeout=self._timeout
-        )
-
-
-class Actors(Generic[Iface]):
-    """The actors of one type: `actors(actor_id)` is the typed proxy of the one with that id."""
-
-    def __init__(self, client: ActorClient, interface: type[Iface]) -> None:
-        self.client = client
-        self.interface = interface
-
-    def __call__(self, actor_id: str) -> Iface:
-        return self.client.proxy(self.interface, actor_id)
-
-
-class _ActorProxy:
-    def __init__(self, client: ActorClient, actor_type: str, actor_id: str) -> None:
-        self._client = client
-        self._actor_type = actor_type
-        self._actor_id = actor_id
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._actor_type}/{self._actor_id}>"
-
-
-def actor_methods(interface: type[ActorInterface]) -> dict[str, Callable[..., Any]]:
-    """The methods an actor interface declares (with those of the interfaces it extends), by
-    their Python name."""
-    found: dict[str, Callable[..., Any]] = {}
-    for cls in reversed(interface.__mro__):
-        if isinstance(cls, type) and issubclass(cls, ActorInterface):
-            found.update(
-                (name, member) for name, member in vars(cls).items() if hasattr(member, "__actormethod__")
-            )
-    return found
-
-
-def wire_name(method: Callable[..., Any]) -> str:
-    """The name Dapr routes an interface method's calls by (its `actormethod` name)."""
-    name = getattr(method, "__actormethod__", None)
-    return name if isinstance(name, str) else method.__name__
-
-
-@functools.cache
-def _proxy_class(interface: type[AgoraActorInterface]) -> type[_ActorProxy]:
-    methods: dict[str, Callable[..., Any]] = {}
-    for name, method in actor_methods(interface).items():
-        hints = typing.get_type_hints(method)
-        result = _adapter(hints.pop("return", Any))
-        methods[name] = _proxy_method(wire_name(method), result, takes_argument=bool(hints))
-    return type(f"{interface.__name__}Proxy", (_ActorProxy,), methods)
-
-
-def _proxy_method(wire: str, result: TypeAdapter[Any], *, takes_argument: bool) -> Callable[..., Any]:
-    async def call(self: _ActorProxy, *argument: BaseModel) -> Any:
-        if len(argument) != int(takes_argument):
-            raise TypeError(f"{wire} takes {int(takes_argument)} argument, got {len(argument)}")
-        payload = argument[0] if argument else None
-        answer = await self._client.call(self._actor_type, self._actor_id, wire, payload)
-        return result.validate_python(answer)
-
-    call.__name__ = wire
-    return call
 
 
 class SidecarActorClient(DaprActorClientBase):  # type: ignore[misc]

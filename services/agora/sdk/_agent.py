@@ -1,0 +1,299 @@
+"""An agent: its model, instructions, tools, skills and price in one object, runnable directly
+(`run`, `run_sync`) and servable on the market (an agents file's `agents = [...]`, served by
+`agora-agent run` or `make run AGENTS=...`, where it bids for tasks that need its skills)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dapr.ext.workflow import WorkflowRuntime
+from pydantic import BaseModel, Field, ValidationError
+
+from agora.core.contracts import BidOffer
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.market import TaskSpec
+from agora.core.messages import TaskAwarded
+from agora.core.models import CapabilityProfile, ModelTier
+from agora.llm import ChatMessage, ModelClient, extract_json_object
+from agora.llm.settings import ModelSettings, model_client_from_settings
+from agora.sdk._router import ModelRouter
+from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunnerConfig
+from agora.sdk._tools import Tool, ToolExecutor, ToolFunction, ToolSource
+
+__all__ = ["Agent", "AgentLoad", "Estimator", "Handler", "HandlerResult"]
+
+
+class HandlerResult(BaseModel):
+    """What an agent's own handler reports for a task it ran."""
+
+    success: bool
+    summary: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    steps: int = Field(default=1, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class AgentLoad:
+    """How busy an agent is when it is asked to bid."""
+
+    runs_in_flight: int
+    max_concurrent_runs: int
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.runs_in_flight / self.max_concurrent_runs)
+
+
+Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
+Estimator = Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer] | BidOffer]
+MODEL_ESTIMATE = "model"
+"""`Agent(estimate="model")`: the agent's own model estimates each task it is asked about."""
+
+
+class Agent:
+    """An agent: a model, instructions, tools, the skills it offers and its price per step.
+
+        agent = Agent("counter", instructions="Count words with the tool.", tools=[count_words],
+                      skills=["word_count"], price_per_step=0.001)
+        result = agent.run_sync("Count the words of: the quick brown fox")
+
+    `model` is a `ModelClient` or a `ModelRouter`; without one, the agent uses the model the
+    environment configures (`AGORA_MODEL_*`; the deterministic offline model by default). The
+    skills default to the tools' names. On the market, `estimate` makes its bids (a function of
+    the task and its load; "model": its own model reads the task; None: its price, its load and
+    half its step allowance), or `bids="market"` leaves them to the market's own model.
+
+    An agent that works without Agora's runner gives a `handler` instead of a model (it runs on
+    the market only); one whose runner needs more (a state store, a step monitor, a recovery
+    policy) gives a built `runner`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ModelClient | ModelRouter | None = None,
+        *,
+        instructions: str = "",
+        tools: Iterable[Tool | ToolFunction | ToolSource] = (),
+        skills: Sequence[str] = (),
+        price_per_step: float = 0.0,
+        max_steps: int = 20,
+        display_name: str | None = None,
+        tier: ModelTier = ModelTier.BALANCED,
+        budget_usd: float | None = None,
+        estimate: Estimator | Literal["model"] | None = None,
+        bids: Literal["self", "market"] = "self",
+        max_concurrent_runs: int = 4,
+        runner: AgentRunner | None = None,
+        handler: Handler | None = None,
+        workflows: Callable[[WorkflowRuntime], None] | None = None,
+    ) -> None:
+        given_tools = [t if isinstance(t, Tool | ToolSource) else Tool(t) for t in tools]
+        if handler is not None and (model is not None or runner is not None or given_tools):
+            raise ValueError(f"agent {name}: a handler does its own work (no model, runner or tools with it)")
+        if runner is not None and (model is not None or given_tools):
+            raise ValueError(f"agent {name}: give a runner or a model and tools (the runner has its own)")
+        offered = list(skills) or [t.name for t in given_tools if isinstance(t, Tool)]
+        if not offered:
+            raise ValueError(f"agent {name}: name the skills it offers (it has no tools to name them)")
+        profile = CapabilityProfile(
+            agent_id=name,
+            agent_name=display_name or name,
+            skill_tags=offered,
+            model_tier=tier,
+            cost_per_step_usd=price_per_step,
+            max_steps=max_steps,
+        )
+        self._init(
+            profile,
+            instructions=instructions,
+            budget_usd=budget_usd,
+            estimate=estimate,
+            bids=bids,
+            max_concurrent_runs=max_concurrent_runs,
+            handler=handler,
+            workflows=workflows,
+        )
+        if handler is None and runner is None:
+            chosen = model if model is not None else _configured_model()
+            config = RunnerConfig(max_iterations=max_steps)
+            runner = AgentRunner(chosen, ToolExecutor(given_tools), config=config)
+        self.runner: AgentRunner | None = runner
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: CapabilityProfile,
+        *,
+        runner: AgentRunner | None = None,
+        handler: Handler | None = None,
+        instructions: str = "",
+        budget_usd: float | None = None,
+        estimate: Estimator | Literal["model"] | None = None,
+        bids: Literal["self", "market"] = "self",
+        max_concurrent_runs: int = 4,
+        workflows: Callable[[WorkflowRuntime], None] | None = None,
+    ) -> Agent:
+        """An agent of a capability profile a registry or another framework describes, with a
+        runner or a handler (one of them)."""
+        if (runner is None) == (handler is None):
+            raise ValueError(f"agent {profile.agent_id}: give a runner or a handler (one of them)")
+        agent = cls.__new__(cls)
+        agent._init(
+            profile,
+            instructions=instructions,
+            budget_usd=budget_usd,
+            estimate=estimate,
+            bids=bids,
+            max_concurrent_runs=max_concurrent_runs,
+            handler=handler,
+            workflows=workflows,
+        )
+        agent.runner = runner
+        return agent
+
+    def _init(
+        self,
+        profile: CapabilityProfile,
+        *,
+        instructions: str,
+        budget_usd: float | None,
+        estimate: Estimator | Literal["model"] | None,
+        bids: Literal["self", "market"],
+        max_concurrent_runs: int,
+        handler: Handler | None,
+        workflows: Callable[[WorkflowRuntime], None] | None,
+    ) -> None:
+        if max_concurrent_runs < 1:
+            raise ValueError("max_concurrent_runs is at least 1")
+        if estimate is not None and bids == "market":
+            raise ValueError(f"agent {profile.agent_id}: an estimate function is for bids='self'")
+        if estimate == MODEL_ESTIMATE and handler is not None:
+            raise ValueError(
+                f"agent {profile.agent_id}: estimate='model' needs a runner (a model of its own)"
+            )
+        self.profile = profile
+        self.definition = AgentDefinition(
+            name=profile.agent_id, instructions=instructions, budget_usd=budget_usd
+        )
+        self.estimate = estimate
+        self.bids = bids
+        self.max_concurrent_runs = max_concurrent_runs
+        self.handler = handler
+        self.workflows = workflows
+        """Registers workflows and activities of the agent's own on its app's workflow runtime
+        (an agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""
+        self.runs_in_flight = 0
+
+    @property
+    def agent_id(self) -> str:
+        return self.profile.agent_id
+
+    @property
+    def instructions(self) -> str:
+        return self.definition.instructions
+
+    def __repr__(self) -> str:
+        works = "handler" if self.handler is not None else "runner"
+        return f"Agent({self.agent_id!r}, skills={self.profile.skill_tags!r}, {works})"
+
+    async def run(
+        self, task: str, *, session_id: str | None = None, budget_usd: float | None = None
+    ) -> ExecutionResult:
+        """One run of the agent on `task`, here and now (no market, no sidecar needed): its
+        answer, status, steps, tokens and cost. The same run as the one a task it wins gets."""
+        if self.runner is None:
+            raise ValueError(f"agent {self.agent_id} works through its handler, on the market only")
+        session = session_id or uuid.uuid4().hex
+        return await self.runner.run(self.definition, task, session_id=session, budget_usd=budget_usd)
+
+    def run_sync(
+        self, task: str, *, session_id: str | None = None, budget_usd: float | None = None
+    ) -> ExecutionResult:
+        """`run`, from code that has no event loop of its own (a script, a notebook cell)."""
+        return asyncio.run(self.run(task, session_id=session_id, budget_usd=budget_usd))
+
+    async def bid(self, spec: TaskSpec) -> BidOffer:
+        load = AgentLoad(self.runs_in_flight, self.max_concurrent_runs)
+        if self.estimate is None:
+            return default_estimate(self.profile, spec, load)
+        if self.estimate == MODEL_ESTIMATE:
+            assert self.runner is not None
+            return await model_estimate(self.runner, self.profile, spec, load)
+        assert not isinstance(self.estimate, str)
+        offer = self.estimate(spec, load)
+        return await offer if inspect.isawaitable(offer) else offer
+
+
+def _configured_model() -> ModelClient:
+    """The model the environment names (`AGORA_MODEL_*`). The Dapr Conversation backend needs
+    the app's sidecar, which an agent built outside an app does not have: it gets a clear error."""
+    settings = ModelSettings()
+    if settings.backend == "dapr":
+        from agora.runtime.settings import ServiceSettings
+        from agora.runtime.sidecar import DaprSidecar
+
+        return model_client_from_settings(settings, DaprSidecar(ServiceSettings()))
+    return model_client_from_settings(settings, None)
+
+
+def default_estimate(profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad) -> BidOffer:
+    """Half its step allowance at its step price; 0.8 sure when idle, down to 0.4 when every
+    run slot is taken (a busy agent is slower and more likely to miss)."""
+    steps = max(1, profile.max_steps // 2)
+    return BidOffer(
+        self_reported_success_prob=round(0.8 - 0.4 * load.fraction, 3),
+        estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
+        estimated_steps=steps,
+        rationale=f"{profile.agent_name}: about {steps} steps, {load.runs_in_flight} of "
+        f"{load.max_concurrent_runs} runs under way",
+    )
+
+
+class TaskEstimate(BaseModel):
+    """What an agent's model is asked for when it bids: steps and its chance, for this task."""
+
+    estimated_steps: int = Field(ge=1, le=10_000)
+    self_reported_success_prob: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(default="", max_length=500)
+
+
+TASK_ESTIMATE_SCHEMA: dict[str, Any] = TaskEstimate.model_json_schema()
+
+
+async def model_estimate(
+    runner: AgentRunner, profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
+) -> BidOffer:
+    """The agent's own model reads the task, with the agent's skills, price, step allowance and
+    load, and estimates its steps and its chance; the cost is those steps at its real price. An
+    answer out of form falls back to `default_estimate`."""
+    ask = [
+        ChatMessage(
+            role="system",
+            content=f"You are {profile.agent_name}, skilled in {', '.join(profile.skill_tags)}. You are "
+            f"asked to bid for a task. Each step you take costs ${profile.cost_per_step_usd}; you take at "
+            f"most {profile.max_steps} steps; {load.runs_in_flight} of your {load.max_concurrent_runs} "
+            "runs are under way. Estimate the steps the task needs and how likely you are to do it.",
+        ),
+        ChatMessage(role="user", content=f"Task: {spec.description}"[:MAX_TEXT_CHARS]),
+    ]
+    routed = await runner.router.complete(f"{profile.agent_id}.bid", ask, json_schema=TASK_ESTIMATE_SCHEMA)
+    try:
+        estimate = TaskEstimate.model_validate(extract_json_object(routed.completion.text))
+    except (ValueError, ValidationError):
+        return default_estimate(profile, spec, load)
+    steps = min(profile.max_steps, estimate.estimated_steps)
+    return BidOffer(
+        self_reported_success_prob=estimate.self_reported_success_prob,
+        estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
+        estimated_steps=steps,
+        rationale=f"{profile.agent_name}: {estimate.rationale or f'about {steps} steps'}"[:MAX_NOTE_CHARS],
+    )
