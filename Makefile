@@ -30,7 +30,8 @@ include deploy/kubernetes/tools.mk
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change;"
 	@echo "             AGENTS=my_agents.py puts your SDK agents on its market)"
-	@echo "make test    install what the tests need, then run unit + integration tests"
+	@echo "make test    install what the tests need, then run unit + integration tests (two workers;"
+	@echo "             PYTEST_WORKERS=0 for one process)"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"

@@ -68,9 +68,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("whole_system") is None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def tracer_provider() -> TracerProvider:
-    """The test process's tracer provider (service name `agora-tests`); tests add exporters."""
+    """The test process's tracer provider (service name `agora-tests`); tests add exporters.
+    Installed before a worker's first test, whichever file that is: a test that builds a
+    service app would otherwise install the process-wide provider from its own environment
+    (one with `OTEL_TRACES_EXPORTER=none` records no span for the tests after it)."""
     return configure_tracing("agora-tests", from_env=False)
 
 

@@ -23,7 +23,7 @@ from agora.reputation.app import reputation_module
 from agora.runtime.service import ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.sdk import Agent
-from agora.sdk._app import file_list, load_apps
+from agora.sdk._app_files import file_list, load_apps
 from agora.sdk.graphs import CompiledGraph
 from agora.taskboard.app import TaskBoardSettings, taskboard_module
 from agora.uncertainty.app import uncertainty_module

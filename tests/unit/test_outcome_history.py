@@ -11,7 +11,7 @@ from typing import Any, cast
 from agora.core.outcomes.record import SheetOutcome
 from agora.runtime.sidecar import DaprSidecar, EtagMismatch, SidecarResponse
 from agora.runtime.state import StateRepository
-from agora.sdk._app import DaprOutcomeHistory, RecentOutcomes
+from agora.sdk._app_stores import DaprOutcomeHistory, RecentOutcomes
 from agora.sdk._learning import LEARNING_KEPT, learnt
 
 STORE = "agora-state"

@@ -18,7 +18,6 @@ from agora.planner.workflow import (
     DISPATCH,
     LOOKAHEAD,
     SAVE,
-    SAVES_RIDE_ALONG,
     START_WAVE,
     SUBGOAL_RUN,
     SYNTHESIZE,
@@ -33,6 +32,7 @@ from agora.planner.workflow import (
     plan_run,
     subgoal_run,
 )
+from agora.runtime.patches import SAVES_RIDE_ALONG
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -181,7 +181,7 @@ def test_a_first_attempt_is_posted_as_its_look_ahead_chose_and_the_same_way_agai
 
 
 def test_a_run_begun_before_first_attempts_went_with_the_wave_keeps_its_subgoals_posting_them() -> None:
-    ctx = ScriptedContext(completes, patched=frozenset({SAVES_RIDE_ALONG}))
+    ctx = ScriptedContext(completes, patched=frozenset({SAVES_RIDE_ALONG.name}))
     ctx.run(plan_run, start())
 
     child = SUBGOAL_RUN.name

@@ -43,7 +43,9 @@ from agora.planner.workflow import Verify
 from agora.runtime.interfaces import TaskActorInterface
 from agora.runtime.workflows import decision_event
 from agora.sdk import Agent, ModelRouter, ModelSpec, ModelTier, tool
-from agora.sdk._app import (
+from agora.sdk._app_deadlines import RunDeadlines, within_deadline
+from agora.sdk._app_meter import RunMeter
+from agora.sdk._app_run import (
     DEADLINE,
     EXECUTE,
     REPORT,
@@ -52,15 +54,10 @@ from agora.sdk._app import (
     AgentRunDecision,
     AgentRunReport,
     AgentRunStart,
-    RunDeadlines,
-    RunMeter,
     RunProgress,
-    _execute,
-    _resume,
     agent_run,
-    charged,
-    within_deadline,
 )
+from agora.sdk._app_steps import charged, execute_award, resume_award
 from agora.sdk._runner import RunStatus
 from agora.sdk.runner import AgentRunner, AgentState, InMemoryStateStore, ReactStep, RunnerConfig, StepCheck
 from agora.sdk.tools import ToolExecutor
@@ -258,7 +255,7 @@ async def test_a_run_still_going_at_its_deadline_ends_failed_with_deadline_excee
     began = time.monotonic()
     ended = await deadlines.bounded(
         award(), f"run.{TASK}", datetime.now(UTC) + timedelta(seconds=1),
-        lambda: _execute(agent, award(), store, meter),
+        lambda: execute_award(agent, award(), store, meter),
     )  # fmt: skip
 
     assert 0.9 <= time.monotonic() - began < 5, "stopped at its deadline, not after its 200 steps"
@@ -296,7 +293,7 @@ async def test_a_paused_run_at_its_deadline_ends_failed_with_what_it_saved_and_n
     store = InMemoryStateStore()
     meter = RunMeter(Published())
     agent = dawdler(store, meter, PauseFirstStep())
-    paused = await _execute(agent, award(), store, meter)
+    paused = await execute_award(agent, award(), store, meter)
     assert paused.waiting_on == "esc-1"
     saved = await store.load("a1", TASK)
     assert saved is not None and saved.cost_usd > 0
@@ -313,7 +310,7 @@ async def test_a_paused_run_at_its_deadline_ends_failed_with_what_it_saved_and_n
     assert done.input_tokens == saved.input_tokens > 0
     state = await store.load("a1", TASK)
     assert state is not None and state.status is RunStatus.FAILED and state.reason == done.summary
-    late = await _resume(agent, decided(EscalationAction.RETRY), store, None, cast(Any, board), meter)
+    late = await resume_award(agent, decided(EscalationAction.RETRY), store, None, cast(Any, board), meter)
     assert late.outcome is not None and late.outcome.summary == done.summary, "the decision comes too late"
 
 
@@ -327,7 +324,7 @@ async def test_the_deadline_timer_waits_for_a_run_going_on_here_and_records_no_s
 
     async def execute() -> RunProgress:
         progress = await deadlines.bounded(award(), f"run.{TASK}", deadline,
-                                           lambda: _execute(agent, award(), store, meter))  # fmt: skip
+                                           lambda: execute_award(agent, award(), store, meter))  # fmt: skip
         board.outcome = progress.outcome  # recorded on the board, as the app's step does
         return progress
 
@@ -520,7 +517,7 @@ def test_a_run_begun_before_deadlines_waits_as_its_history_recorded() -> None:
         ["activity"],
         ["activity"],
     ]
-    assert RUN_DEADLINES == "agent_run.deadline", "runs begun with it have the name in their history"
+    assert RUN_DEADLINES.name == "agent_run.deadline", "runs begun with it have the name in their history"
 
 
 def test_a_task_without_a_deadline_has_no_timer() -> None:

@@ -20,7 +20,8 @@ from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
 from agora.runtime.interfaces import TaskActorInterface
 from agora.sdk import Agent, Tool
-from agora.sdk._app import AgentRunDecision, _execute, _resume
+from agora.sdk._app_run import AgentRunDecision
+from agora.sdk._app_steps import execute_award, resume_award
 from agora.sdk.runner import AgentRunner, AgentState, InMemoryStateStore, ReactStep, StepCheck
 from agora.sdk.tools import ToolExecutor
 
@@ -100,8 +101,8 @@ async def test_a_paused_run_waits_and_a_step_run_again_waits_on_the_same_escalat
     store = InMemoryStateStore()
     agent = cautious(store)
 
-    first = await _execute(agent, award(), store)
-    again = await _execute(agent, award(), store)
+    first = await execute_award(agent, award(), store)
+    again = await execute_award(agent, award(), store)
 
     assert first.outcome is None and first.waiting_on == "esc-1"
     assert again.outcome is None and again.waiting_on == "esc-1", "no second escalation"
@@ -110,11 +111,11 @@ async def test_a_paused_run_waits_and_a_step_run_again_waits_on_the_same_escalat
 async def test_modify_prompt_goes_on_with_the_new_prompt_and_a_repeat_changes_nothing() -> None:
     store = InMemoryStateStore()
     agent = cautious(store)
-    await _execute(agent, award(), store)
+    await execute_award(agent, award(), store)
 
     decided = decision(EscalationAction.MODIFY_PROMPT, "Migrate it with a rollback plan")
-    resumed = await _resume(agent, decided, store, None, Board())
-    repeated = await _resume(agent, decided, store, None, Board())
+    resumed = await resume_award(agent, decided, store, None, Board())
+    repeated = await resume_award(agent, decided, store, None, Board())
 
     assert resumed.outcome is not None and resumed.outcome.actual_success
     assert resumed.outcome.summary == "after the decision" and resumed.outcome.actual_steps == 2
@@ -130,9 +131,9 @@ async def test_skip_ends_the_run_partial_and_abort_ends_it_failed() -> None:
     for action, partial in ((EscalationAction.SKIP, True), (EscalationAction.ABORT, False)):
         store = InMemoryStateStore()
         agent = cautious(store)
-        await _execute(agent, award(), store)
+        await execute_award(agent, award(), store)
 
-        ended = await _resume(agent, decision(action), store, None, Board())
+        ended = await resume_award(agent, decision(action), store, None, Board())
 
         assert ended.outcome is not None and not ended.outcome.actual_success
         assert ended.outcome.partial is partial and ended.outcome.summary == f"{action} by alice"
@@ -141,9 +142,9 @@ async def test_skip_ends_the_run_partial_and_abort_ends_it_failed() -> None:
 async def test_a_decision_on_another_escalation_does_not_move_the_run() -> None:
     store = InMemoryStateStore()
     agent = cautious(store)
-    await _execute(agent, award(), store)
+    await execute_award(agent, award(), store)
 
-    other = await _resume(
+    other = await resume_award(
         agent, decision(EscalationAction.RETRY, escalation_id="esc-9"), store, None, Board()
     )
 
@@ -154,10 +155,10 @@ async def test_reassign_hands_the_task_over_and_the_run_ends_without_an_outcome(
     store = InMemoryStateStore()
     agent = cautious(store)
     board = Board()
-    await _execute(agent, award(), store)
+    await execute_award(agent, award(), store)
 
-    handed = await _resume(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
-    again = await _resume(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
+    handed = await resume_award(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
+    again = await resume_award(agent, decision(EscalationAction.REASSIGN, to="b2"), store, None, board)
 
     assert handed.outcome is None and handed.handed_over and again == handed
     [given] = board.handed
@@ -170,10 +171,10 @@ async def test_reassign_hands_the_task_over_and_the_run_ends_without_an_outcome(
 async def test_a_hand_over_the_board_refuses_ends_the_run_failed_saying_why() -> None:
     store = InMemoryStateStore()
     agent = cautious(store)
-    await _execute(agent, award(), store)
+    await execute_award(agent, award(), store)
 
     refused = Board(AwardNotHeld("task t-1 is not awarded to a1"))
-    ended = await _resume(agent, decision(EscalationAction.REASSIGN), store, None, refused)
+    ended = await resume_award(agent, decision(EscalationAction.REASSIGN), store, None, refused)
 
     assert ended.outcome is not None and not ended.outcome.actual_success
     assert ended.outcome.summary.endswith(
@@ -222,10 +223,10 @@ async def test_skip_leaves_out_a_held_tool_call_and_the_run_goes_on() -> None:
     )
     profile = CapabilityProfile(agent_id="a1", agent_name="A1", skill_tags=["migration"], max_steps=4)
     agent = Agent.from_profile(profile, runner=runner)
-    paused = await _execute(agent, award(), store)
+    paused = await execute_award(agent, award(), store)
     assert paused.waiting_on == "esc-1" and deleted == []
 
-    ended = await _resume(agent, decision(EscalationAction.SKIP), store, None, Board())
+    ended = await resume_award(agent, decision(EscalationAction.SKIP), store, None, Board())
 
     assert deleted == [], "the held call never ran"
     assert ended.outcome is not None and ended.outcome.actual_success and not ended.outcome.partial
@@ -265,7 +266,7 @@ async def test_a_task_s_own_checkpoint_trigger_holds_its_first_step_for_a_person
             ],
         }
     )
-    paused = await _execute(agent, guarded.model_copy(update={"spec": spec}), store)
+    paused = await execute_award(agent, guarded.model_copy(update={"spec": spec}), store)
 
     assert paused.outcome is None and paused.waiting_on == f"{TASK}.checkpoint-1"
     assert escalations.parked == [f"{TASK}.checkpoint-1"] and asked == [], "held before its first model call"

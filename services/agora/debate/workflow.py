@@ -42,6 +42,7 @@ from agora.core.debate.result import debate_result, gated, single_agent_result
 from agora.core.debate.rounds import DebateRound, Position, converged, debate_round
 from agora.core.messages import EscalationResolved
 from agora.core.planning import TokenUsage
+from agora.runtime.patches import ROUNDS_IN_ONE_STEP
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
@@ -55,12 +56,6 @@ from agora.runtime.workflows import (
     escalation_answer,
     workflow_now,
 )
-
-ROUNDS_IN_ONE_STEP = "debate.rounds-in-one-step"
-"""A round is one step (`debate.round`: every debater asked side by side, each answer kept as it
-comes, so a round cut short asks only the debaters with none), which also saves the record as it
-stood before the round; the end is saved once. A run begun before keeps the steps its history
-recorded (Dapr Workflow's `is_patched`): an activity per answer, a save after each round."""
 
 
 class DebateStart(BaseModel):
@@ -195,7 +190,7 @@ def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None
     request, trace = start.request, start.traceparent
     config = request.config
     begun = new_debate_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
-    one_step_rounds = ctx.is_patched(ROUNDS_IN_ONE_STEP)
+    one_step_rounds = ROUNDS_IN_ONE_STEP.applies(ctx)
     # A round carries the save held for it; a step that cannot waits for it (`flush`).
     run = DurableRun(ctx, begun, SAVE, SaveDebate.of, holds_saves=one_step_rounds)
 

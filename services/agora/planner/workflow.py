@@ -70,6 +70,7 @@ from agora.core.plans.run import (
 )
 from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
+from agora.runtime.patches import FIRST_ATTEMPTS_WITH_WAVE, SAVES_RIDE_ALONG
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
@@ -86,17 +87,6 @@ from agora.runtime.workflows import (
     workflow_now,
 )
 
-SAVES_RIDE_ALONG = "plan.saves-ride-along"
-"""The run's saves of its record while it runs go with its next step, side by side, instead of
-as a step of their own (a wave's start with its subgoals, a wave's end with the next wave's
-start). A run begun before this keeps the order its history recorded (Dapr Workflow's
-`is_patched`)."""
-FIRST_ATTEMPTS_WITH_WAVE = "plan.first-attempts-with-wave"
-"""The step that starts a wave (with the save it carries) also posts the first attempt of each
-of its subgoals, after its look-ahead, side by side with starting their workflows, which wait
-for those tasks' ends at once: instead of each subgoal's workflow looking ahead and posting in
-steps of its own (two to four workflow steps fewer from one wave to the next). A run begun
-before this keeps the order its history recorded."""
 BOARD_CHECK_EVERY = timedelta(seconds=60)
 """How often a subgoal attempt waiting for its task's end reads the board meanwhile."""
 
@@ -277,8 +267,8 @@ PLAN_DECISIONS = Decisions(PlanDecision, plan_decision)
 def plan_run(ctx: DaprWorkflowContext, start: PlanStart) -> Steps[PlanResult | None]:
     request, trace = start.request, start.traceparent
     begun = new_record(request, workflow_now(ctx)).model_copy(update={"traceparent": trace})
-    run = DurableRun(ctx, begun, SAVE, SaveRecord.of, holds_saves=ctx.is_patched(SAVES_RIDE_ALONG))
-    first_attempts_posted = ctx.is_patched(FIRST_ATTEMPTS_WITH_WAVE)
+    run = DurableRun(ctx, begun, SAVE, SaveRecord.of, holds_saves=SAVES_RIDE_ALONG.applies(ctx))
+    first_attempts_posted = FIRST_ATTEMPTS_WITH_WAVE.applies(ctx)
 
     yield from run.save_later(run.record)
     given = given_plan(request)  # validated at intake

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from agora.sdk._app import AgentAppSettings, file_list, load_apps, serve_agents
+from agora.sdk._app import AgentAppSettings, serve_agents
+from agora.sdk._app_files import file_list, load_apps
 
 HOW_TO_JOIN = (
     "An agent app runs beside its own Dapr sidecar: `make run PROFILE=redis AGENTS=FILE` starts the "

@@ -1,0 +1,65 @@
+"""An agent app's HTTP routes: bids for its agents (`POST /v1/bids`), what an agent learnt, and
+its graphs' runs. The handlers are functions of what they read, so each runs without the app."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import FastAPI, Request
+
+from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
+from agora.core.errors import BidTooLate, InvalidArgument, NotFound
+from agora.runtime.service import PathId
+from agora.sdk._agent import Agent
+from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns
+
+__all__ = ["add_routes", "agent_bid", "agent_learning"]
+
+
+async def agent_bid(agents: dict[str, Agent], solicitation: BidSolicitation) -> BidOffer:
+    """The agent's own estimate of the task, within the time the market waits for it."""
+    agent = agents.get(solicitation.agent_id)
+    if agent is None:
+        raise NotFound(f"no agent {solicitation.agent_id!r} in this app", agent_id=solicitation.agent_id)
+    if not agent.profile.skill_tags or not set(solicitation.task.required_skills) <= set(
+        agent.profile.skill_tags
+    ):
+        raise InvalidArgument(f"agent {agent.agent_id} lacks a required skill of the task")
+    try:
+        return await asyncio.wait_for(agent.bid(solicitation.task), solicitation.respond_within_ms / 1000)
+    except TimeoutError:
+        raise BidTooLate(
+            f"agent {agent.agent_id} did not estimate the task within {solicitation.respond_within_ms} ms",
+            agent_id=agent.agent_id,
+        ) from None
+
+
+async def agent_learning(agents: dict[str, Agent], agent_id: str) -> AgentLearning:
+    """What an agent learnt from its recent runs, and how its patterns fare."""
+    agent = agents.get(agent_id)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id!r} in this app", agent_id=agent_id)
+    if agent.runner is None:
+        return AgentLearning(agent_id=agent_id, outcomes=0, patterns=[], effectiveness=[])
+    return await agent.runner.learning(agent_id)
+
+
+def add_routes(app: FastAPI, agents: dict[str, Agent], graph_runs: GraphRuns) -> None:
+    @app.put("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunAccepted)
+    async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:
+        """Start a run of the graph on the state in the body (the graph's state as JSON);
+        the same request again is a repeat."""
+        return await graph_runs.start(graph_id, run_id, await request.body())
+
+    @app.get("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunRecord)
+    async def show_graph_run(graph_id: PathId, run_id: PathId) -> GraphRunRecord:
+        return await graph_runs.show(graph_id, run_id)
+
+    @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
+    async def learning(agent_id: PathId) -> AgentLearning:
+        """What an agent learnt from its recent runs, and how its patterns fare."""
+        return await agent_learning(agents, agent_id)
+
+    @app.post("/v1/bids", response_model=BidOffer)
+    async def bid(solicitation: BidSolicitation) -> BidOffer:
+        return await agent_bid(agents, solicitation)
