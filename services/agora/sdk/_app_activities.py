@@ -5,8 +5,9 @@ task board. A step that ends the run reports its outcome itself."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from agora.core import topics
 from agora.core.errors import AgoraError
@@ -81,24 +82,29 @@ class RunActivities:
         host.activity(REPORT, self.report)
         host.activity(DEADLINE, self.deadline_passed)
 
+    @contextlib.asynccontextmanager
+    async def _working(self, agent: Agent) -> AsyncIterator[None]:
+        """One of the app's run slots, counted as the agent's load while the run works, with the
+        agent's MCP tools listed (a run resumed after a crash may come before warm-up did)."""
+        async with self._run_slots:
+            agent.runs_in_flight += 1
+            try:
+                await connect_tools(agent, self._dapr_http_endpoint)
+                yield
+            finally:
+                agent.runs_in_flight -= 1
+
     async def execute(self, start: AgentRunStart) -> RunProgress:
         award = start.award
         agent = self._agents[award.agent_id]
 
         async def run() -> RunProgress:
-            await self._run_slots.acquire()
-            agent.runs_in_flight += 1
-            try:
-                # A run resumed after a crash may come before warm-up listed the MCP tools.
-                await connect_tools(agent, self._dapr_http_endpoint)
+            async with self._working(agent):
                 with (
                     step_span("agent.execute", start.traceparent, run_attributes(award)),
                     durable_call_scope(start.instance),
                 ):
                     return await execute_award(agent, award, self._store, self._meter)
-            finally:
-                agent.runs_in_flight -= 1
-                self._run_slots.release()
 
         # Its deadline counts from the award: the wait for a run slot is within it too.
         progress = await self._deadlines.bounded(award, start.instance, start.deadline, run)
@@ -113,10 +119,7 @@ class RunActivities:
         agent = self._agents[award.agent_id]
 
         async def run() -> RunProgress:
-            await self._run_slots.acquire()
-            agent.runs_in_flight += 1
-            try:
-                await connect_tools(agent, self._dapr_http_endpoint)
+            async with self._working(agent):
                 # Each decision continues the run once: its calls are numbered afresh.
                 with (
                     step_span("agent.resume", decision.traceparent, run_attributes(award)),
@@ -125,9 +128,6 @@ class RunActivities:
                     return await resume_award(
                         agent, decision, self._store, self._monitor, self._tasks, self._meter
                     )
-            finally:
-                agent.runs_in_flight -= 1
-                self._run_slots.release()
 
         progress = await self._deadlines.bounded(award, decision.instance, decision.deadline, run)
         return await self.reported(progress, decision.traceparent)
