@@ -38,7 +38,7 @@ def _park(http: httpx.Client, replica: ServiceReplica, escalation_id: str, i: in
     context = {
         "kind": "escalation",
         "job_id": f"session-{i}",
-        "sheet_num": i % 50,
+        "step": i % 50,
         "validation_results": [{"kind": "schema", "passed": False}],
         "confidence": round(0.05 + (i % 90) / 100, 2),
         "retry_count": 1,

@@ -149,7 +149,7 @@ def _park(soak: Soak, escalation_id: str) -> None:
         waiting_party=WaitingParty(kind=WaitingPartyKind.SESSION, id=escalation_id),
         context=EscalationContext(
             job_id=escalation_id,
-            sheet_num=1,
+            step=1,
             validation_results=[],
             confidence=0.3,
             retry_count=0,

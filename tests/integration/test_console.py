@@ -159,7 +159,7 @@ def park_with_a_deadline(cluster: LocalCluster) -> str:
     escalation_id = f"report-{uuid.uuid4().hex[:8]}.3"
     context = EscalationContext(
         job_id="plan-market-report",
-        sheet_num=3,
+        step=3,
         validation_results=[
             ValidationResult(kind="subgoal", subject="collect_data", passed=True, detail="COMPLETED"),
             ValidationResult(
@@ -313,7 +313,7 @@ def test_a_moved_deadline_applies_the_default_then_and_not_before(default_cluste
     escalation_id = f"moved-{uuid.uuid4().hex[:8]}.1"
     base = embedded(default_cluster).invoke_url(f"v1/escalations/{escalation_id}", "agora")
     context = EscalationContext(
-        job_id="job-moved", sheet_num=1, validation_results=[], confidence=0.3, retry_count=0,
+        job_id="job-moved", step=1, validation_results=[], confidence=0.3, retry_count=0,
         error_history=[], prompt_used="p", output_summary="o",
     )  # fmt: skip
     parked_at = datetime.now(UTC)

@@ -262,7 +262,7 @@ async def test_a_payload_nested_too_deep_to_serialize_is_dead_lettered_as_its_te
 def decided(action: str = "retry") -> Any:
     now = datetime(2026, 11, 22, tzinfo=UTC)
     context = EscalationContext(
-        job_id="s", sheet_num=1, validation_results=[], confidence=0.2, retry_count=0,
+        job_id="s", step=1, validation_results=[], confidence=0.2, retry_count=0,
         error_history=[], prompt_used="p", output_summary="o",
     )  # fmt: skip
     record = park("s.2", WaitingParty(kind=WaitingPartyKind.SESSION, id="s"), context, now=now)

@@ -720,7 +720,7 @@ def test_a_listing_of_every_state_shows_each_plans_state_and_creation() -> None:
 def escalation_context(**fields: Any) -> EscalationContext:
     given: dict[str, Any] = {
         "job_id": "job-7",
-        "sheet_num": 2,
+        "step": 2,
         "validation_results": [
             {
                 "kind": "round",
@@ -813,7 +813,7 @@ def test_a_waiting_escalation_without_suggestions_says_so() -> None:
 def test_a_checkpoint_is_shown_with_its_trigger() -> None:
     context = CheckpointContext(
         job_id="job-8",
-        sheet_num=3,
+        step=3,
         prompt="DROP TABLE orders",
         trigger=CheckpointTrigger(name="destructive", prompt_contains=["drop"], message="Dropping a table"),
         previous_errors=["permission denied"],

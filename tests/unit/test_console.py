@@ -76,7 +76,7 @@ def record(
 ) -> EscalationRecord:
     context = EscalationContext(
         job_id="job-1",
-        sheet_num=2,
+        step=2,
         validation_results=[],
         confidence=confidence,
         retry_count=0,
@@ -133,7 +133,7 @@ def test_a_decision_bound_to_another_view_is_refused() -> None:
 
 
 def test_a_checkpoint_has_its_own_shown_fields() -> None:
-    context = CheckpointContext(job_id="job-1", sheet_num=1, prompt="Delete the bucket")
+    context = CheckpointContext(job_id="job-1", step=1, prompt="Delete the bucket")
     checkpoint = park("cp-1", WaitingParty(kind="task", id="t-1"), context, now=NOW)
     assert {"prompt", "trigger", "status"} <= set(field_digests(checkpoint))
 
@@ -624,7 +624,7 @@ def test_a_name_guessed_too_often_is_refused_for_a_while(
 
 
 def test_a_checkpoint_is_answered_with_a_checkpoint_action() -> None:
-    context = CheckpointContext(job_id="job-1", sheet_num=1, prompt="Delete the bucket")
+    context = CheckpointContext(job_id="job-1", step=1, prompt="Delete the bucket")
     checkpoint = park("cp-1", WaitingParty(kind="task", id="t-1"), context, now=NOW)
     request = decision_request(
         form(action="proceed", modified_prompt="Delete the bucket"), checkpoint, "alice"

@@ -57,14 +57,14 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 PARTY = WaitingParty(kind=WaitingPartyKind.PLAN_STEP, id="plan-1/step-3")
 
 
-def ctx(sheet_num: int = 3, prompt: str = "Summarise the report", retry_count: int = 0) -> CheckpointContext:
-    return CheckpointContext(job_id="job-1", sheet_num=sheet_num, prompt=prompt, retry_count=retry_count)
+def ctx(step: int = 3, prompt: str = "Summarise the report", retry_count: int = 0) -> CheckpointContext:
+    return CheckpointContext(job_id="job-1", step=step, prompt=prompt, retry_count=retry_count)
 
 
 def esc_context(**overrides: Any) -> EscalationContext:
     data: dict[str, Any] = {
         "job_id": "job-1",
-        "sheet_num": 3,
+        "step": 3,
         "validation_results": [{"kind": "file_exists", "passed": False}],
         "confidence": 0.4,
         "retry_count": 2,
@@ -85,17 +85,17 @@ def parked(**kwargs: Any) -> EscalationRecord:
 
 def test_trigger_defaults_match_the_reference() -> None:
     trigger = CheckpointTrigger(name="all")
-    assert trigger.sheet_nums is None
+    assert trigger.steps is None
     assert trigger.prompt_contains is None
     assert trigger.min_retry_count is None
     assert trigger.requires_confirmation is True
     assert trigger.message == ""
-    assert trigger_matches(trigger, ctx())  # no condition set: every sheet
+    assert trigger_matches(trigger, ctx())  # no condition set: every step
 
 
-@pytest.mark.parametrize(("sheet", "expected"), [(2, True), (3, False), (5, True), (0, False), (6, False)])
-def test_sheet_numbers_match_exactly(sheet: int, expected: bool) -> None:
-    assert trigger_matches(CheckpointTrigger(name="s", sheet_nums=[2, 5]), ctx(sheet_num=sheet)) is expected
+@pytest.mark.parametrize(("step", "expected"), [(2, True), (3, False), (5, True), (0, False), (6, False)])
+def test_step_numbers_match_exactly(step: int, expected: bool) -> None:
+    assert trigger_matches(CheckpointTrigger(name="s", steps=[2, 5]), ctx(step=step)) is expected
 
 
 @pytest.mark.parametrize(
@@ -121,18 +121,18 @@ def test_min_retry_count_is_inclusive(retries: int, expected: bool) -> None:
 
 
 def test_conditions_combine_with_and() -> None:
-    trigger = CheckpointTrigger(name="all3", sheet_nums=[3], prompt_contains=["deploy"], min_retry_count=1)
-    assert trigger_matches(trigger, ctx(sheet_num=3, prompt="Deploy now", retry_count=1))
-    assert not trigger_matches(trigger, ctx(sheet_num=4, prompt="Deploy now", retry_count=1))
-    assert not trigger_matches(trigger, ctx(sheet_num=3, prompt="Build now", retry_count=1))
-    assert not trigger_matches(trigger, ctx(sheet_num=3, prompt="Deploy now", retry_count=0))
+    trigger = CheckpointTrigger(name="all3", steps=[3], prompt_contains=["deploy"], min_retry_count=1)
+    assert trigger_matches(trigger, ctx(step=3, prompt="Deploy now", retry_count=1))
+    assert not trigger_matches(trigger, ctx(step=4, prompt="Deploy now", retry_count=1))
+    assert not trigger_matches(trigger, ctx(step=3, prompt="Build now", retry_count=1))
+    assert not trigger_matches(trigger, ctx(step=3, prompt="Deploy now", retry_count=0))
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("sheet_nums", []),
-        ("sheet_nums", [-1]),
+        ("steps", []),
+        ("steps", [-1]),
         ("prompt_contains", []),
         ("prompt_contains", [" "]),
         ("name", ""),
@@ -146,10 +146,10 @@ def test_trigger_rejects_conditions_that_cannot_mean_anything(field: str, value:
 
 def test_should_checkpoint_returns_the_first_match_or_none() -> None:
     warn = CheckpointTrigger(name="warn", prompt_contains=["deploy"], requires_confirmation=False)
-    confirm = CheckpointTrigger(name="confirm", sheet_nums=[3])
+    confirm = CheckpointTrigger(name="confirm", steps=[3])
     assert should_checkpoint([warn, confirm], ctx(prompt="deploy it")) == warn
     assert should_checkpoint([warn, confirm], ctx(prompt="build it")) == confirm
-    assert should_checkpoint([warn, confirm], ctx(sheet_num=9)) is None
+    assert should_checkpoint([warn, confirm], ctx(step=9)) is None
     assert should_checkpoint(confirm, ctx()) == confirm  # a single trigger is accepted too
     assert should_checkpoint([], ctx()) is None
 
@@ -158,16 +158,16 @@ def test_warn_only_versus_requires_confirmation() -> None:
     warn = CheckpointTrigger(
         name="warn", prompt_contains=["deploy"], requires_confirmation=False, message="careful"
     )
-    confirm = CheckpointTrigger(name="confirm", sheet_nums=[3])
+    confirm = CheckpointTrigger(name="confirm", steps=[3])
 
     verdict = evaluate_checkpoint([warn], ctx(prompt="deploy"))
     assert (verdict.gate, verdict.trigger, verdict.message) == (CheckpointGate.WARN, warn, "careful")
 
     verdict = evaluate_checkpoint([warn, confirm], ctx(prompt="deploy"))  # the stricter one wins
     assert (verdict.gate, verdict.trigger) == (CheckpointGate.CONFIRM, confirm)
-    assert "confirm" in verdict.message and "sheet 3" in verdict.message  # default message
+    assert "confirm" in verdict.message and "step 3" in verdict.message  # default message
 
-    assert evaluate_checkpoint([warn, confirm], ctx(sheet_num=1)).gate is CheckpointGate.NONE
+    assert evaluate_checkpoint([warn, confirm], ctx(step=1)).gate is CheckpointGate.NONE
 
 
 @pytest.mark.parametrize("model", [CheckpointResponse, EscalationResponse])
@@ -465,11 +465,11 @@ def test_abort_produces_a_summary_of_partial_progress() -> None:
     summary = done.abort_summary
     assert isinstance(summary, AbortSummary)
     assert (summary.escalation_id, summary.waiting_party, summary.aborted_by) == ("esc-1", PARTY, "alice")
-    assert (summary.aborted_at, summary.reason, summary.stopped_at_sheet) == (T0, "wrong approach", 3)
+    assert (summary.aborted_at, summary.reason, summary.stopped_at_step) == (T0, "wrong approach", 3)
     assert summary.last_error == "missing output file"
     assert summary.progress == progress
     assert summary.progress_summary == (
-        "completed: step-1, step-2; not run: step-4; stopped at sheet 3; reason: wrong approach"
+        "completed: step-1, step-2; not run: step-4; stopped at step 3; reason: wrong approach"
     )
     assert summary.cleanup_completed is False
 
@@ -482,7 +482,7 @@ def test_abort_reason_falls_back_to_guidance_then_who() -> None:
     assert with_guidance.abort_summary.reason == "too risky"
     assert (
         with_guidance.abort_summary.progress_summary
-        == "completed: nothing; stopped at sheet 3; reason: too risky"
+        == "completed: nothing; stopped at step 3; reason: too risky"
     )
     bare = resolve(parked(), EscalationResponse(action="abort"), "bob", "", T0)
     assert bare.abort_summary is not None and bare.abort_summary.reason == "aborted by bob"
@@ -508,7 +508,7 @@ def test_complete_cleanup() -> None:
         aborted, who="plan-1", now=later, progress=PartialProgress(completed=["step-1"])
     )
     assert cleaned.abort_summary is not None and cleaned.abort_summary.cleanup_completed
-    assert cleaned.abort_summary.progress_summary == "completed: step-1; stopped at sheet 3; reason: stop"
+    assert cleaned.abort_summary.progress_summary == "completed: step-1; stopped at step 3; reason: stop"
     assert (cleaned.audit[-1].who, cleaned.audit[-1].what) == ("plan-1", "cleanup completed")
     custom = complete_cleanup(cleaned, who="plan-1", now=later, progress_summary="saved draft to notes.md")
     assert custom.abort_summary is not None
@@ -564,7 +564,7 @@ def test_audit_trail_accumulates_in_order() -> None:
             park(
                 "cp-1",
                 WaitingParty(kind="session", id="s-1"),
-                ctx().model_copy(update={"trigger": CheckpointTrigger(name="t", sheet_nums=[3])}),
+                ctx().model_copy(update={"trigger": CheckpointTrigger(name="t", steps=[3])}),
                 now=T0,
                 deadline=T0 + timedelta(minutes=5),
                 default_decision=CheckpointResponse(action="abort"),
@@ -608,3 +608,15 @@ def test_resume_message() -> None:
         EscalationResponse(action="modify_prompt", modified_prompt="Use v2", guidance="v1 is gone")
     )
     assert text == "Decision: modify_prompt.\nUse this prompt instead:\nUse v2\nGuidance: v1 is gone"
+
+
+def test_the_wire_keeps_the_reference_s_field_names_for_a_step() -> None:
+    """Code says `step`; JSON says `sheet_num`/`sheet_nums`, which apps of earlier versions expect
+    (every contract refuses unknown fields)."""
+    context = esc_context(step=4)
+    wire = context.model_dump(mode="json")
+    assert wire["sheet_num"] == 4 and "step" not in wire
+    assert EscalationContext.model_validate(wire) == context
+    trigger = CheckpointTrigger(name="t", steps=[1, 2])
+    assert trigger.model_dump(mode="json")["sheet_nums"] == [1, 2]
+    assert CheckpointTrigger.model_validate_json('{"name": "t", "sheet_nums": [1, 2]}') == trigger

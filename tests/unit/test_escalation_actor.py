@@ -59,7 +59,7 @@ def escalation(actor_id: str, publisher: FlakyPublisher) -> Escalation:
 def park_request() -> ParkRequest:
     context = EscalationContext(
         job_id="job-1",
-        sheet_num=1,
+        step=1,
         validation_results=[],
         confidence=0.3,
         retry_count=0,
@@ -126,7 +126,7 @@ async def test_an_escalations_learning_record_holds_only_what_the_escalation_kno
 
     learnt = outcome_of(answer.result, succeeded=True)
     assert learnt is not None
-    assert (learnt.job_id, learnt.sheet_id, learnt.retry_count) == ("job-1", "1", 0)
+    assert (learnt.job_id, learnt.step_id, learnt.retry_count) == ("job-1", "1", 0)
     assert learnt.escalation_action == "retry" and learnt.escalation_confidence == 0.3
     # No execution was timed and no validations ran: those stay unset rather than made up.
     assert learnt.execution_duration is None

@@ -162,7 +162,7 @@ async def test_a_page_of_several_listings_merges_them_newest_first() -> None:
 def park_request(i: int, *, prompt: str = "Migrate the orders table") -> ParkRequest:
     context = EscalationContext(
         job_id=f"job-{i}",
-        sheet_num=1,
+        step=1,
         validation_results=[],
         confidence=0.3,
         retry_count=0,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, StepOutcome
 from agora.escalation.outcomes import DaprOutcomeStore
 from agora.runtime.state import StateRepository, Versioned
 from agora.runtime.status_index import IdSet
@@ -17,24 +17,24 @@ class RecordStore:
     """`save`, `get_many` and `delete` of a state repository; remembers each write's TTL."""
 
     def __init__(self) -> None:
-        self.values: dict[str, SheetOutcome] = {}
+        self.values: dict[str, StepOutcome] = {}
         self.ttls: dict[str, int | None] = {}
 
-    async def save(self, item_id: str, value: SheetOutcome, *, ttl_seconds: int | None = None) -> None:
+    async def save(self, item_id: str, value: StepOutcome, *, ttl_seconds: int | None = None) -> None:
         self.values[item_id] = value
         self.ttls[item_id] = ttl_seconds
 
-    async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[SheetOutcome]]:
+    async def get_many(self, item_ids: Iterable[str]) -> dict[str, Versioned[StepOutcome]]:
         return {i: Versioned(self.values[i], "1") for i in item_ids if i in self.values}
 
     async def delete(self, item_id: str) -> None:
         self.values.pop(item_id, None)
 
 
-def _outcome(n: int) -> SheetOutcome:
-    return SheetOutcome(
+def _outcome(n: int) -> StepOutcome:
+    return StepOutcome(
         outcome_id=f"escalation-{n}",
-        sheet_id="1",
+        step_id="1",
         job_id="job",
         retry_count=0,
         final_status=OutcomeStatus.SKIPPED,
@@ -45,7 +45,7 @@ def _outcome(n: int) -> SheetOutcome:
 
 def _store(records: RecordStore, index: MemoryStore, kept: int) -> DaprOutcomeStore:
     return DaprOutcomeStore(
-        cast(StateRepository[SheetOutcome], records),
+        cast(StateRepository[StepOutcome], records),
         cast(StateRepository[IdSet], index),
         retention_seconds=3600,
         kept=kept,

@@ -8,7 +8,7 @@ import itertools
 import json
 from typing import Any, cast
 
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.runtime.sidecar import DaprSidecar, EtagMismatch, SidecarResponse
 from agora.runtime.state import StateRepository
 from agora.sdk._app_stores import DaprOutcomeHistory, RecentOutcomes
@@ -60,7 +60,7 @@ def history(api: StateApi) -> DaprOutcomeHistory:
     return DaprOutcomeHistory(StateRepository(sidecar, STORE, "agent:learning", RecentOutcomes))
 
 
-def outcome(run_id: str) -> SheetOutcome:
+def outcome(run_id: str) -> StepOutcome:
     return learnt(run_id, succeeded=True, partial=False, aborted=False, started_at=0.0, history=[],
                   patterns_applied=[], summary="done")  # fmt: skip
 

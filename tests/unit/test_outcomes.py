@@ -27,7 +27,7 @@ from agora.core.outcomes.patterns import (
     detect_patterns,
 )
 from agora.core.outcomes.prompts import format_patterns_for_prompt, get_relevant_patterns
-from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, StepOutcome
 from agora.core.outcomes.similar import OutcomeQuery, query_similar, rank_similar, similarity
 from agora.core.outcomes.store import InMemoryOutcomeStore, OutcomeStore
 from agora.core.outcomes.suggestions import historical_suggestions
@@ -38,11 +38,11 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _counter = iter(range(1_000_000))
 
 
-def outcome(**fields: Any) -> SheetOutcome:
+def outcome(**fields: Any) -> StepOutcome:
     n = next(_counter)
     defaults: dict[str, Any] = {
         "outcome_id": f"o-{n:04d}",
-        "sheet_id": "sheet-1",
+        "step_id": "step-1",
         "job_id": "job-a",
         "execution_duration": 1.5,
         "retry_count": 0,
@@ -52,10 +52,10 @@ def outcome(**fields: Any) -> SheetOutcome:
         "success_without_retry": True,
         "timestamp": T0 + timedelta(minutes=n),
     }
-    return SheetOutcome(**(defaults | fields))
+    return StepOutcome(**(defaults | fields))
 
 
-def failed(**fields: Any) -> SheetOutcome:
+def failed(**fields: Any) -> StepOutcome:
     defaults: dict[str, Any] = {
         "final_status": OutcomeStatus.FAILED,
         "validation_pass_rate": 0.5,
@@ -81,9 +81,9 @@ PASSED = ValidationResult(kind="content_contains", passed=True)
 # --- the record ------------------------------------------------------------------------------
 
 
-def test_sheet_outcome_defaults_follow_the_seed() -> None:
-    o = SheetOutcome(
-        sheet_id="s",
+def test_step_outcome_defaults_follow_the_seed() -> None:
+    o = StepOutcome(
+        step_id="s",
         job_id="j",
         validation_results=[],
         execution_duration=0.0,
@@ -103,14 +103,14 @@ def test_sheet_outcome_defaults_follow_the_seed() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("validation_pass_rate", 1.5), ("retry_count", -1), ("grounding_confidence", 2.0), ("sheet_id", "")],
+    [("validation_pass_rate", 1.5), ("retry_count", -1), ("grounding_confidence", 2.0), ("step_id", "")],
 )
-def test_sheet_outcome_rejects_out_of_range_fields(field: str, value: Any) -> None:
+def test_step_outcome_rejects_out_of_range_fields(field: str, value: Any) -> None:
     with pytest.raises(ValidationError):
         outcome(**{field: value})
 
 
-def test_sheet_outcome_json_round_trip() -> None:
+def test_step_outcome_json_round_trip() -> None:
     o = failed(
         validation_results=[not_created("a.md"), PASSED],
         error_history=[{"error_code": "E009", "category": "transient", "message": "Rate limited"}],
@@ -123,7 +123,7 @@ def test_sheet_outcome_json_round_trip() -> None:
         stderr_tail="Traceback ...",
         patterns_applied=["⚠️ Common issue: file_exists validation tends to fail (seen 3x)"],
     )
-    assert SheetOutcome.model_validate_json(o.model_dump_json()) == o
+    assert StepOutcome.model_validate_json(o.model_dump_json()) == o
 
 
 def test_normalise_phrase_drops_names_paths_and_numbers() -> None:
@@ -162,7 +162,7 @@ def test_derived_fields_fill_only_what_is_empty() -> None:
 # --- pattern detection -----------------------------------------------------------------------
 
 
-def history_with_missing_files(n: int) -> list[SheetOutcome]:
+def history_with_missing_files(n: int) -> list[StepOutcome]:
     return [failed(validation_results=[not_created(f"f{i}.md")]) for i in range(n)]
 
 
@@ -325,7 +325,7 @@ def test_query_rejects_unknown_keys_and_negative_limits() -> None:
 # --- prompt patterns -------------------------------------------------------------------------
 
 
-def prompt_history() -> list[SheetOutcome]:
+def prompt_history() -> list[StepOutcome]:
     rate_limited = {"error_code": "E009", "category": "transient", "message": "Rate limited"}
     return [
         failed(validation_results=[not_created("a.md")], error_history=[rate_limited]),

@@ -349,7 +349,7 @@ async def test_a_checkpoint_request_carries_the_runner_s_and_the_run_s_triggers_
     ledger = Ledger()
     gates = Gates(ledger)
     runner_wide = CheckpointTrigger(name="drops", prompt_contains=["drop"])
-    for_task = CheckpointTrigger(name="step-3", sheet_nums=[3])
+    for_task = CheckpointTrigger(name="step-3", steps=[3])
     runner = AgentRunner(
         Model(final()).client, ledger.tools(), monitor=gates, config=RunnerConfig(checkpoints=[runner_wide])
     )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agora.core.conformal import same_answer
 from agora.core.debate.rounds import Position, cluster_positions, debate_round
-from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, StepOutcome
 from agora.core.outcomes.similar import rank_similar, similarity
 from agora.core.similarity import greedy_clusters, jaccard
 from agora.core.uncertainty.estimator import UncertaintyEstimator
@@ -58,16 +58,16 @@ async def test_two_empty_samples_stop_sampling_early() -> None:
     assert (confidence, drawn) == (1.0, 2)
 
 
-def bare_outcome(**fields: object) -> SheetOutcome:
+def bare_outcome(**fields: object) -> StepOutcome:
     given: dict[str, object] = {
-        "sheet_id": "1",
+        "step_id": "1",
         "job_id": "j",
         "retry_count": 0,
         "final_status": OutcomeStatus.FAILED,
         "success_without_retry": False,
         **fields,
     }
-    return SheetOutcome.model_validate(given)
+    return StepOutcome.model_validate(given)
 
 
 def test_outcome_similarity_never_compares_two_empty_sets() -> None:

@@ -214,7 +214,7 @@ class DebateActivities:
         final = result.rounds[-1] if result.rounds else None
         context = EscalationContext(
             job_id=record.debate_id,
-            sheet_num=result.total_rounds_run,
+            step=result.total_rounds_run,
             validation_results=[
                 ValidationResult(
                     kind="round",

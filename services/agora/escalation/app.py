@@ -23,7 +23,7 @@ from agora.core.escalation.record import EscalationRecord, EscalationStatus, Par
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome
 from agora.core.outcomes.learner import OutcomeLearner
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.core.task_lifecycle import successor
 from agora.escalation.actors import ACTOR_TYPE, DEADLINE_REMINDER, Escalation, EscalationDeps
 from agora.escalation.listing import LISTING_NAMESPACE, EscalationListings
@@ -73,7 +73,7 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
         earlier = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet))
         learner = OutcomeLearner(
             DaprOutcomeStore(
-                ctx.repository(OUTCOME_NAMESPACE, SheetOutcome),
+                ctx.repository(OUTCOME_NAMESPACE, StepOutcome),
                 ctx.repository(OUTCOME_INDEX_NAMESPACE, IdSet),
                 retention_seconds=settings.retention_seconds,
             )

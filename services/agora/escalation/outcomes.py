@@ -8,7 +8,7 @@ import asyncio
 from agora.core.checks import RecordedError
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import EscalationRecord
-from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, StepOutcome
 from agora.runtime.state import StateRepository
 from agora.runtime.status_index import IdSet, StatusIndex
 
@@ -26,7 +26,7 @@ class DaprOutcomeStore:
 
     def __init__(
         self,
-        outcomes: StateRepository[SheetOutcome],
+        outcomes: StateRepository[StepOutcome],
         index: StateRepository[IdSet],
         *,
         retention_seconds: int | None = None,
@@ -37,11 +37,11 @@ class DaprOutcomeStore:
         self._retention = retention_seconds
         self._kept = kept
 
-    async def add(self, outcome: SheetOutcome) -> None:
+    async def add(self, outcome: StepOutcome) -> None:
         await self._outcomes.save(outcome.outcome_id, outcome, ttl_seconds=self._retention)
         await self._index.move(outcome.outcome_id, None, ALL)
 
-    async def all(self) -> list[SheetOutcome]:
+    async def all(self) -> list[StepOutcome]:
         ids = await self._index.list(ALL)
         found = await self._outcomes.get_many(ids)
         outcomes = sorted((v.value for v in found.values()), key=lambda o: o.timestamp)
@@ -56,7 +56,7 @@ class DaprOutcomeStore:
         await asyncio.gather(*(self._outcomes.delete(outcome_id) for outcome_id in surplus))
         await asyncio.gather(*(self._index.discard(outcome_id, ALL) for outcome_id in [*expired, *surplus]))
 
-    async def recent(self, n: int) -> list[SheetOutcome]:
+    async def recent(self, n: int) -> list[StepOutcome]:
         return (await self.all())[-n:] if n > 0 else []
 
 
@@ -64,7 +64,7 @@ def query_for(context: EscalationContext) -> dict[str, str]:
     return {"text": " ".join([context.prompt_used, context.output_summary, *context.error_history])}
 
 
-def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None:
+def outcome_of(record: EscalationRecord, succeeded: bool) -> StepOutcome | None:
     """The learning record of a decided escalation: its context, the decision, and whether the
     waiting party then got on (for skip and abort: whether it was skipped or aborted)."""
     context, decision = record.context, record.decision
@@ -76,9 +76,9 @@ def outcome_of(record: EscalationRecord, succeeded: bool) -> SheetOutcome | None
         "skip": OutcomeStatus.SKIPPED,
     }.get(action, OutcomeStatus.COMPLETED if succeeded else OutcomeStatus.FAILED)
     # Only what the escalation knows: no timing, completion mode or validation figures.
-    return SheetOutcome(
+    return StepOutcome(
         outcome_id=f"escalation-{record.escalation_id}",
-        sheet_id=str(context.sheet_num),
+        step_id=str(context.step),
         job_id=context.job_id,
         retry_count=context.retry_count,
         final_status=status,

@@ -29,7 +29,7 @@ from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.listing import row_of
 from agora.core.escalation.record import EscalationRecord, EscalationStatus, ParkRequest
 from agora.core.outcomes.learner import OutcomeLearner
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.core.outcomes.suggestions import historical_suggestions
 from agora.escalation.listing import EscalationListings
 from agora.escalation.outcomes import query_for
@@ -258,7 +258,7 @@ def _wants_suggestions(request: ParkRequest) -> bool:
     return isinstance(request.context, EscalationContext) and not request.context.historical_suggestions
 
 
-def _with_suggestions(request: ParkRequest, history: list[SheetOutcome]) -> ParkRequest:
+def _with_suggestions(request: ParkRequest, history: list[StepOutcome]) -> ParkRequest:
     assert isinstance(request.context, EscalationContext)
     similar = historical_suggestions(history, query_for(request.context))
     return request.model_copy(

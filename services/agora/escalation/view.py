@@ -111,7 +111,7 @@ def context_lines(context: EscalationContext | CheckpointContext) -> list[str]:
     indent = INDENT
     if isinstance(context, CheckpointContext):
         lines = [
-            f"context: a checkpoint before step {context.sheet_num} of {context.job_id}",
+            f"context: a checkpoint before step {context.step} of {context.job_id}",
             f"{indent}retries so far: {context.retry_count}",
         ]
         if context.trigger is not None:
@@ -123,7 +123,7 @@ def context_lines(context: EscalationContext | CheckpointContext) -> list[str]:
             lines += _numbered([_flat(e) for e in context.previous_errors], indent + INDENT)
         return lines
     lines = [
-        f"context: step {context.sheet_num} of {context.job_id}",
+        f"context: step {context.step} of {context.job_id}",
         f"{indent}confidence: {number(context.confidence)}",
         f"{indent}retries so far: {context.retry_count}",
     ]

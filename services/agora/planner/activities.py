@@ -260,14 +260,14 @@ class PlannerActivities:
                 f"and {record.replans} replan(s)"
             )
             prompt, retries = subgoal.description, max(0, subgoal.attempts - 1)
-            sheet = [s.id for s in plan.subgoals].index(subgoal.id)
+            step_number = [s.id for s in plan.subgoals].index(subgoal.id)
         else:
             budget = record.request.config.cost_budget_usd
             detail = f"the plan spent ${record.cost_usd:.4f} of its ${budget or 0:.4f} budget"
-            errors, prompt, retries, sheet = [detail], record.request.task, 0, 0
+            errors, prompt, retries, step_number = [detail], record.request.task, 0, 0
         context = EscalationContext(
             job_id=record.plan_id,
-            sheet_num=sheet,
+            step=step_number,
             validation_results=[
                 ValidationResult(
                     kind="subgoal",

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agora.core.escalation.record import ParkRequest
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.runtime.batched_reads import BatchedReads
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.batching import KeyedMicroBatcher, group_commits
@@ -34,7 +34,7 @@ LEARNING_NAMESPACE = "agent:learning"
 class RecentOutcomes(BaseModel):
     """An agent's recent runs, as its app keeps them (`agent:learning:<agent_id>`)."""
 
-    outcomes: list[SheetOutcome] = Field(default_factory=list, max_length=LEARNING_KEPT)
+    outcomes: list[StepOutcome] = Field(default_factory=list, max_length=LEARNING_KEPT)
 
 
 class DaprOutcomeHistory:
@@ -44,20 +44,20 @@ class DaprOutcomeHistory:
 
     def __init__(self, repository: StateRepository[RecentOutcomes]) -> None:
         self._repository = repository
-        self._reads: SharedCalls[str, list[SheetOutcome]] = SharedCalls()
-        self._writes: KeyedMicroBatcher[str, SheetOutcome, None] = group_commits(self._add, "learning")
+        self._reads: SharedCalls[str, list[StepOutcome]] = SharedCalls()
+        self._writes: KeyedMicroBatcher[str, StepOutcome, None] = group_commits(self._add, "learning")
 
-    async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+    async def outcomes(self, agent_id: str) -> list[StepOutcome]:
         return list(await self._reads.call(agent_id, lambda: self._read(agent_id)))
 
-    async def _read(self, agent_id: str) -> list[SheetOutcome]:
+    async def _read(self, agent_id: str) -> list[StepOutcome]:
         found = await self._repository.get(agent_id)
         return list(found.value.outcomes) if found is not None else []
 
-    async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+    async def record(self, agent_id: str, outcome: StepOutcome) -> None:
         await self._writes.submit(agent_id, outcome)
 
-    async def _add(self, agent_id: str, outcomes: list[SheetOutcome]) -> None:
+    async def _add(self, agent_id: str, outcomes: list[StepOutcome]) -> None:
         # A run recorded twice counts once, as last told. The stored history is edited as JSON:
         # parsing and dumping its fifty outcomes on every write was most of what a write cost.
         latest = {o.outcome_id: o.model_dump(mode="json") for o in outcomes}

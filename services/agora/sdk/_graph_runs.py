@@ -617,7 +617,7 @@ class GraphRuns:
 def _park_request(start: GraphRunStart, node: str, state: GraphState, step: int) -> ParkRequest:
     context = EscalationContext(
         job_id=start.run_id,
-        sheet_num=step,
+        step=step,
         validation_results=[],
         confidence=0.0,
         retry_count=0,

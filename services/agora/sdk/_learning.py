@@ -14,7 +14,7 @@ from agora.core.limits import MAX_ITEMS, MAX_TEXT_CHARS
 from agora.core.outcomes.effectiveness import pattern_effectiveness
 from agora.core.outcomes.patterns import DetectedPattern, detect_patterns
 from agora.core.outcomes.prompts import select_relevant_patterns
-from agora.core.outcomes.record import OutcomeStatus, SheetOutcome
+from agora.core.outcomes.record import OutcomeStatus, StepOutcome
 from agora.core.triage.failures import FailureType
 
 __all__ = [
@@ -54,7 +54,7 @@ class Lessons:
         the history is read once per refresh, not once per run."""
         return self._found is None or self._runs_since >= PATTERNS_REFRESHED_EVERY
 
-    def refresh(self, history: list[SheetOutcome]) -> None:
+    def refresh(self, history: list[StepOutcome]) -> None:
         self._found = detect_patterns(history)
         self._runs_since = 0
 
@@ -75,7 +75,7 @@ def learnt(
     history: list[tuple[FailureType, str]],
     patterns_applied: list[str],
     summary: str,
-) -> SheetOutcome:
+) -> StepOutcome:
     """What one run (`run_id`: its task or session) teaches the agent: how it ended, after how
     many failed attempts and of which kinds, and which patterns its prompt carried. A run has
     no validations, so the validation fields stay unset."""
@@ -87,9 +87,9 @@ def learnt(
         status = OutcomeStatus.ABORTED
     else:
         status = OutcomeStatus.FAILED
-    return SheetOutcome(
+    return StepOutcome(
         outcome_id=f"task-{run_id}",
-        sheet_id="1",
+        step_id="1",
         job_id=run_id,
         execution_duration=max(0.0, time.time() - started_at),
         retry_count=len(history),
@@ -108,26 +108,26 @@ def learnt(
 class OutcomeHistory(Protocol):
     """Where an agent's recent runs are kept (the latest `LEARNING_KEPT`, oldest first)."""
 
-    async def outcomes(self, agent_id: str) -> list[SheetOutcome]: ...
+    async def outcomes(self, agent_id: str) -> list[StepOutcome]: ...
 
-    async def record(self, agent_id: str, outcome: SheetOutcome) -> None: ...
+    async def record(self, agent_id: str, outcome: StepOutcome) -> None: ...
 
 
 class InMemoryOutcomeHistory:
     """An outcome history in this process only (tests, one-off scripts)."""
 
     def __init__(self) -> None:
-        self._outcomes: dict[str, list[SheetOutcome]] = {}
+        self._outcomes: dict[str, list[StepOutcome]] = {}
 
-    async def outcomes(self, agent_id: str) -> list[SheetOutcome]:
+    async def outcomes(self, agent_id: str) -> list[StepOutcome]:
         return list(self._outcomes.get(agent_id, []))
 
-    async def record(self, agent_id: str, outcome: SheetOutcome) -> None:
+    async def record(self, agent_id: str, outcome: StepOutcome) -> None:
         kept = [o for o in self._outcomes.get(agent_id, []) if o.outcome_id != outcome.outcome_id]
         self._outcomes[agent_id] = [*kept, outcome][-LEARNING_KEPT:]
 
 
-def learning_report(agent_id: str, history: list[SheetOutcome]) -> AgentLearning:
+def learning_report(agent_id: str, history: list[StepOutcome]) -> AgentLearning:
     """What the agent learnt from `history`: the patterns it shows and their effectiveness. A
     worker's runs show a few patterns (one per failure type at most); the cut only keeps the
     answer within its bounds whatever the history holds."""

@@ -152,7 +152,7 @@ def handover(
         waiting_party=waiting_party,
         context=EscalationContext(
             job_id=waiting_party.id,
-            sheet_num=decision.attempt_number + 1,
+            step=decision.attempt_number + 1,
             validation_results=[],
             confidence=recovery.confidence or 0.0,
             retry_count=decision.attempt_number,

@@ -739,7 +739,7 @@ class AgentRunner:
         may not run unconfirmed)."""
         context = CheckpointContext(
             job_id=state.session_id,
-            sheet_num=request.step,
+            step=request.step,
             prompt=request.prompt,
             retry_count=request.retry_count,
         )

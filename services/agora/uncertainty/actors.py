@@ -134,7 +134,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         warn-only trigger answers with its message and lets the step run."""
         self._require_running()
         context = CheckpointContext(
-            job_id=self.id.id, sheet_num=request.step, prompt=request.prompt, retry_count=request.retry_count
+            job_id=self.id.id, step=request.step, prompt=request.prompt, retry_count=request.retry_count
         )
         verdict = evaluate_checkpoint([*self.deps.checkpoint_triggers, *request.triggers], context)
         if verdict.gate is CheckpointGate.CONFIRM:
@@ -174,7 +174,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         escalation_id = self._new_escalation_id(step.step_id)
         context = EscalationContext(
             job_id=self.id.id,
-            sheet_num=self.state.belief.total_steps,
+            step=self.state.belief.total_steps,
             validation_results=[],
             confidence=step.propagated_confidence,
             retry_count=len(self.state.continuations),
@@ -199,7 +199,7 @@ class SessionUncertainty(PydanticActor[SessionState, UncertaintyDeps], SessionUn
         about_to = report.text or f"calls {step.tool_name}"
         context = CheckpointContext(
             job_id=self.id.id,
-            sheet_num=self.state.belief.total_steps,
+            step=self.state.belief.total_steps,
             prompt=(f"{about_to}\n\nTask: {report.prompt}" if report.prompt else about_to)[:MAX_TEXT_CHARS],
             retry_count=len(self.state.continuations),
             trigger=CheckpointTrigger(

@@ -23,7 +23,7 @@ A decision is applied exactly once: resolving or expiring a record that no longe
 `AbortSummary` (partial progress and what completed), so an abort is graceful.
 The answers themselves, of either kind, are in `decisions`.
 
-A "sheet" is one step of a job: `sheet_num` is the step number of whatever waits (a plan step, a
+`step` is the number of the step that waits (a plan step, a
 task's attempt, a debate round...).
 
 Everything here is pure and deterministic: time comes in as `now` (a timezone-aware datetime).

@@ -33,14 +33,15 @@ class CheckpointTrigger(BaseModel):
     Empty lists are refused: they could never match, which is never what was meant (use None).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, serialize_by_alias=True)
 
     name: Name
-    sheet_nums: list[Annotated[int, Field(ge=0)]] | None = Field(
+    steps: list[Annotated[int, Field(ge=0)]] | None = Field(
         default=None,
+        alias="sheet_nums",
         min_length=1,
         max_length=MAX_ITEMS,
-        description="Specific sheet (step) numbers to checkpoint (None = all sheets).",
+        description="Specific step numbers to checkpoint (None = all steps).",
     )
     prompt_contains: list[Note] | None = Field(
         default=None,
@@ -72,10 +73,10 @@ class CheckpointContext(BaseModel):
     trigger that fired once the context is handed to a decision-maker.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, serialize_by_alias=True)
 
     job_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    sheet_num: int = Field(ge=0, description="Step number about to execute.")
+    step: int = Field(ge=0, alias="sheet_num", description="Step number about to execute.")
     prompt: Text = Field(description="The prompt to be used.")
     retry_count: int = Field(default=0, ge=0, description="Number of retry attempts already made.")
     trigger: CheckpointTrigger | None = Field(default=None, description="The trigger that fired.")
@@ -110,7 +111,7 @@ class CheckpointVerdict(BaseModel):
 
 def trigger_matches(trigger: CheckpointTrigger, context: CheckpointContext) -> bool:
     """Whether every condition set on `trigger` holds for the step described by `context`."""
-    if trigger.sheet_nums is not None and context.sheet_num not in trigger.sheet_nums:
+    if trigger.steps is not None and context.step not in trigger.steps:
         return False
     if trigger.prompt_contains is not None:
         prompt = context.prompt.casefold()
@@ -134,7 +135,7 @@ def checkpoint_message(trigger: CheckpointTrigger, context: CheckpointContext) -
     """The trigger's custom message, or a default naming the trigger and the step."""
     if trigger.message.strip():
         return trigger.message
-    return f"checkpoint '{trigger.name}' triggered before sheet {context.sheet_num} of job {context.job_id}"
+    return f"checkpoint '{trigger.name}' triggered before step {context.step} of job {context.job_id}"
 
 
 def evaluate_checkpoint(

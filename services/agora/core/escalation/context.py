@@ -19,10 +19,10 @@ __all__ = ["AnyContext", "EscalationContext"]
 class EscalationContext(BaseModel):
     """Everything about the step's state that led to escalation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, serialize_by_alias=True)
 
     job_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    sheet_num: int = Field(ge=0)
+    step: int = Field(ge=0, alias="sheet_num")
     validation_results: list[ValidationResult] = Field(
         max_length=MAX_ITEMS,
         description="The checks of the work so far (a plan's subgoals, a debate's rounds).",

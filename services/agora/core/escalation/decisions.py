@@ -28,7 +28,7 @@ class CheckpointAction(StrEnum):
     ABORT = "abort"
     """Stop the entire job."""
     SKIP = "skip"
-    """Skip this sheet and continue to the next."""
+    """Skip this step and continue to the next."""
     MODIFY_PROMPT = "modify_prompt"
     """Proceed with modified prompt (requires `modified_prompt`)."""
 
@@ -60,9 +60,9 @@ class CheckpointResponse(BaseModel):
 
 class EscalationAction(StrEnum):
     RETRY = "retry"
-    """Retry the sheet with the same or modified prompt."""
+    """Retry the step with the same or modified prompt."""
     SKIP = "skip"
-    """Skip this sheet and continue to the next."""
+    """Skip this step and continue to the next."""
     ABORT = "abort"
     """Stop the entire job."""
     MODIFY_PROMPT = "modify_prompt"

@@ -68,7 +68,7 @@ def shown_fields(record: EscalationRecord) -> dict[str, str]:
         "default decision": (
             record.default_decision.model_dump(mode="json") if record.default_decision is not None else None
         ),
-        "step": [context.job_id, context.sheet_num],
+        "step": [context.job_id, context.step],
         "retries": context.retry_count,
     }
     if isinstance(context, CheckpointContext):

@@ -154,14 +154,16 @@ class AbortSummary(BaseModel):
     what completed. `cleanup_completed` turns True once the waiting party reports its cleanup
     (`complete_cleanup`), so an aborted workflow is known to have cleaned up after itself."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, serialize_by_alias=True)
 
     escalation_id: IdRef
     waiting_party: WaitingParty
     aborted_by: NameRef
     aborted_at: AwareDatetime
     reason: Note = Field(description="Why the abort was necessary.")
-    stopped_at_sheet: int | None = Field(default=None, description="The step that was waiting.")
+    stopped_at_step: int | None = Field(
+        default=None, alias="stopped_at_sheet", description="The step that was waiting."
+    )
     last_error: Note | None = None
     progress: PartialProgress = Field(default_factory=PartialProgress)
     progress_summary: Text = Field(description="Human-readable summary of what completed.")
@@ -283,19 +285,19 @@ def park(
     )
 
 
-def _context_sheet_and_error(context: EscalationContext | CheckpointContext) -> tuple[int, str | None]:
+def _context_step_and_error(context: EscalationContext | CheckpointContext) -> tuple[int, str | None]:
     errors = context.error_history if isinstance(context, EscalationContext) else context.previous_errors
-    return context.sheet_num, (errors[-1] if errors else None)
+    return context.step, (errors[-1] if errors else None)
 
 
-def summarize_progress(progress: PartialProgress, stopped_at_sheet: int | None, reason: str) -> str:
+def summarize_progress(progress: PartialProgress, stopped_at_step: int | None, reason: str) -> str:
     """A one-line, deterministic account of an abort: what completed, what will not run, where it
     stopped and why."""
     parts = [f"completed: {', '.join(progress.completed) if progress.completed else 'nothing'}"]
     if progress.pending:
         parts.append(f"not run: {', '.join(progress.pending)}")
-    if stopped_at_sheet is not None:
-        parts.append(f"stopped at sheet {stopped_at_sheet}")
+    if stopped_at_step is not None:
+        parts.append(f"stopped at step {stopped_at_step}")
     parts.append(f"reason: {reason}")
     return "; ".join(parts)
 
@@ -310,17 +312,17 @@ def abort_summary(
 ) -> AbortSummary:
     """The summary of an escalation ending in abort (built by `resolve` and `expire`)."""
     progress = progress or PartialProgress()
-    sheet, last_error = _context_sheet_and_error(record.context)
+    step, last_error = _context_step_and_error(record.context)
     return AbortSummary(
         escalation_id=record.escalation_id,
         waiting_party=record.waiting_party,
         aborted_by=who,
         aborted_at=now,
         reason=reason,
-        stopped_at_sheet=sheet,
+        stopped_at_step=step,
         last_error=last_error,
         progress=progress,
-        progress_summary=summarize_progress(progress, sheet, reason),
+        progress_summary=summarize_progress(progress, step, reason),
     )
 
 
@@ -476,7 +478,7 @@ def complete_cleanup(
         )
     new_progress = progress or summary.progress
     text = _blank_to_none(progress_summary) or summarize_progress(
-        new_progress, summary.stopped_at_sheet, summary.reason
+        new_progress, summary.stopped_at_step, summary.reason
     )
     updated = summary.model_copy(
         update={"progress": new_progress, "progress_summary": text, "cleanup_completed": True}

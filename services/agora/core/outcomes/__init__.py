@@ -1,7 +1,7 @@
-"""Outcome learning: remember how past sheet executions went and feed what recurs back into prompts.
+"""Outcome learning: remember how past step executions went and feed what recurs back into prompts.
 
 A run that failed because a file was not created will likely fail the same way next time unless
-the prompt says so. This package keeps one `SheetOutcome` per execution and derives from the history:
+the prompt says so. This package keeps one `StepOutcome` per execution and derives from the history:
 
 * patterns (`patterns.detect_patterns`), once at least `MIN_OUTCOMES_FOR_PATTERNS` (5) outcomes exist —
   fewer is anecdote, not a pattern: failure categories, semantic failure phrases, error codes and
@@ -29,7 +29,7 @@ Choices behind the data model:
 * Besides what was measured, an outcome carries `outcome_id` (stable store key, makes
   re-recording idempotent), `failure_type` (the triage classification), and `escalation_action`,
   `escalation_guidance`, `escalation_confidence`, `escalation_id` (the escalation decision taken
-  for this sheet, if any), which `historical_suggestions` turns into the escalation module's
+  for this step, if any), which `historical_suggestions` turns into the escalation module's
   `HistoricalSuggestion`.
 * No caching of detected patterns: the store may be shared by several replicas, so a cache here
   could not tell when another replica recorded an outcome.

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agora.core.checks import ValidationResult
-from agora.core.outcomes.record import SheetOutcome, failed_results
+from agora.core.outcomes.record import StepOutcome, failed_results
 
 __all__ = ["ValidationSummary", "normalise_phrase", "summarise_validation", "with_derived_fields"]
 
@@ -58,7 +58,7 @@ def summarise_validation(validation_results: Iterable[ValidationResult]) -> Vali
     )
 
 
-def with_derived_fields(outcome: SheetOutcome) -> SheetOutcome:
+def with_derived_fields(outcome: StepOutcome) -> StepOutcome:
     """The outcome with `failure_category_counts`, `semantic_patterns` and `fix_suggestions`
     derived from `validation_results` where the caller left them empty."""
     summary = summarise_validation(outcome.validation_results)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.limits import Text
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 
 __all__ = ["PatternEffectiveness", "effectiveness_of", "pattern_effectiveness", "stable_pattern_text"]
 
@@ -36,7 +36,7 @@ class PatternEffectiveness(BaseModel):
     lift: float | None = Field(description="applied - baseline success rate; None if either is unknown.")
 
 
-def effectiveness_of(outcomes: Sequence[SheetOutcome], pattern: str) -> PatternEffectiveness:
+def effectiveness_of(outcomes: Sequence[StepOutcome], pattern: str) -> PatternEffectiveness:
     """Success rate of outcomes where `pattern` was applied vs the outcomes where it was not.
     Patterns are compared by `stable_pattern_text`."""
     wanted = stable_pattern_text(pattern)
@@ -59,7 +59,7 @@ def effectiveness_of(outcomes: Sequence[SheetOutcome], pattern: str) -> PatternE
     )
 
 
-def pattern_effectiveness(outcomes: Sequence[SheetOutcome]) -> list[PatternEffectiveness]:
+def pattern_effectiveness(outcomes: Sequence[StepOutcome]) -> list[PatternEffectiveness]:
     """`effectiveness_of` every pattern applied at least once; highest lift first (unknown lift
     last), then most applied, then by text."""
     patterns = sorted({stable_pattern_text(p) for o in outcomes for p in o.patterns_applied})

@@ -8,7 +8,7 @@ from agora.core.outcomes.derived import with_derived_fields
 from agora.core.outcomes.effectiveness import PatternEffectiveness, pattern_effectiveness
 from agora.core.outcomes.patterns import MIN_OUTCOMES_FOR_PATTERNS, DetectedPattern, detect_patterns
 from agora.core.outcomes.prompts import DEFAULT_PATTERN_LIMIT, get_relevant_patterns
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.core.outcomes.similar import DEFAULT_SIMILAR_LIMIT, QueryLike, query_similar
 from agora.core.outcomes.store import OutcomeStore
 
@@ -37,13 +37,13 @@ class OutcomeLearner:
         self.min_outcomes = min_outcomes
         self.history_limit = history_limit
 
-    async def history(self) -> list[SheetOutcome]:
+    async def history(self) -> list[StepOutcome]:
         """The outcomes the questions are answered over (at most `history_limit`, the latest)."""
         if self.history_limit is None:
             return await self.store.all()
         return await self.store.recent(self.history_limit)
 
-    async def record(self, outcome: SheetOutcome) -> SheetOutcome:
+    async def record(self, outcome: StepOutcome) -> StepOutcome:
         """Store the outcome (with fields derived from its validation results, see
         `with_derived_fields`). When the history including it has at least `min_outcomes`
         outcomes, pattern detection runs and `patterns_detected` is set on it. Returns what
@@ -61,7 +61,7 @@ class OutcomeLearner:
 
     async def query_similar(
         self, context: QueryLike, limit: int = DEFAULT_SIMILAR_LIMIT
-    ) -> list[SheetOutcome]:
+    ) -> list[StepOutcome]:
         return query_similar(await self.history(), context, limit)
 
     async def get_relevant_patterns(

@@ -12,7 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.outcomes.derived import normalise_phrase, with_derived_fields
-from agora.core.outcomes.record import SheetOutcome, failed_results, validation_type
+from agora.core.outcomes.record import StepOutcome, failed_results, validation_type
 
 __all__ = [
     "MIN_OUTCOMES_FOR_PATTERNS",
@@ -64,12 +64,12 @@ class _Tally:
     """Per-key evidence while scanning outcomes."""
 
     def __init__(self) -> None:
-        self.outcomes: dict[str, SheetOutcome] = {}
+        self.outcomes: dict[str, StepOutcome] = {}
         self.occurrences = 0
         self.fixes: Counter[str] = Counter()
         self.details: Counter[str] = Counter()
 
-    def add(self, outcome: SheetOutcome, times: int = 1) -> None:
+    def add(self, outcome: StepOutcome, times: int = 1) -> None:
         self.outcomes[outcome.outcome_id] = outcome
         self.occurrences += times
 
@@ -95,7 +95,7 @@ def _describe(kind: PatternType, key: str, frequency: int, detail: str | None, f
 
 
 def detect_patterns(
-    outcomes: Sequence[SheetOutcome],
+    outcomes: Sequence[StepOutcome],
     *,
     min_outcomes: int = MIN_OUTCOMES_FOR_PATTERNS,
     min_frequency: int = MIN_PATTERN_FREQUENCY,

@@ -11,7 +11,7 @@ from agora.core.outcomes.patterns import (
     PatternType,
     detect_patterns,
 )
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.core.outcomes.similar import OutcomeQuery, QueryLike, as_query, check_limit
 from agora.core.triage.words import content_tokens
 
@@ -51,7 +51,7 @@ def select_relevant_patterns(
 
 
 def get_relevant_patterns(
-    outcomes: Sequence[SheetOutcome],
+    outcomes: Sequence[StepOutcome],
     context: QueryLike,
     limit: int = DEFAULT_PATTERN_LIMIT,
     *,
@@ -59,7 +59,7 @@ def get_relevant_patterns(
 ) -> list[str]:
     """Pattern descriptions for prompt injection, e.g.
     "⚠️ Common issue: file_exists validation tends to fail (seen 3x). Suggested fix: ...".
-    Store the texts actually injected in `SheetOutcome.patterns_applied`."""
+    Store the texts actually injected in `StepOutcome.patterns_applied`."""
     patterns = detect_patterns(outcomes, min_outcomes=min_outcomes)
     return [p.description for p in select_relevant_patterns(patterns, context, limit)]
 

@@ -1,4 +1,4 @@
-"""The record of one sheet execution (`SheetOutcome`): what it checked, what went wrong, how
+"""The record of one step's execution (`StepOutcome`): what it checked, what went wrong, how
 it ended, what was injected into its prompt and what was decided if it escalated."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from agora.core.triage.failures import FailureType
 __all__ = [
     "FAILURE_CATEGORIES",
     "OutcomeStatus",
-    "SheetOutcome",
+    "StepOutcome",
     "failed_results",
     "validation_type",
 ]
@@ -31,13 +31,13 @@ class OutcomeStatus(StrEnum):
     ABORTED = "aborted"
 
 
-class SheetOutcome(BaseModel):
-    """Structured outcome of one sheet execution, kept for learning and pattern detection:
+class StepOutcome(BaseModel):
+    """Structured outcome of one step's execution, kept for learning and pattern detection:
     its checks (`validation_results`) and errors (`error_history`) among the rest."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, serialize_by_alias=True)
 
-    sheet_id: str = Field(min_length=1)
+    step_id: str = Field(min_length=1, alias="sheet_id")
     job_id: str = Field(min_length=1)
     validation_results: list[ValidationResult] = Field(default_factory=list, max_length=MAX_ITEMS)
     execution_duration: float | None = Field(
@@ -81,7 +81,7 @@ class SheetOutcome(BaseModel):
         default=None, description="The triage classification of the failure, if any."
     )
     escalation_action: EscalationAction | None = Field(
-        default=None, description="The escalation decision taken for this sheet, if any."
+        default=None, description="The escalation decision taken for this step, if any."
     )
     escalation_guidance: str | None = Field(default=None, description="Guidance given with that decision.")
     escalation_confidence: float | None = Field(
@@ -93,7 +93,7 @@ class SheetOutcome(BaseModel):
     escalation_id: str | None = Field(default=None, description="That escalation's id, when known.")
 
     @model_validator(mode="after")
-    def _escalation_is_complete(self) -> SheetOutcome:
+    def _escalation_is_complete(self) -> StepOutcome:
         if self.escalation_action is not None and self.escalation_confidence is None:
             raise ValueError("an outcome with an escalation_action also gives escalation_confidence")
         return self

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.outcomes.derived import normalise_phrase
-from agora.core.outcomes.record import SheetOutcome, failed_results
+from agora.core.outcomes.record import StepOutcome, failed_results
 from agora.core.similarity import jaccard
 from agora.core.triage.failures import FailureType
 from agora.core.triage.words import content_tokens
@@ -38,10 +38,10 @@ SIMILARITY_WEIGHTS: dict[str, float] = {
     "validation_types": 0.10,
     "failure_type": 0.10,
     "job_id": 0.05,
-    "sheet_id": 0.05,
+    "step_id": 0.05,
 }
 """Weight of each similarity component (see `similarity`). Free text weighs most because it carries
-the most information; error codes next because they are precise; identity of job and sheet least,
+the most information; error codes next because they are precise; identity of job and step least,
 because the same job failing for a different reason is not a similar situation."""
 
 
@@ -52,7 +52,7 @@ class OutcomeQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     job_id: str | None = None
-    sheet_id: str | None = None
+    step_id: str | None = None
     text: str = Field(default="", description="Free text: the error, the failure reasons, the task.")
     error_codes: list[str] = Field(default_factory=list)
     failure_categories: list[str] = Field(default_factory=list)
@@ -71,7 +71,7 @@ def as_query(context: QueryLike) -> OutcomeQuery:
     return context if isinstance(context, OutcomeQuery) else OutcomeQuery.model_validate(dict(context))
 
 
-def outcome_text(outcome: SheetOutcome) -> str:
+def outcome_text(outcome: StepOutcome) -> str:
     """What the free-text part of similarity compares with: the semantic phrases, the failure
     reasons of failed validations (normalised like the phrases, so one file name does not make
     two outcomes look different), the error messages and the grounding guidance. (Not the
@@ -91,12 +91,12 @@ def _components(query: OutcomeQuery) -> list[str]:
         "validation_types": bool(query.validation_types),
         "failure_type": query.failure_type is not None,
         "job_id": query.job_id is not None,
-        "sheet_id": query.sheet_id is not None,
+        "step_id": query.step_id is not None,
     }
     return [name for name, present in given.items() if present]
 
 
-def similarity(outcome: SheetOutcome, context: QueryLike) -> float:
+def similarity(outcome: StepOutcome, context: QueryLike) -> float:
     """How similar a past outcome is to the query, in [0, 1].
 
     Components, each in [0, 1]:
@@ -107,7 +107,7 @@ def similarity(outcome: SheetOutcome, context: QueryLike) -> float:
     * failure_categories: Jaccard of the query's categories and the outcome's categories with a
       count > 0;
     * validation_types: Jaccard of the query's types and the outcome's failed validation types;
-    * failure_type, job_id, sheet_id: 1 when equal, else 0.
+    * failure_type, job_id, step_id: 1 when equal, else 0.
 
     The score is the `SIMILARITY_WEIGHTS`-weighted mean over the components the query gives, so
     a query naming only an error code scores 1.0 on an outcome with exactly that code. A query
@@ -126,7 +126,7 @@ def similarity(outcome: SheetOutcome, context: QueryLike) -> float:
         ),
         "failure_type": float(query.failure_type is not None and query.failure_type == outcome.failure_type),
         "job_id": float(query.job_id == outcome.job_id),
-        "sheet_id": float(query.sheet_id == outcome.sheet_id),
+        "step_id": float(query.step_id == outcome.step_id),
     }
     names = _components(query)
     weight = sum(SIMILARITY_WEIGHTS[name] for name in names)
@@ -138,11 +138,11 @@ def similarity(outcome: SheetOutcome, context: QueryLike) -> float:
 class ScoredOutcome(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    outcome: SheetOutcome
+    outcome: StepOutcome
     score: float = Field(ge=0.0, le=1.0)
 
 
-def rank_similar(outcomes: Iterable[SheetOutcome], context: QueryLike) -> list[ScoredOutcome]:
+def rank_similar(outcomes: Iterable[StepOutcome], context: QueryLike) -> list[ScoredOutcome]:
     """Every outcome with a score > 0, most similar first; ties go to the more recent, then by id.
     With an empty query, every outcome (score 0), most recent first."""
     query = as_query(context)
@@ -155,8 +155,8 @@ def rank_similar(outcomes: Iterable[SheetOutcome], context: QueryLike) -> list[S
 
 
 def query_similar(
-    outcomes: Iterable[SheetOutcome], context: QueryLike, limit: int = DEFAULT_SIMILAR_LIMIT
-) -> list[SheetOutcome]:
+    outcomes: Iterable[StepOutcome], context: QueryLike, limit: int = DEFAULT_SIMILAR_LIMIT
+) -> list[StepOutcome]:
     """The `limit` outcomes most similar to `context` (see `similarity`, `rank_similar`)."""
     check_limit(limit)
     return [s.outcome for s in rank_similar(outcomes, context)[:limit]]

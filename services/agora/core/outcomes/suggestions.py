@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agora.core.escalation.suggestions import HistoricalSuggestion, rank_suggestions
-from agora.core.outcomes.record import SheetOutcome
+from agora.core.outcomes.record import StepOutcome
 from agora.core.outcomes.similar import QueryLike, check_limit, rank_similar
 
 __all__ = ["DEFAULT_SUGGESTION_LIMIT", "historical_suggestions"]
@@ -15,7 +15,7 @@ DEFAULT_SUGGESTION_LIMIT = 5
 
 
 def historical_suggestions(
-    outcomes: Iterable[SheetOutcome], context: QueryLike, limit: int = DEFAULT_SUGGESTION_LIMIT
+    outcomes: Iterable[StepOutcome], context: QueryLike, limit: int = DEFAULT_SUGGESTION_LIMIT
 ) -> list[HistoricalSuggestion]:
     """Past escalations similar to `context`, as `EscalationContext.historical_suggestions`:
     outcomes with an `escalation_action` and a similarity > 0 (any, for an empty query), ordered
