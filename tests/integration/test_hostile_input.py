@@ -27,7 +27,7 @@ from agora.core.limits import (
 from agora.harness import LocalCluster, ServiceReplica
 from agora.registry.service import INDEX_NAMESPACE
 from agora.runtime.actor_interface import wire_name
-from agora.runtime.interfaces import ReputationActorInterface, TaskActorInterface
+from agora.runtime.interfaces import ReputationInterface, TaskInterface
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.runtime.state import StateRepository
@@ -216,7 +216,7 @@ def task_in(cluster: LocalCluster, task_id: str, *statuses: str, timeout: float 
 
 def reputation_total(cluster: LocalCluster, agent_id: str) -> int:
     sidecar = host(cluster, "reputation").dapr_http
-    method = wire_name(ReputationActorInterface.get_record)
+    method = wire_name(ReputationInterface.get_record)
     answer = httpx.put(f"{sidecar}/v1.0/actors/Reputation/{agent_id}/method/{method}", timeout=10).json()
     return int(answer["result"]["total_tasks"])
 
@@ -467,7 +467,7 @@ def test_an_actor_call_with_a_malformed_argument_gets_the_typed_error_and_change
     sidecar = host(default_cluster, "taskboard").dapr_http
     task_id = f"malformed-{uuid.uuid4().hex[:8]}"
     answer = httpx.put(
-        f"{sidecar}/v1.0/actors/Task/{task_id}/method/{wire_name(TaskActorInterface.post_task)}",
+        f"{sidecar}/v1.0/actors/Task/{task_id}/method/{wire_name(TaskInterface.post_task)}",
         json={"task_id": task_id, "required_skills": "not a list"},
         timeout=10,
     )

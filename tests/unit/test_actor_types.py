@@ -19,7 +19,7 @@ from agora.reputation.actors import Reputation
 from agora.runtime.actor_client import ActorClient, Actors
 from agora.runtime.actor_host import PydanticActor
 from agora.runtime.actor_interface import AgoraActorInterface, actor_methods, wire_name
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.taskboard.actors import Task
 from agora.uncertainty.actors import SessionUncertainty
 
@@ -52,6 +52,7 @@ def test_every_actor_type_names_its_host_class_and_its_interface() -> None:
     assert sorted(host.__name__ for host in HOSTS) == sorted(member.value for member in ActorType)
     for host in HOSTS:
         assert interface_of(host).actor_type == host.__name__
+        assert interface_of(host).__name__ == f"{host.__name__}Interface"  # one naming pattern
 
 
 def test_every_interface_method_is_routed_by_its_own_name_and_implemented_by_its_host() -> None:
@@ -63,7 +64,7 @@ def test_every_interface_method_is_routed_by_its_own_name_and_implemented_by_its
 
 async def test_a_proxy_calls_the_actor_method_and_answers_the_declared_model() -> None:
     client = RecordingClient(TaskRecord.model_validate({"spec": SPEC}).model_dump(mode="json"))
-    tasks = Actors(client, TaskActorInterface)
+    tasks = Actors(client, TaskInterface)
     spec = TaskRecord.model_validate({"spec": SPEC}).spec
 
     record = await tasks("t-1").post_task(spec)
@@ -73,7 +74,7 @@ async def test_a_proxy_calls_the_actor_method_and_answers_the_declared_model() -
 
 
 async def test_a_proxy_refuses_a_call_with_the_wrong_number_of_arguments() -> None:
-    proxy: Any = RecordingClient(None).proxy(TaskActorInterface, "t-1")
+    proxy: Any = RecordingClient(None).proxy(TaskInterface, "t-1")
     with pytest.raises(TypeError, match="get_task takes 0 argument"):
         await proxy.get_task(TaskRecord.model_validate({"spec": SPEC}).spec)
 

@@ -40,7 +40,7 @@ from agora.llm import ChatMessage, OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers, replan
 from agora.planner.workflow import Verify
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.workflows import decision_event
 from agora.sdk import Agent, ModelRouter, ModelSpec, ModelTier, tool
 from agora.sdk._app_deadlines import RunDeadlines, within_deadline
@@ -230,9 +230,9 @@ class Board:
         self.outcome = recorded
         self.reads = 0
 
-    def __call__(self, task_id: str) -> TaskActorInterface:
+    def __call__(self, task_id: str) -> TaskInterface:
         assert task_id == TASK
-        return cast(TaskActorInterface, self)
+        return cast(TaskInterface, self)
 
     async def get_task(self) -> TaskRecord:
         self.reads += 1

@@ -15,7 +15,7 @@ import pytest
 from agora.core.market import AllocationResult, AllocationStatus, Bid, BidScore, TaskOutcome, TaskSpec
 from agora.core.messages import AwardAcknowledgement, TaskAwarded
 from agora.core.task_lifecycle import AwardAttempt, TaskRecord
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.workflows import WorkflowHost, WorkflowRef
 from agora.sdk import Agent
@@ -128,7 +128,7 @@ def spawn(work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
 
 
 def intake(board: Board, workflows: Workflows, runs: Runs, inline_run_seconds: float = 5.0) -> AwardIntake:
-    tasks = cast(Callable[[str], TaskActorInterface], lambda task_id: board)
+    tasks = cast(Callable[[str], TaskInterface], lambda task_id: board)
     return AwardIntake(AGENTS, tasks, cast(WorkflowHost, workflows), cast(RunActivities, runs), spawn,
                        inline_run_seconds)  # fmt: skip
 

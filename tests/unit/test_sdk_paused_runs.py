@@ -18,7 +18,7 @@ from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
 from agora.core.models import CapabilityProfile
 from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.llm import ChatMessage, OfflineModelClient
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.sdk import Agent, Tool
 from agora.sdk._app_run import AgentRunDecision
 from agora.sdk._app_steps import execute_award, resume_award
@@ -69,9 +69,9 @@ class Board:
         self.handed: list[HandOver] = []
         self._refusal = refusal
 
-    def __call__(self, task_id: str) -> TaskActorInterface:
+    def __call__(self, task_id: str) -> TaskInterface:
         assert task_id == TASK
-        return cast(TaskActorInterface, self)
+        return cast(TaskInterface, self)
 
     async def hand_over(self, hand_over: HandOver) -> TaskRecord:
         if self._refusal is not None:

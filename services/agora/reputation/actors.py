@@ -14,7 +14,7 @@ from agora.core.market import ReputationRecord
 from agora.core.reputation import apply_outcome
 from agora.reputation.outcome_counts import MarketOutcomes
 from agora.runtime.actor_host import PydanticActor, actor_endpoint
-from agora.runtime.interfaces import ReputationActorInterface
+from agora.runtime.interfaces import ReputationInterface
 
 RECENT_OUTCOMES_KEPT = 1000
 
@@ -25,7 +25,7 @@ class ReputationState(BaseModel):
     """Task ids whose outcome was applied (bounded), so a redelivered outcome is not counted twice."""
 
 
-class Reputation(PydanticActor[ReputationState, MarketOutcomes | None], ReputationActorInterface):
+class Reputation(PydanticActor[ReputationState, MarketOutcomes | None], ReputationInterface):
     """Built with the market's outcome count, or None where no count is kept."""
 
     state_model = ReputationState

@@ -35,7 +35,7 @@ from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans.record import PlanList, PlanRecord
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor_client import ActorClient, Actors
-from agora.runtime.interfaces import EscalationInterface, ReputationActorInterface, TaskActorInterface
+from agora.runtime.interfaces import EscalationInterface, ReputationInterface, TaskInterface
 from agora.runtime.sidecar import DaprSidecar
 
 M = TypeVar("M", bound=BaseModel)
@@ -204,20 +204,20 @@ class EscalationClient:
         return await _as(EscalationRecord, answer)
 
 
-TaskActors = Actors[TaskActorInterface]
+TaskActors = Actors[TaskInterface]
 """`Task` actors (the task board), one per task id: `tasks(task_id).post_task(spec)`."""
-ReputationActors = Actors[ReputationActorInterface]
+ReputationActors = Actors[ReputationInterface]
 """`Reputation` actors, one per agent id."""
 EscalationActors = Actors[EscalationInterface]
 """`Escalation` actors, one per escalation id."""
 
 
 def task_actors(client: ActorClient) -> TaskActors:
-    return Actors(client, TaskActorInterface)
+    return Actors(client, TaskInterface)
 
 
 def reputation_actors(client: ActorClient) -> ReputationActors:
-    return Actors(client, ReputationActorInterface)
+    return Actors(client, ReputationInterface)
 
 
 def escalation_actors(client: ActorClient) -> EscalationActors:

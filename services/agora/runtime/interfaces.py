@@ -1,7 +1,7 @@
 """Every actor interface of Agora, in one place: the methods each actor type answers and the
 contract models they take and return.
 
-Hosts implement an interface (`class Task(PydanticActor[...], TaskActorInterface)`); callers
+Hosts implement an interface (`class Task(PydanticActor[...], TaskInterface)`); callers
 reach an actor through a proxy typed as the same interface (`ActorClient.proxy`, or an
 `Actors` family: `await tasks(task_id).record_allocation(result)`), so a call is checked by
 mypy against what the host declares, and an actor method is named as a string only here (the
@@ -42,13 +42,13 @@ from agora.runtime.actor_interface import AgoraActorInterface, actor_method
 
 __all__ = [
     "EscalationInterface",
-    "ReputationActorInterface",
+    "ReputationInterface",
     "SessionUncertaintyInterface",
-    "TaskActorInterface",
+    "TaskInterface",
 ]
 
 
-class TaskActorInterface(AgoraActorInterface, ActorInterface):
+class TaskInterface(AgoraActorInterface, ActorInterface):
     """A task on the board, one actor per task id."""
 
     actor_type = ActorType.TASK
@@ -84,7 +84,7 @@ class TaskActorInterface(AgoraActorInterface, ActorInterface):
     async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...
 
 
-class ReputationActorInterface(AgoraActorInterface, ActorInterface):
+class ReputationInterface(AgoraActorInterface, ActorInterface):
     """An agent's reputation, one actor per agent id."""
 
     actor_type = ActorType.REPUTATION

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from agora.core import topics
 from agora.core.errors import AgoraError
 from agora.core.messages import DeadLetter
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.workflows import WorkflowHost, step_span
 from agora.sdk._agent import Agent
@@ -54,7 +54,7 @@ class RunActivities:
         monitor: UncertaintyStepMonitor | None,
         meter: RunMeter | None,
         deadlines: RunDeadlines,
-        tasks: Callable[[str], TaskActorInterface],
+        tasks: Callable[[str], TaskInterface],
         publisher: Publisher,
         *,
         app_id: str,

@@ -14,7 +14,7 @@ from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome
 from agora.core.messages import TaskAwarded
 from agora.core.task_lifecycle import deadline_exceeded, failure_summary
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.sdk._agent import Agent
 from agora.sdk._app_meter import RunMeter, Spend
 from agora.sdk._app_run import AgentRunStart, RunProgress, run_attributes
@@ -106,7 +106,7 @@ class RunDeadlines:
         agents: dict[str, Agent],
         store: AgentStateStore,
         meter: RunMeter | None,
-        tasks: Callable[[str], TaskActorInterface],
+        tasks: Callable[[str], TaskInterface],
         stop_grace_seconds: float = STOP_GRACE_SECONDS,
     ) -> None:
         self._agents = agents

@@ -9,7 +9,7 @@ from agora.core.errors import NotFound
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.messages import EscalationResolved
 from agora.runtime.clients import EscalationActors
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.workflows import WorkflowHost
 from agora.sdk._agent import Agent
 from agora.sdk._app_run import RUN_DECISIONS, run_instance
@@ -25,7 +25,7 @@ class DecisionRelay:
     def __init__(
         self,
         agents: dict[str, Agent],
-        tasks: Callable[[str], TaskActorInterface],
+        tasks: Callable[[str], TaskInterface],
         host: WorkflowHost,
         escalations: EscalationActors,
         graph_runs: GraphRuns,

@@ -15,7 +15,7 @@ from typing import Any
 from agora.core.errors import AgoraError
 from agora.core.messages import AwardAcknowledgement, TaskAwarded
 from agora.core.task_lifecycle import TaskRecord, run_deadline
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import RejectMessage
 from agora.runtime.tracing import current_traceparent
 from agora.runtime.workflows import WorkflowHost
@@ -36,7 +36,7 @@ class AwardIntake:
     def __init__(
         self,
         agents: dict[str, Agent],
-        tasks: Callable[[str], TaskActorInterface],
+        tasks: Callable[[str], TaskInterface],
         host: WorkflowHost,
         activities: RunActivities,
         spawn: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task[Any]],

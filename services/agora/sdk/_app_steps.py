@@ -13,7 +13,7 @@ from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
 from agora.core.task_lifecycle import failure_summary
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.sdk._agent import Agent
 from agora.sdk._app_meter import RunMeter
 from agora.sdk._app_run import AgentRunDecision, RunProgress, failed_outcome
@@ -83,7 +83,7 @@ async def resume_award(
     decision: AgentRunDecision,
     store: AgentStateStore,
     monitor: UncertaintyStepMonitor | None,
-    tasks: Callable[[str], TaskActorInterface],
+    tasks: Callable[[str], TaskInterface],
     meter: RunMeter | None = None,
 ) -> RunProgress:
     """Go on with a paused run as the person decided: abort ends it failed, reassign hands the
@@ -132,7 +132,7 @@ async def _hand_over(
     decision: EscalationResponse,
     saved: AgentState,
     store: AgentStateStore,
-    tasks: Callable[[str], TaskActorInterface],
+    tasks: Callable[[str], TaskInterface],
 ) -> RunProgress:
     """Give the task up for the bidder a person chose (or the next-best one): the board awards
     it again and the run ends with no outcome of its own. A hand-over the board refuses (the

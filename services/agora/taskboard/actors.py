@@ -47,7 +47,7 @@ from agora.core.messages import (
 )
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
@@ -97,7 +97,7 @@ class TaskBoardDeps:
         return TaskListings(self.retention_seconds)
 
 
-class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskActorInterface, Remindable):
+class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
     state_model = TaskSlot
 
     _superseded: tuple[str, ...] = ()

@@ -31,7 +31,7 @@ from datetime import datetime
 
 from agora.core.errors import NotFound
 from agora.core.messages import AwardWindowDue
-from agora.runtime.interfaces import TaskActorInterface
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.status_index import StatusIndex
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def parse_watch_entry(entry: str) -> tuple[int, str]:
 class AwardWatch:
     """Sweeps the watch: entries past their due time go to their `Task` actors."""
 
-    def __init__(self, index: StatusIndex, tasks: Callable[[str], TaskActorInterface]) -> None:
+    def __init__(self, index: StatusIndex, tasks: Callable[[str], TaskInterface]) -> None:
         self._index = index
         self._tasks = tasks
         self._handing_over: set[str] = set()
