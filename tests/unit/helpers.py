@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from dapr.actor import Actor
 from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.actor.runtime.mock_state_manager import MockStateManager
 
-from agora.llm import ChatMessage, Completion
 from agora.runtime.actor_interface import ActorAnswer
 
 
@@ -34,34 +33,6 @@ def answer_of(value: object) -> ActorAnswer:
     """What an actor method answered over the wire (its result or its typed error)."""
     assert isinstance(value, ActorAnswer), value
     return value
-
-
-class FakeModel:
-    """A `ModelClient` double: `answer` decides each reply; every request is kept in `asked`."""
-
-    backend = "fake"
-
-    def __init__(self) -> None:
-        self.asked: list[list[ChatMessage]] = []
-        self.temperatures: list[float] = []
-
-    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
-        raise NotImplementedError
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        self.asked.append(list(messages))
-        self.temperatures.append(temperature)
-        return Completion(text=self.answer(messages, json_schema), model=self.backend, backend=self.backend)
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def until(condition: Callable[[], bool], timeout: float = 1.0) -> None:

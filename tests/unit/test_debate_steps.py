@@ -4,29 +4,18 @@ scripted answers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 from agora.core.debate.config import DebaterConfig
 from agora.core.debate.rounds import DebateRound, Position, debate_round
 from agora.debate.steps import answer, debater_messages, judge, offline_answers, route
-from agora.llm import ChatMessage, OfflineModelClient
-from tests.unit.helpers import FakeModel
+from agora.llm import OfflineModelClient
+from agora.sdk.testing import ScriptedModel
 
 QUESTION = "Which region? Options: eu-west | us-east"
 
 
 def offline() -> OfflineModelClient:
     return OfflineModelClient(overrides=offline_answers)
-
-
-class Answers(FakeModel):
-    def __init__(self, answers: Sequence[str]) -> None:
-        super().__init__()
-        self._answers = list(answers)
-
-    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
-        return self._answers.pop(0)
 
 
 async def round_of(question: str, previous: DebateRound | None, n: int = 3) -> DebateRound:
@@ -59,10 +48,13 @@ async def test_the_router_is_confident_only_about_a_single_option() -> None:
 
 
 async def test_a_debater_without_a_valid_answer_abstains() -> None:
-    given = await answer(Answers(["no json", "still none"]), DebaterConfig(debater_id="d0"), QUESTION, None)
-    assert given == Position(debater_id="d0", answer="", reasoning="no valid answer", confidence=0.0)
+    silent = ScriptedModel("no json", "still none")
+    given = await answer(silent, DebaterConfig(debater_id="d0"), QUESTION, None)
+    abstained = Position(debater_id="d0", answer="", reasoning="no valid answer", confidence=0.0)
+    assert given.model_copy(update={"token_usage": abstained.token_usage}) == abstained
+    assert given.token_usage.total_tokens > 0  # what the attempts used is counted
     valid = json.dumps({"answer": "eu-west", "reasoning": "latency", "confidence": 0.7})
-    model = Answers(["nope", valid])
+    model = ScriptedModel("nope", valid)
     retried = await answer(model, DebaterConfig(debater_id="d0", temperature=1.1), QUESTION, None)
     assert retried.answer == "eu-west" and retried.confidence == 0.7
     assert model.temperatures == [1.1, 1.1]  # the debater's own temperature

@@ -20,25 +20,32 @@ from agora.escalation.outcomes import outcome_of
 from agora.escalation.store import EscalationSlot, EscalationStore
 from agora.runtime.actor_host import EXPIRE_REMINDER, STATE_KEY
 from agora.runtime.pubsub import Publisher
-from agora.sdk.testing import MemoryRepository
+from agora.sdk.testing import MemoryRepository, RecordingPublisher
 from tests.unit.helpers import answer_of, hosted, mock_state
 
 
-class FlakyPublisher:
+class FlakyPublisher(RecordingPublisher):
     """Fails the first `failures` publishes (as a broker outage would), then records them."""
 
     def __init__(self, failures: int) -> None:
+        super().__init__()
         self.failures = failures
-        self.sent: list[tuple[str, dict[str, Any], str | None]] = []
 
     async def publish(
-        self, channel: Channel[Any], payload: BaseModel, *, message_id: str | None = None
+        self,
+        channel: Channel[Any],
+        payload: Any,
+        *,
+        pubsub: str | None = None,
+        message_id: str | None = None,
+        reply_to: str | None = None,
     ) -> str:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("pub/sub unavailable")
-        self.sent.append((channel.name, payload.model_dump(mode="json"), message_id))
-        return message_id or ""
+        return await super().publish(
+            channel, payload, pubsub=pubsub, message_id=message_id, reply_to=reply_to
+        )
 
 
 @pytest.fixture
@@ -93,7 +100,7 @@ async def test_a_decision_whose_publish_failed_is_announced_when_resumed_again(
     assert again.error is not None and again.error.error == "AGENT_NOT_WAITING"
     [(topic, event, message_id)] = publisher.sent
     assert topic == "agora.escalation.resolved" and message_id == "resolved:e-1"
-    assert event["decision"]["action"] == "retry" and event["decided_by"] == "alice"
+    assert event.decision.action == "retry" and event.decided_by == "alice"
     assert actor.state.announced
 
     # Announced once: later attempts publish nothing more.
@@ -168,7 +175,7 @@ async def test_a_decision_whose_publish_failed_is_announced_by_its_reminder_when
     await actor.receive_reminder(ANNOUNCE_REMINDER, b"", ANNOUNCE_RETRY, ANNOUNCE_RETRY)
 
     [(topic, event, _)] = publisher.sent
-    assert topic == "agora.escalation.resolved" and event["decision"]["action"] == "skip"
+    assert topic == "agora.escalation.resolved" and event.decision.action == "skip"
     assert actor.state.announced and ANNOUNCE_REMINDER not in reminders
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -15,7 +13,7 @@ from agora.core.planning import (
     VerificationResult,
     execution_waves,
 )
-from agora.llm import ChatMessage, OfflineModelClient
+from agora.llm import OfflineModelClient
 from agora.planner.steps import (
     create_plan,
     estimate_complexity,
@@ -25,7 +23,7 @@ from agora.planner.steps import (
     synthesize,
     verify,
 )
-from tests.unit.helpers import FakeModel
+from agora.sdk.testing import ScriptedModel
 
 CONFIG = PlanningConfig()
 TASK = "Write the quarterly report on agent market efficiency"
@@ -33,17 +31,6 @@ TASK = "Write the quarterly report on agent market efficiency"
 
 def planner_model() -> OfflineModelClient:
     return OfflineModelClient(overrides=offline_answers)
-
-
-class ScriptedModel(FakeModel):
-    """Answers with the scripted texts in turn."""
-
-    def __init__(self, answers: Sequence[str]) -> None:
-        super().__init__()
-        self._answers = list(answers)
-
-    def answer(self, messages: Sequence[ChatMessage], json_schema: dict[str, Any] | None) -> str:
-        return self._answers.pop(0)
 
 
 def draft(*subgoals: tuple[str, list[str]]) -> str:
@@ -72,7 +59,7 @@ async def test_the_offline_model_plans_six_subgoals_in_three_waves() -> None:
 
 async def test_an_invalid_draft_is_sent_back_with_its_problems() -> None:
     cyclic = draft(("gather", ["write"]), ("write", ["gather"]))
-    model = ScriptedModel([cyclic, draft(("gather", []), ("write", ["gather"]))])
+    model = ScriptedModel(cyclic, draft(("gather", []), ("write", ["gather"])))
     plan = await create_plan(model, TASK, CONFIG)
     assert [s.id for s in plan.subgoals] == ["gather", "write"]
     correction = model.asked[1][-1].content
@@ -81,7 +68,7 @@ async def test_an_invalid_draft_is_sent_back_with_its_problems() -> None:
 
 
 async def test_a_model_that_never_drafts_a_valid_plan_is_given_up_on() -> None:
-    model = ScriptedModel(["not json at all", draft(("Bad Id", [])), draft(("a", ["nowhere"]))])
+    model = ScriptedModel("not json at all", draft(("Bad Id", [])), draft(("a", ["nowhere"])))
     with pytest.raises(PlanNotMade, match="no valid plan after 3 drafts: subgoal 'a' depends on unknown"):
         await create_plan(model, TASK, CONFIG)
     assert "not a valid plan draft" in model.asked[1][-1].content
@@ -105,7 +92,7 @@ async def test_the_offline_verifier_follows_the_reported_outcome(
 
 async def test_an_answer_that_is_no_verdict_fails_the_subgoal_with_the_reason() -> None:
     plan = await create_plan(planner_model(), TASK, CONFIG)
-    answer = await verify(ScriptedModel(['{"result": "MAYBE"}']), plan.subgoals[0], "succeeded", "done")
+    answer = await verify(ScriptedModel('{"result": "MAYBE"}'), plan.subgoals[0], "succeeded", "done")
     assert answer.result is VerificationResult.FAIL and "could not answer" in answer.reason
 
 
@@ -144,10 +131,10 @@ async def test_the_lookahead_gives_the_most_confident_of_the_paths_asked_for() -
         {"approach": "slow", "confidence": 0.2}, {"approach": "sure", "confidence": 0.8},
         {"approach": "beyond the paths asked for", "confidence": 1.0},
     ]})  # fmt: skip
-    chosen = await lookahead(ScriptedModel([paths]), TASK, subgoal, paths=2, previous_failure="timed out")
+    chosen = await lookahead(ScriptedModel(paths), TASK, subgoal, paths=2, previous_failure="timed out")
     assert chosen is not None and chosen.approach == "sure"
 
 
 async def test_a_lookahead_answer_without_a_path_gives_none() -> None:
     plan = await create_plan(planner_model(), TASK, CONFIG)
-    assert await lookahead(ScriptedModel(['{"paths": []}']), TASK, plan.subgoals[0], paths=2) is None
+    assert await lookahead(ScriptedModel('{"paths": []}'), TASK, plan.subgoals[0], paths=2) is None

@@ -14,6 +14,7 @@ from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile
 from agora.registry.service import LEASE_GRACE_SECONDS, AgentRegistration, CapabilityRegistry
 from agora.runtime.state import Versioned
+from agora.sdk.testing import RecordingPublisher
 
 
 def profile(agent_id: str) -> CapabilityProfile:
@@ -89,14 +90,9 @@ class Index:
         self.ids.discard(item_id)
 
 
-class Publisher:
-    async def publish(self, *_: Any, **__: Any) -> None:
-        return None
-
-
 async def test_a_registration_during_a_reload_survives_it() -> None:
     profiles, index = Profiles(), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     await profiles.save("old", registration("old"))
     await index.move("old", None, "all")
 
@@ -111,7 +107,7 @@ async def test_a_registration_during_a_reload_survives_it() -> None:
 
 async def test_a_deregistration_during_a_reload_survives_it() -> None:
     profiles, index = Profiles(), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     for agent_id in ("stays", "leaves"):
         await profiles.save(agent_id, registration(agent_id))
         await index.move(agent_id, None, "all")
@@ -127,7 +123,7 @@ async def test_a_deregistration_during_a_reload_survives_it() -> None:
 
 async def test_a_reload_parses_only_registrations_that_changed(monkeypatch: Any) -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     for agent_id in ("a", "b", "c"):
         await profiles.save(agent_id, registration(agent_id))
         await index.move(agent_id, None, "all")
@@ -150,7 +146,7 @@ async def test_a_reload_parses_only_registrations_that_changed(monkeypatch: Any)
 
 async def test_a_stored_registration_that_no_longer_validates_is_skipped() -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     await profiles.save("good", registration("good"))
     tags = [f"s{i}" for i in range(200_000)]
     profiles.stored["huge"] = (
@@ -167,7 +163,7 @@ async def test_a_stored_registration_that_no_longer_validates_is_skipped() -> No
 
 async def test_an_agent_whose_lease_runs_out_is_no_longer_offered() -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast", renewal_grace_seconds=0)  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast", renewal_grace_seconds=0)  # type: ignore[arg-type]
     await registry.register(profile("leased"), lease_seconds=30)
     await registry.register(profile("default-lease"))
     assert {p.agent_id for p in registry.filter_capable(["search"], [])} == {"leased", "default-lease"}
@@ -182,7 +178,7 @@ async def test_an_agent_whose_lease_runs_out_is_no_longer_offered() -> None:
 
 async def test_every_registration_has_a_lease_and_a_store_ttl_to_match() -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     before = datetime.now(UTC)
     answer = await registry.register(profile("agent"))
     assert answer.lease_expires_at is not None
@@ -197,7 +193,7 @@ async def test_a_registration_stored_without_a_lease_still_loads() -> None:
     profiles, index = Profiles(hold=False), Index()
     await profiles.save("old-timer", registration("old-timer"))  # stored before leases were required
     await index.move("old-timer", None, "all")
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     assert await registry.load_all() == 1
     listed = registry.get("old-timer")
     assert listed is not None and listed.lease_expires_at is None
@@ -211,7 +207,13 @@ async def test_a_replica_that_just_started_gives_runtimes_time_to_renew() -> Non
     lapsed = AgentRegistration(profile=profile("late"), expires_at=datetime.now(UTC) - timedelta(seconds=5))
     await profiles.save("late", lapsed)
     await index.move("late", None, "all")
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast", renewal_grace_seconds=30)  # type: ignore[arg-type]
+    registry = CapabilityRegistry(
+        profiles,  # type: ignore[arg-type]
+        index,  # type: ignore[arg-type]
+        RecordingPublisher(),  # type: ignore[arg-type]
+        "broadcast",
+        renewal_grace_seconds=30,
+    )
     await registry.load_all()
     assert registry.get("late") is not None and registry.expire() == []
     assert registry.expire(datetime.now(UTC) + timedelta(seconds=31)) == ["late"]
@@ -219,7 +221,7 @@ async def test_a_replica_that_just_started_gives_runtimes_time_to_renew() -> Non
 
 async def test_a_renewed_lease_outlives_the_first_one() -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     await registry.register(profile("agent"), lease_seconds=10)
     await registry.register(profile("agent"), lease_seconds=60)
     assert registry.expire(datetime.now(UTC) + timedelta(seconds=30)) == []
@@ -228,7 +230,7 @@ async def test_a_renewed_lease_outlives_the_first_one() -> None:
 
 async def test_a_registration_the_store_refused_leaves_nothing_behind() -> None:
     profiles, index = Profiles(hold=False), Index()
-    registry = CapabilityRegistry(profiles, index, Publisher(), "broadcast")  # type: ignore[arg-type]
+    registry = CapabilityRegistry(profiles, index, RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
     profiles.fail_saves = True
     with contextlib.suppress(RuntimeError):
         await registry.register(profile("refused"))

@@ -23,9 +23,10 @@ from agora.core.suspension import (
 )
 from agora.core.task_lifecycle import AwardAttempt, TaskRecord, acknowledge, allocate, expire_award, post
 from agora.registry.service import AgentRegistration, CapabilityRegistry
+from agora.sdk.testing import RecordingPublisher
 from tests.unit.test_awards import awarded, spec
 from tests.unit.test_helm_chart import Doc, repo_docs
-from tests.unit.test_registry_reload import Index, Profiles, Publisher
+from tests.unit.test_registry_reload import Index, Profiles
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -127,7 +128,7 @@ def profile(agent_id: str, *skills: str) -> CapabilityProfile:
 
 
 def registry_over(profiles: Profiles, index: Index | None = None) -> CapabilityRegistry:
-    return CapabilityRegistry(profiles, index or Index(), Publisher(), "broadcast")  # type: ignore[arg-type]
+    return CapabilityRegistry(profiles, index or Index(), RecordingPublisher(), "broadcast")  # type: ignore[arg-type]
 
 
 def lapse_now(agent_id: str, task_id: str = "t1") -> tuple[AwardLapsed, TaskRecord]:

@@ -177,6 +177,7 @@ class FailingPublisher(RecordingPublisher):
         channel: Channel[Any],
         payload: BaseModel,
         *,
+        pubsub: str | None = None,
         message_id: str | None = None,
         reply_to: str | None = None,
     ) -> str:
@@ -184,7 +185,9 @@ class FailingPublisher(RecordingPublisher):
             if self._once:
                 self.failing = None
             raise ConnectionError("broker unreachable")
-        return await super().publish(channel, payload, message_id=message_id, reply_to=reply_to)
+        return await super().publish(
+            channel, payload, pubsub=pubsub, message_id=message_id, reply_to=reply_to
+        )
 
 
 async def test_the_board_announces_the_outcome_it_records_and_again_when_the_call_is_retried() -> None:

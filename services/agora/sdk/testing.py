@@ -80,11 +80,13 @@ Answer = ScriptedStep | str | Callable[[Sequence[ChatMessage]], "ScriptedStep | 
 
 
 class _AnsweringModel(TracedModelClient):
-    """A model whose answers the test (or the example) gives: every request is kept in `asked`."""
+    """A model whose answers the test (or the example) gives: every request is kept in `asked`,
+    the temperature it was asked at in `temperatures`."""
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.asked: list[list[ChatMessage]] = []
+        self.temperatures: list[float] = []
 
     def _answer(self, messages: Sequence[ChatMessage], turn: int) -> ScriptedStep | str:
         raise NotImplementedError
@@ -99,6 +101,7 @@ class _AnsweringModel(TracedModelClient):
     ) -> Completion:
         turn = len(self.asked)
         self.asked.append(list(messages))
+        self.temperatures.append(temperature)
         given = self._answer(messages, turn)
         text = given.text() if isinstance(given, ScriptedStep) else given
         prompt_tokens = sum(len(m.content.split()) for m in messages)
@@ -153,22 +156,26 @@ class FunctionModel(_AnsweringModel):
 
 class RecordingPublisher:
     """An app's publisher that keeps what is published instead of sending it: `sent` holds
-    (topic, payload, message id) in order, `replies_to` each publish's `reply_to`."""
+    (topic, payload, message id) in order, `replies_to` each publish's `reply_to`, `pubsubs` the
+    component each went to (None: the app's default)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any, str | None]] = []
         self.replies_to: list[str | None] = []
+        self.pubsubs: list[str | None] = []
 
     async def publish(
         self,
         channel: Channel[Any],
         payload: Any,
         *,
+        pubsub: str | None = None,
         message_id: str | None = None,
         reply_to: str | None = None,
     ) -> str:
         self.sent.append((channel.name, payload, message_id))
         self.replies_to.append(reply_to)
+        self.pubsubs.append(pubsub)
         return message_id or ""
 
     def on(self, channel: Channel[Any]) -> list[Any]:
