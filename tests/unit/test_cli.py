@@ -577,6 +577,7 @@ def test_the_banner_names_the_services_jaeger_knows_and_the_console(
         replicas=replicas,
         with_jaeger=True,
         jaeger_query_url="http://127.0.0.1:16686",
+        model_url=None,
         add_service=add_service,
         processes=lambda: iter([stopped]),
     )
@@ -612,7 +613,7 @@ def test_a_run_points_both_links_at_its_folder_while_it_runs(
 
     monkeypatch.setattr(cli_run, "LocalCluster", FakeCluster)
     monkeypatch.setattr(cli_run, "serve_locally", serve)
-    args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True, agents=None)
+    args = argparse.Namespace(profile="default", no_jaeger=True, no_demo=True, agents=None, model="offline")
     assert cli_run.cmd_run(args) == 0
     assert seen["run_dir"].is_absolute()
     assert seen["here"] == seen["user-wide"] == seen["run_dir"]

@@ -40,6 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start the whole system locally (Ctrl-C stops it)")
     run.add_argument("--profile", choices=["default", "redis"], default="default")
     run.add_argument("--no-jaeger", action="store_true", help="do not start Jaeger")
+    run.add_argument(
+        "--model",
+        choices=["offline", "local"],
+        default="offline",
+        help="offline: the deterministic offline model; local: a real model, the local model server "
+        "(`make model-server`) beside the system",
+    )
     run.add_argument("--no-demo", action="store_true", help="skip the demo")
     run.add_argument(
         "--agents",

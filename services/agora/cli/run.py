@@ -51,6 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_dir=run_dir.resolve(),
             jaeger=not args.no_jaeger,
             jaeger_ports=JAEGER_DEFAULT_PORTS,
+            model=args.model,
         ) as cluster:
             point_link(here, Path(run_dir.name))
             point_link(user_wide, run_dir.resolve())
@@ -98,6 +99,8 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     traces = {"AGORA_CONSOLE_JAEGER_URL": cluster.jaeger_query_url} if cluster.with_jaeger else {}
     [console] = cluster.add_service(console_with(running, str(users_file), **traces))
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
+    if cluster.model_url is not None:
+        print(f"  model: the local model server at {cluster.model_url}")
     for replica in cluster.replicas:
         ep = replica.endpoints
         app = f"app :{ep.app_port}" if replica.spec.has_app else "(no app)"

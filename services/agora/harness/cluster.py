@@ -26,6 +26,10 @@ from agora.harness.toolchain import Toolchain
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS_DIR = REPO_ROOT / "components"
 PROFILES = ("default", "redis")
+MODELS = ("offline", "local")
+LOCAL_MODEL = "smollm2-135m"
+"""The name the local model server gives its model (`/v1/models`, the `model` of requests)."""
+MODEL_SERVER_SCRIPT = REPO_ROOT / "deploy" / "model-server" / "serve.py"
 NAMESPACE = "default"
 CONTROL_PLANE_TRUST_DOMAIN = "localhost"
 SIDECAR_MAX_BODY = "16Mi"
@@ -250,10 +254,20 @@ class LocalCluster:
         mtls: bool | None = None,
         redis_persistence: bool = False,
         trace_sampling_rate: str | None = None,
+        model: str = "offline",
+        model_slots: int = 2,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+        if model not in MODELS:
+            raise ValueError(f"unknown model {model!r}; choose one of {MODELS}")
         self.profile = profile
+        self.model = model
+        """`local`: the local model server runs beside the system, every service's model calls go
+        to it (`AGORA_MODEL_BACKEND=openai`) and the `agora-llm` conversation component is a
+        `conversation.openai` pointed at it (for `AGORA_MODEL_BACKEND=dapr`)."""
+        self.model_slots = model_slots
+        self.model_port: int | None = None
         self.mtls = profile == "redis" if mtls is None else mtls
         """Sentry issues every sidecar and the control plane a SPIFFE certificate; sidecars
         then enforce the access-control policies in components/access-control/. On for the
@@ -313,6 +327,8 @@ class LocalCluster:
         self.logs.mkdir(parents=True, exist_ok=True)
         if self.with_jaeger:
             self._start_jaeger()
+        if self.model == "local":
+            self._start_model_server()
         if self.profile == "redis":
             self._start_redis()
         self._render_resources()
@@ -342,6 +358,7 @@ class LocalCluster:
                 **({"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_grpc_endpoint} if self.with_jaeger else {}),
                 **({"OTEL_TRACES_EXPORTER": "none"} if not self.with_jaeger else {}),
                 **self._app_sampler_env(),
+                **self._model_env(),
                 **self.extra_env,
                 **(extra or {}),
             }
@@ -355,6 +372,20 @@ class LocalCluster:
             "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
             "OTEL_TRACES_SAMPLER_ARG": self.trace_sampling_rate,
         }
+
+    def _model_env(self) -> dict[str, str]:
+        if self.model_url is None:
+            return {}
+        return {
+            "AGORA_MODEL_BACKEND": "openai",
+            "AGORA_MODEL_OPENAI_BASE_URL": self.model_url,
+            "AGORA_MODEL_MODEL": LOCAL_MODEL,
+        }
+
+    @property
+    def model_url(self) -> str | None:
+        """The local model server's OpenAI API (`.../v1`), None without one."""
+        return None if self.model_port is None else f"http://127.0.0.1:{self.model_port}/v1"
 
     # -- services ----------------------------------------------------------------------------
 
@@ -395,7 +426,8 @@ class LocalCluster:
         proc.wait_until(check, what, timeout)
 
     def infra(self, name: str) -> ManagedProcess:
-        """An infrastructure process by name: placement, scheduler, sentry, redis, jaeger."""
+        """An infrastructure process by name: placement, scheduler, sentry, redis, jaeger,
+        model-server."""
         found = next((p for p in self._infra if p.name == name), None)
         if found is None:
             raise KeyError(f"no infrastructure process {name!r} in this cluster")
@@ -605,6 +637,24 @@ class LocalCluster:
         )
         self._ready_when(proc, port_open(self.redis_port), "redis listening", 20)
 
+    def _start_model_server(self) -> None:
+        self.model_port = self.ports.take()
+        proc = self._infra_process(
+            "model-server",
+            [
+                str(self.toolchain.model_server_python),
+                str(MODEL_SERVER_SCRIPT),
+                "--port",
+                str(self.model_port),
+                "--alias",
+                LOCAL_MODEL,
+                "--slots",
+                str(self.model_slots),
+            ],
+        )
+        health = f"http://127.0.0.1:{self.model_port}/health"
+        self._ready_when(proc, http_ok(health), "model server loaded its model", 60)
+
     def _start_jaeger(self) -> None:
         names = ("otlp_grpc", "otlp_http", "query", "query_grpc", "health")
         preferred = self._preferred_jaeger_ports
@@ -632,6 +682,7 @@ class LocalCluster:
                 docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
                 for doc in docs:
                     self._point_at_local_redis(doc)
+                    self._point_at_local_model(doc)
                 (target / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
             self.resource_dirs.append(target)
         config = yaml.safe_load((COMPONENTS_DIR / "config.yaml").read_text())
@@ -674,12 +725,27 @@ class LocalCluster:
             if item.get("name") == "redisHost":
                 item["value"] = f"127.0.0.1:{self.redis_port}"
 
+    def _point_at_local_model(self, doc: dict[str, Any]) -> None:
+        """With the local model server, the conversation component is Dapr's OpenAI one pointed
+        at it (its `endpoint`; the server checks no key, the component needs one)."""
+        if self.model_url is None or doc.get("kind") != "Component":
+            return
+        if not str(doc["spec"].get("type", "")).startswith("conversation."):
+            return
+        doc["spec"]["type"] = "conversation.openai"
+        doc["spec"]["metadata"] = [
+            {"name": "endpoint", "value": self.model_url},
+            {"name": "model", "value": LOCAL_MODEL},
+            {"name": "key", "value": "local"},
+        ]
+
     def _write_manifest(self) -> None:
         manifest = {
             "run_id": self.run_id,
             "profile": self.profile,
             "run_dir": str(self.run_dir),
             "jaeger_ui": self.jaeger_query_url if self.with_jaeger else None,
+            "model_url": self.model_url,
             "services": [
                 {
                     "name": r.name,

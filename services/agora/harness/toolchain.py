@@ -34,11 +34,14 @@ def cache_root() -> Path:
 class Toolchain:
     dapr_bin: Path
     jaeger_bin: Path
+    model_server_env: Path
+    """The local model server's own environment (`make model-server`)."""
 
     @classmethod
     def from_environment(cls) -> Toolchain:
         versions = pinned_versions()
         root = cache_root()
+        model_server = f"model-server-{versions['XLLAMACPP_VERSION']}-smollm2-{versions['SMOLLM2_VERSION']}"
         return cls(
             dapr_bin=Path(
                 os.environ.get(
@@ -49,6 +52,7 @@ class Toolchain:
             jaeger_bin=Path(
                 os.environ.get("AGORA_JAEGER_BIN", root / f"jaeger-{versions['JAEGER_VERSION']}" / "bin")
             ),
+            model_server_env=Path(os.environ.get("AGORA_MODEL_SERVER_ENV", root / model_server)),
         )
 
     def _require(self, path: Path, make_target: str) -> Path:
@@ -75,6 +79,11 @@ class Toolchain:
     @property
     def jaeger(self) -> Path:
         return self._require(self.jaeger_bin / "jaeger", "jaeger")
+
+    @property
+    def model_server_python(self) -> Path:
+        self._require(self.model_server_env / ".installed", "model-server")
+        return self.model_server_env / "bin" / "python"
 
     @property
     def redis_server(self) -> Path:

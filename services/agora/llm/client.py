@@ -44,6 +44,14 @@ class Completion(BaseModel):
     """The model that answered (the vendor's name for it when the backend reports one)."""
     backend: str
     usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    """Why the model stopped, as the backend says it: `stop`, `length` (cut off at the output
+    limit), `tool_calls`...; None when the backend does not say."""
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer ran into the output limit, so it may end mid-sentence or mid-JSON."""
+        return self.finish_reason == "length"
 
 
 class ModelError(Exception):
@@ -246,8 +254,9 @@ async def complete_json(
     try:
         raw = extract_json_object(completion.text)
     except ValueError as exc:
+        reason = "was cut off at its output limit" if completion.cut_off else "holds no JSON object"
         raise ModelOutputInvalid(
-            f"{client.backend} answer holds no JSON object for {output_type.__name__}", completion.text, exc
+            f"{client.backend} answer {reason} for {output_type.__name__}", completion.text, exc
         ) from exc
     try:
         return output_type.model_validate(raw), completion

@@ -101,6 +101,7 @@ class DaprConversationClient(TracedModelClient):
                 prompt_tokens=int(usage.get("promptTokens", 0)),
                 completion_tokens=int(usage.get("completionTokens", 0)),
             ),
+            finish_reason=choices[0].get("finishReason"),
         )
 
 

@@ -26,9 +26,14 @@ MAX_RETRY_AFTER_S = 60.0
 """Longest `Retry-After` honoured; a vendor asking for more is treated as unavailable."""
 
 
+DEFAULT_MAX_TOKENS = 512
+"""The output limit of a call whose caller sets none: without one, a model writes until its
+context is full (a small model may never stop on its own)."""
+
+
 class OpenAICompatibleClient(TracedModelClient):
     """`max_retries` is the number of retries after the first attempt; `backoff_s` the first
-    delay (doubled per retry)."""
+    delay (doubled per retry); `max_tokens` the output limit of calls that name none."""
 
     backend = "openai-compatible"
 
@@ -41,8 +46,10 @@ class OpenAICompatibleClient(TracedModelClient):
         timeout_s: float = 60,
         max_retries: int = 3,
         backoff_s: float = 0.5,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
         self.model = model
+        self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -63,9 +70,8 @@ class OpenAICompatibleClient(TracedModelClient):
             "model": self.model,
             "messages": [m.model_dump() for m in messages],
             "temperature": temperature,
+            "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
         }
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
         if json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -102,7 +108,8 @@ class OpenAICompatibleClient(TracedModelClient):
     def _completion(self, response: httpx.Response) -> Completion:
         try:
             payload = response.json()
-            content = payload["choices"][0]["message"]["content"]
+            choice = payload["choices"][0]
+            content = choice["message"]["content"]
         except (ValueError, LookupError, TypeError) as exc:
             raise ModelError(
                 f"{self.backend} {self.model}: unexpected response {response.text[:500]}"
@@ -120,6 +127,7 @@ class OpenAICompatibleClient(TracedModelClient):
                 prompt_tokens=usage.get("prompt_tokens") or 0,
                 completion_tokens=usage.get("completion_tokens") or 0,
             ),
+            finish_reason=choice.get("finish_reason"),
         )
 
 

@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agora.llm.client import ModelClient
 from agora.llm.dapr_conversation import DaprConversationClient
 from agora.llm.offline import OfflineModelClient, Override
-from agora.llm.openai_compatible import OpenAICompatibleClient
+from agora.llm.openai_compatible import DEFAULT_MAX_TOKENS, OpenAICompatibleClient
 from agora.runtime.sidecar import DaprSidecar
 
 OFFLINE_MODEL = "offline-deterministic"
@@ -35,6 +35,9 @@ class ModelSettings(BaseSettings):
         default=None, validation_alias=AliasChoices("AGORA_MODEL_OPENAI_API_KEY", "OPENAI_API_KEY")
     )
     timeout_s: float = 30
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=32768)
+    """The output limit of a call whose caller names none (`openai`; a `dapr` component sets its
+    own in its metadata)."""
 
 
 def model_client_from_settings(
@@ -61,5 +64,9 @@ def model_client_from_settings(
     if settings.model == OFFLINE_MODEL:
         raise ValueError("AGORA_MODEL_BACKEND=openai needs AGORA_MODEL_MODEL (the vendor's model name)")
     return OpenAICompatibleClient(
-        settings.openai_base_url, settings.openai_api_key, settings.model, timeout_s=settings.timeout_s
+        settings.openai_base_url,
+        settings.openai_api_key,
+        settings.model,
+        timeout_s=settings.timeout_s,
+        max_tokens=settings.max_tokens,
     )

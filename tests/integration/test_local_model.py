@@ -1,0 +1,147 @@
+"""The local model server (llama.cpp's, serving SmolLM2-135M) as a part of a local system, and
+both model backends reaching it: `openai` straight to it, `dapr` through a sidecar whose
+`agora-llm` component is `conversation.openai` pointed at it. Every answer here is the real
+model's own."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from pydantic import BaseModel, Field
+
+from agora.harness import LocalCluster, ServiceSpec
+from agora.harness.cluster import LOCAL_MODEL
+from agora.llm import (
+    ChatMessage,
+    DaprConversationClient,
+    ModelUnavailable,
+    OpenAICompatibleClient,
+    complete_json,
+)
+from agora.llm.client import ModelOutputInvalid
+from agora.llm.settings import ModelSettings, model_client_from_settings
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
+
+CALLER = ServiceSpec("model-caller", None)
+"""A sidecar without an app: what a service's sidecar is to its model calls."""
+ASK = [ChatMessage(role="user", content="Name one colour.")]
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(run_dir=tmp_path_factory.mktemp("local-model"), model="local") as cluster:
+        cluster.add_service(CALLER)
+        yield cluster
+
+
+def client_of(system: LocalCluster, *, max_tokens: int) -> OpenAICompatibleClient:
+    assert system.model_url is not None
+    return OpenAICompatibleClient(system.model_url, None, LOCAL_MODEL, timeout_s=60, max_tokens=max_tokens)
+
+
+@pytest.fixture
+async def model(system: LocalCluster) -> AsyncIterator[OpenAICompatibleClient]:
+    client = client_of(system, max_tokens=24)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def sidecar(system: LocalCluster) -> AsyncIterator[DaprSidecar]:
+    [caller] = system.replicas
+    client = DaprSidecar(
+        ServiceSettings(app_id="agora-tests", dapr_http_port=caller.endpoints.dapr_http_port)
+    )
+    yield client
+    await client.aclose()
+
+
+def test_the_server_is_healthy_on_loopback_and_names_its_model(system: LocalCluster) -> None:
+    assert system.model_url is not None and system.model_url.startswith("http://127.0.0.1:")
+    models = httpx.get(f"{system.model_url}/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == [LOCAL_MODEL]
+    env = system.child_env()
+    assert (env["AGORA_MODEL_BACKEND"], env["AGORA_MODEL_MODEL"]) == ("openai", LOCAL_MODEL)
+    assert env["AGORA_MODEL_OPENAI_BASE_URL"] == system.model_url
+
+
+async def test_the_openai_backend_gets_the_model_s_answer_within_its_output_limit(
+    model: OpenAICompatibleClient,
+) -> None:
+    completion = await model.complete(ASK)
+    assert completion.text.strip() and completion.model == LOCAL_MODEL
+    # The server's own counts: the prompt went through the chat template, the answer is bounded.
+    assert completion.usage.prompt_tokens > len(ASK[0].content.split())
+    assert 0 < completion.usage.completion_tokens <= 24
+    assert completion.finish_reason in ("stop", "length")
+
+
+class Rating(BaseModel):
+    colour: str = Field(min_length=1, max_length=20)
+    stars: int = Field(ge=1, le=5)
+
+
+async def test_a_schema_is_held_to_by_the_server_s_grammar(system: LocalCluster) -> None:
+    ask = [ChatMessage(role="user", content="Rate the colour blue from 1 to 5 stars.")]
+    client = client_of(system, max_tokens=64)
+    try:
+        rating, completion = await complete_json(client, ask, Rating)
+    finally:
+        await client.aclose()
+    assert 1 <= rating.stars <= 5 and rating.colour
+    assert completion.finish_reason == "stop"
+
+
+async def test_json_cut_off_at_the_output_limit_is_a_typed_failure_naming_why(system: LocalCluster) -> None:
+    ask = [ChatMessage(role="user", content="Rate the colour blue from 1 to 5 stars.")]
+    client = client_of(system, max_tokens=3)
+    try:
+        with pytest.raises(ModelOutputInvalid, match="cut off at its output limit") as failed:
+            await complete_json(client, ask, Rating)
+    finally:
+        await client.aclose()
+    assert failed.value.text  # the partial answer is kept for the caller's log
+
+
+async def test_the_dapr_backend_reaches_the_same_model_through_conversation_openai(
+    system: LocalCluster, sidecar: DaprSidecar
+) -> None:
+    [caller] = system.replicas
+    log = (system.logs / f"{caller.name}.daprd.log").read_text()
+    assert "Component loaded: agora-llm (conversation.openai/v1)" in log
+    client = DaprConversationClient(sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=60)
+    completion = await client.complete(ASK)
+    assert completion.text.strip() and completion.text != ASK[0].content  # an answer, not an echo
+    assert completion.usage.completion_tokens > 0
+
+
+async def test_services_configured_by_the_system_use_the_server(
+    system: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in system.child_env().items():
+        if name.startswith("AGORA_MODEL_"):
+            monkeypatch.setenv(name, value)
+    settings = ModelSettings()
+    client = model_client_from_settings(settings, None)
+    try:
+        assert (await client.complete(ASK, max_tokens=8)).model == LOCAL_MODEL
+    finally:
+        await client.aclose()
+
+
+async def test_a_server_that_is_gone_is_a_typed_failure(system: LocalCluster) -> None:
+    assert system.model_url is not None
+    client = OpenAICompatibleClient(
+        system.model_url, None, LOCAL_MODEL, timeout_s=5, max_retries=1, backoff_s=0.01
+    )
+    server = system.infra("model-server")
+    server.kill()
+    try:
+        with pytest.raises(ModelUnavailable, match="gave up after 2 attempt"):
+            await client.complete(ASK)
+    finally:
+        await client.aclose()
+        system.restart_infra("model-server")
