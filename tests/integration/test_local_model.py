@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agora.harness import LocalCluster, ServiceSpec
-from agora.harness.cluster import LOCAL_MODEL
+from agora.harness.cluster import LOCAL_MODEL, LOCAL_MODEL_CALL_PREFILL
 from agora.llm import (
     ChatMessage,
     DaprConversationClient,
@@ -24,6 +24,9 @@ from agora.llm.client import ModelOutputInvalid
 from agora.llm.settings import ModelSettings, model_client_from_settings
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
+from agora.sdk import tool
+from agora.sdk.runner import AgentDefinition, AgentRunner, RunnerConfig, RunStatus
+from agora.sdk.tools import ToolExecutor
 
 CALLER = ServiceSpec("model-caller", None)
 """A sidecar without an app: what a service's sidecar is to its model calls."""
@@ -145,3 +148,38 @@ async def test_a_server_that_is_gone_is_a_typed_failure(system: LocalCluster) ->
     finally:
         await client.aclose()
         system.restart_infra("model-server")
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+async def test_an_sdk_agent_calls_its_tool_natively_and_answers_from_the_result(system: LocalCluster) -> None:
+    assert system.model_url is not None
+    model = OpenAICompatibleClient(
+        system.model_url,
+        None,
+        LOCAL_MODEL,
+        timeout_s=60,
+        max_tokens=64,
+        required_call_prefill=LOCAL_MODEL_CALL_PREFILL,
+    )
+    runner = AgentRunner(
+        model, ToolExecutor([multiply]), config=RunnerConfig(max_iterations=3, tool_choice="required")
+    )
+    try:
+        result = await runner.run(
+            AgentDefinition(name="calc"), "What is 17 times 23? Use the multiply tool.", session_id="native-1"
+        )
+    finally:
+        await model.aclose()
+    assert result.status is RunStatus.COMPLETED, result.reason
+    [call] = result.tool_results
+    assert call.name == "multiply" and call.ok and call.output == str(int(call.output))
+    # The conversation carries the call and its result natively, linked by the call's id.
+    [asked] = [m for m in result.messages if m.tool_calls]
+    [answered] = [m for m in result.messages if m.role == "tool"]
+    assert asked.tool_calls[0].name == "multiply" and answered.tool_call_id == asked.tool_calls[0].id
+    assert result.output  # the model's text after reading the result

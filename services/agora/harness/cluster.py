@@ -30,6 +30,10 @@ MODELS = ("offline", "local")
 LOCAL_MODEL = "smollm2-135m"
 """The name the local model server gives its model (`/v1/models`, the `model` of requests)."""
 MODEL_SERVER_SCRIPT = REPO_ROOT / "deploy" / "model-server" / "serve.py"
+MODEL_SERVER_TEMPLATE = REPO_ROOT / "deploy" / "model-server" / "chat_template.jinja"
+LOCAL_MODEL_CALL_PREFILL = ("<tool_call>\n", "</tool_call>")
+"""The local model calls a tool it must call only when its answer is begun with the call's
+opening tag (`OpenAICompatibleClient.required_call_prefill`)."""
 NAMESPACE = "default"
 CONTROL_PLANE_TRUST_DOMAIN = "localhost"
 SIDECAR_MAX_BODY = "16Mi"
@@ -380,6 +384,8 @@ class LocalCluster:
             "AGORA_MODEL_BACKEND": "openai",
             "AGORA_MODEL_OPENAI_BASE_URL": self.model_url,
             "AGORA_MODEL_MODEL": LOCAL_MODEL,
+            "AGORA_MODEL_REQUIRED_CALL_OPENING": LOCAL_MODEL_CALL_PREFILL[0],
+            "AGORA_MODEL_REQUIRED_CALL_CLOSING": LOCAL_MODEL_CALL_PREFILL[1],
         }
 
     @property
@@ -650,6 +656,8 @@ class LocalCluster:
                 LOCAL_MODEL,
                 "--slots",
                 str(self.model_slots),
+                "--chat-template",
+                str(MODEL_SERVER_TEMPLATE),
             ],
         )
         health = f"http://127.0.0.1:{self.model_port}/health"

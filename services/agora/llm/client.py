@@ -26,11 +26,36 @@ from agora.runtime.tracing import tracer
 T = TypeVar("T", bound=BaseModel)
 
 Role = Literal["system", "user", "assistant", "tool"]
+ToolChoice = Literal["auto", "required", "none"]
+"""Whether the model may call a tool (`auto`), must (`required`) or must not (`none`)."""
+
+
+class ToolSpec(BaseModel):
+    """A tool as a model is told of it: the function entry of an OpenAI `tools` list."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelToolCall(BaseModel):
+    """A tool call as the model made it natively (`tool_calls`): `arguments` is the model's
+    JSON text, unparsed, for the caller to validate like any input."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
 
 
 class ChatMessage(BaseModel):
     role: Role
     content: str
+    # Both left out of JSON when unset: a run's saved conversation stays as small as before, and
+    # apps of an earlier version read it while a release rolls.
+    tool_calls: list[ModelToolCall] = Field(default_factory=list, exclude_if=lambda calls: not calls)
+    """An assistant's native tool calls."""
+    tool_call_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A `tool` message: the call it answers."""
 
 
 class Usage(BaseModel):
@@ -47,6 +72,8 @@ class Completion(BaseModel):
     finish_reason: str | None = None
     """Why the model stopped, as the backend says it: `stop`, `length` (cut off at the output
     limit), `tool_calls`...; None when the backend does not say."""
+    tool_calls: list[ModelToolCall] = Field(default_factory=list)
+    """The tools the model called natively (with `tools` given)."""
 
     @property
     def cut_off(self) -> bool:
@@ -73,6 +100,9 @@ class ModelOutputInvalid(ModelError):
 
 class ModelClient(Protocol):
     backend: str
+    supports_tools: bool
+    """Whether `tools` reach the model as native tool definitions (and calls come back as
+    `Completion.tool_calls`); a client without is asked in text (the runner's JSON steps)."""
 
     async def complete(
         self,
@@ -81,6 +111,8 @@ class ModelClient(Protocol):
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion: ...
 
     async def aclose(self) -> None: ...
@@ -93,6 +125,7 @@ class MeteredModel:
     def __init__(self, model: ModelClient) -> None:
         self._model = model
         self.backend = model.backend
+        self.supports_tools = model.supports_tools
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
@@ -103,9 +136,16 @@ class MeteredModel:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
         completion = await self._model.complete(
-            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+            messages,
+            json_schema=json_schema,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tools=tools,
+            tool_choice=tool_choice,
         )
         self.prompt_tokens += completion.usage.prompt_tokens
         self.completion_tokens += completion.usage.completion_tokens
@@ -149,6 +189,7 @@ class TracedModelClient(ABC):
 
     backend: str = "unknown"
     model: str = "unknown"
+    supports_tools: bool = False
 
     async def complete(
         self,
@@ -157,6 +198,8 @@ class TracedModelClient(ABC):
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
         attributes: dict[str, str | int | float] = {
             "gen_ai.operation.name": "chat",
@@ -170,6 +213,9 @@ class TracedModelClient(ABC):
         }
         if max_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = max_tokens
+        if tools and self.supports_tools:
+            attributes["agora.tools"] = len(tools)
+            attributes["agora.tool_choice"] = tool_choice
         with tracer("agora.llm").start_as_current_span(
             f"chat {self.model}",
             kind=SpanKind.CLIENT,
@@ -179,7 +225,11 @@ class TracedModelClient(ABC):
         ) as span:
             try:
                 completion = await self._complete(
-                    list(messages), json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+                    list(messages),
+                    json_schema=json_schema,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    **({"tools": list(tools), "tool_choice": tool_choice} if self.supports_tools else {}),
                 )
             except BaseException as exc:
                 span.set_attribute("error.type", type(exc).__qualname__)
@@ -188,6 +238,8 @@ class TracedModelClient(ABC):
             span.set_attribute("gen_ai.response.model", completion.model)
             span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
+            if completion.finish_reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", [completion.finish_reason])
             price = _PRICE.get()
             if price is not None:
                 span.set_attribute(
@@ -205,7 +257,8 @@ class TracedModelClient(ABC):
         temperature: float,
         max_tokens: int | None,
     ) -> Completion:
-        """Do the backend call; errors must be `ModelError`s."""
+        """Do the backend call; errors must be `ModelError`s. A backend that `supports_tools`
+        also takes `tools` (a list of `ToolSpec`) and `tool_choice`."""
 
     async def aclose(self) -> None:
         """Release connections; a no-op for backends that hold none."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import re
 import time
@@ -18,7 +19,17 @@ from typing import Any
 
 import httpx
 
-from agora.llm.client import ChatMessage, Completion, ModelError, ModelUnavailable, TracedModelClient, Usage
+from agora.llm.client import (
+    ChatMessage,
+    Completion,
+    ModelError,
+    ModelToolCall,
+    ModelUnavailable,
+    ToolChoice,
+    ToolSpec,
+    TracedModelClient,
+    Usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +44,16 @@ context is full (a small model may never stop on its own)."""
 
 class OpenAICompatibleClient(TracedModelClient):
     """`max_retries` is the number of retries after the first attempt; `backoff_s` the first
-    delay (doubled per retry); `max_tokens` the output limit of calls that name none."""
+    delay (doubled per retry); `max_tokens` the output limit of calls that name none.
+
+    Tools go as `tools` and come back as `tool_calls`. `required_call_prefill`, for a model
+    that does not call a tool it must call unless its answer is begun for it (small models with
+    a Hermes-style template): an `(opening, closing)` pair; a call with `tool_choice="required"`
+    then ends with an assistant message `opening` for the model to continue, and stops at
+    `closing`."""
 
     backend = "openai-compatible"
+    supports_tools = True
 
     def __init__(
         self,
@@ -47,9 +65,11 @@ class OpenAICompatibleClient(TracedModelClient):
         max_retries: int = 3,
         backoff_s: float = 0.5,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        required_call_prefill: tuple[str, str] | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self.required_call_prefill = required_call_prefill
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -65,13 +85,26 @@ class OpenAICompatibleClient(TracedModelClient):
         json_schema: dict[str, Any] | None,
         temperature: float,
         max_tokens: int | None,
+        tools: list[ToolSpec] | None = None,
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
+        wire = [_to_openai_message(m) for m in messages]
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [m.model_dump() for m in messages],
+            "messages": wire,
             "temperature": temperature,
             "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
         }
+        if tools:
+            body["tools"] = [
+                {"type": "function", "function": t.model_dump(include={"name", "description", "parameters"})}
+                for t in tools
+            ]
+            body["tool_choice"] = tool_choice
+            if tool_choice == "required" and self.required_call_prefill is not None:
+                opening, closing = self.required_call_prefill
+                wire.append({"role": "assistant", "content": opening})
+                body["stop"] = [closing]
         if json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -109,11 +142,15 @@ class OpenAICompatibleClient(TracedModelClient):
         try:
             payload = response.json()
             choice = payload["choices"][0]
-            content = choice["message"]["content"]
-        except (ValueError, LookupError, TypeError) as exc:
+            message = choice["message"]
+            content = message.get("content")
+            calls = [_tool_call_of(c) for c in message.get("tool_calls") or []]
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:
             raise ModelError(
                 f"{self.backend} {self.model}: unexpected response {response.text[:500]}"
             ) from exc
+        if content is None and calls:
+            content = ""
         if not isinstance(content, str):
             raise ModelError(
                 f"{self.backend} {self.model}: answer has no text content: {payload['choices'][0]}"
@@ -128,7 +165,32 @@ class OpenAICompatibleClient(TracedModelClient):
                 completion_tokens=usage.get("completion_tokens") or 0,
             ),
             finish_reason=choice.get("finish_reason"),
+            tool_calls=calls,
         )
+
+
+def _to_openai_message(message: ChatMessage) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        wire["tool_call_id"] = message.tool_call_id
+    return wire
+
+
+def _tool_call_of(raw: dict[str, Any]) -> ModelToolCall:
+    function = raw["function"]
+    arguments = function.get("arguments")
+    return ModelToolCall(
+        id=str(raw.get("id") or ""),
+        name=str(function["name"]),
+        # Some servers send the arguments as an object rather than its JSON text.
+        arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+    )
 
 
 def _schema_name(json_schema: dict[str, Any]) -> str:

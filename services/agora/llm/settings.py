@@ -38,6 +38,10 @@ class ModelSettings(BaseSettings):
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=32768)
     """The output limit of a call whose caller names none (`openai`; a `dapr` component sets its
     own in its metadata)."""
+    required_call_opening: str | None = Field(default=None, max_length=64)
+    required_call_closing: str | None = Field(default=None, max_length=64)
+    """For a model that calls a tool it must call only when its answer is begun for it (`openai`):
+    the opening its answer is begun with and the closing it stops at (both, or neither)."""
 
 
 def model_client_from_settings(
@@ -69,4 +73,14 @@ def model_client_from_settings(
         settings.model,
         timeout_s=settings.timeout_s,
         max_tokens=settings.max_tokens,
+        required_call_prefill=_prefill(settings),
     )
+
+
+def _prefill(settings: ModelSettings) -> tuple[str, str] | None:
+    opening, closing = settings.required_call_opening, settings.required_call_closing
+    if (opening is None) != (closing is None):
+        raise ValueError(
+            "AGORA_MODEL_REQUIRED_CALL_OPENING and AGORA_MODEL_REQUIRED_CALL_CLOSING go together"
+        )
+    return (opening, closing) if opening is not None and closing is not None else None

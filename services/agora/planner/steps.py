@@ -41,7 +41,15 @@ from agora.core.planning import (
     model_tier,
     validate_plan,
 )
-from agora.llm import ChatMessage, Completion, ModelClient, ModelOutputInvalid, complete_json
+from agora.llm import (
+    ChatMessage,
+    Completion,
+    ModelClient,
+    ModelOutputInvalid,
+    ToolChoice,
+    ToolSpec,
+    complete_json,
+)
 from agora.sdk import ModelRouter, ModelSpec, ModelTier
 from agora.sdk.models import RoutingRule
 
@@ -97,7 +105,10 @@ class PlannerModels:
 
 
 class _RoutedModel:
-    """A `ModelClient` whose calls go through a router as one step (`ModelRouter.complete`)."""
+    """A `ModelClient` whose calls go through a router as one step (`ModelRouter.complete`).
+    Planning asks for JSON and offers no tools."""
+
+    supports_tools = False
 
     def __init__(self, router: ModelRouter, step: str, backend: str) -> None:
         self._router = router
@@ -111,6 +122,8 @@ class _RoutedModel:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
         routed = await self._router.complete(
             self.step, messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens

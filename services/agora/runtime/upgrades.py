@@ -73,4 +73,12 @@ SHIMS: tuple[UpgradeShim, ...] = (
         "No app of a version before `TaskSpec.checkpoints` runs (every service, worker and agent "
         "app upgraded).",
     ),
+    UpgradeShim(
+        "chat-message-without-tool-fields",
+        ("agora.llm.client:ChatMessage.tool_calls", "agora.llm.client:ChatMessage.tool_call_id"),
+        "A run's saved conversation is read by apps of the version before native tool calls while "
+        "a release rolls; a message without a tool call is written without the two fields.",
+        "No app of a version before native tool calls runs. (Leaving the fields out when unset also "
+        "keeps saved conversations small, a reason to keep it.)",
+    ),
 )

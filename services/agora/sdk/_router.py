@@ -14,7 +14,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agora.core.models import ModelTier
-from agora.llm import ChatMessage, Completion, ModelClient, ModelError, ModelPrice, priced_calls
+from agora.llm import (
+    ChatMessage,
+    Completion,
+    ModelClient,
+    ModelError,
+    ModelPrice,
+    ToolChoice,
+    ToolSpec,
+    priced_calls,
+)
 
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
@@ -90,6 +99,11 @@ class ModelRouter:
         spec = model or ModelSpec(model_id=getattr(client, "model", client.backend), tier=ModelTier.BALANCED)
         return cls([spec], {spec.model_id: client})
 
+    def supports_tools(self, step_name: str) -> bool:
+        """Whether every model a step may go to takes native tools (a fallback that does not
+        would be handed tool messages it cannot read)."""
+        return all(self._clients[spec.model_id].supports_tools for spec in self.candidates(step_name))
+
     def tier_for(self, step_name: str) -> ModelTier:
         rule = next((r for r in self._rules if r.contains in step_name), None)
         return rule.tier if rule is not None else ModelTier.BALANCED
@@ -113,6 +127,8 @@ class ModelRouter:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> RoutedCompletion:
         """Ask the step's model; on a `ModelError`, the next model of the chain. The last
         model's error is raised when every one failed. Each call is priced at its model's
@@ -122,7 +138,12 @@ class ModelRouter:
             try:
                 with priced_calls(spec.price):
                     completion = await self._clients[spec.model_id].complete(
-                        messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+                        messages,
+                        json_schema=json_schema,
+                        temperature=temperature,
+                        max_tokens=max_tokens,
+                        tools=tools,
+                        tool_choice=tool_choice,
                     )
             except ModelError as exc:
                 failure = exc

@@ -17,6 +17,7 @@ answers in one call, without tools.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -44,7 +45,14 @@ from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.outcomes.prompts import format_patterns_for_prompt
 from agora.core.triage.context import Step as TriageStep
 from agora.core.triage.failures import FailureType
-from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
+from agora.llm import (
+    ChatMessage,
+    ModelClient,
+    ModelOutputInvalid,
+    ToolChoice,
+    ToolSpec,
+    extract_json_object,
+)
 from agora.runtime.tracing import tracer
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher
 from agora.sdk._learning import InMemoryOutcomeHistory, Lessons, OutcomeHistory, learning_report, learnt
@@ -80,6 +88,7 @@ REACT_PROTOCOL = """Work step by step. Answer every turn with ONE JSON object an
  "succeeded": <for action final: true if you did the task, false if you give up>,
  "confidence": <0.0 to 1.0, how sure you are of this step>}
 Call a tool when it helps; its result comes back to you. Give the final answer when you have it."""
+MAX_TOOL_CALL_ID_CHARS = 128
 
 
 class RunnerConfig(BaseModel):
@@ -95,6 +104,17 @@ class RunnerConfig(BaseModel):
         default=True, description="Recall and remember through the memory manager, if any."
     )
     react_pattern: bool = Field(default=True, description="The ReAct loop with tools; off: one model call.")
+    native_tools: bool = Field(
+        default=True,
+        description="With a model that takes tools natively (`ModelClient.supports_tools`), offer the tools "
+        "as `tools` and read its `tool_calls`; otherwise, or off, the JSON step protocol in text.",
+    )
+    tool_choice: Literal["auto", "required"] = Field(
+        default="auto",
+        description="With native tools: `required`, a step that does not follow a tool's result must call "
+        "a tool (for models that answer without their tools otherwise); after a result the model may "
+        "answer. `auto`: the model chooses every step.",
+    )
     learn_from_outcomes: bool = Field(
         default=True,
         description="Add what the agent's recent runs show (patterns of their failures and successes) to "
@@ -133,6 +153,8 @@ class ReactStep(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     thought: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    call_id: str = Field(default="", max_length=MAX_TOOL_CALL_ID_CHARS)
+    """A native tool call's id, which its result names (empty in the JSON step protocol)."""
     action: Literal["tool", "final"]
     tool: str = Field(default="", max_length=64)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -450,7 +472,9 @@ class AgentRunner:
         self, agent: AgentDefinition, user_input: str, patterns: list[str]
     ) -> list[ChatMessage]:
         system = [agent.instructions] if agent.instructions else []
-        if self.config.react_pattern:
+        if self._native_tools(agent.name):
+            system.append(NATIVE_TOOLS_PROTOCOL)
+        elif self.config.react_pattern:
             system.append(react_protocol(self.tools))
         if patterns:
             system.append(format_patterns_for_prompt(patterns))
@@ -642,23 +666,17 @@ class AgentRunner:
             run.update(status=RunStatus.COMPLETED, output=answer)
             return _AttemptEnd.ANSWERED
         limit = run.state.attempt_started_at + run.state.max_iterations
+        native = self._native_tools(run.state.agent_id)
         while run.state.iterations < limit:
             stopped = await self._checkpoint(run)
             if stopped is not None:
                 return stopped
             tracker.cost.check_budget()
-            routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
-            run.update(iterations=run.state.iterations + 1)
-            await tracker.record(routed.completion, step_name, routed.model)
-            run.say(ChatMessage(role="assistant", content=routed.completion.text))
-            step = _parse_step(routed.completion.text)
+            if native:
+                step = await self._native_step(run, tracker, step_name, trajectory)
+            else:
+                step = await self._text_step(run, tracker, step_name, trajectory)
             if step is None:
-                trajectory.append(_triage_step(len(trajectory), None, routed.completion.text, None))
-                run.say(
-                    ChatMessage(
-                        role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
-                    )
-                )
                 continue
             if self._monitor is not None:
                 check = await self._monitor.check(run.state, step)
@@ -689,13 +707,93 @@ class AgentRunner:
             iterations=state.iterations,
         )
 
+    def _native_tools(self, agent_id: str) -> bool:
+        """Whether this agent's steps offer its tools natively: the loop runs, it has tools, and
+        every model its steps may go to takes them."""
+        return (
+            self.config.react_pattern
+            and self.config.native_tools
+            and bool(self.tools.tools)
+            and self.router.supports_tools(f"{agent_id}.step")
+        )
+
+    async def _text_step(
+        self, run: _Run, tracker: _Tracker, step_name: str, trajectory: list[TriageStep]
+    ) -> ReactStep | None:
+        """One step in the JSON step protocol; None (and the model told so) when the answer is
+        not one step."""
+        routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
+        run.update(iterations=run.state.iterations + 1)
+        await tracker.record(routed.completion, step_name, routed.model)
+        run.say(ChatMessage(role="assistant", content=routed.completion.text))
+        step = _parse_step(routed.completion.text)
+        if step is not None and step.call_id:
+            step = step.model_copy(update={"call_id": ""})
+        if step is None:
+            trajectory.append(_triage_step(len(trajectory), None, routed.completion.text, None))
+            run.say(
+                ChatMessage(
+                    role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
+                )
+            )
+        return step
+
+    async def _native_step(
+        self, run: _Run, tracker: _Tracker, step_name: str, trajectory: list[TriageStep]
+    ) -> ReactStep | None:
+        """One step with the tools offered natively: the model's first tool call (the others are
+        not kept, so every call in the conversation has its result), else its text as the final
+        answer; None (and the model told why) when the call's arguments are no JSON object."""
+        after_a_result = bool(run.state.messages) and run.state.messages[-1].role == "tool"
+        choice: ToolChoice = (
+            "required" if self.config.tool_choice == "required" and not after_a_result else "auto"
+        )
+        specs = [
+            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in self.tools.tools
+        ]
+        routed = await self.router.complete(step_name, run.state.messages, tools=specs, tool_choice=choice)
+        run.update(iterations=run.state.iterations + 1)
+        await tracker.record(routed.completion, step_name, routed.model)
+        completion = routed.completion
+        if not completion.tool_calls:
+            run.say(ChatMessage(role="assistant", content=completion.text))
+            answer = completion.text.strip()
+            if completion.cut_off or not answer:
+                why = "was cut off at its output limit" if completion.cut_off else "was empty"
+                trajectory.append(_triage_step(len(trajectory), None, completion.text, None))
+                run.say(
+                    ChatMessage(
+                        role="user", content=f"Your answer {why}. Answer again, briefly, or call a tool."
+                    )
+                )
+                return None
+            return ReactStep(action="final", answer=answer[:MAX_TEXT_CHARS])
+        call = completion.tool_calls[0]
+        run.say(ChatMessage(role="assistant", content=completion.text, tool_calls=[call]))
+        try:
+            arguments = json.loads(call.arguments)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            note = f"error: the arguments of {call.name} are not one JSON object: {call.arguments[:200]}"
+            trajectory.append(_triage_step(len(trajectory), None, note, None))
+            run.say(ChatMessage(role="tool", content=note, tool_call_id=call.id))
+            return None
+        return ReactStep(
+            action="tool", tool=call.name[:64], arguments=arguments, call_id=call.id[:MAX_TOOL_CALL_ID_CHARS]
+        )
+
     async def _call_tool(
         self, run: _Run, step: ReactStep, tool_results: list[ToolResult], trajectory: list[TriageStep]
     ) -> None:
         result = await self.tools.execute(ToolCall(name=step.tool or "(none)", arguments=step.arguments))
         tool_results.append(result)
         trajectory.append(_triage_step(len(trajectory), step, result.output, result))
-        run.say(tool_result_message(result))
+        if step.call_id:
+            run.say(ChatMessage(role="tool", content=result.for_model(), tool_call_id=step.call_id))
+        else:
+            run.say(tool_result_message(result))
         run.update(
             tool_calls=run.state.tool_calls + 1,
             tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
@@ -793,7 +891,16 @@ class AgentRunner:
         await self.state_store.save(state.model_copy(update={"updated_at": datetime.now(UTC)}))
 
 
-REACT_STEP_SCHEMA: dict[str, Any] = ReactStep.model_json_schema()
+def _text_step_schema() -> dict[str, Any]:
+    """The schema of a step in text: a native call's id is not the model's to write."""
+    schema = ReactStep.model_json_schema()
+    del schema["properties"]["call_id"]
+    return schema
+
+
+REACT_STEP_SCHEMA: dict[str, Any] = _text_step_schema()
+NATIVE_TOOLS_PROTOCOL = """Call a tool when it helps; its result comes back to you.
+When you have the answer, give it as plain text, without calling a tool."""
 MAX_TOOLS_KEPT = MAX_ITEMS
 """Tool names a run's state keeps (an outcome carries at most as many)."""
 

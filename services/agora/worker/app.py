@@ -21,7 +21,15 @@ from pydantic import Field
 from agora.core.messages import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from agora.core.models import CapabilityProfile
 from agora.core.triage.decision import DEFAULT_REPEAT_LIMIT
-from agora.llm import ChatMessage, Completion, ModelClient, ModelSettings, model_client_from_settings
+from agora.llm import (
+    ChatMessage,
+    Completion,
+    ModelClient,
+    ModelSettings,
+    ToolChoice,
+    ToolSpec,
+    model_client_from_settings,
+)
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
@@ -88,6 +96,7 @@ class SidecarModel:
         self._client: ModelClient | None = None
         self.backend: str = settings.backend
         self.model: str = settings.model
+        self.supports_tools = settings.backend == "openai"
 
     def bind(self, sidecar: DaprSidecar) -> None:
         if self._client is None:
@@ -100,11 +109,18 @@ class SidecarModel:
         json_schema: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
         if self._client is None:
             raise RuntimeError("the worker's model is used before its app started")
         return await self._client.complete(
-            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens
+            messages,
+            json_schema=json_schema,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tools=tools,
+            tool_choice=tool_choice,
         )
 
     async def aclose(self) -> None:
