@@ -100,9 +100,12 @@ class ModelOutputInvalid(ModelError):
 
 class ModelClient(Protocol):
     backend: str
-    supports_tools: bool
-    """Whether `tools` reach the model as native tool definitions (and calls come back as
-    `Completion.tool_calls`); a client without is asked in text (the runner's JSON steps)."""
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether `tools` reach the model as native tool definitions (and calls come back as
+        `Completion.tool_calls`); a client without is asked in text (the runner's JSON steps)."""
+        ...
 
     async def complete(
         self,

@@ -96,7 +96,11 @@ class SidecarModel:
         self._client: ModelClient | None = None
         self.backend: str = settings.backend
         self.model: str = settings.model
-        self.supports_tools = settings.backend == "openai"
+
+    @property
+    def supports_tools(self) -> bool:
+        """As the client it was bound to says (runs start after the app, so after `bind`)."""
+        return self._client is not None and self._client.supports_tools
 
     def bind(self, sidecar: DaprSidecar) -> None:
         if self._client is None:
