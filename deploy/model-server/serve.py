@@ -40,6 +40,12 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=2, help="requests served at once")
     parser.add_argument("--context", type=int, default=4096, help="tokens of context, shared by the slots")
     parser.add_argument("--chat-template", type=Path, help="a Jinja chat template file")
+    parser.add_argument(
+        "--max-output",
+        type=int,
+        default=512,
+        help="output tokens of a request that names no limit (Dapr's conversation.openai sends none)",
+    )
     args = parser.parse_args()
 
     params = xllamacpp.CommonParams()
@@ -51,6 +57,7 @@ def main() -> None:
     params.n_parallel = args.slots
     params.n_ctx = args.context
     params.model_alias = {args.alias}
+    params.n_predict = args.max_output
     params.use_jinja = True
     if args.chat_template is not None:
         params.chat_template = args.chat_template.read_text()

@@ -40,8 +40,9 @@ class ModelSettings(BaseSettings):
     own in its metadata)."""
     required_call_opening: str | None = Field(default=None, max_length=64)
     required_call_closing: str | None = Field(default=None, max_length=64)
-    """For a model that calls a tool it must call only when its answer is begun for it (`openai`):
-    the opening its answer is begun with and the closing it stops at (both, or neither)."""
+    """For a model that calls a tool it must call only when its answer is begun for it: the
+    opening its answer is begun with and the closing it stops at (both, or neither). `dapr`
+    sends the opening only (its API has no stop sequences)."""
 
 
 def model_client_from_settings(
@@ -60,6 +61,8 @@ def model_client_from_settings(
             settings.conversation_component,
             model=None if settings.model == OFFLINE_MODEL else settings.model,
             timeout_s=settings.timeout_s,
+            # The alpha2 API has no stop sequences: the opening goes, the closing cannot.
+            required_call_opening=settings.required_call_opening,
         )
     if not settings.openai_base_url:
         raise ValueError(
