@@ -12,6 +12,7 @@ from agora.llm.client import (
     ModelPrice,
     ModelToolCall,
     ModelUnavailable,
+    TextSink,
     ToolChoice,
     ToolSpec,
     TracedModelClient,
@@ -19,6 +20,7 @@ from agora.llm.client import (
     complete_json,
     extract_json_object,
     priced_calls,
+    streaming_text,
 )
 from agora.llm.dapr_conversation import DaprConversationClient
 from agora.llm.offline import OfflineModelClient
@@ -39,6 +41,7 @@ __all__ = [
     "ModelUnavailable",
     "OfflineModelClient",
     "OpenAICompatibleClient",
+    "TextSink",
     "ToolChoice",
     "ToolSpec",
     "TracedModelClient",
@@ -47,4 +50,5 @@ __all__ = [
     "extract_json_object",
     "model_client_from_settings",
     "priced_calls",
+    "streaming_text",
 ]

@@ -5,14 +5,21 @@ Conversation API, an OpenAI-compatible endpoint, or the deterministic offline st
 deployment choice rather than a code change. Tracing lives in `TracedModelClient`, the base
 class of every backend, so each call produces the same OpenTelemetry GenAI span whichever
 backend served it.
+
+A caller that wants an answer's text as it arrives wraps its calls in `streaming_text`: the
+backends that stream (the OpenAI-compatible client) pass each piece on as the server sends it,
+and `TracedModelClient` passes on whatever a backend did not (all of it, for one that cannot
+stream), so the pieces always add up to the completion's text. Wrappers that forward
+`complete()` (routers, meters, an app's bound model) need not know of it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -74,6 +81,10 @@ class Completion(BaseModel):
     limit), `tool_calls`...; None when the backend does not say."""
     tool_calls: list[ModelToolCall] = Field(default_factory=list)
     """The tools the model called natively (with `tools` given)."""
+    time_to_first_token_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    """For a call made within `streaming_text`: seconds from the request until its first output
+    (text or a tool call) arrived; for a backend that cannot stream, until the whole answer did.
+    None for other calls."""
 
     @property
     def cut_off(self) -> bool:
@@ -90,12 +101,16 @@ class ModelUnavailable(ModelError):
 
 
 class ModelOutputInvalid(ModelError):
-    """The model answered, but not with what was asked for; `text` is the raw answer."""
+    """The model answered, but not with what was asked for; `text` is the raw answer, `usage`
+    what the answer cost (it was paid for all the same)."""
 
-    def __init__(self, message: str, text: str, error: Exception | None = None) -> None:
+    def __init__(
+        self, message: str, text: str, error: Exception | None = None, *, usage: Usage | None = None
+    ) -> None:
         super().__init__(message)
         self.text = text
         self.error = error
+        self.usage = usage or Usage()
 
 
 class ModelClient(Protocol):
@@ -184,15 +199,79 @@ def priced_calls(price: ModelPrice) -> Iterator[None]:
         _PRICE.reset(token)
 
 
+TextSink = Callable[[str], Awaitable[None]]
+"""Takes each piece of an answer's text, in order, as it arrives."""
+
+_TEXT_SINK: ContextVar[TextSink | None] = ContextVar("agora_model_text_sink", default=None)
+
+
+@contextmanager
+def streaming_text(on_text: TextSink) -> Iterator[None]:
+    """Model calls made within (in this task) pass their answer's text to `on_text` piece by
+    piece as it arrives, and still return the whole `Completion`; the pieces add up to its
+    text. A backend that cannot stream passes its whole answer as one piece. Each piece is
+    awaited before the answer is read on, so a slow `on_text` slows the call (the server's
+    stream waits) and nothing piles up; an exception it raises ends the call with it."""
+    token = _TEXT_SINK.set(on_text)
+    try:
+        yield
+    finally:
+        _TEXT_SINK.reset(token)
+
+
+class AnswerStream:
+    """Where a backend that streams (`TracedModelClient.streams`) puts its answer as it
+    arrives: `text` for each piece of text, `began` at its first output of any kind (a tool
+    call's first chunk)."""
+
+    def __init__(self, sink: TextSink) -> None:
+        self._sink = sink
+        self._started = time.monotonic()
+        self._passed: list[str] = []
+        self.time_to_first_output_s: float | None = None
+
+    @property
+    def passed_on(self) -> bool:
+        """Whether any text reached the caller (after which a retry would repeat it)."""
+        return bool(self._passed)
+
+    def began(self) -> None:
+        if self.time_to_first_output_s is None:
+            self.time_to_first_output_s = time.monotonic() - self._started
+
+    async def text(self, piece: str) -> None:
+        if not piece:
+            return
+        self.began()
+        self._passed.append(piece)
+        await self._sink(piece)
+
+    async def finish(self, text: str) -> None:
+        """Pass on what of the answer's `text` has not been passed yet: all of it for a backend
+        that does not stream, nothing for one that passed every piece."""
+        self.began()
+        passed = "".join(self._passed)
+        if text.startswith(passed):
+            await self.text(text[len(passed) :])
+
+
 class TracedModelClient(ABC):
     """Base class of the backends: wraps `_complete` in a CLIENT span that follows the
     OpenTelemetry GenAI semantic conventions (`chat {model}`, gen_ai.* attributes: operation
     `chat`, the requested and the answering model, input and output tokens) and, for a call
-    priced by `priced_calls`, its cost in USD (`agora.cost_usd`)."""
+    priced by `priced_calls`, its cost in USD (`agora.cost_usd`).
+
+    Within `streaming_text`, a backend that `streams` gets an `AnswerStream` (`answer`) to pass
+    its pieces to; any text it did not pass (all of it, for a backend that does not stream) is
+    passed here, once, as one piece. The span then says whether the request streamed
+    (`gen_ai.request.stream`) and when the first output arrived
+    (`gen_ai.response.time_to_first_chunk`, seconds), as does `Completion.time_to_first_token_s`."""
 
     backend: str = "unknown"
     model: str = "unknown"
     supports_tools: bool = False
+    streams: bool = False
+    """Whether `_complete` takes `answer` (an `AnswerStream`) and passes its text on as it arrives."""
 
     async def complete(
         self,
@@ -219,6 +298,10 @@ class TracedModelClient(ABC):
         if tools and self.supports_tools:
             attributes["agora.tools"] = len(tools)
             attributes["agora.tool_choice"] = tool_choice
+        sink = _TEXT_SINK.get()
+        streamed = sink is not None and self.streams
+        if sink is not None:
+            attributes["gen_ai.request.stream"] = streamed
         with tracer("agora.llm").start_as_current_span(
             f"chat {self.model}",
             kind=SpanKind.CLIENT,
@@ -226,6 +309,9 @@ class TracedModelClient(ABC):
             record_exception=True,
             set_status_on_exception=False,
         ) as span:
+            answer = AnswerStream(sink) if sink is not None else None
+            # A backend's own model calls (a wrapped client's) are not this answer's pieces.
+            token = _TEXT_SINK.set(None)
             try:
                 completion = await self._complete(
                     list(messages),
@@ -233,11 +319,21 @@ class TracedModelClient(ABC):
                     temperature=temperature,
                     max_tokens=max_tokens,
                     **({"tools": list(tools), "tool_choice": tool_choice} if self.supports_tools else {}),
+                    **({"answer": answer} if streamed else {}),
                 )
+                if answer is not None:
+                    await answer.finish(completion.text)
             except BaseException as exc:
                 span.set_attribute("error.type", type(exc).__qualname__)
                 span.set_status(Status(StatusCode.ERROR, str(exc)))
                 raise
+            finally:
+                _TEXT_SINK.reset(token)
+            if answer is not None and answer.time_to_first_output_s is not None:
+                completion = completion.model_copy(
+                    update={"time_to_first_token_s": answer.time_to_first_output_s}
+                )
+                span.set_attribute("gen_ai.response.time_to_first_chunk", answer.time_to_first_output_s)
             span.set_attribute("gen_ai.response.model", completion.model)
             span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
@@ -261,7 +357,8 @@ class TracedModelClient(ABC):
         max_tokens: int | None,
     ) -> Completion:
         """Do the backend call; errors must be `ModelError`s. A backend that `supports_tools`
-        also takes `tools` (a list of `ToolSpec`) and `tool_choice`."""
+        also takes `tools` (a list of `ToolSpec`) and `tool_choice`; one that `streams` takes
+        `answer` (an `AnswerStream`, given when the caller wants the text as it arrives)."""
 
     async def aclose(self) -> None:
         """Release connections; a no-op for backends that hold none."""
@@ -302,17 +399,33 @@ def _schema_of(output_type: type[BaseModel]) -> dict[str, Any]:
 
 
 async def complete_json(
-    client: ModelClient, messages: Sequence[ChatMessage], output_type: type[T], *, temperature: float = 0.0
+    client: ModelClient,
+    messages: Sequence[ChatMessage],
+    output_type: type[T],
+    *,
+    temperature: float = 0.0,
+    json_schema: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
 ) -> tuple[T, Completion]:
     """Ask for an `output_type` and validate the answer; `ModelOutputInvalid` if the model did
-    not produce one (the caller decides whether to re-ask or fall back)."""
-    completion = await client.complete(messages, json_schema=_schema_of(output_type), temperature=temperature)
+    not produce one (the caller decides whether to re-ask or fall back). `json_schema` replaces
+    the type's own schema in the request when the caller knows a narrower one (the values this
+    call may take), which a server that turns schemas into grammars holds the model to."""
+    completion = await client.complete(
+        messages,
+        json_schema=json_schema if json_schema is not None else _schema_of(output_type),
+        temperature=temperature,
+        max_tokens=max_tokens,
+    )
     try:
         raw = extract_json_object(completion.text)
     except ValueError as exc:
         reason = "was cut off at its output limit" if completion.cut_off else "holds no JSON object"
         raise ModelOutputInvalid(
-            f"{client.backend} answer {reason} for {output_type.__name__}", completion.text, exc
+            f"{client.backend} answer {reason} for {output_type.__name__}",
+            completion.text,
+            exc,
+            usage=completion.usage,
         ) from exc
     try:
         return output_type.model_validate(raw), completion
@@ -321,4 +434,5 @@ async def complete_json(
             f"{client.backend} answer is not a valid {output_type.__name__}: {exc.error_count()} error(s)",
             completion.text,
             exc,
+            usage=completion.usage,
         ) from exc

@@ -13,10 +13,11 @@
 An agents file (`agents = [agent]`) runs on the market with `agora-agent run my_agents.py`
 (`make run AGENTS=my_agents.py`): the agent bids for tasks that need its skills and runs each
 one it wins. This module holds what that path needs; the rest is in submodules:
-`agora.sdk.runner` (the ReAct runner and its extension points), `agora.sdk.tools`,
-`agora.sdk.models` (routing and costs), `agora.sdk.crews`, `agora.sdk.graphs`, `agora.sdk.app`
-(serving agents), `agora.sdk.errors`, `agora.sdk.testing` (a scripted model and in-memory
-parts for tests) and `agora.sdk.dapr_agents`. See docs/sdk-tutorial.md and docs/sdk.md.
+`agora.sdk.runner` (the ReAct runner, its extension points and a run's events, as
+`Agent.stream` gives them), `agora.sdk.tools`, `agora.sdk.models` (routing and costs),
+`agora.sdk.crews`, `agora.sdk.graphs`, `agora.sdk.app` (serving agents), `agora.sdk.errors`,
+`agora.sdk.testing` (a scripted model and in-memory parts for tests) and
+`agora.sdk.dapr_agents`. See docs/sdk-tutorial.md and docs/sdk.md.
 """
 
 from agora.core.errors import (

@@ -1,13 +1,15 @@
 """An agent: its model, instructions, tools, skills and price in one object, runnable directly
-(`run`, `run_sync`) and servable on the market (an agents file's `agents = [...]`, served by
-`agora-agent run` or `make run AGENTS=...`, where it bids for tasks that need its skills)."""
+(`run`, `run_sync`, or `stream` to watch the run as it goes) and servable on the market (an
+agents file's `agents = [...]`, served by `agora-agent run` or `make run AGENTS=...`, where it
+bids for tasks that need its skills)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +24,7 @@ from agora.core.models import CapabilityProfile, ModelTier
 from agora.llm import ChatMessage, ModelClient, extract_json_object
 from agora.llm.settings import ModelSettings, model_client_from_settings
 from agora.sdk._router import ModelRouter
-from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunnerConfig
+from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunEvent, RunnerConfig
 from agora.sdk._tools import Tool, ToolExecutor, ToolFunction, ToolSource
 
 __all__ = ["Agent", "AgentLoad", "Estimator", "Handler", "HandlerResult"]
@@ -56,6 +58,9 @@ Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
 Estimator = Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer] | BidOffer]
 MODEL_ESTIMATE = "model"
 """`Agent(estimate="model")`: the agent's own model estimates each task it is asked about."""
+STREAM_BUFFER_EVENTS = 64
+"""Events of a streamed run held for a reader that has not taken them yet; a run whose reader
+falls this far behind waits for it (so a slow reader slows the run, never grows memory)."""
 
 
 class Agent:
@@ -214,6 +219,47 @@ class Agent:
             raise ValueError(f"agent {self.agent_id} works through its handler, on the market only")
         session = session_id or uuid.uuid4().hex
         return await self.runner.run(self.definition, task, session_id=session, budget_usd=budget_usd)
+
+    async def stream(
+        self, task: str, *, session_id: str | None = None, budget_usd: float | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """`run`, watched as it goes: its events (`agora.sdk.runner`: the model's text as it
+        arrives, each step, each tool's result) in order, the last one `RunEnded`, whose
+        `result` is what `run` returns. A run that raises ends its events with `RunEnded`
+        (FAILED), then raises here as `run` would (a request refused before the run starts
+        raises with no events). At most `STREAM_BUFFER_EVENTS` events wait for the reader; the
+        run waits for one that falls further behind. Leaving the loop early cancels the run.
+
+            async for event in agent.stream("What is 2 + 3?"):
+                if event.kind == "text":
+                    print(event.text, end="", flush=True)
+        """
+        if self.runner is None:
+            raise ValueError(f"agent {self.agent_id} works through its handler, on the market only")
+        events: asyncio.Queue[RunEvent] = asyncio.Queue(maxsize=STREAM_BUFFER_EVENTS)
+        session = session_id or uuid.uuid4().hex
+        run = asyncio.create_task(
+            self.runner.run(
+                self.definition, task, session_id=session, budget_usd=budget_usd, events=events.put
+            )
+        )
+        next_event: asyncio.Future[RunEvent] | None = None
+        try:
+            while not (run.done() and events.empty()):
+                next_event = asyncio.ensure_future(events.get())
+                await asyncio.wait({next_event, run}, return_when=asyncio.FIRST_COMPLETED)
+                if next_event.done():
+                    yield next_event.result()
+                else:
+                    next_event.cancel()
+            await run  # the run's error, if it raised
+        finally:
+            if next_event is not None and not next_event.done():
+                next_event.cancel()
+            if not run.done():
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
 
     def run_sync(
         self, task: str, *, session_id: str | None = None, budget_usd: float | None = None

@@ -4,11 +4,14 @@ Models are registered with a tier (fast, balanced, powerful) and prices. A step'
 its tier by the routing rules (the first rule whose substring the name contains wins; BALANCED
 when none matches). A call that fails goes down the fallback chain of tiers (by default
 BALANCED, FAST, POWERFUL, each tried once), so one vendor's outage does not stop an agent.
+A call may have its answer's text passed on as it arrives (`on_text`), each piece with the
+model that wrote it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +27,7 @@ from agora.llm import (
     ToolSpec,
     priced_calls,
 )
+from agora.llm.client import streaming_text
 
 __all__ = [
     "DEFAULT_FALLBACK_CHAIN",
@@ -31,6 +35,7 @@ __all__ = [
     "ModelSpec",
     "ModelTier",
     "RoutedCompletion",
+    "RoutedTextSink",
     "RoutingRule",
 ]
 
@@ -71,6 +76,10 @@ class RoutedCompletion(BaseModel):
     completion: Completion
     model: ModelSpec
     attempts: int = Field(ge=1, description="Models tried, the answering one included.")
+
+
+RoutedTextSink = Callable[[str, "ModelSpec"], Awaitable[None]]
+"""Takes each piece of an answer's text as it arrives, with the model writing it."""
 
 
 class ModelRouter:
@@ -129,14 +138,18 @@ class ModelRouter:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice = "auto",
+        on_text: RoutedTextSink | None = None,
     ) -> RoutedCompletion:
         """Ask the step's model; on a `ModelError`, the next model of the chain. The last
         model's error is raised when every one failed. Each call is priced at its model's
-        prices: its `chat` span carries the cost (`agora.cost_usd`)."""
+        prices: its `chat` span carries the cost (`agora.cost_usd`). With `on_text`, the
+        answer's text is passed on as it arrives (`agora.llm.client.streaming_text`), each
+        piece with its model: pieces of a model whose stream broke are followed by the next
+        model's."""
         failure: ModelError | None = None
         for attempt, spec in enumerate(self.candidates(step_name), start=1):
             try:
-                with priced_calls(spec.price):
+                with priced_calls(spec.price), self._streamed(on_text, spec):
                     completion = await self._clients[spec.model_id].complete(
                         messages,
                         json_schema=json_schema,
@@ -151,3 +164,13 @@ class ModelRouter:
             return RoutedCompletion(completion=completion, model=spec, attempts=attempt)
         assert failure is not None
         raise failure
+
+    @staticmethod
+    def _streamed(on_text: RoutedTextSink | None, spec: ModelSpec) -> AbstractContextManager[None]:
+        if on_text is None:
+            return nullcontext()
+
+        async def from_this_model(piece: str) -> None:
+            await on_text(piece, spec)
+
+        return streaming_text(from_this_model)

@@ -13,6 +13,10 @@ on; abort: the run ends; modify_prompt: the new prompt is used instead). A step 
 flags for reflection adds its reflection prompt to the next model call. Every call's cost is
 recorded before the budget is checked (`CostTracker`). With `react_pattern` off the agent
 answers in one call, without tools.
+
+A run can be watched as it goes: given a sink of `RunEvent`s, the runner passes on the model's
+text as it arrives (`TextPiece`), each step the model decided (`StepDecided`) or that was no
+step (`StepRejected`), each tool's result (`ToolCalled`) and the turn's end (`RunEnded`).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -57,7 +61,7 @@ from agora.runtime.tracing import tracer
 from agora.sdk._cost import CostSummary, CostTracker, EventPublisher
 from agora.sdk._learning import InMemoryOutcomeHistory, Lessons, OutcomeHistory, learning_report, learnt
 from agora.sdk._recovery import FAILURE_ANALYSIS_SCHEMA, RecoveryPolicy, analyse, handover, recovery_after
-from agora.sdk._router import ModelRouter
+from agora.sdk._router import ModelRouter, ModelSpec, RoutedCompletion
 from agora.sdk._tools import ToolCall, ToolExecutor, ToolResult
 
 __all__ = [
@@ -72,11 +76,19 @@ __all__ = [
     "InMemoryStateStore",
     "MemoryManager",
     "ReactStep",
+    "RunEnded",
+    "RunEvent",
+    "RunEventSink",
     "RunStatus",
     "RunnerConfig",
     "StepCheck",
     "StepCheckpoints",
+    "StepDecided",
     "StepMonitor",
+    "StepRejected",
+    "TextDiscarded",
+    "TextPiece",
+    "ToolCalled",
     "ToolGate",
 ]
 
@@ -242,6 +254,81 @@ class ExecutionResult(BaseModel):
     duration_s: float
 
 
+class _RunEventBase(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    """When the runner passed the event on."""
+
+
+class TextPiece(_RunEventBase):
+    """A piece of the model's answer in step `step`, as it arrived (in the JSON step protocol,
+    a piece of the step's JSON)."""
+
+    kind: Literal["text"] = "text"
+    step: int = Field(ge=1)
+    text: str
+    model: str
+    """The id of the model writing it (the router's `ModelSpec.model_id`)."""
+
+
+class TextDiscarded(_RunEventBase):
+    """The pieces of step `step` that `model` wrote are void: its stream broke, and the step
+    went to the next model of the router's fallback chain."""
+
+    kind: Literal["text_discarded"] = "text_discarded"
+    step: int = Field(ge=1)
+    model: str
+
+
+class StepDecided(_RunEventBase):
+    """The model decided step `step`: a tool call or the final answer."""
+
+    kind: Literal["step"] = "step"
+    step: int = Field(ge=1)
+    decision: ReactStep
+
+
+class StepRejected(_RunEventBase):
+    """Step `step` was not one step (the model is told why, and asked again)."""
+
+    kind: Literal["step_rejected"] = "step_rejected"
+    step: int = Field(ge=1)
+    reason: str
+
+
+class ToolCalled(_RunEventBase):
+    """A tool the model called in step `step` gave its result (or its error)."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    step: int = Field(ge=1)
+    result: ToolResult
+
+
+class RunEnded(_RunEventBase):
+    """The turn ended: completed, failed, or paused for a person (`WAITING_FOR_HUMAN`, which
+    `resume` continues, with events of its own). `result` is what `run` or `resume` returns;
+    None when they raise (`reason` names the error)."""
+
+    kind: Literal["end"] = "end"
+    status: RunStatus
+    output: str = ""
+    reason: str = ""
+    result: ExecutionResult | None = None
+
+
+RunEvent = Annotated[
+    TextPiece | TextDiscarded | StepDecided | StepRejected | ToolCalled | RunEnded,
+    Field(discriminator="kind"),
+]
+"""One of a run's events; `kind` tells which (JSON of one is read back with a
+`pydantic.TypeAdapter(RunEvent)`)."""
+RunEventSink = Callable[[RunEvent], Awaitable[None]]
+"""Takes a run's events, in order. The runner awaits each before it goes on, so a slow sink
+slows the run rather than events piling up (one at a time is in flight); an exception it raises
+stops the run's events (it is logged), never the run."""
+
+
 class StepCheck(BaseModel):
     """A step monitor's verdict on one step."""
 
@@ -390,13 +477,15 @@ class AgentRunner:
         budget_usd: float | None = None,
         max_iterations: int | None = None,
         checkpoints: Sequence[CheckpointTrigger] = (),
+        events: RunEventSink | None = None,
     ) -> ExecutionResult:
         """One turn of `agent` on `user_input`. Raises `MaxIterationsExceeded` when the loop
         ends without an answer and `BudgetExceeded` when the budget is spent (the state is
         saved FAILED with the reason first). `max_iterations` lowers the configured limit for
         this run's attempts; `checkpoints` are the run's own triggers (its task's), evaluated
         before each step with the runner's (`InvalidArgument` when together they are more than
-        a checkpoint request holds)."""
+        a checkpoint request holds). `events` takes the run's events as they happen, the last
+        one `RunEnded` (see `RunEventSink`)."""
         if len(self.config.checkpoints) + len(checkpoints) > MAX_ITEMS:
             raise InvalidArgument(
                 f"a run takes at most {MAX_ITEMS} checkpoint triggers with the runner's "
@@ -413,7 +502,7 @@ class AgentRunner:
             max_iterations=min(self.config.max_iterations, max_iterations or self.config.max_iterations),
             checkpoints=list(checkpoints),
         )
-        return await self._drive(state)
+        return await self._drive(state, events=events)
 
     async def _patterns_for(self, agent_id: str, user_input: str) -> list[str]:
         if not self.config.learn_from_outcomes:
@@ -430,6 +519,7 @@ class AgentRunner:
         human_response: str,
         *,
         decision: CheckpointResponse | EscalationResponse | None = None,
+        events: RunEventSink | None = None,
     ) -> ExecutionResult:
         """Continue a paused run with a person's answer as the next user message. `NoStateFound`
         when the run has no saved state, `AgentNotWaiting` when it is not paused.
@@ -438,7 +528,8 @@ class AgentRunner:
         knows it was decided): proceed (or retry) runs it, skip leaves it out and goes on, abort
         ends the run, modify_prompt (or retry with a prompt) puts the new prompt in its place. A
         held tool call whose decision is unknown does not run: only a person's go-ahead runs
-        it; a held step whose decision is unknown runs with the person's answer."""
+        it; a held step whose decision is unknown runs with the person's answer. `events` takes
+        this turn's events, as `run`'s does."""
         state = await self.state_store.load(agent_id, session_id)
         if state is None:
             raise NoStateFound(f"no saved run of agent {agent_id} in session {session_id}")
@@ -461,7 +552,7 @@ class AgentRunner:
                 "messages": [*state.messages, *answered],
             }
         )
-        return await self._drive(state, _Held(held, decision) if held is not None else None)
+        return await self._drive(state, _Held(held, decision) if held is not None else None, events)
 
     async def _decision_on(self, state: AgentState) -> CheckpointResponse | EscalationResponse | None:
         if isinstance(self._monitor, DecisionSource) and state.escalation_id:
@@ -485,13 +576,27 @@ class AgentRunner:
         opening = [ChatMessage(role="system", content="\n\n".join(system))] if system else []
         return [*opening, ChatMessage(role="user", content=user_input)]
 
-    async def _drive(self, state: AgentState, held: _Held | None = None) -> ExecutionResult:
+    async def _drive(
+        self, state: AgentState, held: _Held | None = None, events: RunEventSink | None = None
+    ) -> ExecutionResult:
+        """The turn, its end passed on as `RunEnded`, whether it returns or raises."""
+        watch = _Events(events, state.agent_id, state.session_id)
+        try:
+            result = await self._turn(state, held, watch)
+        except Exception as exc:
+            await watch.emit(RunEnded(status=RunStatus.FAILED, reason=_failure_reason(exc)))
+            raise
+        ended = RunEnded(status=result.status, output=result.output, reason=result.reason, result=result)
+        await watch.emit(ended)
+        return result
+
+    async def _turn(self, state: AgentState, held: _Held | None, events: _Events) -> ExecutionResult:
         started = time.monotonic()
         tracker = _Tracker(
             CostTracker(state.agent_id, state.session_id, _budget_left(state), self._publisher)
         )
         tool_results: list[ToolResult] = []
-        run = _Run(state)
+        run = _Run(state, events)
         span_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": state.agent_id,
                            "gen_ai.conversation.id": state.session_id}  # fmt: skip
         with tracer("agora.sdk").start_as_current_span(
@@ -500,7 +605,7 @@ class AgentRunner:
             try:
                 await self._attempts(run, tracker, tool_results, held)
             except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
+                reason = _failure_reason(exc)
                 await self._save(
                     tracker.into(run.state).model_copy(update={"status": RunStatus.FAILED, "reason": reason})
                 )
@@ -658,11 +763,12 @@ class AgentRunner:
             if stopped is not None:
                 return stopped
             tracker.cost.check_budget()
-            routed = await self.router.complete(step_name, run.state.messages)
+            routed = await self._ask(run, step_name)
             run.update(iterations=run.state.iterations + 1)
             await tracker.record(routed.completion, step_name, routed.model)
             answer = routed.completion.text
             run.say(ChatMessage(role="assistant", content=answer))
+            await run.decided(ReactStep(action="final", answer=answer[:MAX_TEXT_CHARS]))
             run.update(status=RunStatus.COMPLETED, output=answer)
             return _AttemptEnd.ANSWERED
         limit = run.state.attempt_started_at + run.state.max_iterations
@@ -722,7 +828,7 @@ class AgentRunner:
     ) -> ReactStep | None:
         """One step in the JSON step protocol; None (and the model told so) when the answer is
         not one step."""
-        routed = await self.router.complete(step_name, run.state.messages, json_schema=REACT_STEP_SCHEMA)
+        routed = await self._ask(run, step_name, json_schema=REACT_STEP_SCHEMA)
         run.update(iterations=run.state.iterations + 1)
         await tracker.record(routed.completion, step_name, routed.model)
         run.say(ChatMessage(role="assistant", content=routed.completion.text))
@@ -736,6 +842,9 @@ class AgentRunner:
                     role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
                 )
             )
+            await run.rejected("the answer was not one JSON object of the step's form")
+            return None
+        await run.decided(step)
         return step
 
     async def _native_step(
@@ -752,7 +861,7 @@ class AgentRunner:
             ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
             for t in self.tools.tools
         ]
-        routed = await self.router.complete(step_name, run.state.messages, tools=specs, tool_choice=choice)
+        routed = await self._ask(run, step_name, tools=specs, tool_choice=choice)
         run.update(iterations=run.state.iterations + 1)
         await tracker.record(routed.completion, step_name, routed.model)
         completion = routed.completion
@@ -767,8 +876,11 @@ class AgentRunner:
                         role="user", content=f"Your answer {why}. Answer again, briefly, or call a tool."
                     )
                 )
+                await run.rejected(f"the answer {why}")
                 return None
-            return ReactStep(action="final", answer=answer[:MAX_TEXT_CHARS])
+            final = ReactStep(action="final", answer=answer[:MAX_TEXT_CHARS])
+            await run.decided(final)
+            return final
         call = completion.tool_calls[0]
         run.say(ChatMessage(role="assistant", content=completion.text, tool_calls=[call]))
         try:
@@ -779,10 +891,51 @@ class AgentRunner:
             note = f"error: the arguments of {call.name} are not one JSON object: {call.arguments[:200]}"
             trajectory.append(_triage_step(len(trajectory), None, note, None))
             run.say(ChatMessage(role="tool", content=note, tool_call_id=call.id))
+            await run.rejected(f"the arguments of {call.name[:64]} are not one JSON object")
             return None
-        return ReactStep(
+        step = ReactStep(
             action="tool", tool=call.name[:64], arguments=arguments, call_id=call.id[:MAX_TOOL_CALL_ID_CHARS]
         )
+        await run.decided(step)
+        return step
+
+    async def _ask(
+        self,
+        run: _Run,
+        step_name: str,
+        *,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> RoutedCompletion:
+        """The model call of the run's next step; while the run is watched, its text is passed
+        on as it arrives (`TextPiece`), and a model's pieces that a fallback made void are
+        said to be (`TextDiscarded`)."""
+        if not run.events.watched:
+            return await self.router.complete(
+                step_name, run.state.messages, json_schema=json_schema, tools=tools, tool_choice=tool_choice
+            )
+        number = run.state.iterations + 1
+        writer: ModelSpec | None = None
+
+        async def on_text(piece: str, model: ModelSpec) -> None:
+            nonlocal writer
+            if writer is not None and writer.model_id != model.model_id:
+                await run.events.emit(TextDiscarded(step=number, model=writer.model_id))
+            writer = model
+            await run.events.emit(TextPiece(step=number, text=piece, model=model.model_id))
+
+        routed = await self.router.complete(
+            step_name,
+            run.state.messages,
+            json_schema=json_schema,
+            tools=tools,
+            tool_choice=tool_choice,
+            on_text=on_text,
+        )
+        if writer is not None and writer.model_id != routed.model.model_id:
+            await run.events.emit(TextDiscarded(step=number, model=writer.model_id))
+        return routed
 
     async def _call_tool(
         self, run: _Run, step: ReactStep, tool_results: list[ToolResult], trajectory: list[TriageStep]
@@ -798,6 +951,7 @@ class AgentRunner:
             tool_calls=run.state.tool_calls + 1,
             tools_called=[*run.state.tools_called, result.name][:MAX_TOOLS_KEPT],
         )
+        await run.events.emit(ToolCalled(step=max(1, run.state.iterations), result=result))
 
     async def _checkpoint(self, run: _Run) -> _AttemptEnd | None:
         """The checkpoint before the next step's model call: the runner's, the run's and the
@@ -1002,13 +1156,52 @@ def _budget_left(state: AgentState) -> float | None:
     return None if state.budget_usd is None else max(0.0, state.budget_usd - state.cost_usd)
 
 
-class _Run:
-    """The state of a run under way, updated step by step (what a failure saves)."""
+class _Events:
+    """A run's events on their way to its sink, if it has one; a sink that fails is let go."""
 
-    def __init__(self, state: AgentState) -> None:
+    def __init__(self, sink: RunEventSink | None, agent_id: str, session_id: str) -> None:
+        self._sink = sink
+        self._agent_id = agent_id
+        self._session_id = session_id
+
+    @property
+    def watched(self) -> bool:
+        return self._sink is not None
+
+    async def emit(self, event: RunEvent) -> None:
+        if self._sink is None:
+            return
+        try:
+            await self._sink(event)
+        except Exception as exc:  # watching a run never changes it
+            self._sink = None
+            log.warning(
+                "a run's events stopped: their sink failed",
+                extra={"agent_id": self._agent_id, "session_id": self._session_id, "reason": repr(exc)[:300]},
+            )
+
+
+def _failure_reason(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
+
+
+class _Run:
+    """The state of a run under way, updated step by step (what a failure saves), and where its
+    events go."""
+
+    def __init__(self, state: AgentState, events: _Events | None = None) -> None:
         self.state = state
+        self.events = events or _Events(None, state.agent_id, state.session_id)
         self.cleared_step: int | None = None
         """The step a person let run after its checkpoint held it: not checked again."""
+
+    async def decided(self, step: ReactStep) -> None:
+        """The step the model just made (the latest iteration)."""
+        await self.events.emit(StepDecided(step=self.state.iterations, decision=step))
+
+    async def rejected(self, reason: str) -> None:
+        """The latest iteration's answer was no step."""
+        await self.events.emit(StepRejected(step=self.state.iterations, reason=reason))
 
     def update(self, **fields: Any) -> None:
         self.state = self.state.model_copy(update=fields)

@@ -1,5 +1,6 @@
 """The ReAct runner behind an `Agent`, and its extension points: where a run's state is kept,
-what watches its steps, who takes a paused run, what it remembers and learns."""
+what watches its steps, who takes a paused run, what it remembers and learns; and a run's
+events, as `Agent.stream` and a `RunEventSink` get them."""
 
 from agora.sdk._learning import InMemoryOutcomeHistory, OutcomeHistory
 from agora.sdk._recovery import RecoveryPolicy
@@ -13,10 +14,18 @@ from agora.sdk._runner import (
     InMemoryStateStore,
     MemoryManager,
     ReactStep,
+    RunEnded,
+    RunEvent,
+    RunEventSink,
     RunnerConfig,
     RunStatus,
     StepCheck,
+    StepDecided,
     StepMonitor,
+    StepRejected,
+    TextDiscarded,
+    TextPiece,
+    ToolCalled,
 )
 
 __all__ = [
@@ -32,8 +41,16 @@ __all__ = [
     "OutcomeHistory",
     "ReactStep",
     "RecoveryPolicy",
+    "RunEnded",
+    "RunEvent",
+    "RunEventSink",
     "RunStatus",
     "RunnerConfig",
     "StepCheck",
+    "StepDecided",
     "StepMonitor",
+    "StepRejected",
+    "TextDiscarded",
+    "TextPiece",
+    "ToolCalled",
 ]
