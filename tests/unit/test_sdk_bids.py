@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from agora.core.errors import BidNotMade
 from agora.core.market import TaskSpec
 from agora.core.models import CapabilityProfile
 from agora.llm import ChatMessage, OfflineModelClient
@@ -55,12 +56,35 @@ async def test_a_model_estimate_is_kept_within_the_agent_s_step_allowance() -> N
     assert offer.estimated_steps == PROFILE.max_steps and offer.estimated_cost_usd == pytest.approx(0.06)
 
 
-async def test_an_answer_out_of_form_falls_back_to_the_default_estimate() -> None:
-    agent, _ = estimating("I would rather not say")
+async def test_an_answer_out_of_form_is_asked_again_with_what_was_wrong() -> None:
+    answers = iter(
+        ["I would rather not say", json.dumps({"estimated_steps": 2, "self_reported_success_prob": 0.6})]
+    )
+    asked: list[Sequence[ChatMessage]] = []
+
+    def model(messages: Sequence[ChatMessage]) -> str:
+        asked.append(messages)
+        return next(answers)
+
+    agent = Agent.from_profile(
+        PROFILE, runner=AgentRunner(OfflineModelClient(overrides=model)), estimate="model"
+    )
 
     offer = await agent.bid(TASK)
 
-    assert offer.rationale.startswith("Geographer: about 3 steps") and offer.estimated_steps == 3
+    assert (offer.estimated_steps, offer.self_reported_success_prob) == (2, 0.6)
+    assert asked[1][-2].content == "I would rather not say"
+    assert asked[1][-1].content.startswith("That answer is not valid: it holds no JSON object.")
+
+
+async def test_no_valid_estimate_within_the_attempts_is_a_typed_refusal_naming_why() -> None:
+    agent, asked = estimating(json.dumps({"estimated_steps": 0, "self_reported_success_prob": 2}))
+
+    with pytest.raises(
+        BidNotMade, match=r"no valid estimate after 2 attempt\(s\): estimated_steps: .*greater"
+    ):
+        await agent.bid(TASK)
+    assert len(asked) == 2
 
 
 async def done(_: object) -> HandlerResult:

@@ -244,6 +244,14 @@ class BidTooLate(AgoraError):
     permanent = False
 
 
+class BidNotMade(AgoraError):
+    """An agent's model gave no valid estimate of the task within its attempts (the market uses
+    its own estimate, marked with this reason)."""
+
+    code = "BID_NOT_MADE"
+    http_status = 502
+
+
 class MaxIterationsExceeded(AgoraError):
     """An agent's loop reached its iteration limit (`RunnerConfig.max_iterations`) without a
     final answer."""

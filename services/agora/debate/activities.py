@@ -26,6 +26,7 @@ from agora.core.debate.rounds import Position, transcript
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
+from agora.core.planning import TokenUsage
 from agora.debate import steps
 from agora.debate.workflow import (
     ANNOUNCE,
@@ -52,7 +53,7 @@ from agora.debate.workflow import (
     Stop,
     Stopped,
 )
-from agora.llm import ModelClient, ModelError
+from agora.llm import ModelClient, ModelError, ModelOutputInvalid, Usage
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
@@ -181,7 +182,12 @@ class DebateActivities:
             except ModelError as exc:  # no judge: the weighted vote decides
                 span.set_attribute("agora.problem", str(exc)[:500])
                 weighted = step.config.model_copy(update={"aggregation": AggregationStrategy.WEIGHTED_VOTE})
-                return Judged(chosen=aggregate(step.final, weighted))
+                # Answers that were not a verdict were paid for all the same.
+                paid = exc.usage if isinstance(exc, ModelOutputInvalid) else Usage()
+                usage = TokenUsage(prompt_tokens=paid.prompt_tokens, completion_tokens=paid.completion_tokens)
+                return Judged(
+                    chosen=aggregate(step.final, weighted), usage=usage, cost_usd=position_cost(judge, usage)
+                )
             chosen = Aggregate(
                 answer=verdict.answer, reasoning=verdict.reasoning, confidence=verdict.confidence
             )

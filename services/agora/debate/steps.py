@@ -1,7 +1,10 @@
 """The debate's model calls: the routing model's first answer, each debater's answer in a round,
-and the judge's synthesis. Each asks for a structured answer; one that does not parse is
-asked once more, then counts as an abstention (an empty answer at confidence 0), so one bad
-debater never stops a debate.
+and the judge's synthesis. Each asks for a structured answer; one that is not valid is asked
+once more (`ANSWER_ATTEMPTS`), with the model told what was wrong. A debater that still gives
+no valid answer abstains (an empty answer at confidence 0, the reason as its reasoning), so one
+bad debater never stops a debate; so does the router (the question is then debated). A judge
+without a valid verdict raises `ModelOutputInvalid` with the reason (its caller falls back to
+the weighted vote).
 
 `offline_answers` makes the deterministic offline model a debater: it answers with one of the
 options the question lists after its last "Options:" (separated by "|"), the i-th debater the i-th
@@ -16,6 +19,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -23,12 +27,16 @@ from agora.core.debate.config import DebaterConfig
 from agora.core.debate.rounds import DebateRound, Position, transcript
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.planning import TokenUsage
-from agora.llm import ChatMessage, MeteredModel, ModelClient, ModelOutputInvalid, complete_json
+from agora.llm import ChatMessage, MeteredModel, ModelClient, ModelOutputInvalid, Usage, complete_json
 
 DEBATER_PROMPT = "You are debater"
 ROUTING_PROMPT = "You answer questions and say how sure you are."
 JUDGE_PROMPT = "You judge a debate."
 ANSWER_ATTEMPTS = 2
+"""Calls for one answer: the first, and one more that tells the model what was wrong."""
+ANSWER_AGAIN = (
+    'Answer again with only the JSON object: {"answer": "...", "reasoning": "...", "confidence": <0 to 1>}.'
+)
 
 
 class DebaterAnswer(BaseModel):
@@ -57,41 +65,45 @@ def debater_messages(
 async def answer(
     model: ModelClient, debater: DebaterConfig, question: str, previous: DebateRound | None
 ) -> Position:
-    """The debater's position this round (an abstention when it gives no valid answer)."""
+    """The debater's position this round (an abstention, with the reason, when it gives no
+    valid answer)."""
     metered = MeteredModel(model)
     messages = debater_messages(debater, question, previous)
-    for _ in range(ANSWER_ATTEMPTS):
-        try:
-            given, _ = await complete_json(metered, messages, DebaterAnswer, temperature=debater.temperature)
-        except ModelOutputInvalid:
-            continue
+    given = await _asked(metered, messages, temperature=debater.temperature)
+    if isinstance(given, _NoAnswer):
         return Position(
             debater_id=debater.debater_id,
-            answer=given.answer,
-            reasoning=given.reasoning,
-            confidence=given.confidence,
+            answer="",
+            reasoning=given.reason,
+            confidence=0.0,
             token_usage=_usage(metered),
         )
     return Position(
         debater_id=debater.debater_id,
-        answer="",
-        reasoning="no valid answer",
-        confidence=0.0,
+        answer=given.answer,
+        reasoning=given.reasoning,
+        confidence=given.confidence,
         token_usage=_usage(metered),
     )
 
 
 async def route(model: ModelClient, router: DebaterConfig, question: str) -> Position:
-    """The routing model's answer and confidence (adaptive routing)."""
+    """The routing model's answer and confidence (adaptive routing); without a valid answer,
+    an abstention with the reason (the question is then debated)."""
     metered = MeteredModel(model)
     messages = [
         ChatMessage(role="system", content=f"{ROUTING_PROMPT} Give your confidence (0-1) honestly."),
         ChatMessage(role="user", content=f"Question: {question}"),
     ]
-    try:
-        given, _ = await complete_json(metered, messages, DebaterAnswer, temperature=router.temperature)
-    except ModelOutputInvalid:  # no usable answer: debate it
-        return Position(debater_id=router.debater_id, answer="", confidence=0.0, token_usage=_usage(metered))
+    given = await _asked(metered, messages, temperature=router.temperature)
+    if isinstance(given, _NoAnswer):
+        return Position(
+            debater_id=router.debater_id,
+            answer="",
+            reasoning=given.reason,
+            confidence=0.0,
+            token_usage=_usage(metered),
+        )
     return Position(
         debater_id=router.debater_id,
         answer=given.answer,
@@ -102,7 +114,8 @@ async def route(model: ModelClient, router: DebaterConfig, question: str) -> Pos
 
 
 async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[DebaterAnswer, TokenUsage]:
-    """The judge's synthesis of the final round's positions (JUDGE aggregation)."""
+    """The judge's synthesis of the final round's positions (JUDGE aggregation);
+    `ModelOutputInvalid` with the reason when it gives no valid verdict."""
     metered = MeteredModel(model)
     messages = [
         ChatMessage(
@@ -112,8 +125,40 @@ async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[
         ),
         ChatMessage(role="user", content=f"Question: {question}\nPositions:\n{transcript(final)}"),
     ]
-    given, _ = await complete_json(metered, messages, DebaterAnswer)
+    given = await _asked(metered, messages, temperature=0.0)
+    if isinstance(given, _NoAnswer):
+        raise ModelOutputInvalid(given.reason, given.text, usage=given.usage)
     return given, _usage(metered)
+
+
+@dataclass(frozen=True)
+class _NoAnswer:
+    """Why a model gave no valid `DebaterAnswer`, its last answer, and what the attempts used."""
+
+    reason: str
+    text: str
+    usage: Usage
+
+
+async def _asked(
+    model: MeteredModel, messages: list[ChatMessage], *, temperature: float
+) -> DebaterAnswer | _NoAnswer:
+    """The model's answer, asked again with what was wrong while attempts are left. A model
+    that cannot be reached raises (`ModelError`)."""
+    problem, text = "", ""
+    for _ in range(ANSWER_ATTEMPTS):
+        try:
+            given, _ = await complete_json(model, messages, DebaterAnswer, temperature=temperature)
+        except ModelOutputInvalid as exc:
+            problem, text = exc.problem, exc.text
+            messages = [*messages, *exc.asked_again(ANSWER_AGAIN)]
+            continue
+        return given
+    return _NoAnswer(
+        reason=f"no valid answer after {ANSWER_ATTEMPTS} attempt(s): {problem}"[:MAX_NOTE_CHARS],
+        text=text,
+        usage=Usage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens),
+    )
 
 
 def _usage(model: MeteredModel) -> TokenUsage:

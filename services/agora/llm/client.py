@@ -105,12 +105,46 @@ class ModelOutputInvalid(ModelError):
     what the answer cost (it was paid for all the same)."""
 
     def __init__(
-        self, message: str, text: str, error: Exception | None = None, *, usage: Usage | None = None
+        self,
+        message: str,
+        text: str,
+        error: Exception | None = None,
+        *,
+        usage: Usage | None = None,
+        cut_off: bool = False,
     ) -> None:
         super().__init__(message)
         self.text = text
         self.error = error
         self.usage = usage or Usage()
+        self.cut_off = cut_off
+        """The answer ran into its output limit (so its JSON may be unfinished)."""
+
+    @property
+    def problem(self) -> str:
+        """What was wrong with the answer, as the model is told it when asked again: each field
+        that does not fit (its name and why, five at most), cut off at the output limit (then:
+        answer more briefly), or no JSON object."""
+        if isinstance(self.error, ValidationError):
+            fields = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'the object'}: {error['msg']}"
+                for error in self.error.errors()[:5]
+            )
+            return f"{fields}."
+        if self.cut_off:
+            return "it was cut off at the output limit before its JSON object ended. Answer more briefly."
+        return "it holds no JSON object."
+
+    def asked_again(self, instruction: str = "Answer again with the JSON object only.") -> list[ChatMessage]:
+        """The turns that ask the model again: its invalid answer, and what was wrong with it."""
+        return [
+            ChatMessage(role="assistant", content=self.text[:ASKED_AGAIN_ANSWER_CHARS]),
+            ChatMessage(role="user", content=f"That answer is not valid: {self.problem} {instruction}"),
+        ]
+
+
+ASKED_AGAIN_ANSWER_CHARS = 2048
+"""How much of an invalid answer goes back to the model when it is asked again."""
 
 
 class ModelClient(Protocol):
@@ -426,6 +460,7 @@ async def complete_json(
             completion.text,
             exc,
             usage=completion.usage,
+            cut_off=completion.cut_off,
         ) from exc
     try:
         return output_type.model_validate(raw), completion
@@ -435,4 +470,5 @@ async def complete_json(
             completion.text,
             exc,
             usage=completion.usage,
+            cut_off=completion.cut_off,
         ) from exc

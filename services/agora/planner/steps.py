@@ -261,7 +261,7 @@ async def _drafted(
         try:
             draft, completion = await complete_json(model, messages, PlanDraft)
         except ModelOutputInvalid as exc:
-            problems = [f"the answer is not a valid plan draft: {str(exc.error or exc)[:500]}"]
+            problems = [f"the answer is not a valid plan draft: {exc.problem[:500]}"]
             answer = exc.text
         else:
             try:

@@ -17,11 +17,12 @@ from dapr.ext.workflow import WorkflowRuntime
 from pydantic import BaseModel, Field, ValidationError
 
 from agora.core.contracts import BidOffer
+from agora.core.errors import BidNotMade
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.core.models import CapabilityProfile, ModelTier
-from agora.llm import ChatMessage, ModelClient, extract_json_object
+from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
 from agora.llm.settings import ModelSettings, model_client_from_settings
 from agora.sdk._router import ModelRouter
 from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunEvent, RunnerConfig
@@ -315,12 +316,41 @@ class TaskEstimate(BaseModel):
 TASK_ESTIMATE_SCHEMA: dict[str, Any] = TaskEstimate.model_json_schema()
 
 
+ESTIMATE_ATTEMPTS = 2
+"""Calls for an agent's own estimate: the first, and one more that tells the model what was wrong."""
+
+
+async def _estimated(runner: AgentRunner, step_name: str, messages: list[ChatMessage]) -> TaskEstimate:
+    invalid: ModelOutputInvalid | None = None
+    for _ in range(ESTIMATE_ATTEMPTS):
+        completion = (
+            await runner.router.complete(step_name, messages, json_schema=TASK_ESTIMATE_SCHEMA)
+        ).completion
+        try:
+            return TaskEstimate.model_validate(extract_json_object(completion.text))
+        except (ValueError, ValidationError) as exc:
+            invalid = ModelOutputInvalid(
+                "not a valid estimate",
+                completion.text,
+                exc,
+                usage=completion.usage,
+                cut_off=completion.cut_off,
+            )
+            messages = [*messages, *invalid.asked_again()]
+    assert invalid is not None
+    raise BidNotMade(
+        f"no valid estimate after {ESTIMATE_ATTEMPTS} attempt(s): {invalid.problem}"[:MAX_NOTE_CHARS]
+    )
+
+
 async def model_estimate(
     runner: AgentRunner, profile: CapabilityProfile, spec: TaskSpec, load: AgentLoad
 ) -> BidOffer:
     """The agent's own model reads the task, with the agent's skills, price, step allowance and
     load, and estimates its steps and its chance; the cost is those steps at its real price. An
-    answer out of form falls back to `default_estimate`."""
+    answer out of form is asked again once, with what was wrong; then `BidNotMade` with the
+    reason (the app answers it as an error, and the market uses its own estimate, marked with
+    it)."""
     ask = [
         ChatMessage(
             role="system",
@@ -331,11 +361,7 @@ async def model_estimate(
         ),
         ChatMessage(role="user", content=f"Task: {spec.description}"[:MAX_TEXT_CHARS]),
     ]
-    routed = await runner.router.complete(f"{profile.agent_id}.bid", ask, json_schema=TASK_ESTIMATE_SCHEMA)
-    try:
-        estimate = TaskEstimate.model_validate(extract_json_object(routed.completion.text))
-    except (ValueError, ValidationError):
-        return default_estimate(profile, spec, load)
+    estimate = await _estimated(runner, f"{profile.agent_id}.bid", ask)
     steps = min(profile.max_steps, estimate.estimated_steps)
     return BidOffer(
         self_reported_success_prob=estimate.self_reported_success_prob,

@@ -832,18 +832,22 @@ class AgentRunner:
         run.update(iterations=run.state.iterations + 1)
         await tracker.record(routed.completion, step_name, routed.model)
         run.say(ChatMessage(role="assistant", content=routed.completion.text))
-        step = _parse_step(routed.completion.text)
-        if step is not None and step.call_id:
-            step = step.model_copy(update={"call_id": ""})
-        if step is None:
-            trajectory.append(_triage_step(len(trajectory), None, routed.completion.text, None))
+        completion = routed.completion
+        try:
+            step = ReactStep.model_validate(extract_json_object(completion.text))
+        except (ValueError, ValidationError) as exc:
+            invalid = ModelOutputInvalid("not a step", completion.text, exc, cut_off=completion.cut_off)
+            trajectory.append(_triage_step(len(trajectory), None, completion.text, None))
             run.say(
                 ChatMessage(
-                    role="user", content=f"That was not one JSON object of that form.\n{REACT_PROTOCOL}"
+                    role="user",
+                    content=f"That was not one JSON object of that form: {invalid.problem}\n{REACT_PROTOCOL}",
                 )
             )
-            await run.rejected("the answer was not one JSON object of the step's form")
+            await run.rejected(f"the answer was not one JSON object of the step's form: {invalid.problem}")
             return None
+        if step.call_id:
+            step = step.model_copy(update={"call_id": ""})
         await run.decided(step)
         return step
 

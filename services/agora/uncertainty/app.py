@@ -3,6 +3,7 @@ continues sessions when their escalation is decided."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -24,9 +25,9 @@ from agora.core.contracts import (
 from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.limits import MAX_ITEMS
 from agora.core.messages import EscalationResolved
-from agora.core.uncertainty.model import ModelMessage
+from agora.core.uncertainty.model import ConfidenceModel, ModelMessage
 from agora.core.uncertainty.policy import UncertaintyPolicy
-from agora.llm import ChatMessage, ModelClient, ModelSettings, model_client_from_settings
+from agora.llm import ChatMessage, ModelClient, ModelSettings, ModelUnavailable, model_client_from_settings
 from agora.runtime import decisions
 from agora.runtime.actor_client import ActorClient, Actors
 from agora.runtime.clients import escalation_actors
@@ -44,6 +45,15 @@ from agora.uncertainty.actors import SessionUncertainty, UncertaintyDeps
 M = TypeVar("M")
 
 APP_ID = "uncertainty"
+
+CONFIDENCE_CALL_SECONDS = 3.0
+"""How long one of the monitor's own model calls (P(True), a sample) may take. An agent's runner
+waits for a step's verdict as long as its sidecar client waits (AGORA_SIDECAR_TIMEOUT_SECONDS,
+10 s by default), and a step makes at most three rounds of calls one after the other (P(True),
+then two batches of samples): three times this fits."""
+CONFIDENCE_ANSWER_TOKENS = 128
+"""Output limit of those calls: P(True)'s JSON comes first in its answer, and a sample's first
+words carry its gist (samples are compared by their words)."""
 
 
 class UncertaintySettings(ServiceSettings):
@@ -77,6 +87,10 @@ class UncertaintySettings(ServiceSettings):
     checkpoints: list[CheckpointTrigger] = Field(default_factory=list, max_length=MAX_ITEMS)
     """AGORA_CHECKPOINTS: a JSON list of CheckpointTriggers checked before every step, after
     those of the file."""
+    confidence_call_seconds: float = Field(default=CONFIDENCE_CALL_SECONDS, gt=0, le=60)
+    """AGORA_CONFIDENCE_CALL_SECONDS: how long one of the monitor's own model calls (P(True), a
+    sample) may take; a call that takes longer is left out of the step's estimate, as a failed
+    one is (`signal_errors`)."""
 
     @field_validator("irreversible_tool_names", mode="before")
     @classmethod
@@ -114,12 +128,19 @@ def load_triggers(path: Path | None) -> list[CheckpointTrigger]:
     return [CheckpointTrigger.model_validate(t) for t in yaml.safe_load(path.read_text()) or []]
 
 
-def confidence_model(client: ModelClient) -> Any:
-    """Adapt the model client to the estimator's `ConfidenceModel` port."""
+def confidence_model(client: ModelClient, timeout_s: float = CONFIDENCE_CALL_SECONDS) -> ConfidenceModel:
+    """Adapt the model client to the estimator's `ConfidenceModel` port: each call's answer at
+    most `CONFIDENCE_ANSWER_TOKENS` long, and `ModelUnavailable` when it takes longer than
+    `timeout_s` (the client's own retries included), so a slow model never holds a step's
+    verdict past what the agent's runner waits."""
 
     async def ask(messages: list[ModelMessage], *, temperature: float) -> str:
         chat = [ChatMessage(role=m.role, content=m.content) for m in messages]
-        return (await client.complete(chat, temperature=temperature)).text
+        asked = client.complete(chat, temperature=temperature, max_tokens=CONFIDENCE_ANSWER_TOKENS)
+        try:
+            return (await asyncio.wait_for(asked, timeout_s)).text
+        except TimeoutError:
+            raise ModelUnavailable(f"the model did not answer within {timeout_s:g}s") from None
 
     return ask
 
@@ -136,7 +157,9 @@ def uncertainty_module(settings: UncertaintySettings | None = None) -> ServiceMo
                 ctx.publisher,
                 settings.policy(),
                 tuple(settings.triggers()),
-                confidence_model(model_client_from_settings(ModelSettings(), ctx.sidecar)),
+                confidence_model(
+                    model_client_from_settings(ModelSettings(), ctx.sidecar), settings.confidence_call_seconds
+                ),
                 settings.retention_seconds,
             ),
         )

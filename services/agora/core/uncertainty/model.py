@@ -35,11 +35,16 @@ class MessageLike(Protocol):
 class ConfidenceModel(Protocol):
     """The one way the estimator calls a model: chat messages in, answer text out.
 
-    Kept minimal so the core imports no client. A service adapts its `ModelClient`::
+    Kept minimal so the core imports no client. A service adapts its `ModelClient`, and bounds
+    each call: a step's verdict waits for them (the monitor's app:
+    `agora.uncertainty.app.confidence_model`)::
 
         async def ask(messages: list[ModelMessage], *, temperature: float) -> str:
             chat = [ChatMessage(role=m.role, content=m.content) for m in messages]
-            return (await client.complete(chat, temperature=temperature)).text
+            asked = client.complete(chat, temperature=temperature, max_tokens=128)
+            return (await asyncio.wait_for(asked, timeout=3.0)).text
+
+    A call that fails or times out raises; the estimator leaves its signal out.
     """
 
     async def __call__(self, messages: list[ModelMessage], *, temperature: float) -> str: ...
