@@ -8,6 +8,7 @@ from bench import (
     graph_run,
     input_bounds,
     market_agent_bids,
+    market_bill,
     market_e2e,
     market_hops,
     market_simulation,
@@ -23,6 +24,7 @@ if __name__ == "__main__":
     market_simulation.main()
     market_e2e.main()
     market_agent_bids.main()
+    market_bill.main()
     market_hops.main()
     escalations.main()
     planner_plan.main()

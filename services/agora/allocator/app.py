@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import Field
 
+from agora.allocator.estimates import ESTIMATES_PER_CALL
 from agora.allocator.service import DEFAULT_AGENT_BID_MS, DEFAULT_MAX_IN_FLIGHT, MarketAllocator
 from agora.core import topics
 from agora.core.scoring import MARKET_EXPLORATION
@@ -20,6 +21,11 @@ class AllocatorSettings(ServiceSettings):
     registry_app_id: str = "registry"
     taskboard_app_id: str = "taskboard"
     bid_timeout_seconds: float = 10.0
+    """AGORA_BID_TIMEOUT_SECONDS: how long a candidate's bid may take, whoever makes it (the
+    agent's app, or the market's model); a bid not made by then is the profile-based fallback."""
+    estimates_per_call: int = Field(default=ESTIMATES_PER_CALL, ge=1, le=ESTIMATES_PER_CALL)
+    """AGORA_ESTIMATES_PER_CALL: candidates the market's model rates in one call. 1 is the
+    reference design's call per candidate (a baseline for `bench.market_bill`)."""
     agent_bid_ms: int = Field(default=DEFAULT_AGENT_BID_MS, ge=1, le=60_000)
     """AGORA_AGENT_BID_MS: how long an agent's own app has to answer a bid solicitation (a task's
     `bid_deadline_ms` overrides it)."""
@@ -54,6 +60,7 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             reputation_max_age_s=settings.reputation_cache_seconds,
             max_in_flight=settings.max_in_flight,
             agent_bid_ms=settings.agent_bid_ms,
+            estimates_per_call=settings.estimates_per_call,
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.

@@ -15,9 +15,10 @@ import time
 from datetime import UTC, datetime
 
 from opentelemetry import trace
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
-from agora.core.allocation import allocate
+from agora.allocator.estimates import ESTIMATES_PER_CALL, MarketEstimates, NoEstimate
+from agora.core.allocation import allocate, fallback_bid
 from agora.core.contracts import (
     MAX_OUTCOMES_APPLIED_AT_ONCE,
     BidOffer,
@@ -33,7 +34,7 @@ from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
 from agora.core.task_lifecycle import TaskRecord
-from agora.llm import ChatMessage, ModelClient, complete_json
+from agora.llm import ModelClient
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.batching import KeyedMicroBatcher, group_commits
 from agora.runtime.clients import (
@@ -55,40 +56,6 @@ RESUMABLE = (AllocationStatus.PENDING, AllocationStatus.BIDDING)
 DECIDED = (AllocationStatus.ALLOCATED, AllocationStatus.REJECTED)
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
-
-
-class BidProposal(BaseModel):
-    """What an agent is asked when it bids. It estimates its chance and its steps; the cost
-    follows from its profile's step price (an agent quotes effort, the market knows prices)."""
-
-    self_reported_success_prob: float = Field(ge=0.0, le=1.0)
-    estimated_steps: int = Field(ge=1, le=100)
-    rationale: str = Field(max_length=500)
-
-
-def bid_prompt(profile: CapabilityProfile, spec: TaskSpec) -> list[ChatMessage]:
-    budget = f"${spec.budget_usd:.4f}" if spec.budget_usd is not None else "no fixed budget"
-    return [
-        ChatMessage(
-            role="system",
-            content=(
-                f"You are {profile.agent_name} (agent id {profile.agent_id}), an AI agent with the "
-                f"skills {', '.join(profile.skill_tags)}. You cost ${profile.cost_per_step_usd:.4f} per step "
-                f"and take at most {profile.max_steps} steps. You are bidding for a task in a market: "
-                "estimate honestly "
-                "your probability of success and the steps you need, and give a one-sentence rationale. "
-                "Overstated estimates are discounted by your track record."
-            ),
-        ),
-        ChatMessage(
-            role="user",
-            content=(
-                f"Task {spec.task_id}: {spec.description}\n"
-                f"Required skills: {', '.join(spec.required_skills)}\n"
-                f"Preferred skills: {', '.join(spec.preferred_skills) or 'none'}\nBudget: {budget}"
-            ),
-        ),
-    ]
 
 
 DEFAULT_AGENT_BID_MS = 300
@@ -128,20 +95,21 @@ class AgentBids:
 
 class _Ports:
     """The pipeline's view of the market: the candidates found, and their bids: an agent with
-    an app of its own is asked there (by its deadline), the others' bids are estimated by the
-    market's model; an app that does not answer in time gets the model's estimate, marked as a
-    fallback with the reason."""
+    an app of its own is asked there (by its deadline), the others are estimated by the
+    market's model (`MarketEstimates`: together, one call for the lot); an app that does not
+    answer in time gets the model's estimate, and a candidate the model does not rate gets the
+    profile-based fallback bid, each marked as a fallback with the reason."""
 
     def __init__(
         self,
         profiles: list[CapabilityProfile],
         filtered_out: list[str],
-        model: ModelClient,
+        estimates: MarketEstimates,
         agent_bids: AgentBids,
     ) -> None:
         self._profiles = profiles
         self._filtered_out = filtered_out
-        self._model = model
+        self._estimates = estimates
         self._agent_bids = agent_bids
 
     async def capable_agents(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
@@ -159,19 +127,23 @@ class _Ports:
             reason = f"{app} answered out of contract: {str(exc)[:300]}"
         except Exception as exc:  # the app down, refused, unreachable: its agent still competes
             reason = f"{app} could not bid: {type(exc).__name__}: {str(exc)[:300]}"
-        estimated = await self._estimated_bid(profile, spec)
+        estimated = await self._estimated_bid(profile, spec, reason)
+        if estimated.fallback:  # not rated either: the reason names both
+            return estimated
         return estimated.model_copy(update={"fallback": True, "fallback_reason": reason[:2048]})
 
-    async def _estimated_bid(self, profile: CapabilityProfile, spec: TaskSpec) -> Bid:
-        proposal, _ = await complete_json(self._model, bid_prompt(profile, spec), BidProposal)
-        steps = min(proposal.estimated_steps, profile.max_steps)
+    async def _estimated_bid(self, profile: CapabilityProfile, spec: TaskSpec, why: str = "") -> Bid:
+        estimate = await self._estimates.estimate(profile)
+        if isinstance(estimate, NoEstimate):
+            return fallback_bid(profile, spec, (f"{why}; " if why else "") + estimate.reason)
+        steps = min(estimate.estimated_steps, profile.max_steps)
         return Bid(
             task_id=spec.task_id,
             agent_id=profile.agent_id,
-            self_reported_success_prob=proposal.self_reported_success_prob,
+            self_reported_success_prob=estimate.success_prob,
             estimated_cost_usd=round(steps * profile.cost_per_step_usd, 6),
             estimated_steps=steps,
-            rationale=proposal.rationale,
+            rationale=estimate.rationale,
         )
 
 
@@ -251,6 +223,7 @@ class MarketAllocator:
         reputation_max_age_s: float,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         agent_bid_ms: int = DEFAULT_AGENT_BID_MS,
+        estimates_per_call: int = ESTIMATES_PER_CALL,
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
@@ -263,6 +236,7 @@ class MarketAllocator:
         self._model = model
         self._agent_bids = AgentBids(ctx.sidecar, agent_bid_ms)
         self._bid_timeout_s = bid_timeout_s
+        self._estimates_per_call = estimates_per_call
         self._exploration_weight = exploration_weight
         self._running: set[str] = set()
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -365,13 +339,15 @@ class MarketAllocator:
         profiles, filtered_out = await self._capable(spec)
         records = await asyncio.gather(*(self._reputation_reads.get(p.agent_id) for p in profiles))
         tracker = ReputationTracker.from_records(records)
-        return await allocate(
+        estimates = MarketEstimates(self._model, spec, per_call=self._estimates_per_call)
+        result = await allocate(
             spec,
-            _Ports(profiles, filtered_out, self._model, self._agent_bids),
+            _Ports(profiles, filtered_out, estimates, self._agent_bids),
             BidScorer(tracker, exploration_weight=self._exploration_weight),
             bid_timeout_s=self._bid_timeout_s,
             ledger=tracker,
         )
+        return result.model_copy(update={"model_bill": estimates.bill})
 
     async def _capable(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
         query = CapabilityQuery(required_skills=spec.required_skills, preferred_skills=spec.preferred_skills)

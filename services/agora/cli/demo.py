@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import httpx
@@ -24,7 +25,7 @@ from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVer
 from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.debate.record import DebateRecord, DebateState
 from agora.core.debate.request import DebateRequest
-from agora.core.market import TERMINAL_STATUSES, TaskSpec
+from agora.core.market import TERMINAL_STATUSES, ModelBill, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityQuery
 from agora.core.plans.record import FINAL_STATES, PlanRecord, PlanState
@@ -90,7 +91,10 @@ def _publish(http: httpx.Client, publish: str, topic: str, message: BaseModel) -
     _accepted(http.post(f"{publish}/{topic}", json=message.model_dump(mode="json")), f"topic {topic}")
 
 
-def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
+def run_demo(dapr_http: str, app_id_for: Callable[[str], str], *, patience: float = 1.0) -> None:
+    """`patience` multiplies every wait: a real model on this machine answers in seconds where
+    the offline one answers at once."""
+    _PATIENCE.set(patience)
     invoke = invoker(dapr_http, app_id_for)
     publish = f"{dapr_http}/v1.0/publish/agora-pubsub"
     with httpx.Client(timeout=30) as http:
@@ -105,9 +109,15 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str]) -> None:
         for spec in SAMPLE_TASKS:
             _publish(http, publish, Topic.TASKS, spec)
         print(f"\nMarket: published {len(SAMPLE_TASKS)} tasks to agora.tasks")
+        bills = []
         for spec in SAMPLE_TASKS:
             url = invoke("taskboard", f"v1/tasks/{spec.task_id}")
-            _print_task(_wait(functools.partial(_settled_at, http, url)))
+            record = _wait(functools.partial(_settled_at, http, url))
+            _print_task(record)
+            if record.allocation is not None and record.allocation.model_bill is not None:
+                bills.append(record.allocation.model_bill)
+        if bills:
+            print(f"  the market's model, per decision: {_bill_text(*bills)}")
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
         _agent_app_task(http, invoke, publish)
         _run_a_graph(http, invoke)
@@ -227,7 +237,7 @@ def _run_a_plan(http: httpx.Client, invoke: Callable[[str, str], str], publish: 
     print(f"\nPlanner: published plan {DEMO_PLAN.plan_id} to {Topic.PLANS}")
     url = invoke("planner", f"v1/plans/{DEMO_PLAN.plan_id}")
     shown: list[str] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 60 * _PATIENCE.get()
     while time.monotonic() < deadline:
         response = http.get(url)
         if response.status_code == 200:
@@ -341,8 +351,11 @@ def _settled_at(http: httpx.Client, url: str) -> TaskRecord | None:
     return record if record.status in TERMINAL_STATUSES else None
 
 
+_PATIENCE: ContextVar[float] = ContextVar("demo_patience", default=1.0)
+
+
 def _wait(fetch: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * _PATIENCE.get()
     while time.monotonic() < deadline:
         found = fetch()
         if found:
@@ -365,11 +378,26 @@ def _print_task(record: TaskRecord) -> None:
         )
     if allocation is not None and allocation.reject_reason:
         print(f"    rejected: {allocation.reject_reason}")
+    if allocation is not None:
+        for bid in allocation.all_bids:
+            if bid.fallback:
+                why = shorten(one_line(bid.fallback_reason or ""), 160)
+                print(f"    {bid.agent_id}'s bid is a fallback: {why}")
     if outcome is not None:
         verdict = "succeeded" if outcome.actual_success else "failed"
         said = f": {shorten(one_line(outcome.summary), MAX_TEXT_CHARS)!r}" if outcome.summary else ""
         cost = f"${outcome.actual_cost_usd:.4f}"
         print(f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, {cost}{said}")
+
+
+def _bill_text(*bills: ModelBill) -> str:
+    """A decision's model bill, or the average of several decisions'."""
+    count = len(bills)
+    calls = sum(b.model_calls for b in bills) / count
+    prompt = sum(b.prompt_tokens for b in bills) / count
+    completion = sum(b.completion_tokens for b in bills) / count
+    seconds = sum(b.model_seconds for b in bills) / count
+    return f"{calls:g} call(s), {prompt:g} prompt + {completion:g} completion tokens, {seconds:.2f} s"
 
 
 def _steps(count: int) -> str:

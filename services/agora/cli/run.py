@@ -124,7 +124,8 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     watching = not args.no_demo
     if watching:
         try:
-            run_demo(tools.dapr_http, app_id_for)
+            # The local model answers a call in seconds and the demo makes dozens.
+            run_demo(tools.dapr_http, app_id_for, patience=20.0 if args.model == "local" else 1.0)
         except (httpx.HTTPError, TimeoutError, KeyError, ValueError, CliError) as exc:
             watching = False
             print(

@@ -129,6 +129,27 @@ class BidScore(BaseModel):
     final_score: float
 
 
+class ModelBill(BaseModel):
+    """The model calls the market made to decide one task: its own estimates of the candidates
+    that did not bid for themselves (an agent's own bid costs the market nothing)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    model_seconds: float = Field(default=0.0, ge=0.0, description="Wall time of the calls, summed.")
+
+    def plus(self, *, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0) -> ModelBill:
+        """This bill with one more call."""
+        return ModelBill(
+            model_calls=self.model_calls + 1,
+            prompt_tokens=self.prompt_tokens + prompt_tokens,
+            completion_tokens=self.completion_tokens + completion_tokens,
+            model_seconds=round(self.model_seconds + seconds, 6),
+        )
+
+
 class AllocationResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -149,6 +170,12 @@ class AllocationResult(BaseModel):
         description="Registered agents the capability filter did not keep (at most 100 of them are named).",
     )
     reject_reason: Text | None = None
+    # Left out of JSON when unset: apps of an earlier version read the result while a release rolls.
+    model_bill: ModelBill | None = Field(
+        default=None,
+        exclude_if=lambda bill: bill is None,
+        description="The model calls, tokens and seconds the market spent on this decision.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> AllocationResult:

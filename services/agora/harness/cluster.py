@@ -31,6 +31,8 @@ LOCAL_MODEL = "smollm2-135m"
 """The name the local model server gives its model (`/v1/models`, the `model` of requests)."""
 MODEL_SERVER_SCRIPT = REPO_ROOT / "deploy" / "model-server" / "serve.py"
 MODEL_SERVER_TEMPLATE = REPO_ROOT / "deploy" / "model-server" / "chat_template.jinja"
+LOCAL_MODEL_TIMEOUT_S = 120
+"""A call's deadline on the local model server (the services' AGORA_MODEL_TIMEOUT_S)."""
 LOCAL_MODEL_CALL_PREFILL = ("<tool_call>\n", "</tool_call>")
 """The local model calls a tool it must call only when its answer is begun with the call's
 opening tag (`OpenAICompatibleClient.required_call_prefill`)."""
@@ -384,6 +386,10 @@ class LocalCluster:
             "AGORA_MODEL_BACKEND": "openai",
             "AGORA_MODEL_OPENAI_BASE_URL": self.model_url,
             "AGORA_MODEL_MODEL": LOCAL_MODEL,
+            # A call waits its turn for one of the server's few slots on a machine's shared
+            # cores: its deadline covers the queue as well as the answer.
+            "AGORA_MODEL_TIMEOUT_S": str(LOCAL_MODEL_TIMEOUT_S),
+            "AGORA_BID_TIMEOUT_SECONDS": str(LOCAL_MODEL_TIMEOUT_S),  # the market's estimates are calls too
             "AGORA_MODEL_REQUIRED_CALL_OPENING": LOCAL_MODEL_CALL_PREFILL[0],
             "AGORA_MODEL_REQUIRED_CALL_CLOSING": LOCAL_MODEL_CALL_PREFILL[1],
         }
