@@ -14,6 +14,7 @@ def test_the_patch_names_are_those_runs_in_flight_recorded() -> None:
     assert {p.name: p.workflow for p in PATCHES} == {
         "plan.saves-ride-along": "plan_run",
         "plan.first-attempts-with-wave": "plan_run",
+        "plan.not-planned-stops": "plan_run",
         "debate.rounds-in-one-step": "debate_run",
         "agent_run.deadline": "agent_run",
     }

@@ -7,22 +7,28 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.core.market import TaskOutcome
-from agora.core.planning import SubGoal, SubGoalStatus, TokenUsage, VerificationResult
-from agora.core.plans.record import AttemptEnd, PlanRecord, PlanState, SubGoalAttempt
+from agora.core.planning import Plan, SubGoal, SubGoalStatus, TokenUsage, VerificationResult
+from agora.core.plans.record import AttemptEnd, PlanRecord, PlanState, PlanStop, StopReason, SubGoalAttempt
 from agora.core.plans.request import PlanRequest
-from agora.core.plans.workflow import SubGoalJob, SubGoalReport
+from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
 from agora.planner.workflow import (
     ANNOUNCE,
     DISPATCH,
+    DRAFT,
+    ESTIMATE,
     LOOKAHEAD,
     SAVE,
     START_WAVE,
+    STOP,
     SUBGOAL_RUN,
     SYNTHESIZE,
     VERIFY,
     Approach,
+    Drafted,
+    Estimated,
     PlanStart,
     SaveRecord,
     Synthesized,
@@ -32,7 +38,7 @@ from agora.planner.workflow import (
     plan_run,
     subgoal_run,
 )
-from agora.runtime.patches import SAVES_RIDE_ALONG
+from agora.runtime.patches import FIRST_ATTEMPTS_WITH_WAVE, SAVES_RIDE_ALONG
 from tests.unit.workflow_replay import Scheduled, ScriptedContext
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -236,3 +242,71 @@ def test_a_subgoal_not_posted_with_its_wave_posts_its_first_attempt_itself() -> 
         ctx = ScriptedContext(fails_then_passes)
         ctx.run(subgoal_run, job)
         assert [d.attempt for d in ctx.activities(DISPATCH.name)] == [1, 2]
+
+
+def unplannable(decisions: list[EscalationResponse]) -> Any:
+    """The task gets no plan at its first draft; a person decides each stop in turn (the
+    drafts after a decision make a plan of one subgoal, which completes)."""
+    given = iter(decisions)
+
+    def answer(step: Scheduled) -> Any:
+        if step.name == ESTIMATE.name:
+            return Estimated(steps=None)
+        if step.name == DRAFT.name:
+            if not step.argument.task:
+                return Drafted(problem="no valid plan after 3 drafts: the answer holds no JSON object")
+            return Drafted(plan=Plan(task=step.argument.task, subgoals=[goal("a")], total_estimated_steps=1))
+        if step.name == STOP.name:
+            number = len(step.argument.record.decisions) + 1
+            return PlanStop(reason=step.argument.reason, escalation_id=f"plan.p1.stop{number}",
+                            detail=f"no plan was made: {step.argument.problem}")  # fmt: skip
+        if step.kind == "event":
+            decision = PlanDecision(escalation_id="plan.p1.stop1", response=next(given), decided_by="pat")
+            return decision.model_dump(mode="json")
+        return completes(step)
+
+    return answer
+
+
+def unplanned_start() -> PlanStart:
+    return PlanStart(
+        request=PlanRequest(plan_id="p1", task="a task", skills=["web_search"]), traceparent=TRACE
+    )
+
+
+def test_a_task_that_gets_no_plan_waits_for_a_person_who_has_it_planned_again_with_their_task() -> None:
+    retry = EscalationResponse(action=EscalationAction.MODIFY_PROMPT, modified_prompt="a smaller task")
+    ctx = ScriptedContext(unplannable([retry]))
+    result = ctx.run(plan_run, unplanned_start())
+
+    [stop] = ctx.activities(STOP.name)
+    assert stop.reason is StopReason.NOT_PLANNED and "holds no JSON object" in stop.problem
+    waiting = [s.record for s in saves_of(ctx) if s.record.state is PlanState.WAITING_FOR_HUMAN]
+    assert (
+        len(waiting) == 1 and waiting[0].stop is not None and waiting[0].stop.reason is StopReason.NOT_PLANNED
+    )
+    assert [d.task for d in ctx.activities(DRAFT.name)] == ["", "a smaller task"]
+    assert saves_of(ctx)[-1].record.state is PlanState.COMPLETED and result is not None
+
+
+def test_a_person_who_skips_a_task_that_got_no_plan_ends_it_failed_with_the_reason() -> None:
+    ctx = ScriptedContext(unplannable([EscalationResponse(action=EscalationAction.SKIP)]))
+    ctx.run(plan_run, unplanned_start())
+
+    ended = saves_of(ctx)[-1].record
+    assert ended.state is PlanState.FAILED
+    assert (
+        ended.reason.startswith("no plan was made: no valid plan after 3 drafts")
+        and "pat ended" in ended.reason
+    )
+    assert len(ctx.activities(DRAFT.name)) == 1 and names(ctx)[-1] == [ANNOUNCE.name]
+
+
+def test_a_run_begun_before_no_plan_stopped_for_a_person_fails_at_once() -> None:
+    patched = frozenset({SAVES_RIDE_ALONG.name, FIRST_ATTEMPTS_WITH_WAVE.name})
+    ctx = ScriptedContext(unplannable([]), patched=patched)
+    ctx.run(plan_run, unplanned_start())
+
+    assert ctx.activities(STOP.name) == []
+    ended = saves_of(ctx)[-1].record
+    assert ended.state is PlanState.FAILED and ended.reason.startswith("no valid plan after 3 drafts")

@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.record import ParkRequest
 from agora.core.market import TaskOutcome
 from agora.core.planning import Plan, SubGoal, SubGoalStatus, VerificationResult
-from agora.core.plans.record import AttemptEnd, new_record
+from agora.core.plans.record import AttemptEnd, StopReason, new_record
 from agora.core.plans.request import PlanRequest
 from agora.core.plans.run import with_plan
 from agora.core.plans.workflow import SubGoalJob
@@ -17,7 +19,7 @@ from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import OfflineModelClient
 from agora.planner.activities import PlannerActivities
 from agora.planner.steps import offline_answers
-from agora.planner.workflow import Draft, Estimate, LookAhead, StartWave, Synthesize, Verify
+from agora.planner.workflow import Draft, Estimate, LookAhead, StartWave, Stop, Synthesize, Verify
 from agora.sdk.testing import MemoryRepository
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
@@ -111,3 +113,37 @@ async def test_a_wave_s_start_posts_each_first_attempt_as_its_look_ahead_chose_t
     again = await planner(OfflineModelClient(fail_every=1)).start_wave(StartWave(jobs=[job()]))
     assert [a.approach for a in again.approaches] == [chosen.approach]
     assert published.posted == [(task_id, description)] * 2
+
+
+class ParkedEscalations:
+    """The escalation actors as the planner's stop reaches them: each park kept by id."""
+
+    def __init__(self) -> None:
+        self.parked: dict[str, ParkRequest] = {}
+
+    def __call__(self, escalation_id: str) -> ParkedEscalations.Actor:
+        return ParkedEscalations.Actor(self, escalation_id)
+
+    class Actor:
+        def __init__(self, owner: ParkedEscalations, escalation_id: str) -> None:
+            self.owner, self.escalation_id = owner, escalation_id
+
+        async def park(self, request: ParkRequest) -> None:
+            self.owner.parked[self.escalation_id] = request
+
+
+async def test_a_task_that_got_no_plan_is_parked_for_a_person_with_why() -> None:
+    escalations = ParkedEscalations()
+    unused = cast(Any, None)
+    steps = PlannerActivities(OfflineModelClient(), unused, unused, unused, unused, cast(Any, escalations))
+    record = new_record(PlanRequest(plan_id="p1", task="Write the report"), NOW)
+    problem = "no valid plan after 3 drafts: the answer holds no JSON object"
+
+    stop = await steps.stop(Stop(record=record, reason=StopReason.NOT_PLANNED, problem=problem))
+
+    assert stop.escalation_id == "plan.p1.stop1" and stop.detail == f"no plan was made: {problem}"
+    parked = escalations.parked["plan.p1.stop1"]
+    context = parked.context
+    assert isinstance(context, EscalationContext) and parked.waiting_party.id == "p1"
+    assert context.error_history == [problem] and context.validation_results == []
+    assert context.prompt_used == "Write the report" and "no plan yet" in context.output_summary

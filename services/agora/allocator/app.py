@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import Field
 
-from agora.allocator.estimates import ESTIMATES_PER_CALL
+from agora.allocator.estimates import ESTIMATES_PER_CALL, RATING_TOKENS
 from agora.allocator.service import DEFAULT_AGENT_BID_MS, DEFAULT_MAX_IN_FLIGHT, MarketAllocator
 from agora.core import topics
 from agora.core.scoring import MARKET_EXPLORATION
@@ -26,6 +26,9 @@ class AllocatorSettings(ServiceSettings):
     estimates_per_call: int = Field(default=ESTIMATES_PER_CALL, ge=1, le=ESTIMATES_PER_CALL)
     """AGORA_ESTIMATES_PER_CALL: candidates the market's model rates in one call. 1 is the
     reference design's call per candidate (a baseline for `bench.market_bill`)."""
+    estimate_tokens: int = Field(default=RATING_TOKENS, ge=1, le=1024)
+    """AGORA_ESTIMATE_TOKENS: output tokens a rating call may use per candidate (and once more
+    for the answer's frame); raise it for a model that writes its JSON at length."""
     agent_bid_ms: int = Field(default=DEFAULT_AGENT_BID_MS, ge=1, le=60_000)
     """AGORA_AGENT_BID_MS: how long an agent's own app has to answer a bid solicitation (a task's
     `bid_deadline_ms` overrides it)."""
@@ -61,6 +64,7 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
             max_in_flight=settings.max_in_flight,
             agent_bid_ms=settings.agent_bid_ms,
             estimates_per_call=settings.estimates_per_call,
+            estimate_tokens=settings.estimate_tokens,
         )
         # The `Task` actor admits one post and one outcome per task, and a reputation applies a
         # task's outcome once: redeliveries are recognised there.

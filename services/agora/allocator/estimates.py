@@ -76,13 +76,16 @@ RATING_INSTRUCTION = (
 )
 
 
+RATING_SCHEMA = Rating.model_json_schema()
+"""Built once: building a schema costs more than a decision's other work on the offline model."""
+
+
 def ratings_schema(profiles: Sequence[CapabilityProfile]) -> dict[str, Any]:
     """The schema of one call's answer: exactly these candidates, each rated."""
-    rating = Rating.model_json_schema()
     return {
         "title": "Ratings",
         "type": "object",
-        "properties": {p.agent_id: rating for p in profiles},
+        "properties": {p.agent_id: RATING_SCHEMA for p in profiles},
         "required": [p.agent_id for p in profiles],
         "additionalProperties": False,
     }
@@ -125,12 +128,20 @@ class MarketEstimates:
     """The estimates of one task's candidates: those asked for at the same moment share a call.
     `bill` counts every model call made for them."""
 
-    def __init__(self, model: ModelClient, spec: TaskSpec, *, per_call: int = ESTIMATES_PER_CALL) -> None:
+    def __init__(
+        self,
+        model: ModelClient,
+        spec: TaskSpec,
+        *,
+        per_call: int = ESTIMATES_PER_CALL,
+        tokens_per_candidate: int = RATING_TOKENS,
+    ) -> None:
         if not 1 <= per_call <= ESTIMATES_PER_CALL:
             raise ValueError(f"per_call must be 1 to {ESTIMATES_PER_CALL}")
         self._model = model
         self._spec = spec
         self._per_call = per_call
+        self._tokens = tokens_per_candidate
         self.bill = ModelBill()
         # The candidates' solicitations start together, each a few awaits behind the other.
         self._ratings: MicroBatcher[CapabilityProfile, CandidateEstimate | NoEstimate] = MicroBatcher(
@@ -151,7 +162,7 @@ class MarketEstimates:
         problem = ""
         for _ in range(ESTIMATE_ATTEMPTS):
             try:
-                rated = await self._call(messages, schema, max_tokens=RATING_TOKENS * (len(profiles) + 1))
+                rated = await self._call(messages, schema, max_tokens=self._tokens * (len(profiles) + 1))
             except ModelOutputInvalid as exc:
                 problem = f"{exc}: {exc.problem}"
                 messages = [*messages, *exc.asked_again()]

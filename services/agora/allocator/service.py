@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from agora.allocator.estimates import ESTIMATES_PER_CALL, MarketEstimates, NoEstimate
+from agora.allocator.estimates import ESTIMATES_PER_CALL, RATING_TOKENS, MarketEstimates, NoEstimate
 from agora.core.allocation import allocate, fallback_bid
 from agora.core.contracts import (
     MAX_OUTCOMES_APPLIED_AT_ONCE,
@@ -224,6 +224,7 @@ class MarketAllocator:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         agent_bid_ms: int = DEFAULT_AGENT_BID_MS,
         estimates_per_call: int = ESTIMATES_PER_CALL,
+        estimate_tokens: int = RATING_TOKENS,
     ) -> None:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
@@ -237,6 +238,7 @@ class MarketAllocator:
         self._agent_bids = AgentBids(ctx.sidecar, agent_bid_ms)
         self._bid_timeout_s = bid_timeout_s
         self._estimates_per_call = estimates_per_call
+        self._estimate_tokens = estimate_tokens
         self._exploration_weight = exploration_weight
         self._running: set[str] = set()
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -339,7 +341,9 @@ class MarketAllocator:
         profiles, filtered_out = await self._capable(spec)
         records = await asyncio.gather(*(self._reputation_reads.get(p.agent_id) for p in profiles))
         tracker = ReputationTracker.from_records(records)
-        estimates = MarketEstimates(self._model, spec, per_call=self._estimates_per_call)
+        estimates = MarketEstimates(
+            self._model, spec, per_call=self._estimates_per_call, tokens_per_candidate=self._estimate_tokens
+        )
         result = await allocate(
             spec,
             _Ports(profiles, filtered_out, estimates, self._agent_bids),

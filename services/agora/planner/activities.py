@@ -14,7 +14,7 @@ from agora.core import topics
 from agora.core.checks import ValidationResult
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
-from agora.core.limits import MAX_TEXT_CHARS
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskSpec
 from agora.core.planning import (
     InvalidPlan,
@@ -205,7 +205,10 @@ class PlannerActivities:
         with step_span("planning.create_plan", record.traceparent, {"agora.plan_id": record.plan_id}) as span:
             try:
                 plan = await steps.create_plan(
-                    model, record.request.task, record.request.config, skills=record.request.skills
+                    model,
+                    step.task or record.request.task,
+                    record.request.config,
+                    skills=record.request.skills,
                 )
             except PlanNotMade as exc:
                 span.set_attribute("agora.problem", exc.message)
@@ -246,9 +249,11 @@ class PlannerActivities:
         """Park the plan for a person; the escalation id is fixed by the plan and its number
         of stops so far, so parking again after a crash finds the same escalation."""
         record, plan = step.record, step.record.plan
-        assert plan is not None
         escalation_id = f"plan.{record.plan_id}.stop{len(record.decisions) + 1}"
-        if step.reason is StopReason.SUBGOAL_FAILED and step.subgoal_id is not None:
+        if step.reason is StopReason.NOT_PLANNED or plan is None:
+            detail = f"no plan was made: {step.problem}"[:MAX_NOTE_CHARS]
+            errors, prompt, retries, step_number = [step.problem or detail], record.request.task, 0, 0
+        elif step.reason is StopReason.SUBGOAL_FAILED and step.subgoal_id is not None:
             subgoal = plan.subgoal(step.subgoal_id)
             errors = [
                 f"{a.task_id}: {a.ended} {a.verdict}: {a.reason}"
@@ -277,7 +282,7 @@ class PlannerActivities:
                     failure_reason=s.failure_reason or "",
                     figures={"attempts": s.attempts},
                 )
-                for s in plan.subgoals
+                for s in (plan.subgoals if plan is not None else [])
             ],
             confidence=0.0,
             retry_count=retries,
@@ -461,7 +466,8 @@ def _task_description(description: str, criterion: str, approach: str) -> str:
 
 def _progress(record: PlanRecord) -> str:
     plan = record.plan
-    assert plan is not None
+    if plan is None:
+        return f"Plan {record.plan_id}: no plan yet for: {record.request.task}"
     lines = [f"Plan {record.plan_id} (version {plan.version}) for: {plan.task}"]
     for subgoal in plan.subgoals:
         line = f"- {subgoal.id} [{subgoal.status}]"

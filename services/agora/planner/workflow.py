@@ -32,6 +32,7 @@ from typing import Any
 from dapr.ext.workflow import DaprWorkflowContext
 from pydantic import BaseModel, Field, field_validator
 
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.messages import EscalationResolved
 from agora.core.planning import (
     Plan,
@@ -70,7 +71,7 @@ from agora.core.plans.run import (
 )
 from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
-from agora.runtime.patches import FIRST_ATTEMPTS_WITH_WAVE, SAVES_RIDE_ALONG
+from agora.runtime.patches import FIRST_ATTEMPTS_WITH_WAVE, NOT_PLANNED_STOPS, SAVES_RIDE_ALONG
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
@@ -140,6 +141,8 @@ class Draft(BaseModel):
     record: PlanRecord
     failed_subgoal: str | None = None
     """Set for a replan: the subgoal that could not be completed."""
+    task: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    """The task to plan instead of the request's: a person's, after no plan could be made."""
 
 
 class Drafted(BaseModel):
@@ -152,6 +155,8 @@ class Stop(BaseModel):
     record: PlanRecord
     reason: StopReason
     subgoal_id: str | None = None
+    problem: str = Field(default="", max_length=MAX_NOTE_CHARS)
+    """Why no plan could be made (`NOT_PLANNED`)."""
 
 
 class Synthesize(BaseModel):
@@ -285,8 +290,15 @@ def plan_run(ctx: DaprWorkflowContext, start: PlanStart) -> Steps[PlanResult | N
     else:
         [drafted] = yield from run.along([DRAFT.schedule(ctx, Draft(record=run.record))])
         run.record = with_usage(run.record, drafted.usage)
+        if drafted.plan is None and NOT_PLANNED_STOPS.applies(ctx):
+            drafted = yield from until_planned(run, request.task, drafted)
         if drafted.plan is None:
-            yield from run.save(failed_with(run.record, drafted.problem, workflow_now(ctx)))
+            ended = (
+                failed_with(run.record, drafted.problem, workflow_now(ctx))
+                if run.record.state is PlanState.PLANNING  # a run begun before NOT_PLANNED_STOPS
+                else finish(run.record, "", workflow_now(ctx))  # a person ended it
+            )
+            yield from run.save(ended)
             yield from ANNOUNCE.run(ctx, Announce(record=run.record))
             return run.record.result
         yield from run.save_later(with_plan(run.record, drafted.plan, workflow_now(ctx)))
@@ -365,6 +377,29 @@ def plan_run(ctx: DaprWorkflowContext, start: PlanStart) -> Steps[PlanResult | N
     yield from run.save(finished, run_span)
     yield from ANNOUNCE.run(ctx, Announce(record=run.record))
     return run.record.result
+
+
+def until_planned(run: DurableRun[PlanRecord, SaveRecord], task: str, drafted: Drafted) -> Steps[Drafted]:
+    """No plan could be made: the plan waits for a person, who has it drafted again (with the
+    task they give, if any) until a plan is made, or ends it. The last draft, without a plan
+    when the person ended the plan (then the record says how)."""
+    ctx = run.ctx
+    while drafted.plan is None:
+        stopping = Stop(
+            record=run.record, reason=StopReason.NOT_PLANNED, problem=drafted.problem[:MAX_NOTE_CHARS]
+        )
+        [stop] = yield from run.along([STOP.schedule(ctx, stopping)])
+        # Saved before the wait: a person reads it.
+        yield from run.save(stopped(run.record, stop, workflow_now(ctx)))
+        decision = yield from PLAN_DECISIONS.wait(ctx, stop.escalation_id)
+        run.record = apply_decision(run.record, decision, workflow_now(ctx))
+        if run.record.state is not PlanState.PLANNING:
+            return drafted
+        task = decision.response.modified_prompt or task
+        yield from run.save_later(run.record)
+        [drafted] = yield from run.along([DRAFT.schedule(ctx, Draft(record=run.record, task=task))])
+        run.record = with_usage(run.record, drafted.usage)
+    return drafted
 
 
 def wave(

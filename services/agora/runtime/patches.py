@@ -45,6 +45,12 @@ FIRST_ATTEMPTS_WITH_WAVE = WorkflowPatch(
     "look-ahead, beside starting their workflows, which wait for those tasks' ends at once (two to "
     "four workflow steps fewer from one wave to the next).",
 )
+NOT_PLANNED_STOPS = WorkflowPatch(
+    "plan.not-planned-stops",
+    "plan_run",
+    "A plan whose drafts gave no valid plan waits for a person (who has it drafted again, or ends "
+    "it) instead of ending FAILED at once.",
+)
 ROUNDS_IN_ONE_STEP = WorkflowPatch(
     "debate.rounds-in-one-step",
     "debate_run",
@@ -59,4 +65,4 @@ RUN_DEADLINES = WorkflowPatch(
     "at the run's deadline, and the run ends at its deadline when the timer fires first.",
 )
 
-PATCHES = (SAVES_RIDE_ALONG, FIRST_ATTEMPTS_WITH_WAVE, ROUNDS_IN_ONE_STEP, RUN_DEADLINES)
+PATCHES = (SAVES_RIDE_ALONG, FIRST_ATTEMPTS_WITH_WAVE, NOT_PLANNED_STOPS, ROUNDS_IN_ONE_STEP, RUN_DEADLINES)

@@ -94,6 +94,9 @@ class SubGoalAttempt(BaseModel):
 class StopReason(StrEnum):
     SUBGOAL_FAILED = "subgoal_failed"
     BUDGET_SPENT = "budget_spent"
+    NOT_PLANNED = "not_planned"
+    """The planner model gave no valid plan within its drafts: a person has it drafted again
+    (retry, or modify_prompt with the task to plan instead) or ends the plan (skip, abort)."""
 
 
 class PlanStop(BaseModel):

@@ -253,7 +253,7 @@ def apply_decision(record: PlanRecord, decision: PlanDecision, now: datetime) ->
     An abort, or a skip of a spent budget, ends the plan: the caller then finishes it."""
     stop = record.stop
     plan = record.plan
-    assert stop is not None and plan is not None
+    assert stop is not None
     response = decision.response
     action = response.action
     note = f"{decision.decided_by}: {action}" + (f" ({response.guidance})" if response.guidance else "")
@@ -267,6 +267,14 @@ def apply_decision(record: PlanRecord, decision: PlanDecision, now: datetime) ->
         update["state"] = PlanState.ABORTED
         update["reason"] = f"aborted by {decision.decided_by}"
         return record.model_copy(update=update)
+    if stop.reason is StopReason.NOT_PLANNED:
+        if action is EscalationAction.SKIP:
+            update["state"] = PlanState.FAILED
+            update["reason"] = f"{stop.detail}; {decision.decided_by} ended the plan"[:MAX_NOTE_CHARS]
+        else:  # drafted again: by the caller, with the person's task if they gave one
+            update["state"] = PlanState.PLANNING
+        return record.model_copy(update=update)
+    assert plan is not None
     if stop.reason is StopReason.BUDGET_SPENT:
         if action is EscalationAction.SKIP:
             update["reason"] = f"budget spent; {decision.decided_by} ended the plan with what completed"
