@@ -99,8 +99,11 @@ class Publisher:
         # Each turn's publishes to a topic go out at once, beside any send still under way: a
         # broker that delivers inside the publish call (the in-memory one) may run a handler
         # that publishes in turn, and that publish must not wait for the call that waits for it.
+        # A first send waits a turn more for the publishes a few awaits behind it (the other
+        # deliveries of a burst): measured, a burst of 3,000 tasks decides about 10 % slower
+        # without it.
         self._outgoing: KeyedMicroBatcher[tuple[str, str], _Outgoing, DaprError | None] = KeyedMicroBatcher(
-            self._send, "publish", overlapping=True
+            self._send, "publish", overlapping=True, wait_a_turn=True
         )
         self._handed_over: dict[str, bool] = {}
         """By pub/sub component: whether its publishes are handed over without waiting."""
