@@ -91,9 +91,12 @@ def _publish(http: httpx.Client, publish: str, topic: str, message: BaseModel) -
     _accepted(http.post(f"{publish}/{topic}", json=message.model_dump(mode="json")), f"topic {topic}")
 
 
-def run_demo(dapr_http: str, app_id_for: Callable[[str], str], *, patience: float = 1.0) -> None:
+def run_demo(
+    dapr_http: str, app_id_for: Callable[[str], str], *, patience: float = 1.0, model: str | None = None
+) -> None:
     """`patience` multiplies every wait: a real model on this machine answers in seconds where
-    the offline one answers at once."""
+    the offline one answers at once. `model`: the OpenAI-compatible model the debaters ask
+    (None: the offline model, whose debates end as the README shows)."""
     _PATIENCE.set(patience)
     invoke = invoker(dapr_http, app_id_for)
     publish = f"{dapr_http}/v1.0/publish/agora-pubsub"
@@ -122,7 +125,7 @@ def run_demo(dapr_http: str, app_id_for: Callable[[str], str], *, patience: floa
         _agent_app_task(http, invoke, publish)
         _run_a_graph(http, invoke)
         _run_a_plan(http, invoke, publish)
-        _debate(http, invoke, publish)
+        _debate(http, invoke, publish, model)
         _pause_a_session(http, invoke)
 
 
@@ -185,10 +188,8 @@ def _run_a_graph(http: httpx.Client, invoke: Callable[[str, str], str]) -> None:
     state = GraphState.model_validate_json(record.state)
     research = state.market.get("research")
     if research is not None:
-        print(
-            f"    market node: task {research.task_id} {research.status} by {research.agent_id}: "
-            f"{research.summary!r}"
-        )
+        by = f" by {research.agent_id}" if research.agent_id else ""
+        print(f"    market node: task {research.task_id} {research.status}{by}: {research.summary!r}")
     if record.escalation_id is not None:
         print(f"    it waits at {record.waiting_at!r} for a person: escalation {record.escalation_id}")
         print(f"    decide it in the console, or: .venv/bin/agora escalations resume {record.escalation_id} "
@@ -274,10 +275,15 @@ DEBATE_SETTLED = frozenset({DebateState.COMPLETED, DebateState.ABORTED, DebateSt
 """The states the demo waits for a debate to reach."""
 
 
-def _debate(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
-    """Two debates on agora.debates: one converges in its second round, one stays split and
-    waits for a person."""
+def _debate(http: httpx.Client, invoke: Callable[[str, str], str], publish: str, model: str | None) -> None:
+    """Two debates on agora.debates: on the offline model one converges in its second round and
+    one stays split and waits for a person; on a real model, as its debaters answer."""
     for request in DEMO_DEBATES:
+        if model is not None:
+            debaters = [d.model_copy(update={"backend": "openai", "model_id": model}) for d in DEMO_DEBATERS]
+            request = request.model_copy(
+                update={"config": request.config.model_copy(update={"debaters": debaters})}
+            )
         _publish(http, publish, Topic.DEBATES, request)
     print(f"\nDebate: published {len(DEMO_DEBATES)} debates to {Topic.DEBATES}")
     for request in DEMO_DEBATES:
@@ -287,7 +293,9 @@ def _debate(http: httpx.Client, invoke: Callable[[str, str], str], publish: str)
         if record.escalation_id:
             command = f".venv/bin/agora escalations resume {record.escalation_id} --action modify_prompt"
             print(f"  Decide it: {command} \\")
-            print('      --prompt "eu-west" --why "data residency"')
+            voted = record.result.final_answer if record.result is not None else ""
+            answer = shorten(one_line(voted), 60) or "your answer"
+            print(f'      --prompt "{answer}" --why "the team agreed"')
 
 
 def _debate_settled(http: httpx.Client, url: str) -> DebateRecord | None:

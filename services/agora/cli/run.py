@@ -18,7 +18,7 @@ from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.console.users import LOCAL_PERSON, local_sign_in
-from agora.harness.cluster import LocalCluster, ServiceSpec
+from agora.harness.cluster import LOCAL_MODEL, LocalCluster, ServiceSpec
 from agora.harness.processes import ProcessFailed
 from agora.harness.system import (
     CONSOLE,
@@ -125,7 +125,13 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     if watching:
         try:
             # The local model answers a call in seconds and the demo makes dozens.
-            run_demo(tools.dapr_http, app_id_for, patience=20.0 if args.model == "local" else 1.0)
+            local = args.model == "local"
+            run_demo(
+                tools.dapr_http,
+                app_id_for,
+                patience=20.0 if local else 1.0,
+                model=LOCAL_MODEL if local else None,
+            )
         except (httpx.HTTPError, TimeoutError, KeyError, ValueError, CliError) as exc:
             watching = False
             print(

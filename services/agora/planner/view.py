@@ -25,6 +25,9 @@ def plan_lines(record: PlanRecord, *, width: int = 100) -> list[str]:
     head = f"{record.plan_id}{version}: {record.state}  replans {record.replans}  cost {spent}"
     lines = [head, f"  task: {one_line(record.request.task, width - 8)}"]
     if plan is None:
+        if record.stop is not None:
+            stop = record.stop
+            return [*lines, f"  waiting for a person: escalation {stop.escalation_id} ({stop.detail})"]
         return [*lines, f"  {record.reason}" if record.reason else "  (planning)"]
     by_id = {s.id: s for s in plan.subgoals}
     agents: dict[str, str] = {}
