@@ -90,10 +90,20 @@ async def test_the_offline_verifier_follows_the_reported_outcome(
     assert answer.result is verdict
 
 
-async def test_an_answer_that_is_no_verdict_fails_the_subgoal_with_the_reason() -> None:
+async def test_an_answer_that_is_no_verdict_is_asked_again_then_fails_the_subgoal_with_the_reason() -> None:
     plan = await create_plan(planner_model(), TASK, CONFIG)
-    answer = await verify(ScriptedModel('{"result": "MAYBE"}'), plan.subgoals[0], "succeeded", "done")
+    model = ScriptedModel('{"result": "MAYBE"}', '{"result": "PERHAPS"}')
+    answer = await verify(model, plan.subgoals[0], "succeeded", "done")
     assert answer.result is VerificationResult.FAIL and "could not answer" in answer.reason
+    again = model.asked[1][-1].content
+    assert again.startswith("That answer is not valid: result: Input should be") and "PASS" in again
+
+
+async def test_a_verdict_given_when_asked_again_is_taken() -> None:
+    plan = await create_plan(planner_model(), TASK, CONFIG)
+    model = ScriptedModel('{"result": "MAYBE"}', '{"result": "PASS", "reason": "it is done"}')
+    answer = await verify(model, plan.subgoals[0], "succeeded", "done")
+    assert answer.result is VerificationResult.PASS and len(model.asked) == 2
 
 
 async def test_a_replan_keeps_what_completed_and_redescribes_the_failed_subgoal() -> None:
@@ -135,6 +145,8 @@ async def test_the_lookahead_gives_the_most_confident_of_the_paths_asked_for() -
     assert chosen is not None and chosen.approach == "sure"
 
 
-async def test_a_lookahead_answer_without_a_path_gives_none() -> None:
+async def test_a_lookahead_answer_without_a_path_twice_gives_none() -> None:
     plan = await create_plan(planner_model(), TASK, CONFIG)
-    assert await lookahead(ScriptedModel('{"paths": []}'), TASK, plan.subgoals[0], paths=2) is None
+    model = ScriptedModel('{"paths": []}', '{"paths": []}')
+    assert await lookahead(model, TASK, plan.subgoals[0], paths=2) is None
+    assert "paths: List should have at least 1 item" in model.asked[1][-1].content

@@ -15,7 +15,6 @@ bid, marked with that reason. Every call made for a task is counted in its `Mode
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field, RootModel
 from agora.core.limits import MAX_NOTE_CHARS
 from agora.core.market import ModelBill, TaskSpec
 from agora.core.models import CapabilityProfile
-from agora.llm import ChatMessage, ModelClient, ModelError, ModelOutputInvalid, Usage, complete_json
+from agora.llm import ChatMessage, MeteredModel, ModelClient, ModelError, ModelOutputInvalid, complete_json
 from agora.runtime.batching import MicroBatcher
 
 ESTIMATES_PER_CALL = 8
@@ -157,42 +156,32 @@ class MarketEstimates:
         return [answer for answers in rated for answer in answers]
 
     async def _rate(self, profiles: list[CapabilityProfile]) -> list[CandidateEstimate | NoEstimate]:
-        messages = rating_prompt(self._spec, profiles)
-        schema = ratings_schema(profiles)
-        problem = ""
-        for _ in range(ESTIMATE_ATTEMPTS):
-            try:
-                rated = await self._call(messages, schema, max_tokens=self._tokens * (len(profiles) + 1))
-            except ModelOutputInvalid as exc:
-                problem = f"{exc}: {exc.problem}"
-                messages = [*messages, *exc.asked_again()]
-                continue
-            except ModelError as exc:
-                problem = str(exc)
-                break
-            left_out = NoEstimate(reason="the market's model did not rate this agent")
-            return [
-                _estimate(p, rated.root[p.agent_id]) if p.agent_id in rated.root else left_out
-                for p in profiles
-            ]
-        reason = f"the market's model gave no estimate after {ESTIMATE_ATTEMPTS} attempt(s): {problem}"
-        return [NoEstimate(reason=reason[:MAX_NOTE_CHARS])] * len(profiles)
-
-    async def _call(self, messages: list[ChatMessage], schema: dict[str, Any], *, max_tokens: int) -> Ratings:
-        started = time.monotonic()
-        usage = Usage()
+        metered = MeteredModel(self._model)
         try:
-            rated, completion = await complete_json(
-                self._model, messages, Ratings, json_schema=schema, max_tokens=max_tokens
+            rated, _ = await complete_json(
+                metered,
+                rating_prompt(self._spec, profiles),
+                Ratings,
+                json_schema=ratings_schema(profiles),
+                max_tokens=self._tokens * (len(profiles) + 1),
+                attempts=ESTIMATE_ATTEMPTS,
             )
-            usage = completion.usage
         except ModelOutputInvalid as exc:
-            usage = exc.usage
-            raise
+            reason = f"no estimate after {ESTIMATE_ATTEMPTS} attempt(s): {exc}: {exc.problem}"
+        except ModelError as exc:  # unreachable: asking again would not help
+            reason = f"no estimate: {exc}"
+        else:
+            left_out = NoEstimate(reason="the market's model did not rate this agent")
+            return [_estimate(p, rated.root[p.agent_id]) if p.agent_id in rated.root else left_out
+                    for p in profiles]  # fmt: skip
         finally:
-            self.bill = self.bill.plus(
-                seconds=time.monotonic() - started,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-            )
-        return rated
+            self._bill(metered)
+        return [NoEstimate(reason=f"the market's model gave {reason}"[:MAX_NOTE_CHARS])] * len(profiles)
+
+    def _bill(self, metered: MeteredModel) -> None:
+        self.bill = ModelBill(
+            model_calls=self.bill.model_calls + metered.calls,
+            prompt_tokens=self.bill.prompt_tokens + metered.prompt_tokens,
+            completion_tokens=self.bill.completion_tokens + metered.completion_tokens,
+            model_seconds=round(self.bill.model_seconds + metered.seconds, 6),
+        )

@@ -140,15 +140,6 @@ class ModelBill(BaseModel):
     completion_tokens: int = Field(default=0, ge=0)
     model_seconds: float = Field(default=0.0, ge=0.0, description="Wall time of the calls, summed.")
 
-    def plus(self, *, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0) -> ModelBill:
-        """This bill with one more call."""
-        return ModelBill(
-            model_calls=self.model_calls + 1,
-            prompt_tokens=self.prompt_tokens + prompt_tokens,
-            completion_tokens=self.completion_tokens + completion_tokens,
-            model_seconds=round(self.model_seconds + seconds, 6),
-        )
-
 
 class AllocationResult(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -145,20 +145,22 @@ async def _asked(
 ) -> DebaterAnswer | _NoAnswer:
     """The model's answer, asked again with what was wrong while attempts are left. A model
     that cannot be reached raises (`ModelError`)."""
-    problem, text = "", ""
-    for _ in range(ANSWER_ATTEMPTS):
-        try:
-            given, _ = await complete_json(model, messages, DebaterAnswer, temperature=temperature)
-        except ModelOutputInvalid as exc:
-            problem, text = exc.problem, exc.text
-            messages = [*messages, *exc.asked_again(ANSWER_AGAIN)]
-            continue
-        return given
-    return _NoAnswer(
-        reason=f"no valid answer after {ANSWER_ATTEMPTS} attempt(s): {problem}"[:MAX_NOTE_CHARS],
-        text=text,
-        usage=Usage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens),
-    )
+    try:
+        given, _ = await complete_json(
+            model,
+            messages,
+            DebaterAnswer,
+            temperature=temperature,
+            attempts=ANSWER_ATTEMPTS,
+            again=ANSWER_AGAIN,
+        )
+    except ModelOutputInvalid as exc:
+        return _NoAnswer(
+            reason=f"no valid answer after {ANSWER_ATTEMPTS} attempt(s): {exc.problem}"[:MAX_NOTE_CHARS],
+            text=exc.text,
+            usage=Usage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens),
+        )
+    return given
 
 
 def _usage(model: MeteredModel) -> TokenUsage:

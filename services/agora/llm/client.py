@@ -100,6 +100,12 @@ class ModelUnavailable(ModelError):
     """The backend could not be reached or kept failing (transport errors, 5xx) after retries."""
 
 
+ANSWER_AGAIN = "Answer again with the JSON object only."
+"""How a re-ask ends, unless its caller shows the shape it wants."""
+ASKED_AGAIN_ANSWER_CHARS = 2048
+"""How much of an invalid answer goes back to the model when it is asked again."""
+
+
 class ModelOutputInvalid(ModelError):
     """The model answered, but not with what was asked for; `text` is the raw answer, `usage`
     what the answer cost (it was paid for all the same)."""
@@ -135,16 +141,12 @@ class ModelOutputInvalid(ModelError):
             return "it was cut off at the output limit before its JSON object ended. Answer more briefly."
         return "it holds no JSON object."
 
-    def asked_again(self, instruction: str = "Answer again with the JSON object only.") -> list[ChatMessage]:
+    def asked_again(self, instruction: str = ANSWER_AGAIN) -> list[ChatMessage]:
         """The turns that ask the model again: its invalid answer, and what was wrong with it."""
         return [
             ChatMessage(role="assistant", content=self.text[:ASKED_AGAIN_ANSWER_CHARS]),
             ChatMessage(role="user", content=f"That answer is not valid: {self.problem} {instruction}"),
         ]
-
-
-ASKED_AGAIN_ANSWER_CHARS = 2048
-"""How much of an invalid answer goes back to the model when it is asked again."""
 
 
 class ModelClient(Protocol):
@@ -171,13 +173,16 @@ class ModelClient(Protocol):
 
 
 class MeteredModel:
-    """A model client that adds up the tokens of the calls made through it (one step's usage);
-    the wrapped client stays its creator's to close."""
+    """A model client that adds up the calls made through it (one step's usage): how many, their
+    tokens, and their wall time, failed calls included; the wrapped client stays its creator's
+    to close."""
 
     def __init__(self, model: ModelClient) -> None:
         self._model = model
         self.backend = model.backend
         self.supports_tools = model.supports_tools
+        self.calls = 0
+        self.seconds = 0.0
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
@@ -191,14 +196,19 @@ class MeteredModel:
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice = "auto",
     ) -> Completion:
-        completion = await self._model.complete(
-            messages,
-            json_schema=json_schema,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            tools=tools,
-            tool_choice=tool_choice,
-        )
+        started = time.monotonic()
+        self.calls += 1
+        try:
+            completion = await self._model.complete(
+                messages,
+                json_schema=json_schema,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
+        finally:
+            self.seconds += time.monotonic() - started
         self.prompt_tokens += completion.usage.prompt_tokens
         self.completion_tokens += completion.usage.completion_tokens
         return completion
@@ -440,11 +450,38 @@ async def complete_json(
     temperature: float = 0.0,
     json_schema: dict[str, Any] | None = None,
     max_tokens: int | None = None,
+    attempts: int = 1,
+    again: str = ANSWER_AGAIN,
 ) -> tuple[T, Completion]:
     """Ask for an `output_type` and validate the answer; `ModelOutputInvalid` if the model did
-    not produce one (the caller decides whether to re-ask or fall back). `json_schema` replaces
-    the type's own schema in the request when the caller knows a narrower one (the values this
-    call may take), which a server that turns schemas into grammars holds the model to."""
+    not produce one (the caller decides whether to re-ask or fall back). With `attempts` > 1,
+    an invalid answer is asked again, with what was wrong and `again` (the instruction that
+    ends the re-ask), until the attempts are spent; the last attempt's `ModelOutputInvalid` is
+    raised.
+    `json_schema` replaces the type's own schema in the request when the caller knows a
+    narrower one (the values this call may take), which a server that turns schemas into
+    grammars holds the model to."""
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    asked = list(messages)
+    for attempt in range(1, attempts + 1):
+        try:
+            return await _completed_json(client, asked, output_type, temperature, json_schema, max_tokens)
+        except ModelOutputInvalid as exc:
+            if attempt == attempts:
+                raise
+            asked = [*asked, *exc.asked_again(again)]
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def _completed_json(
+    client: ModelClient,
+    messages: Sequence[ChatMessage],
+    output_type: type[T],
+    temperature: float,
+    json_schema: dict[str, Any] | None,
+    max_tokens: int | None,
+) -> tuple[T, Completion]:
     completion = await client.complete(
         messages,
         json_schema=json_schema if json_schema is not None else _schema_of(output_type),

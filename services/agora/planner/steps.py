@@ -55,6 +55,9 @@ from agora.sdk.models import RoutingRule
 
 PLAN_ATTEMPTS = 3
 """Drafts asked for before the planner gives up on a plan (the first and two corrections)."""
+ANSWER_ATTEMPTS = 2
+"""Calls for an estimate, a verdict, a look-ahead or a synthesis: the first, and one more that
+tells the model what was wrong."""
 
 ESTIMATE_PROMPT = "You estimate how many tool calls an AI agent needs for a task."
 PLAN_PROMPT = "You plan long tasks for a market of AI agents as a DAG of subgoals."
@@ -183,7 +186,7 @@ async def estimate_complexity(model: ModelClient, task: str) -> int:
         ChatMessage(role="system", content=f"{ESTIMATE_PROMPT} Count the tool calls, not the words."),
         ChatMessage(role="user", content=f"Task: {task}"),
     ]
-    estimate, _ = await complete_json(model, messages, ComplexityEstimate)
+    estimate, _ = await complete_json(model, messages, ComplexityEstimate, attempts=ANSWER_ATTEMPTS)
     return estimate.estimated_steps
 
 
@@ -305,7 +308,7 @@ async def verify(model: ModelClient, subgoal: SubGoal, outcome: str, output: str
         ),
     ]
     try:
-        answer, _ = await complete_json(model, messages, VerificationAnswer)
+        answer, _ = await complete_json(model, messages, VerificationAnswer, attempts=ANSWER_ATTEMPTS)
     except ModelOutputInvalid as exc:
         return VerificationAnswer(
             result=VerificationResult.FAIL, reason=f"the verifier could not answer: {exc}"
@@ -336,7 +339,7 @@ async def lookahead(
         ),
     ]
     try:
-        answer, _ = await complete_json(model, messages, LookaheadAnswer)
+        answer, _ = await complete_json(model, messages, LookaheadAnswer, attempts=ANSWER_ATTEMPTS)
     except ModelOutputInvalid:
         return None
     return max(answer.paths[:paths], key=lambda path: path.confidence)
@@ -349,7 +352,7 @@ async def synthesize(model: ModelClient, plan: Plan) -> str:
         ChatMessage(role="system", content=SYNTHESIZE_PROMPT),
         ChatMessage(role="user", content=f"Task: {plan.task}\nResults:\n{results or '(none)'}"),
     ]
-    answer, _ = await complete_json(model, messages, SynthesisAnswer)
+    answer, _ = await complete_json(model, messages, SynthesisAnswer, attempts=ANSWER_ATTEMPTS)
     return answer.final_output
 
 

@@ -23,7 +23,8 @@ Choices made as users would expect them:
   alike;
 * ties: MAJORITY_VOTE prefers the larger cluster, then the higher summed confidence, then the
   cluster whose first member comes first; WEIGHTED_VOTE prefers the higher score, then the
-  larger cluster, then the earlier one; the representative is the most confident member, the
+  larger cluster, then the earlier one (sums equal to 9 decimals are ties: the order their
+  terms were added in does not decide); the representative is the most confident member, the
   earlier on ties;
 * the aggregated confidence is the winning cluster's share of the vote: MAJORITY_VOTE the mean
   confidence of its members times its share of the debaters; WEIGHTED_VOTE its score over the

@@ -20,6 +20,16 @@ class Aggregate(BaseModel):
     debater_id: str | None = Field(default=None, description="Whose position won (None: the judge's own).")
 
 
+TIE_DIGITS = 9
+"""Sums compared to this many decimals: sums equal but for the order their terms were added in
+(0.01 + 0.02 is not 0.03 in floating point) are ties, so scaling every weight alike never
+changes a vote."""
+
+
+def _tied(total: float) -> float:
+    return round(total, TIE_DIGITS)
+
+
 def aggregate(debate: DebateRound, config: DebateConfig) -> Aggregate:
     """MAJORITY_VOTE or WEIGHTED_VOTE over the round's positions (JUDGE is a model call: see
     `judge_prompt`)."""
@@ -39,10 +49,10 @@ def aggregate(debate: DebateRound, config: DebateConfig) -> Aggregate:
         return sum(weights.get(positions[i].debater_id, 1.0) * positions[i].confidence for i in cluster)
 
     if config.aggregation is AggregationStrategy.MAJORITY_VOTE:
-        winner = min(clusters, key=lambda c: (-len(c), -summed_confidence(c), order[id(c)]))
+        winner = min(clusters, key=lambda c: (-len(c), -_tied(summed_confidence(c)), order[id(c)]))
         confidence = summed_confidence(winner) / len(positions)  # mean confidence * share
     else:
-        winner = min(clusters, key=lambda c: (-score(c), -len(c), order[id(c)]))
+        winner = min(clusters, key=lambda c: (-_tied(score(c)), -len(c), order[id(c)]))
         total_weight = sum(weights.get(p.debater_id, 1.0) for p in positions)
         confidence = score(winner) / total_weight if total_weight else 0.0
     best = min(winner, key=lambda i: (-positions[i].confidence, i))
