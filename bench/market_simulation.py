@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import platform
 import random
 import time
@@ -171,8 +172,12 @@ def make_tasks(
     count: int = NUM_TASKS,
     report_noise_sd: float = STEADY_REPORT_SD,
     first: int = 0,
+    shared_error: float = 0.0,
 ) -> list[Task]:
-    """`count` tasks numbered from `first`, with bids and outcomes drawn from `agents` as they are."""
+    """`count` tasks numbered from `first`, with bids and outcomes drawn from `agents` as they are.
+    `shared_error` is the share of a claim's noise variance common to every bid of a task (one
+    rating call that errs for all its candidates alike); the common draw comes from a stream of
+    its own, so every other draw is the same whatever the share."""
     n = len(agents)
     typical = sorted(a.profile.cost_per_step_usd * a.steps for a in agents)
     budget_base = typical[int(0.85 * len(typical))]  # the 85th-percentile agent's typical cost
@@ -186,9 +191,12 @@ def make_tasks(
             budget_usd=round(budget_base * rng.uniform(1.0, 1.5), 6),
         )
         bids = {}
+        common = random.Random(f"shared-error-{t}").gauss(0.0, 1.0)
         for i in capable:
             agent = agents[i]
-            report = agent.true_p + agent.inflation + report_noise_sd * rng.gauss(0.0, 1.0)
+            own = rng.gauss(0.0, 1.0)
+            noise = math.sqrt(1.0 - shared_error) * own + math.sqrt(shared_error) * common
+            report = agent.true_p + agent.inflation + report_noise_sd * noise
             bids[i] = Bid(
                 bid_id=f"{spec.task_id}-{i:02d}",
                 task_id=spec.task_id,
@@ -381,7 +389,11 @@ def naive_policies(agents: Sequence[Agent], rng: random.Random) -> dict[str, Cho
 
 
 def build(
-    scenario: str = "independent", seed: int = SEED, agents: int = NUM_AGENTS, tasks: int = NUM_TASKS
+    scenario: str = "independent",
+    seed: int = SEED,
+    agents: int = NUM_AGENTS,
+    tasks: int = NUM_TASKS,
+    shared_error: float = 0.0,
 ) -> tuple[list[Agent], list[Task], random.Random]:
     """Agents, tasks and the policies' rng; the scenarios consume the same random stream."""
     if scenario not in SCENARIOS:
@@ -389,7 +401,8 @@ def build(
     setting = SCENARIOS[scenario]
     rng = random.Random(seed)
     population = make_agents(rng, setting.inflation, agents)
-    return population, make_tasks(population, rng, tasks, setting.report_noise_sd), rng
+    task_list = make_tasks(population, rng, tasks, setting.report_noise_sd, shared_error=shared_error)
+    return population, task_list, rng
 
 
 def with_ratio(rows: list[dict[str, Any]], oracle: dict[str, Any]) -> list[dict[str, Any]]:
@@ -424,6 +437,27 @@ def simulate(
     rows = [t.summary(warm) for t in tallies]
     oracle = next(r for r in rows if r["policy"] == "oracle")
     return {row["policy"]: row for row in with_ratio(rows, oracle)}
+
+
+JOINT_SHARED_ERROR = 0.5
+"""The share of a claim's noise variance a joint rating is assumed to share across a task's
+candidates (one call that errs for all alike); separate calls share none."""
+
+
+def joint_ratings(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
+    """The market's estimates made in one call per task rather than one per candidate: the
+    claims' noise keeps its variance, but half of it is common to a task's candidates. Agora on
+    each noisy scenario, with separate and with shared errors, against the oracle."""
+    found = {}
+    for key in ("independent-noisy", "overclaiming-noisy"):
+        rows = []
+        for label, shared in (("separate calls", 0.0), ("one joint call", JOINT_SHARED_ERROR)):
+            agents, tasks, _ = build(key, seed, shared_error=shared)
+            oracle = run_simple("oracle", agents, tasks, naive_policies(agents, random.Random(0))["oracle"])
+            row = asyncio.run(run_agora(agents, tasks, name=f"agora, {label}")).summary()
+            rows += with_ratio([row], oracle.summary())
+        found[key] = rows
+    return found
 
 
 def variants(seed: int = SEED) -> list[dict[str, Any]]:
@@ -534,6 +568,7 @@ def main() -> None:
         scenarios[key]["other_seeds"] = other_seeds
         scenarios[key]["vs_oracle_range_over_seeds"] = seed_ranges([rows, *other_seeds.values()])
     improving = [improving_agent(seed) for seed in (SEED, *OTHER_SEEDS)]
+    joint = {str(seed): joint_ratings(seed) for seed in (SEED, *OTHER_SEEDS)}
     elapsed = time.perf_counter() - start
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
@@ -561,6 +596,7 @@ def main() -> None:
                 },
                 "scenarios": scenarios,
                 "improving_agent": improving,
+                "joint_ratings": {"shared_error": JOINT_SHARED_ERROR, "by_seed": joint},
             },
             indent=2,
         )
@@ -601,6 +637,16 @@ def main() -> None:
                 for r in study["agora"]
             )
         )
+    print(
+        f"\nthe market's estimates in one call per task ({JOINT_SHARED_ERROR:g} of the claims' noise "
+        "variance shared by a task's candidates) against one call per candidate, noisy reports:"
+    )
+    for seed, by_scenario in joint.items():
+        for key, rows in by_scenario.items():
+            print(f"  seed {seed}, {key}: " + ", ".join(
+                f"{r['policy']} {r['success_rate_late']:.4f} ({r['vs_oracle_late']:.3f} of the oracle)"
+                for r in rows
+            ))  # fmt: skip
     print(f"\n({elapsed:.1f}s) written to {RESULTS}")
 
 

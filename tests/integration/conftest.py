@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.system import EMBEDDED, RECORDER, REGISTRY, SERVICES, console_with
+from agora.runtime.settings import ServiceSettings
+from agora.runtime.sidecar import DaprSidecar
 from tests.integration.helpers import write_console_users
 
 
@@ -49,3 +51,30 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 def default_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Embedded default profile (in-memory state and pub/sub): every service in one app."""
     yield from _start("default", tmp_path_factory.mktemp("default-cluster"), [(EMBEDDED, 1)])
+
+
+MODEL_CALLER = ServiceSpec("model-caller", None)
+"""A sidecar without an app: what a service's sidecar is to its model calls."""
+
+
+@pytest.fixture(scope="module")
+def model_system(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    """The local model server (llama.cpp's, serving SmolLM2-135M) and a sidecar without an app
+    whose `agora-llm` component is `conversation.openai` pointed at it; one per test module."""
+    run_dir = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    with LocalCluster(run_dir=run_dir, model="local") as cluster:
+        cluster.add_service(MODEL_CALLER)
+        yield cluster
+
+
+@pytest.fixture
+async def model_sidecar(model_system: LocalCluster) -> AsyncIterator[DaprSidecar]:
+    """The caller's sidecar, as a service's model client reaches it."""
+    [caller] = model_system.replicas
+    client = DaprSidecar(
+        ServiceSettings(app_id="agora-tests", dapr_http_port=caller.endpoints.dapr_http_port)
+    )
+    yield client
+    await client.aclose()

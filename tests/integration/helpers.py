@@ -20,6 +20,8 @@ from dapr.ext.workflow._durabletask.internal.orchestrator_service_pb2_grpc impor
 from agora.console.auth import Role
 from agora.console.users import entry_yaml
 from agora.harness import LocalCluster, ServiceReplica
+from agora.harness.cluster import LOCAL_MODEL
+from agora.llm import OpenAICompatibleClient
 
 T = TypeVar("T")
 
@@ -190,3 +192,22 @@ def write_console_users(path: Path) -> Path:
         + entry_yaml(CONSOLE_VIEWER, Role.VIEWER, CONSOLE_SECRETS[CONSOLE_VIEWER])
     )
     return path
+
+
+def local_model_client(
+    system: LocalCluster,
+    *,
+    max_tokens: int,
+    timeout_s: float = 60,
+    required_call_prefill: tuple[str, str] | None = None,
+) -> OpenAICompatibleClient:
+    """An OpenAI-compatible client straight to `system`'s local model server."""
+    assert system.model_url is not None
+    return OpenAICompatibleClient(
+        system.model_url,
+        None,
+        LOCAL_MODEL,
+        timeout_s=timeout_s,
+        max_tokens=max_tokens,
+        required_call_prefill=required_call_prefill,
+    )

@@ -6,21 +6,15 @@ through daprd to the server; every call and answer here is the real model's own.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 
-import pytest
-
-from agora.harness import LocalCluster, ServiceSpec
+from agora.harness import LocalCluster
 from agora.harness.cluster import LOCAL_MODEL, LOCAL_MODEL_CALL_PREFILL
 from agora.llm import ChatMessage, DaprConversationClient, ToolSpec
-from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.sdk import tool
 from agora.sdk.runner import AgentDefinition, AgentRunner, RunnerConfig, RunStatus
 from agora.sdk.tools import ToolExecutor
 
-CALLER = ServiceSpec("model-caller", None)
-"""A sidecar without an app: what a service's sidecar is to its model calls."""
 OPENING = LOCAL_MODEL_CALL_PREFILL[0]
 """The alpha2 API takes no stop sequences, so of the local model's prefill only the opening
 goes through Dapr; its answer runs on to its own end."""
@@ -38,37 +32,20 @@ def multiply(a: int, b: int) -> int:
 MULTIPLY = ToolSpec(name="multiply", description="Multiply two integers.", parameters=multiply.parameters)
 
 
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(run_dir=tmp_path_factory.mktemp("dapr-model-tools"), model="local") as cluster:
-        cluster.add_service(CALLER)
-        yield cluster
-
-
-@pytest.fixture
-async def sidecar(system: LocalCluster) -> AsyncIterator[DaprSidecar]:
-    [caller] = system.replicas
-    client = DaprSidecar(
-        ServiceSettings(app_id="agora-tests", dapr_http_port=caller.endpoints.dapr_http_port)
-    )
-    yield client
-    await client.aclose()
-
-
-def model_through(sidecar: DaprSidecar) -> DaprConversationClient:
+def model_through(model_sidecar: DaprSidecar) -> DaprConversationClient:
     return DaprConversationClient(
-        sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=TIMEOUT_S, required_call_opening=OPENING
+        model_sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=TIMEOUT_S, required_call_opening=OPENING
     )
 
 
 async def test_a_required_call_comes_back_from_the_server_as_the_model_s_tool_call(
-    system: LocalCluster, sidecar: DaprSidecar
+    model_system: LocalCluster, model_sidecar: DaprSidecar
 ) -> None:
-    [caller] = system.replicas
-    log = (system.logs / f"{caller.name}.daprd.log").read_text()
+    [caller] = model_system.replicas
+    log = (model_system.logs / f"{caller.name}.daprd.log").read_text()
     assert "Component loaded: agora-llm (conversation.openai/v1)" in log
     ask = [ChatMessage(role="user", content="What is 17 times 23? Use the multiply tool.")]
-    completion = await model_through(sidecar).complete(ask, tools=[MULTIPLY], tool_choice="required")
+    completion = await model_through(model_sidecar).complete(ask, tools=[MULTIPLY], tool_choice="required")
     # Only the tool definitions, `required` and the opening together make this model call a
     # tool: a call here is the server's parse of the model's own <tool_call> answer.
     assert completion.finish_reason == "tool_calls" and completion.tool_calls
@@ -80,9 +57,9 @@ async def test_a_required_call_comes_back_from_the_server_as_the_model_s_tool_ca
 
 
 async def test_an_sdk_agent_calls_its_tool_natively_through_dapr_and_answers_from_the_result(
-    sidecar: DaprSidecar,
+    model_sidecar: DaprSidecar,
 ) -> None:
-    model = model_through(sidecar)
+    model = model_through(model_sidecar)
     runner = AgentRunner(
         model, ToolExecutor([multiply]), config=RunnerConfig(max_iterations=3, tool_choice="required")
     )

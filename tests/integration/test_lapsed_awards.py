@@ -44,8 +44,9 @@ def test_a_burst_of_awards_won_by_a_registration_with_nothing_behind_it_all_end(
     caller, registry = _caller(cluster)
     publisher = replicas_of(cluster, "agora" if cluster.profile == "default" else "allocator")[0]
     ghost = f"ghost-{uuid.uuid4().hex[:6]}"
-    # Cheaper than every sample agent with these skills, so it wins what it bids for; no
-    # runtime will ever take its awards.
+    # Cheaper than every sample agent with these skills, so it wins the tasks the market rates
+    # it well enough for (each task worded apart, so each is rated apart); no runtime will ever
+    # take its awards.
     registered = httpx.post(
         caller.invoke_url("v1/agents", registry),
         json=profile(ghost, "web_search", "summarize", cost_per_step_usd=0.00001, max_steps=1),
@@ -55,11 +56,11 @@ def test_a_burst_of_awards_won_by_a_registration_with_nothing_behind_it_all_end(
     try:
         eventually(lambda: _offered(caller, registry, ghost), timeout=SETTLE_S)
         task_ids = [f"lapse-{uuid.uuid4().hex[:8]}" for _ in range(TASKS)]
-        for task_id in task_ids:
+        for number, task_id in enumerate(task_ids):
             publish_event(
                 publisher.dapr_http,
                 "agora.tasks",
-                {"task_id": task_id, "description": "Find this week's papers on agent markets",
+                {"task_id": task_id, "description": f"Find papers on agent markets, part {number}",
                  "required_skills": ["web_search"], "min_success_threshold": 0.0},
             )  # fmt: skip
         won = eventually(lambda: _won_by(cluster, task_ids, ghost), timeout=SETTLE_S)

@@ -5,13 +5,13 @@ model's own."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from pydantic import BaseModel, Field
 
-from agora.harness import LocalCluster, ServiceSpec
+from agora.harness import LocalCluster
 from agora.harness.cluster import LOCAL_MODEL, LOCAL_MODEL_CALL_PREFILL
 from agora.llm import (
     ChatMessage,
@@ -22,53 +22,29 @@ from agora.llm import (
 )
 from agora.llm.client import ModelOutputInvalid
 from agora.llm.settings import ModelSettings, model_client_from_settings
-from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.sdk import tool
 from agora.sdk.runner import AgentDefinition, AgentRunner, RunnerConfig, RunStatus
 from agora.sdk.tools import ToolExecutor
+from tests.integration.helpers import local_model_client
 
-CALLER = ServiceSpec("model-caller", None)
-"""A sidecar without an app: what a service's sidecar is to its model calls."""
 ASK = [ChatMessage(role="user", content="Name one colour.")]
 
 
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(run_dir=tmp_path_factory.mktemp("local-model"), model="local") as cluster:
-        cluster.add_service(CALLER)
-        yield cluster
-
-
-def client_of(system: LocalCluster, *, max_tokens: int) -> OpenAICompatibleClient:
-    assert system.model_url is not None
-    return OpenAICompatibleClient(system.model_url, None, LOCAL_MODEL, timeout_s=60, max_tokens=max_tokens)
-
-
 @pytest.fixture
-async def model(system: LocalCluster) -> AsyncIterator[OpenAICompatibleClient]:
-    client = client_of(system, max_tokens=24)
+async def model(model_system: LocalCluster) -> AsyncIterator[OpenAICompatibleClient]:
+    client = local_model_client(model_system, max_tokens=24)
     yield client
     await client.aclose()
 
 
-@pytest.fixture
-async def sidecar(system: LocalCluster) -> AsyncIterator[DaprSidecar]:
-    [caller] = system.replicas
-    client = DaprSidecar(
-        ServiceSettings(app_id="agora-tests", dapr_http_port=caller.endpoints.dapr_http_port)
-    )
-    yield client
-    await client.aclose()
-
-
-def test_the_server_is_healthy_on_loopback_and_names_its_model(system: LocalCluster) -> None:
-    assert system.model_url is not None and system.model_url.startswith("http://127.0.0.1:")
-    models = httpx.get(f"{system.model_url}/models", timeout=10).json()
+def test_the_server_is_healthy_on_loopback_and_names_its_model(model_system: LocalCluster) -> None:
+    assert model_system.model_url is not None and model_system.model_url.startswith("http://127.0.0.1:")
+    models = httpx.get(f"{model_system.model_url}/models", timeout=10).json()
     assert [m["id"] for m in models["data"]] == [LOCAL_MODEL]
-    env = system.child_env()
+    env = model_system.child_env()
     assert (env["AGORA_MODEL_BACKEND"], env["AGORA_MODEL_MODEL"]) == ("openai", LOCAL_MODEL)
-    assert env["AGORA_MODEL_OPENAI_BASE_URL"] == system.model_url
+    assert env["AGORA_MODEL_OPENAI_BASE_URL"] == model_system.model_url
 
 
 async def test_the_openai_backend_gets_the_model_s_answer_within_its_output_limit(
@@ -87,9 +63,9 @@ class Rating(BaseModel):
     stars: int = Field(ge=1, le=5)
 
 
-async def test_a_schema_is_held_to_by_the_server_s_grammar(system: LocalCluster) -> None:
+async def test_a_schema_is_held_to_by_the_server_s_grammar(model_system: LocalCluster) -> None:
     ask = [ChatMessage(role="user", content="Rate the colour blue from 1 to 5 stars.")]
-    client = client_of(system, max_tokens=64)
+    client = local_model_client(model_system, max_tokens=64)
     try:
         rating, completion = await complete_json(client, ask, Rating)
     finally:
@@ -98,9 +74,11 @@ async def test_a_schema_is_held_to_by_the_server_s_grammar(system: LocalCluster)
     assert completion.finish_reason == "stop"
 
 
-async def test_json_cut_off_at_the_output_limit_is_a_typed_failure_naming_why(system: LocalCluster) -> None:
+async def test_json_cut_off_at_the_output_limit_is_a_typed_failure_naming_why(
+    model_system: LocalCluster,
+) -> None:
     ask = [ChatMessage(role="user", content="Rate the colour blue from 1 to 5 stars.")]
-    client = client_of(system, max_tokens=3)
+    client = local_model_client(model_system, max_tokens=3)
     try:
         with pytest.raises(ModelOutputInvalid, match="cut off at its output limit") as failed:
             await complete_json(client, ask, Rating)
@@ -110,21 +88,21 @@ async def test_json_cut_off_at_the_output_limit_is_a_typed_failure_naming_why(sy
 
 
 async def test_the_dapr_backend_reaches_the_same_model_through_conversation_openai(
-    system: LocalCluster, sidecar: DaprSidecar
+    model_system: LocalCluster, model_sidecar: DaprSidecar
 ) -> None:
-    [caller] = system.replicas
-    log = (system.logs / f"{caller.name}.daprd.log").read_text()
+    [caller] = model_system.replicas
+    log = (model_system.logs / f"{caller.name}.daprd.log").read_text()
     assert "Component loaded: agora-llm (conversation.openai/v1)" in log
-    client = DaprConversationClient(sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=60)
+    client = DaprConversationClient(model_sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=60)
     completion = await client.complete(ASK)
     assert completion.text.strip() and completion.text != ASK[0].content  # an answer, not an echo
     assert completion.usage.completion_tokens > 0
 
 
 async def test_services_configured_by_the_system_use_the_server(
-    system: LocalCluster, monkeypatch: pytest.MonkeyPatch
+    model_system: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in system.child_env().items():
+    for name, value in model_system.child_env().items():
         if name.startswith("AGORA_MODEL_"):
             monkeypatch.setenv(name, value)
     settings = ModelSettings()
@@ -135,19 +113,19 @@ async def test_services_configured_by_the_system_use_the_server(
         await client.aclose()
 
 
-async def test_a_server_that_is_gone_is_a_typed_failure(system: LocalCluster) -> None:
-    assert system.model_url is not None
+async def test_a_server_that_is_gone_is_a_typed_failure(model_system: LocalCluster) -> None:
+    assert model_system.model_url is not None
     client = OpenAICompatibleClient(
-        system.model_url, None, LOCAL_MODEL, timeout_s=5, max_retries=1, backoff_s=0.01
+        model_system.model_url, None, LOCAL_MODEL, timeout_s=5, max_retries=1, backoff_s=0.01
     )
-    server = system.infra("model-server")
+    server = model_system.infra("model-server")
     server.kill()
     try:
         with pytest.raises(ModelUnavailable, match="gave up after 2 attempt"):
             await client.complete(ASK)
     finally:
         await client.aclose()
-        system.restart_infra("model-server")
+        model_system.restart_infra("model-server")
 
 
 @tool
@@ -156,10 +134,12 @@ def multiply(a: int, b: int) -> int:
     return a * b
 
 
-async def test_an_sdk_agent_calls_its_tool_natively_and_answers_from_the_result(system: LocalCluster) -> None:
-    assert system.model_url is not None
+async def test_an_sdk_agent_calls_its_tool_natively_and_answers_from_the_result(
+    model_system: LocalCluster,
+) -> None:
+    assert model_system.model_url is not None
     model = OpenAICompatibleClient(
-        system.model_url,
+        model_system.model_url,
         None,
         LOCAL_MODEL,
         timeout_s=60,

@@ -7,16 +7,15 @@ text, steps and tool results on before it ends. Nothing here depends on the mode
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agora.harness import LocalCluster, ServiceSpec
+from agora.harness import LocalCluster
 from agora.harness.cluster import LOCAL_MODEL, LOCAL_MODEL_CALL_PREFILL
 from agora.llm import ChatMessage, DaprConversationClient, OpenAICompatibleClient
 from agora.llm.client import streaming_text
-from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
 from agora.sdk import Agent, tool
 from agora.sdk.runner import (
@@ -29,59 +28,26 @@ from agora.sdk.runner import (
     TextPiece,
     ToolCalled,
 )
+from agora.sdk.testing import TextPieces
 from agora.sdk.tools import ToolExecutor
+from tests.integration.helpers import local_model_client
 
-CALLER = ServiceSpec("model-caller", None)
-"""A sidecar without an app: what a service's sidecar is to its model calls."""
 STORY = [ChatMessage(role="user", content="Tell me a short story about a red fox.")]
 ASK = [ChatMessage(role="user", content="Name one colour.")]
 """A question the model answers briefly (Dapr's Conversation API sets no output limit)."""
 
 
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(run_dir=tmp_path_factory.mktemp("streamed-run"), model="local") as cluster:
-        cluster.add_service(CALLER)
-        yield cluster
-
-
-def client_of(
-    system: LocalCluster, *, max_tokens: int, required_call_prefill: tuple[str, str] | None = None
-) -> OpenAICompatibleClient:
-    assert system.model_url is not None
-    return OpenAICompatibleClient(
-        system.model_url,
-        None,
-        LOCAL_MODEL,
-        timeout_s=60,
-        max_tokens=max_tokens,
-        required_call_prefill=required_call_prefill,
-    )
-
-
 @pytest.fixture
-async def model(system: LocalCluster) -> AsyncIterator[OpenAICompatibleClient]:
-    client = client_of(system, max_tokens=32)
+async def model(model_system: LocalCluster) -> AsyncIterator[OpenAICompatibleClient]:
+    client = local_model_client(model_system, max_tokens=32)
     yield client
     await client.aclose()
-
-
-class Pieces:
-    """A text sink that keeps each piece and when it came."""
-
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-        self.times: list[float] = []
-
-    async def __call__(self, piece: str) -> None:
-        self.pieces.append(piece)
-        self.times.append(time.monotonic())
 
 
 async def test_the_openai_backend_passes_the_model_s_text_on_as_the_server_writes_it(
     model: OpenAICompatibleClient, spans: InMemorySpanExporter
 ) -> None:
-    pieces = Pieces()
+    pieces = TextPieces()
     asked_at = time.monotonic()
     with streaming_text(pieces):
         completion = await model.complete(STORY)
@@ -107,19 +73,12 @@ async def test_the_openai_backend_passes_the_model_s_text_on_as_the_server_write
 
 
 async def test_the_dapr_backend_which_cannot_stream_gives_its_answer_as_one_piece(
-    system: LocalCluster,
+    model_sidecar: DaprSidecar,
 ) -> None:
-    [caller] = system.replicas
-    sidecar = DaprSidecar(
-        ServiceSettings(app_id="agora-tests", dapr_http_port=caller.endpoints.dapr_http_port)
-    )
-    client = DaprConversationClient(sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=60)
-    pieces = Pieces()
-    try:
-        with streaming_text(pieces):
-            completion = await client.complete(ASK)
-    finally:
-        await sidecar.aclose()
+    client = DaprConversationClient(model_sidecar, "agora-llm", model=LOCAL_MODEL, timeout_s=60)
+    pieces = TextPieces()
+    with streaming_text(pieces):
+        completion = await client.complete(ASK)
     assert completion.text.strip() and pieces.pieces == [completion.text]
     assert completion.time_to_first_token_s is not None
 
@@ -159,9 +118,9 @@ def multiply(a: int, b: int) -> int:
 
 
 async def test_a_watched_native_tool_run_passes_its_call_result_and_answer_on_in_order(
-    system: LocalCluster,
+    model_system: LocalCluster,
 ) -> None:
-    model = client_of(system, max_tokens=64, required_call_prefill=LOCAL_MODEL_CALL_PREFILL)
+    model = local_model_client(model_system, max_tokens=64, required_call_prefill=LOCAL_MODEL_CALL_PREFILL)
     runner = AgentRunner(
         model,
         ToolExecutor([multiply]),

@@ -102,6 +102,21 @@ def test_noisy_reports_differ_from_steady_ones_only_in_the_noise() -> None:
         assert 0.7 * sd < spread < 1.3 * sd, (kind, spread)
 
 
+def test_a_shared_error_moves_a_task_s_claims_together_and_changes_nothing_else() -> None:
+    agents, separate, _ = build("independent-noisy", SEED, AGENTS, 200)
+    again, joint, _ = build("independent-noisy", SEED, AGENTS, 200, shared_error=1.0)
+    assert agents == again
+    for ta, tb in zip(separate, joint, strict=True):
+        assert_same_market(ta, tb)
+        # All of the noise shared: every unclamped claim is off its agent's by the same amount.
+        offsets = {
+            round(tb.bids[i].self_reported_success_prob - (agents[i].true_p + agents[i].inflation), 9)
+            for i in tb.capable
+            if 0.0 < tb.bids[i].self_reported_success_prob < 1.0
+        }
+        assert len(offsets) <= 1, offsets
+
+
 def test_unknown_scenario_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         simulate("honest", agents=AGENTS, tasks=10, seed=SEED)  # type: ignore[arg-type]

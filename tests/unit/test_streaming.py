@@ -54,7 +54,7 @@ from agora.sdk.runner import (
     TextPiece,
     ToolCalled,
 )
-from agora.sdk.testing import ScriptedModel, call_tool, final
+from agora.sdk.testing import ScriptedModel, TextPieces, call_tool, final
 from agora.sdk.tools import ToolExecutor
 
 ASK = [ChatMessage(role="user", content="Name one colour.")]
@@ -64,18 +64,6 @@ ASK = [ChatMessage(role="user", content="Name one colour.")]
 def add(a: float, b: float) -> float:
     """Add two numbers."""
     return a + b
-
-
-class Pieces:
-    """A text sink that keeps each piece and when it came."""
-
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-        self.times: list[float] = []
-
-    async def __call__(self, piece: str) -> None:
-        self.pieces.append(piece)
-        self.times.append(time.monotonic())
 
 
 class PieceByPieceModel(TracedModelClient):
@@ -133,7 +121,7 @@ def chat_span(spans: InMemorySpanExporter) -> Any:
 async def test_a_backend_that_cannot_stream_passes_its_whole_answer_as_one_piece(
     spans: InMemorySpanExporter,
 ) -> None:
-    pieces = Pieces()
+    pieces = TextPieces()
     with streaming_text(pieces):
         completion = await OfflineModelClient(latency_s=0.05).complete(ASK)
 
@@ -174,7 +162,7 @@ async def test_wrappers_that_only_forward_complete_pass_the_pieces_on_unchanged(
 
     inner = PieceByPieceModel(["Bl", "ue"])
     metered = MeteredModel(Forwarding(inner))  # type: ignore[arg-type]
-    pieces = Pieces()
+    pieces = TextPieces()
     with streaming_text(pieces):
         completion = await metered.complete(ASK)
 
@@ -199,7 +187,7 @@ async def test_a_backend_wrapping_another_passes_the_answer_once() -> None:
         ) -> Completion:
             return await self.inner.complete(messages)
 
-    pieces = Pieces()
+    pieces = TextPieces()
     with streaming_text(pieces):
         completion = await Delegating().complete(ASK)
 
@@ -207,7 +195,7 @@ async def test_a_backend_wrapping_another_passes_the_answer_once() -> None:
 
 
 async def test_a_streaming_backend_s_first_piece_is_its_time_to_first_token() -> None:
-    pieces = Pieces()
+    pieces = TextPieces()
     model = PieceByPieceModel(["Re", "d", "dish"], pause_s=0.1)
     started = time.monotonic()
     with streaming_text(pieces):
@@ -226,7 +214,7 @@ async def test_a_streaming_backend_s_text_it_did_not_pass_is_passed_after_it() -
             completion = await super()._complete(messages, **options)
             return completion.model_copy(update={"text": completion.text + " and more"})
 
-    pieces = Pieces()
+    pieces = TextPieces()
     with streaming_text(pieces):
         completion = await Late(["Vio", "let"]).complete(ASK)
 
@@ -337,7 +325,7 @@ async def test_a_streamed_call_passes_each_delta_and_takes_the_server_s_usage(ve
         )
     ]  # fmt: skip
     client = client_for(vendor)
-    pieces = Pieces()
+    pieces = TextPieces()
     try:
         with streaming_text(pieces):
             completion = await client.complete(ASK, max_tokens=16)
@@ -369,7 +357,7 @@ async def test_tool_call_deltas_are_put_together_by_their_index(vendor: SseVendo
         )
     ]  # fmt: skip
     client = client_for(vendor)
-    pieces = Pieces()
+    pieces = TextPieces()
     try:
         with streaming_text(pieces):
             completion = await client.complete(ASK)
@@ -390,7 +378,7 @@ async def test_a_stream_refused_before_its_first_piece_is_retried(vendor: SseVen
         SseReply([text_chunk("Red"), text_chunk(None, "stop"), "[DONE]"]),
     ]
     client = client_for(vendor)
-    pieces = Pieces()
+    pieces = TextPieces()
     try:
         with streaming_text(pieces):
             completion = await client.complete(ASK)
@@ -405,7 +393,7 @@ async def test_a_stream_that_breaks_after_its_first_piece_is_not_retried(vendor:
         SseReply([text_chunk("Yellow"), text_chunk(None, "stop"), "[DONE]"]),
     ]
     client = client_for(vendor)
-    pieces = Pieces()
+    pieces = TextPieces()
     try:
         with (
             streaming_text(pieces),
@@ -422,7 +410,7 @@ async def test_a_stream_that_ends_without_finishing_is_a_typed_failure(vendor: S
     client = client_for(vendor)
     try:
         with (
-            streaming_text(Pieces()),
+            streaming_text(TextPieces()),
             pytest.raises(ModelUnavailable, match="stream ended before the answer"),
         ):
             await client.complete(ASK)

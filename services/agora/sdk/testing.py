@@ -20,6 +20,7 @@ import asyncio
 import copy
 import itertools
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
@@ -37,6 +38,7 @@ __all__ = [
     "RecordingPublisher",
     "ScriptedModel",
     "ScriptedStep",
+    "TextPieces",
     "call_tool",
     "final",
 ]
@@ -152,6 +154,19 @@ class FunctionModel(_AnsweringModel):
 
     def _answer(self, messages: Sequence[ChatMessage], turn: int) -> ScriptedStep | str:
         return self._function(messages)
+
+
+class TextPieces:
+    """A text sink (`agora.llm.streaming_text`) that keeps each piece of an answer and when it
+    came (`time.monotonic()`), for a test of what arrived and in what order."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.times: list[float] = []
+
+    async def __call__(self, piece: str) -> None:
+        self.pieces.append(piece)
+        self.times.append(time.monotonic())
 
 
 class RecordingPublisher:
