@@ -70,21 +70,7 @@ async def answer(
     metered = MeteredModel(model)
     messages = debater_messages(debater, question, previous)
     given = await _asked(metered, messages, temperature=debater.temperature)
-    if isinstance(given, _NoAnswer):
-        return Position(
-            debater_id=debater.debater_id,
-            answer="",
-            reasoning=given.reason,
-            confidence=0.0,
-            token_usage=_usage(metered),
-        )
-    return Position(
-        debater_id=debater.debater_id,
-        answer=given.answer,
-        reasoning=given.reasoning,
-        confidence=given.confidence,
-        token_usage=_usage(metered),
-    )
+    return _position(debater.debater_id, given, metered)
 
 
 async def route(model: ModelClient, router: DebaterConfig, question: str) -> Position:
@@ -96,21 +82,7 @@ async def route(model: ModelClient, router: DebaterConfig, question: str) -> Pos
         ChatMessage(role="user", content=f"Question: {question}"),
     ]
     given = await _asked(metered, messages, temperature=router.temperature)
-    if isinstance(given, _NoAnswer):
-        return Position(
-            debater_id=router.debater_id,
-            answer="",
-            reasoning=given.reason,
-            confidence=0.0,
-            token_usage=_usage(metered),
-        )
-    return Position(
-        debater_id=router.debater_id,
-        answer=given.answer,
-        reasoning=given.reasoning,
-        confidence=given.confidence,
-        token_usage=_usage(metered),
-    )
+    return _position(router.debater_id, given, metered)
 
 
 async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[DebaterAnswer, TokenUsage]:
@@ -161,6 +133,25 @@ async def _asked(
             usage=Usage(prompt_tokens=model.prompt_tokens, completion_tokens=model.completion_tokens),
         )
     return given
+
+
+def _position(debater_id: str, given: DebaterAnswer | _NoAnswer, metered: MeteredModel) -> Position:
+    """A debater's position: its answer, or an abstention (empty, confidence 0, the reason)."""
+    if isinstance(given, _NoAnswer):
+        return Position(
+            debater_id=debater_id,
+            answer="",
+            reasoning=given.reason,
+            confidence=0.0,
+            token_usage=_usage(metered),
+        )
+    return Position(
+        debater_id=debater_id,
+        answer=given.answer,
+        reasoning=given.reasoning,
+        confidence=given.confidence,
+        token_usage=_usage(metered),
+    )
 
 
 def _usage(model: MeteredModel) -> TokenUsage:
