@@ -186,7 +186,7 @@ def test_check(run: dict[str, Any], check: str) -> None:
     if found["status"] == "skipped":
         pytest.fail(f"{check}: not run, {found['reason']}")
     assert found["status"] == "passed", (
-        f"{check}: FAILED\n{found.get('error')}\n{found.get('traceback', '')}\n{_context(run)}"
+        f"{check}: FAILED: {found.get('error')}\n{found.get('traceback', '')}\n{_context(run)}"
     )
 
 

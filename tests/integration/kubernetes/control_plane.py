@@ -849,8 +849,55 @@ class ControlPlane:
                     return pod
             return None
 
-        found: Obj = self.kube.wait_for(f"a Ready pod {namespace}/{selector}", ready, timeout)
+        try:
+            found: Obj = self.kube.wait_for(f"a Ready pod {namespace}/{selector}", ready, timeout)
+        except KubeError as exc:
+            raise KubeError(f"{exc}: {self.why_not_ready(namespace, selector)}") from None
         return found
+
+    def why_not_ready(self, namespace: str, selector: str) -> str:
+        """What the API says about pods that did not become Ready, on one line (a test report's
+        summary shows a failure's first): each pod's phase, conditions, containers' states and
+        events, and the nodes' conditions and taints."""
+
+        def told(condition: Obj, healthy: str) -> str:
+            said = f"{condition['type']}={condition['status']}"
+            if condition["status"] != healthy:
+                said += f" {condition.get('reason', '')}: {condition.get('message', '')}"
+            return said
+
+        lines: list[str] = []
+        try:
+            for node in self.kube.items("/api/v1/nodes"):
+                conditions = [
+                    told(c, "True" if c["type"] == "Ready" else "False")
+                    for c in node.get("status", {}).get("conditions") or []
+                ]
+                taints = [f"{t['key']}:{t['effect']}" for t in node.get("spec", {}).get("taints") or []]
+                lines.append(f"node {node['metadata']['name']}: {', '.join(conditions)}; taints {taints}")
+            for pod in self.kube.items(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector):
+                name = pod["metadata"]["name"]
+                status = pod.get("status", {})
+                conditions = [told(c, "True") for c in status.get("conditions") or []]
+                lines.append(f"pod {name}: phase {status.get('phase')}; {'; '.join(conditions)}")
+                containers = (status.get("initContainerStatuses") or []) + (
+                    status.get("containerStatuses") or []
+                )
+                for container in containers:
+                    state = json.dumps(container.get("state"))[:400]
+                    lines.append(
+                        f"container {container['name']}: ready={container.get('ready')} "
+                        f"restarts={container.get('restartCount')} state={state}"
+                    )
+                events = self.kube.items(
+                    f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}"
+                )
+                for event in events[-12:]:
+                    message = str(event.get("message"))[:300]
+                    lines.append(f"event {event.get('type')} {event.get('reason')}: {message}")
+        except (KubeError, httpx.HTTPError) as exc:
+            lines.append(f"(the API did not answer: {exc})")
+        return " | ".join(lines)
 
     def run_pod(
         self,

@@ -423,13 +423,15 @@ disabled_plugins = [
             "resolvConf": "",
             "clusterDomain": CLUSTER_DOMAIN,
             "clusterDNS": [CLUSTER_DNS_IP],
-            # A shared test machine's disk and memory are not this node's to guard; the images
-            # cannot be pulled again, so they are never collected either.
+            # A shared test machine's disk and memory are not this node's to guard: a nearly full
+            # disk (under 1 % free on a large one) would taint the node with DiskPressure and
+            # leave new pods Pending. "0%" turns a threshold off. The images cannot be pulled
+            # again, so they are never collected either.
             "evictionHard": {
                 "memory.available": "1Mi",
-                "nodefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-                "imagefs.available": "1%",
+                "nodefs.available": "0%",
+                "nodefs.inodesFree": "0%",
+                "imagefs.available": "0%",
             },
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,

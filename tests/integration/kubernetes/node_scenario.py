@@ -988,9 +988,10 @@ def main(argv: list[str]) -> int:
         code = 2 if not report.checks else 1
     finally:
         if code != 0:
+            # The node's own logs first: a pod that does not start is told of there.
             report.extra["log_tails"] = {
-                **{p.name: p.log_tail(15) for p in plane.processes},
                 **(node.log_tails(25) if node else {}),
+                **{p.name: p.log_tail(15) for p in plane.processes},
             }
         report.extra["timings_seconds"] = plane.timings
         report.write()
