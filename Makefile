@@ -135,9 +135,10 @@ run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)
 
 # The tools are built two at a time: while one Go build links (one core) or downloads its
 # modules, the other compiles.
+# The slowest tests are listed at the end: where the suite's time goes.
 test:
 	@$(MAKE) --no-print-directory -j2 tools kube-node
-	$(PY) -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit -n $(PYTEST_WORKERS) $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.system import EMBEDDED, RECORDER, REGISTRY, SERVICES, console_with
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from tests.integration.helpers import write_console_users
+from tests.integration.helpers import write_console_api_keys, write_console_users
 
 
 def _start(
@@ -23,8 +23,10 @@ def _start(
         for spec, replicas in specs:
             cluster.add_service(spec, replicas)
         if console:
-            # The console beside them, with the people of `write_console_users` and the trace store.
+            # The console beside them, with the people of `write_console_users`, their API keys and
+            # the trace store.
             users = write_console_users(run_dir / "console-users.yaml")
+            keys = write_console_api_keys(run_dir / "console-api-keys.yaml")
             app_ids = {r.spec.app_id for r in cluster.replicas}
             cluster.add_service(
                 console_with(
@@ -32,6 +34,7 @@ def _start(
                     str(users),
                     AGORA_CONSOLE_REFRESH_SECONDS="0.5",
                     AGORA_CONSOLE_JAEGER_URL=cluster.jaeger_query_url,
+                    AGORA_CONSOLE_API_KEYS_FILE=str(keys),
                 )
             )
         yield cluster

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,9 +15,11 @@ from typing import Any, TypeVar
 import grpc  # type: ignore[import-untyped]
 import httpx
 import pytest
+import yaml
 from dapr.ext.workflow._durabletask.internal import protos as pb
 from dapr.ext.workflow._durabletask.internal.orchestrator_service_pb2_grpc import TaskHubSidecarServiceStub
 
+from agora.console.api_keys import ApiKeyEntry
 from agora.console.auth import Role
 from agora.console.users import entry_yaml
 from agora.harness import LocalCluster, ServiceReplica
@@ -191,6 +194,24 @@ def write_console_users(path: Path) -> Path:
         + entry_yaml(CONSOLE_DECIDER, Role.DECIDER, CONSOLE_SECRETS[CONSOLE_DECIDER])
         + entry_yaml(CONSOLE_VIEWER, Role.VIEWER, CONSOLE_SECRETS[CONSOLE_VIEWER])
     )
+    return path
+
+
+CONSOLE_KEYS = {
+    CONSOLE_DECIDER: "agora_alice-acts-with-this-key-at-the-console-mcp",
+    CONSOLE_VIEWER: "agora_victor-reads-with-this-key-at-the-console-mcp",
+}
+"""The API keys the console's people act with at `/mcp` (`write_console_api_keys`)."""
+
+
+def write_console_api_keys(path: Path) -> Path:
+    """A console API keys file: `CONSOLE_KEYS`, each acting as its person with their role."""
+    roles = {CONSOLE_DECIDER: Role.DECIDER, CONSOLE_VIEWER: Role.VIEWER}
+    entries = [
+        ApiKeyEntry(name=name, role=roles[name], key_sha256=hashlib.sha256(key.encode()).hexdigest())
+        for name, key in CONSOLE_KEYS.items()
+    ]
+    path.write_text(yaml.safe_dump({"keys": [e.model_dump(mode="json") for e in entries]}))
     return path
 
 

@@ -5,6 +5,7 @@ get a readable message and a non-zero exit code, never a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import itertools
 import json
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from agora.harness.toolchain import Toolchain, cache_root
 from tests.integration.helpers import eventually, present, start_agora_run
@@ -124,6 +128,43 @@ def test_the_banner_gives_the_consoles_address_and_the_console_answers_there(sys
     url = present(re.search(r"console: (http://127\.0\.0\.1:\d+)", banner)).group(1)
     answer = httpx.get(f"{url}/signin", timeout=10)
     assert answer.status_code == 200 and "Sign in" in answer.text
+
+
+async def test_the_mcp_server_the_banner_names_publishes_a_task_the_market_decides(
+    system: RunningSystem,
+) -> None:
+    """With the key the banner points at, an MCP client (the `mcp` SDK's) publishes a task and
+    reads it decided: in the embedded default, the console's sidecar shares no broker with the
+    market, so the task goes through the task board."""
+    banner = next(line for line in system.output if "MCP server:" in line)
+    url, key_file = present(
+        re.search(r"MCP server: (http://127\.0\.0\.1:\d+/mcp)\s+\(bearer key in (\S+)\)", banner)
+    ).groups()
+    key = Path(key_file).read_text().strip()
+    task_id = f"mcp-first-hour-{os.getpid()}"
+    task = {
+        "task_id": task_id,
+        "description": "Find papers on agent markets",
+        "required_skills": ["web_search"],
+        "min_success_threshold": 0.0,
+    }
+    async with (
+        httpx.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        published = await session.call_tool("publish_task", {"task": task})
+        assert not published.isError, published.content
+        deadline = time.monotonic() + 60
+        while True:
+            shown = await session.call_tool("show_task", {"task_id": task_id})
+            record = shown.structuredContent or {}
+            if not shown.isError and record.get("status") in {"COMPLETED", "FAILED", "REJECTED"}:
+                break
+            assert time.monotonic() < deadline, f"not decided in time: {shown.content}"
+            await asyncio.sleep(0.5)
+    assert record["allocation"]["status"] == "ALLOCATED", record["allocation"]
 
 
 def test_a_paused_session_is_decided_in_the_console_the_banner_names(system: RunningSystem) -> None:

@@ -17,6 +17,7 @@ from agora.cli.demo import graph_continuation, invoker, run_demo, session_contin
 from agora.cli.problems import CliError
 from agora.cli.sidecar import RUN_ROOT, point_link, run_links, unlink_if_pointing_at
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.console.api_keys import local_api_key
 from agora.console.users import LOCAL_PERSON, local_sign_in
 from agora.harness.cluster import LOCAL_MODEL, LocalCluster, ServiceSpec
 from agora.harness.processes import ProcessFailed
@@ -95,9 +96,12 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
         if spec.app_id != CONSOLE.app_id:
             cluster.add_service(spec)
     users_file, secret_file = local_sign_in(run_dir.resolve() / "console")
+    keys_file, key_file = local_api_key(run_dir.resolve() / "console", LOCAL_PERSON)
     running = {r.spec.app_id for r in cluster.replicas}
     traces = {"AGORA_CONSOLE_JAEGER_URL": cluster.jaeger_query_url} if cluster.with_jaeger else {}
-    [console] = cluster.add_service(console_with(running, str(users_file), **traces))
+    [console] = cluster.add_service(
+        console_with(running, str(users_file), AGORA_CONSOLE_API_KEYS_FILE=str(keys_file), **traces)
+    )
     print(f"Agora is up (profile {args.profile}); logs in {run_dir}/logs")
     if cluster.model_url is not None:
         print(f"  model: the local model server at {cluster.model_url}")
@@ -117,6 +121,7 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
         return app_id_hosting(service, app_ids)
 
     print(f"  console: {console.app_url}  (sign in as {LOCAL_PERSON} with the secret in {secret_file})")
+    print(f"  MCP server: {console.app_url}/mcp  (bearer key in {key_file})")
     # People's tools, the demo among them, speak through the console's sidecar (topic scopes
     # and access policies name it), except in the default profile, whose in-memory pub/sub
     # reaches only the apps behind the sidecar it is published to: there, the embedded app's.

@@ -4,17 +4,32 @@ task's status, bids, scores and outcome, and the tasks in a status."""
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Iterator
+
+import httpx
 
 from agora.cli.files import load_models
-from agora.cli.sidecar import sidecar_for
+from agora.cli.problems import CliError, describe_refusal
+from agora.cli.sidecar import sidecar_for, token_header
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.cli.transport import invoke, send
 from agora.core.contracts import TaskList
 from agora.core.market import TaskSpec
 from agora.core.messages import Topic
+from agora.core.task_events import TaskEvent, TaskEventKind
 from agora.core.task_lifecycle import TaskRecord
+from agora.harness.system import app_id_hosting
 
-__all__ = ["cmd_task_list", "cmd_task_publish", "cmd_task_show", "task_lines"]
+__all__ = [
+    "cmd_task_list",
+    "cmd_task_publish",
+    "cmd_task_show",
+    "cmd_task_watch",
+    "event_line",
+    "server_sent_events",
+    "task_lines",
+]
 
 
 def cmd_task_publish(args: argparse.Namespace) -> int:
@@ -60,6 +75,76 @@ def cmd_task_show(args: argparse.Namespace) -> int:
     record = invoke(args, "GET", f"v1/tasks/{args.task_id}", TaskRecord, service="taskboard")
     print(record.model_dump_json(indent=2) if args.json else "\n".join(task_lines(record)))
     return 0
+
+
+WATCH_RECONNECTS = 5
+"""Times a watch resumes a broken stream (after the last event it printed) before it gives up."""
+WATCH_READ_TIMEOUT_S = 60.0
+"""A stream says something (an event, or a keep-alive every 15 s) at least this often."""
+
+
+def event_line(event: TaskEvent) -> str:
+    """One event for people: its number, what happened, and the detail."""
+    what = str(event.status) if event.status is not None else str(event.kind)
+    who = f" {event.agent_id}" if event.agent_id else ""
+    if event.kind is TaskEventKind.OUTCOME:
+        what = "outcome: success" if event.success else "outcome: failure"
+    detail = f"  {shorten(one_line(event.detail), MAX_TEXT_CHARS)}" if event.detail else ""
+    return f"{event.seq:>3}  {what}{who}{detail}"
+
+
+def cmd_task_watch(args: argparse.Namespace) -> int:
+    """A task's events as they happen (its stream on the task board), until it ends; a broken
+    stream is resumed after the last event shown, so none is missed or shown twice."""
+    sidecar = sidecar_for(args)
+    app_id = app_id_hosting("taskboard", sidecar.app_ids)
+    url = f"{sidecar.url}/v1.0/invoke/{app_id}/method/v1/tasks/{args.task_id}/events"
+    seen, broken = 0, 0
+    while True:
+        headers = {**token_header(), "last-event-id": str(seen), "accept": "text/event-stream"}
+        try:
+            with httpx.stream(
+                "GET", url, headers=headers, timeout=httpx.Timeout(10.0, read=WATCH_READ_TIMEOUT_S)
+            ) as answer:
+                if answer.status_code >= 400:
+                    answer.read()
+                    raise CliError(describe_refusal(answer, "taskboard"))
+                for kind, data in server_sent_events(answer.iter_lines()):
+                    if kind == "end":
+                        return 0
+                    if kind == "dropped":
+                        break  # fell behind: resume after the last event shown
+                    event = TaskEvent.model_validate_json(data)
+                    if event.seq > seen:
+                        seen = event.seq
+                        print(event_line(event), flush=True)
+                        broken = 0
+        except httpx.ConnectError:
+            raise CliError(
+                f"no Dapr sidecar answers at {sidecar.where}: start Agora with `make run`"
+            ) from None
+        except (httpx.HTTPError, ValueError) as exc:
+            broken += 1
+            if broken > WATCH_RECONNECTS:
+                raise CliError(
+                    f"the stream of {args.task_id} broke {broken} times in a row: {one_line(exc)}"
+                ) from None
+            time.sleep(min(8.0, 0.5 * 2**broken))
+
+
+def server_sent_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
+    """(event, data) of each event in a stream of Server-Sent Event lines (comments skipped)."""
+    kind = "message"
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield kind, "\n".join(data)
+            kind, data = "message", []
+        elif line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
 
 
 def cmd_task_list(args: argparse.Namespace) -> int:

@@ -11,20 +11,31 @@ requests.
 
 from __future__ import annotations
 
+import asyncio
 from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from mcp.server.fastmcp import FastMCP
+from starlette.routing import Route
 
+from agora.console.api_keys import load_api_keys
 from agora.console.auth import Person, Role, load_users
 from agora.console.boards import Unavailable, install_boards
 from agora.console.escalation_pages import EscalationPages
+from agora.console.mcp_server import MCP_PATH, MarketTools, market_mcp
 from agora.console.pages import PageError, Pages
 from agora.console.sessions import Sessions, to_sign_in
 from agora.console.settings import ConsoleSettings
 from agora.console.signin import SignInPages
-from agora.runtime.clients import EscalationClient
+from agora.runtime.clients import (
+    DebateClient,
+    EscalationClient,
+    PlannerClient,
+    RegistryClient,
+    TaskBoardClient,
+)
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 
 __all__ = ["console_module", "create_app", "main"]
@@ -78,8 +89,21 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
     person_pages = PersonPages(sessions, pages)
     sign_in = SignInPages(book, sessions, pages)
 
+    keys = load_api_keys(settings.console_api_keys_file, settings.console_token, token_person)
+    mcp: dict[str, FastMCP] = {}
+
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         escalations = EscalationClient(ctx.sidecar, settings.app_for("escalation"), settings.api_token)
+        tools = MarketTools(
+            TaskBoardClient(ctx.sidecar, settings.app_for("taskboard")),
+            RegistryClient(ctx.sidecar, settings.app_for("registry")),
+            PlannerClient(ctx.sidecar, settings.app_for("planner")),
+            DebateClient(ctx.sidecar, settings.app_for("debate")),
+            escalations,
+        )
+        mcp["server"] = market_mcp(tools, keys, settings.console_public_url)
+        # The MCP app's own route (with the SDK's bearer middleware) answers at its path.
+        app.router.routes.append(Route(MCP_PATH, endpoint=mcp["server"].streamable_http_app()))
         app.add_exception_handler(PageError, person_pages.error)
         app.add_exception_handler(Unavailable, person_pages.error)
         install_boards(app, ctx.sidecar, settings, person_pages.page)
@@ -88,7 +112,17 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         sign_in.install(app)
         EscalationPages(escalations, sessions, pages, settings.console_refresh_seconds).install(app)
 
-    return ServiceModule("console", setup=setup)
+    async def warm_up(ctx: ServiceContext) -> None:
+        ctx.spawn_daemon(_serve_mcp(mcp["server"]), name="MCP sessions")
+
+    return ServiceModule("console", setup=setup, warm_up=warm_up)
+
+
+async def _serve_mcp(server: FastMCP) -> None:
+    """The MCP session manager's task group, for as long as the app runs (stateless: each
+    request's task lives in it only while it is answered)."""
+    async with server.session_manager.run():
+        await asyncio.Event().wait()
 
 
 def create_app(settings: ConsoleSettings | None = None) -> FastAPI:

@@ -23,6 +23,13 @@ class ConsoleSettings(ServiceSettings):
     """AGORA_CONSOLE_TOKEN: a secret that signs in as `console_token_user` (any name typed)."""
     console_token_user: str = "operator"
     console_token_role: str = "decider"
+    console_api_keys_file: Path | None = None
+    """AGORA_CONSOLE_API_KEYS_FILE: keys programs act with at `/mcp` (YAML `keys: [{name, role,
+    key_sha256}]`; `python -m agora.console.api_keys` makes one); the console token acts as its
+    person too."""
+    console_public_url: str = Field(default="http://127.0.0.1:8080", max_length=2048)
+    """AGORA_CONSOLE_PUBLIC_URL: where clients reach the console (named in its MCP server's
+    authorization metadata as the issuer of its keys)."""
     console_proxy_user_header: str | None = None
     """AGORA_CONSOLE_PROXY_USER_HEADER: trust this request header (e.g. X-Forwarded-User) to
     name the person; set it only behind an authenticating proxy that always sets it."""

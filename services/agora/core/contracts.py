@@ -85,6 +85,14 @@ class TaskList(BaseModel):
     """Not paged: every task the board holds in that status."""
 
 
+class TaskPublished(BaseModel):
+    """The console's MCP tool `publish_task`: the task went to the market's topic (its decision
+    follows; `show_task` reads it)."""
+
+    task_id: Identifier
+    event_id: str = Field(max_length=MAX_ID_CHARS, description="The CloudEvent id it was published as.")
+
+
 # -- reputation ----------------------------------------------------------------------------------
 
 

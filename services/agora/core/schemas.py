@@ -38,6 +38,7 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
     TaskList,
+    TaskPublished,
 )
 from agora.core.debate.gate import DebateOutcome
 from agora.core.debate.record import DebateAccepted, DebateCompleted, DebateList, DebateRecord
@@ -62,6 +63,7 @@ from agora.core.messages import (
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans.record import PlanAccepted, PlanCompleted, PlanList, PlanRecord
 from agora.core.plans.request import PlanRequest, PlanSubmission
+from agora.core.task_events import TaskEvent
 from agora.core.task_lifecycle import TaskRecord
 
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -127,6 +129,8 @@ CONTRACTS: dict[str, Contract] = {
     "deregistered": Contract(Deregistered, "answer of `DELETE /v1/agents/{id}`"),
     "task_record": Contract(TaskRecord, "answer of `GET /v1/tasks/{id}` (task board); `Task` actor results"),
     "task_list": Contract(TaskList, "answer of `GET /v1/tasks?status=`"),
+    "task_event": Contract(TaskEvent, "each event of `GET /v1/tasks/{id}/events` (Server-Sent Events)"),
+    "task_published": Contract(TaskPublished, "answer of `POST /v1/tasks` and the MCP tool `publish_task`"),
     "outcome_report": Contract(
         OutcomeReport, "topic `agora.task.outcome.recorded`; `Reputation` actor `apply_outcome`"
     ),

@@ -25,14 +25,17 @@ from agora.core.contracts import (
     StepReport,
     StepVerdict,
     TaskList,
+    TaskPublished,
 )
-from agora.core.debate.record import DebateList, DebateRecord
+from agora.core.debate.record import DebateAccepted, DebateList, DebateRecord
+from agora.core.debate.request import DebateSubmission
 from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
-from agora.core.market import AllocationStatus, ReputationRecord
+from agora.core.market import AllocationStatus, ReputationRecord, TaskSpec
 from agora.core.messages import DEFAULT_LEASE_SECONDS
 from agora.core.models import CapabilityProfile, CapabilityQuery
-from agora.core.plans.record import PlanList, PlanRecord
+from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord
+from agora.core.plans.request import PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor_client import ActorClient, Actors
 from agora.runtime.interfaces import EscalationInterface, ReputationInterface, TaskInterface
@@ -83,6 +86,12 @@ class TaskBoardClient:
         path = f"v1/tasks/{quote(task_id, safe='')}"
         return await _as(TaskRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
+    async def publish(self, spec: TaskSpec) -> TaskPublished:
+        """Put a task on the market's topic through the board (for a caller whose own sidecar's
+        broker the market does not share)."""
+        answer = self._sidecar.invoke(self._app_id, "v1/tasks", json_body=spec.model_dump(mode="json"))
+        return await _as(TaskPublished, answer)
+
 
 class ReputationClient:
     """The reputation service's HTTP API, through service invocation."""
@@ -111,6 +120,14 @@ class PlannerClient:
         path = f"v1/plans/{quote(plan_id, safe='')}"
         return await _as(PlanRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
+    async def submit(self, plan_id: str, submission: PlanSubmission) -> PlanAccepted:
+        """Start a plan under `plan_id` (the same submission again starts nothing new)."""
+        path = f"v1/plans/{quote(plan_id, safe='')}"
+        body = submission.model_dump(mode="json")
+        return await _as(
+            PlanAccepted, self._sidecar.invoke(self._app_id, path, json_body=body, http_method="PUT")
+        )
+
 
 class DebateClient:
     """The debate service's HTTP API for people's tools, through service invocation."""
@@ -126,6 +143,13 @@ class DebateClient:
     async def get(self, debate_id: str) -> DebateRecord:
         path = f"v1/debates/{quote(debate_id, safe='')}"
         return await _as(DebateRecord, self._sidecar.invoke(self._app_id, path, http_method="GET"))
+
+    async def ask(self, debate_id: str, submission: DebateSubmission) -> DebateAccepted:
+        """Start a debate under `debate_id` (the same submission again starts nothing new)."""
+        path = f"v1/debates/{quote(debate_id, safe='')}"
+        body = submission.model_dump(mode="json")
+        answer = self._sidecar.invoke(self._app_id, path, json_body=body, http_method="PUT")
+        return await _as(DebateAccepted, answer)
 
 
 class UncertaintyClient:

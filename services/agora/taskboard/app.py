@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Header
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from agora.core.contracts import TaskList
-from agora.core.market import AllocationStatus
+from agora.core.contracts import TaskList, TaskPublished
+from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
+from agora.core.topics import TASKS
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import task_actors
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
@@ -17,6 +21,12 @@ from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
+from agora.taskboard.event_streams import (
+    DEFAULT_BUFFER_EVENTS,
+    DEFAULT_POLL_SECONDS,
+    TaskEventStreams,
+    last_seen,
+)
 from agora.taskboard.listings import TaskListings
 
 APP_ID = "taskboard"
@@ -27,6 +37,12 @@ class TaskBoardSettings(ServiceSettings):
     award_ack_seconds: float = Field(default=DEFAULT_ACK_SECONDS, gt=0, le=MAX_ACK_SECONDS)
     """AGORA_AWARD_ACK_SECONDS: how long a winner's runtime has to acknowledge an award (the
     task's `deadline_ms` when shorter) before the next-best bid gets it."""
+    event_poll_seconds: float = Field(default=DEFAULT_POLL_SECONDS, gt=0, le=10)
+    """AGORA_EVENT_POLL_SECONDS: how often a watched task's record is read for its event
+    streams (one read per watched task per replica, whatever the number of watchers)."""
+    event_buffer: int = Field(default=DEFAULT_BUFFER_EVENTS, ge=1, le=10_000)
+    """AGORA_EVENT_BUFFER: events a watcher may leave unread before it is dropped (with the
+    reason; it resumes with Last-Event-ID)."""
     award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
     """AGORA_AWARD_SWEEP_SECONDS: how often this replica looks for awards whose acknowledgment
     window has ended (a window ends up to this much late)."""
@@ -52,9 +68,41 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             listed = await index.list_all(listings.listings_of(status, datetime.now(UTC)))
             return TaskList(status=status, task_ids=listed)
 
+        @app.post("/v1/tasks", response_model=TaskPublished, status_code=202)
+        async def publish_task(spec: TaskSpec) -> TaskPublished:
+            """For clients that reach the board but not the broker (the console's MCP tools):
+            the task goes to the market's topic from here. The same task published again is the
+            same message (its id is its content's digest), taken once."""
+            digest = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:32]
+            event_id = await ctx.publisher.publish(TASKS, spec, message_id=f"task-{digest}")
+            return TaskPublished(task_id=spec.task_id, event_id=event_id)
+
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
             return await readers(task_id).get_task()
+
+        streams = TaskEventStreams(
+            lambda task_id: readers(task_id).get_task(),
+            poll_seconds=settings.event_poll_seconds,
+            buffer_events=settings.event_buffer,
+        )
+
+        @app.get(
+            "/v1/tasks/{task_id}/events",
+            response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}}},
+        )
+        async def task_event_stream(
+            task_id: PathId, last_event_id: Annotated[str | None, Header()] = None
+        ) -> StreamingResponse:
+            """The task's events as Server-Sent Events, from after `Last-Event-ID`, live until
+            its final status (then an `end` event)."""
+            record = await readers(task_id).get_task()  # an unknown task: 404 before any event
+            return StreamingResponse(
+                streams.stream(record, last_seen(last_event_id)),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+            )
 
     async def warm_up(ctx: ServiceContext) -> None:
         ctx.spawn_daemon(watch["watch"].sweep_forever(settings.award_sweep_seconds), name="award watch")

@@ -1,0 +1,115 @@
+"""A task's live event stream on real sidecars (`GET /v1/tasks/{id}/events` on the task board,
+through Dapr service invocation): from the start to its end, every event once and in order; a
+stream resumed with `Last-Event-ID` after any event gives exactly the rest; `agora task watch`
+prints them and ends with the task; an unknown task is 404 NOT_FOUND before any event."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica
+from tests.integration.helpers import eventually, publish_event, replicas_of
+
+pytestmark = pytest.mark.integration
+
+
+def app(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "agora")[0]
+
+
+def events_url(cluster: LocalCluster, task_id: str) -> str:
+    return app(cluster).invoke_url(f"v1/tasks/{task_id}/events", app_id="agora")
+
+
+def read_stream(url: str, last_event_id: int | None = None) -> list[tuple[str, dict[str, Any], int | None]]:
+    """Every event of a stream until the server ends it: (event, data, id)."""
+    headers = {"accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["last-event-id"] = str(last_event_id)
+    found: list[tuple[str, dict[str, Any], int | None]] = []
+    kind, data, event_id = "message", "", None
+    with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(10, read=40)) as answer:
+        assert answer.status_code == 200, answer.read()
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        for line in answer.iter_lines():
+            if line.startswith("id:"):
+                event_id = int(line[3:])
+            elif line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                data = line[5:].strip()
+            elif not line and data:
+                found.append((kind, json.loads(data), event_id))
+                kind, data, event_id = "message", "", None
+    return found
+
+
+def finished_task(cluster: LocalCluster) -> str:
+    task_id = f"events-{uuid.uuid4().hex[:10]}"
+    spec = {
+        "task_id": task_id,
+        "description": "Summarise this week's papers on agent coordination",
+        "required_skills": ["web_search"],
+        "min_success_threshold": 0.0,
+    }
+    publish_event(app(cluster).dapr_http, "agora.tasks", spec)
+    return task_id
+
+
+def test_a_stream_from_the_start_gives_every_event_once_in_order_and_ends(
+    default_cluster: LocalCluster,
+) -> None:
+    task_id = finished_task(default_cluster)
+    url = events_url(default_cluster, task_id)
+    # Watched as soon as the board knows the task: the stream carries it live to its end.
+    eventually(lambda: httpx.get(url.removesuffix("/events"), timeout=10).status_code == 200)
+    events = read_stream(url)
+    ids = [event_id for _, _, event_id in events if event_id is not None]
+    assert ids == list(range(1, len(ids) + 1))
+    statuses = [data["status"] for kind, data, _ in events if kind == "status"]
+    assert statuses[:3] == ["PENDING", "BIDDING", "ALLOCATED"] and statuses[-1] in {"COMPLETED", "FAILED"}
+    kinds = [kind for kind, _, _ in events]
+    assert "awarded" in kinds and "acknowledged" in kinds and "outcome" in kinds
+    assert kinds[-1] == "end" and events[-1][1] == {"task_id": task_id, "last_seq": ids[-1]}
+
+
+def test_a_stream_resumed_after_any_event_gives_exactly_the_rest(default_cluster: LocalCluster) -> None:
+    task_id = finished_task(default_cluster)
+    url = events_url(default_cluster, task_id)
+    eventually(lambda: httpx.get(url.removesuffix("/events"), timeout=10).json().get("status") == "COMPLETED")
+    whole = [e for e in read_stream(url) if e[2] is not None]
+    for seen in range(len(whole) + 1):
+        rest = read_stream(url, last_event_id=seen)
+        assert [e for e in rest if e[2] is not None] == whole[seen:], seen
+        assert rest[-1][0] == "end"
+
+
+def test_agora_task_watch_prints_the_events_and_ends_with_the_task(default_cluster: LocalCluster) -> None:
+    task_id = finished_task(default_cluster)
+    port = app(default_cluster).endpoints.dapr_http_port
+    record_url = events_url(default_cluster, task_id).removesuffix("/events")
+    eventually(lambda: httpx.get(record_url, timeout=10).status_code == 200)
+    done = subprocess.run(
+        [sys.executable, "-m", "agora.cli", "--dapr-http-port", str(port), "task", "watch", task_id],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:2] == ["1", "PENDING"], lines
+    assert any(line.split()[1] == "outcome:" for line in lines), lines
+    assert lines[-1].split()[1] in {"COMPLETED", "FAILED"}, lines
+    assert [int(line.split()[0]) for line in lines] == list(range(1, len(lines) + 1))
+
+
+def test_an_unknown_task_is_not_found_before_any_event(default_cluster: LocalCluster) -> None:
+    answer = httpx.get(events_url(default_cluster, f"nobody-{uuid.uuid4().hex[:8]}"), timeout=10)
+    assert answer.status_code == 404 and answer.json()["error"] == "NOT_FOUND", answer.text
