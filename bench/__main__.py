@@ -4,6 +4,7 @@ from bench import (
     debate_gate,
     debate_run,
     escalations,
+    event_streams,
     flood,
     graph_run,
     input_bounds,
@@ -27,6 +28,7 @@ if __name__ == "__main__":
     market_bill.main()
     market_hops.main()
     escalations.main()
+    event_streams.main()
     planner_plan.main()
     debate_run.main()
     debate_gate.main()

@@ -4,7 +4,10 @@
          task's record (every 0.5 s, the default) and derives its events; each watcher has
          its bounded buffer; served by uvicorn as the board serves them;
   bare   the least an SSE server can do for the same clients: one broadcaster hands the same
-         pre-rendered events, at the same moments, to one unbounded queue per client.
+         events, rendered once, at the same moments, to one unbounded queue per client, and
+         each is written on its own;
+  bare-batched  the same at the board's cadence: every 0.5 s, the events of that half second
+         written together (as the board writes what waits for a watcher after each poll).
 
 The busy task: 200 bidders, the award passing from one to the next every 20 ms (an award made
 and one lapsed each time: 100 events a second) for 4 s, then the outcome. Both servers read the
@@ -114,7 +117,7 @@ def serve(kind: str, port: int, start_at: float) -> None:
     from starlette.routing import Route
 
     from agora.core.task_events import task_events
-    from agora.taskboard.event_streams import TaskEventStreams, last_seen, sse
+    from agora.taskboard.event_streams import DEFAULT_POLL_SECONDS, TaskEventStreams, last_seen, sse
 
     records = timeline(datetime.now(UTC))
 
@@ -135,17 +138,20 @@ def serve(kind: str, port: int, start_at: float) -> None:
             return StreamingResponse(body, media_type="text/event-stream")
 
     else:
-        rendered = [task_events(record) for record in records]
+        # Every event rendered once, and how many there are at each stage of the timeline.
+        texts = [sse(e.kind, e.model_dump_json(), e.seq) for e in task_events(records[-1])]
+        known = [len(task_events(record)) for record in records]
         queues: set[asyncio.Queue[str | None]] = set()
+        batched = kind == "bare-batched"
 
         async def broadcast() -> None:
-            sent = len(rendered[0])  # a client connecting before the start gets these itself
+            sent = known[0]  # a client connecting before the start gets these itself
             while True:
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(DEFAULT_POLL_SECONDS if batched else 0.005)
                 stage = stage_now()
-                fresh = rendered[stage][sent:]
-                sent += len(fresh)
-                chunks = [sse(e.kind, e.model_dump_json(), e.seq) for e in fresh]
+                fresh = texts[sent : known[stage]]
+                sent = known[stage]
+                chunks = ["".join(fresh)] if batched and fresh else fresh
                 done = stage == len(records) - 1
                 for queue in queues:
                     for chunk in chunks:
@@ -156,8 +162,7 @@ def serve(kind: str, port: int, start_at: float) -> None:
                     return
 
         async def body(queue: asyncio.Queue[str | None]) -> Any:
-            for event in rendered[stage_now()]:
-                yield sse(event.kind, event.model_dump_json(), event.seq)
+            yield "".join(texts[: known[stage_now()]])
             while (chunk := await queue.get()) is not None:
                 yield chunk
             yield sse("end", "{}")
@@ -169,7 +174,7 @@ def serve(kind: str, port: int, start_at: float) -> None:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        broadcaster = asyncio.create_task(broadcast()) if kind == "bare" else None
+        broadcaster = asyncio.create_task(broadcast()) if kind != "agora" else None
         yield
         if broadcaster is not None:
             broadcaster.cancel()
@@ -274,14 +279,15 @@ def main() -> None:
         f"{BIDDERS} bidders, one hand-over every {HANDOVER_S * 1000:.0f} ms), beside a bare SSE server",
         "events_in_the_stream_about": events,
         "bare": measure("bare"),
+        "bare_batched": measure("bare-batched"),
         "agora": measure("agora"),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    for kind in ("agora", "bare"):
+    for kind in ("agora", "bare", "bare_batched"):
         r = result[kind]
         print(
-            f"{kind:>5}: {r['delivered']} events delivered "
+            f"{kind:>12}: {r['delivered']} events delivered "
             f"({r['events_each_min']}-{r['events_each_max']} each), "
             f"{r['server_cpu_s']} s CPU, {r['server_cpu_us_per_delivered_event']} us/event, "
             f"RSS {r['server_rss_mb_before']} -> {r['server_rss_mb_with_watchers']} MB "

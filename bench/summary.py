@@ -98,6 +98,17 @@ def rows() -> list[tuple[str, str, str]]:
                 f"{api['cpu_ms_per_park_total']} ms CPU a park",
             )
         )
+    streams = _load("event_streams")
+    if streams:
+        agora, bare, batched = streams["agora"], streams["bare"], streams["bare_batched"]
+        table.append(
+            (
+                f"{agora['watchers']} watchers of one busy task's events: CPU us per event delivered",
+                f"{agora['server_cpu_us_per_delivered_event']}",
+                f"bare SSE server {bare['server_cpu_us_per_delivered_event']} (an event a write), "
+                f"{batched['server_cpu_us_per_delivered_event']} (at the board's cadence)",
+            )
+        )
     return table
 
 

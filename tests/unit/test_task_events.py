@@ -81,10 +81,10 @@ class Board:
 
 def parsed(chunks: list[str]) -> list[tuple[str, dict[str, object], str | None]]:
     events = []
-    for chunk in chunks:
-        if chunk.startswith(":"):
+    for block in "".join(chunks).split("\n\n"):
+        if not block or block.startswith(":"):
             continue
-        fields = dict(line.split(": ", 1) for line in chunk.strip().splitlines())
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
         events.append((fields["event"], json.loads(fields["data"]), fields.get("id")))
     return events
 

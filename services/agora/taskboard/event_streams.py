@@ -56,6 +56,14 @@ def last_seen(header: str | None) -> int:
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    """An event as its stream sends it, rendered once for all its watchers."""
+
+    seq: int
+    text: str
+
+
 class _Dropped:
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -66,13 +74,16 @@ class _End:
 
 
 _END = _End()
-Item = TaskEvent | _Dropped | _End
+Item = _Rendered | _Dropped | _End
+MAX_CHUNK_EVENTS = 256
+"""Events already waiting go out together, in one write."""
 
 
 @dataclass
 class _Feed:
     task_id: str
     events: list[TaskEvent] = field(default_factory=list)
+    rendered: list[_Rendered] = field(default_factory=list)
     watchers: set[asyncio.Queue[Item]] = field(default_factory=set)
     ended: bool = False
     poller: asyncio.Task[None] | None = None
@@ -117,9 +128,8 @@ class TaskEventStreams:
             feed = self._feeds[record.task_id] = _Feed(record.task_id)
         self._take(feed, record)
         queue: asyncio.Queue[Item] = asyncio.Queue()
-        for event in feed.events:
-            if event.seq > after:
-                queue.put_nowait(event)
+        for rendered in feed.rendered[after:]:
+            queue.put_nowait(rendered)
         if feed.ended:
             queue.put_nowait(_END)
         else:
@@ -136,16 +146,21 @@ class TaskEventStreams:
                 except TimeoutError:
                     yield ": still watching\n\n"
                     continue
-                if isinstance(item, TaskEvent):
-                    if item.seq <= sent:  # live events the client saw before it resumed
-                        continue
-                    sent = item.seq
-                    yield sse(item.kind, item.model_dump_json(), item.seq)
-                elif isinstance(item, _Dropped):
-                    yield sse("dropped", json.dumps({"reason": item.reason, "last_seq": sent}))
-                    return
-                else:
-                    yield sse("end", json.dumps({"task_id": feed.task_id, "last_seq": sent}))
+                chunk: list[str] = []
+                while isinstance(item, _Rendered):
+                    if item.seq > sent:  # not one the client saw before it resumed
+                        sent = item.seq
+                        chunk.append(item.text)
+                    if queue.empty() or len(chunk) >= MAX_CHUNK_EVENTS:
+                        break
+                    item = queue.get_nowait()
+                if isinstance(item, _Dropped):
+                    chunk.append(sse("dropped", json.dumps({"reason": item.reason, "last_seq": sent})))
+                elif isinstance(item, _End):
+                    chunk.append(sse("end", json.dumps({"task_id": feed.task_id, "last_seq": sent})))
+                if chunk:
+                    yield "".join(chunk)
+                if not isinstance(item, _Rendered):
                     return
         finally:
             feed.watchers.discard(queue)
@@ -166,8 +181,11 @@ class TaskEventStreams:
         events = task_events(record)
         if len(events) <= len(feed.events):
             return
-        fresh = events[len(feed.events) :]
+        fresh = [
+            _Rendered(e.seq, sse(e.kind, e.model_dump_json(), e.seq)) for e in events[len(feed.events) :]
+        ]
         feed.events = events
+        feed.rendered.extend(fresh)
         feed.ended = record.status in FINAL_TASK_STATUSES
         for queue in list(feed.watchers):
             for event in fresh:
@@ -180,7 +198,7 @@ class TaskEventStreams:
             feed.watchers.clear()  # each has its end queued; its stream forgets the feed
             self._forget_if_unwatched(feed)
 
-    def _offer(self, feed: _Feed, queue: asyncio.Queue[Item], event: TaskEvent) -> bool:
+    def _offer(self, feed: _Feed, queue: asyncio.Queue[Item], event: _Rendered) -> bool:
         if queue.qsize() < self._buffer:
             queue.put_nowait(event)
             return True
