@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import sys
 from collections.abc import Mapping
@@ -21,7 +20,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agora.console.auth import Person, Role
+from agora.console.auth import Person, Role, read_people_file
+from agora.console.users import write_private
 from agora.core.limits import MAX_NAME_CHARS
 
 __all__ = [
@@ -87,13 +87,7 @@ def load_api_keys(path: Path | None, token: str | None = None, token_person: Per
     read or does not hold a keys list raises ValueError naming the file (not its content)."""
     by_digest: dict[str, Person] = {}
     if path is not None:
-        try:
-            parsed = ApiKeysFile.model_validate(yaml.safe_load(path.read_text()) or {})
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read the API keys file {path}: {type(exc).__name__}") from None
-        except ValidationError as exc:
-            fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:5])
-            raise ValueError(f"the API keys file {path} is not a keys list (check {fields})") from None
+        parsed = read_people_file(path, ApiKeysFile, "API keys")
         by_digest = {entry.key_sha256: Person(name=entry.name, role=entry.role) for entry in parsed.keys}
     return ApiKeys(by_digest, token or None, token_person if token else None)
 
@@ -111,15 +105,9 @@ def local_api_key(folder: Path, name: str) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     key, entry = new_api_key(name, Role.DECIDER)
     keys, key_file = folder / "api-keys.yaml", folder / f"{name}-api-key"
-    _private(keys, yaml.safe_dump({"keys": [entry.model_dump(mode="json")]}, sort_keys=False))
-    _private(key_file, key + "\n")
+    write_private(keys, yaml.safe_dump({"keys": [entry.model_dump(mode="json")]}, sort_keys=False))
+    write_private(key_file, key + "\n")
     return keys, key_file
-
-
-def _private(path: Path, text: str) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:

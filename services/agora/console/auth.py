@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,8 +41,11 @@ __all__ = [
     "hash_secret",
     "load_users",
     "proxied_person",
+    "read_people_file",
     "verify_secret",
 ]
+
+F = TypeVar("F", bound=BaseModel)
 
 SCRYPT_N = 2**14
 SCRYPT_R = 8
@@ -167,15 +171,22 @@ def load_users(path: Path | None, token: str | None = None, token_person: Person
     read or does not hold a users list raises ValueError naming the file (not its content)."""
     users: dict[str, UserEntry] = {}
     if path is not None:
-        try:
-            parsed = UsersFile.model_validate(yaml.safe_load(path.read_text()) or {})
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"cannot read the users file {path}: {type(exc).__name__}") from None
-        except ValidationError as exc:
-            fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:5])
-            raise ValueError(f"the users file {path} is not a users list (check {fields})") from None
+        parsed = read_people_file(path, UsersFile, "users")
         users = {entry.name: entry for entry in parsed.users}
     return UserBook(users, token if token else None, token_person if token else None)
+
+
+def read_people_file(path: Path, model: type[F], what: str) -> F:
+    """A YAML file of people (`what`: users, API keys) read as `model`. One that cannot be read
+    or does not hold such a list raises ValueError naming the file and the fields, never its
+    content (it holds hashes of secrets)."""
+    try:
+        return model.model_validate(yaml.safe_load(path.read_text()) or {})
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read the {what} file {path}: {type(exc).__name__}") from None
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:5])
+        raise ValueError(f"the {what} file {path} does not hold a list of {what} (check {fields})") from None
 
 
 def proxied_person(headers: Mapping[str, str], header: str | None, deciders: Sequence[str]) -> Person | None:

@@ -15,7 +15,7 @@ import yaml
 
 from agora.console.auth import Role, UserEntry, hash_secret
 
-__all__ = ["LOCAL_PERSON", "entry_yaml", "local_sign_in", "main"]
+__all__ = ["LOCAL_PERSON", "entry_yaml", "local_sign_in", "main", "write_private"]
 
 LOCAL_PERSON = "operator"
 
@@ -25,7 +25,7 @@ def entry_yaml(name: str, role: Role, secret: str) -> str:
     return yaml.safe_dump([entry.model_dump(mode="json")], sort_keys=False)
 
 
-def _private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write `text` to a new file only its owner can read."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as file:
@@ -39,8 +39,8 @@ def local_sign_in(folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(24)
     users, secret_file = folder / "users.yaml", folder / "operator-secret"
-    _private(users, "users:\n" + entry_yaml(LOCAL_PERSON, Role.DECIDER, secret))
-    _private(secret_file, secret + "\n")
+    write_private(users, "users:\n" + entry_yaml(LOCAL_PERSON, Role.DECIDER, secret))
+    write_private(secret_file, secret + "\n")
     return users, secret_file
 
 
