@@ -30,6 +30,8 @@ from agora.taskboard.event_streams import (
 from agora.taskboard.listings import TaskListings
 
 APP_ID = "taskboard"
+EVENT_STREAM: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}
+"""What the events route answers, for its OpenAPI description."""
 
 
 class TaskBoardSettings(ServiceSettings):
@@ -87,11 +89,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             buffer_events=settings.event_buffer,
         )
 
-        @app.get(
-            "/v1/tasks/{task_id}/events",
-            response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {}}}},
-        )
+        @app.get("/v1/tasks/{task_id}/events", response_class=StreamingResponse, responses=EVENT_STREAM)
         async def task_event_stream(
             task_id: PathId, last_event_id: Annotated[str | None, Header()] = None
         ) -> StreamingResponse:
