@@ -122,6 +122,7 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
 
     print(f"  console: {console.app_url}  (sign in as {LOCAL_PERSON} with the secret in {secret_file})")
     print(f"  MCP server: {console.app_url}/mcp  (bearer key in {key_file})")
+    print(f"  A2A agent: {console.app_url}/.well-known/agent-card.json  (the same key)")
     # People's tools, the demo among them, speak through the console's sidecar (topic scopes
     # and access policies name it), except in the default profile, whose in-memory pub/sub
     # reaches only the apps behind the sidecar it is published to: there, the embedded app's.

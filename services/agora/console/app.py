@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from importlib import resources
+from importlib.metadata import version
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,6 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mcp.server.fastmcp import FastMCP
 from starlette.routing import Route
 
+from agora.console.a2a_server import MarketAgent, a2a_routes
 from agora.console.api_keys import load_api_keys
 from agora.console.auth import Person, Role, load_users
 from agora.console.boards import Unavailable, install_boards
@@ -101,7 +103,13 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             DebateClient(ctx.sidecar, settings.app_for("debate")),
             escalations,
         )
-        mcp["server"] = market_mcp(tools, keys, settings.console_public_url)
+        agent = MarketAgent(
+            TaskBoardClient(ctx.sidecar, settings.app_for("taskboard")),
+            RegistryClient(ctx.sidecar, settings.app_for("registry")),
+            escalations,
+        )
+        app.router.routes.extend(a2a_routes(agent, keys, settings.public_url, version("agora")))
+        mcp["server"] = market_mcp(tools, keys, settings.public_url)
         # The MCP app's own route (with the SDK's bearer middleware) answers at its path.
         app.router.routes.append(Route(MCP_PATH, endpoint=mcp["server"].streamable_http_app()))
         app.add_exception_handler(PageError, person_pages.error)

@@ -27,9 +27,10 @@ class ConsoleSettings(ServiceSettings):
     """AGORA_CONSOLE_API_KEYS_FILE: keys programs act with at `/mcp` (YAML `keys: [{name, role,
     key_sha256}]`; `python -m agora.console.api_keys` makes one); the console token acts as its
     person too."""
-    console_public_url: str = Field(default="http://127.0.0.1:8080", max_length=2048)
+    console_public_url: str | None = Field(default=None, max_length=2048)
     """AGORA_CONSOLE_PUBLIC_URL: where clients reach the console (named in its MCP server's
-    authorization metadata as the issuer of its keys)."""
+    authorization metadata as the issuer of its keys, and in its A2A Agent Card as the market's
+    endpoint); unset, the console's own address and port (`public_url`)."""
     console_proxy_user_header: str | None = None
     """AGORA_CONSOLE_PROXY_USER_HEADER: trust this request header (e.g. X-Forwarded-User) to
     name the person; set it only behind an authenticating proxy that always sets it."""
@@ -58,3 +59,12 @@ class ConsoleSettings(ServiceSettings):
     @property
     def deciders(self) -> list[str]:
         return [name.strip() for name in self.console_proxy_deciders.split(",") if name.strip()]
+
+    @property
+    def public_url(self) -> str:
+        """Where clients reach the console: `console_public_url`, else its own address and port
+        (a console listening on every interface names loopback)."""
+        if self.console_public_url:
+            return self.console_public_url.rstrip("/")
+        host = "127.0.0.1" if self.app_host in ("0.0.0.0", "::", "") else self.app_host
+        return f"http://{host}:{self.app_port}"

@@ -1,0 +1,180 @@
+"""The market as an A2A agent, through the `a2a-sdk`'s own client against the console of the
+Redis system (every service its own app behind its own sidecar): the Agent Card lists the
+market's skills; a decider's streamed message becomes a task the market decides, its status
+and outcome arriving as they happen; GetTask and ListTasks read it back; the 0.3 wire's
+`message/send` reaches the same market; a viewer reads but cannot send; no key gets 401; a
+message the market cannot take is refused with what to send instead, and nothing is published."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
+from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
+
+from agora.console.a2a_server import task_id_of
+from agora.harness import LocalCluster
+from tests.integration.helpers import CONSOLE_DECIDER, CONSOLE_KEYS, CONSOLE_VIEWER, eventually, replicas_of
+
+pytestmark = pytest.mark.integration
+
+FINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED}
+
+
+def console_url(cluster: LocalCluster) -> str:
+    return replicas_of(cluster, "console")[0].app_url
+
+
+@asynccontextmanager
+async def a2a_client(cluster: LocalCluster, person: str, streaming: bool = True) -> AsyncIterator[Client]:
+    headers = {"authorization": f"Bearer {CONSOLE_KEYS[person]}"}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        client = await create_client(
+            console_url(cluster), client_config=ClientConfig(streaming=streaming, httpx_client=http)
+        )
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def task_message(text: str, skills: list[str] | None = None) -> Message:
+    """A user's message asking for a task; any bid is good enough for it (as in the market's
+    other tests), so the market awards it."""
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+    message.metadata.update({"min_success_threshold": 0.0})
+    if skills is not None:
+        message.metadata.update({"skills": skills})
+    return message
+
+
+def board_record(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
+    console = replicas_of(cluster, "console")[0]
+    answer = httpx.get(console.invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+    return answer.json() if answer.status_code == 200 else None
+
+
+async def test_the_card_lists_the_market_s_skills_and_asks_for_a_key(redis_cluster: LocalCluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:  # no key: the card is public
+        card = await A2ACardResolver(http, console_url(redis_cluster)).get_agent_card()
+    assert "web_search" in {skill.id for skill in card.skills}
+    [interface] = card.supported_interfaces
+    assert interface.url.endswith("/a2a") and interface.protocol_binding == "JSONRPC"
+    assert card.capabilities.streaming and not card.capabilities.push_notifications
+    assert card.security_schemes["agoraApiKey"].http_auth_security_scheme.scheme == "bearer"
+
+
+async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_back(
+    redis_cluster: LocalCluster,
+) -> None:
+    request = SendMessageRequest(
+        message=task_message("Summarise this week's papers on agent coordination", ["web_search"])
+    )
+    seen: list[StreamResponse] = []
+    async with a2a_client(redis_cluster, CONSOLE_DECIDER) as client:
+        async for response in client.send_message(request):
+            seen.append(response)
+        first = seen[0]
+        assert first.HasField("task") and first.task.status.state == TaskState.TASK_STATE_SUBMITTED, first
+        task_id = first.task.id
+        states = [r.status_update.status.state for r in seen if r.HasField("status_update")]
+        assert TaskState.TASK_STATE_WORKING in states, states
+        assert states[-1] in FINAL, states
+        # The outcome came as the task's artifact before the final status.
+        [artifact] = [r.artifact_update.artifact for r in seen if r.HasField("artifact_update")]
+        record = board_record(redis_cluster, task_id)
+        assert record is not None and record["outcome"] is not None
+        assert record["spec"]["min_success_threshold"] == 0.0, "the metadata's terms are the task's"
+        assert artifact.parts[0].text == record["outcome"]["summary"]
+
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == states[-1] and task.artifacts[0].artifact_id == f"{task_id}-outcome"
+        assert task.history[0].parts[0].text.startswith("Summarise this week's papers")
+        listed = await client.list_tasks(ListTasksRequest(status=task.status.state, page_size=100))
+        assert task_id in [t.id for t in listed.tasks] or listed.next_page_token, listed
+
+        # The same message again is the same task, not a second one.
+        again = [r async for r in client.send_message(request)]
+        assert again[0].task.id == task_id
+
+
+async def test_the_0_3_wire_reaches_the_same_market(redis_cluster: LocalCluster) -> None:
+    message_id = uuid.uuid4().hex
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": message_id,
+                "role": "user",
+                "parts": [{"kind": "text", "text": "Summarise the papers on web_search agents"}],
+            },
+            "configuration": {"blocking": False},
+        },
+    }
+    headers = {"authorization": f"Bearer {CONSOLE_KEYS[CONSOLE_DECIDER]}"}
+    answer = httpx.post(f"{console_url(redis_cluster)}/a2a", json=body, headers=headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["kind"] == "task" and result["status"]["state"] in {"submitted", "working"}, result
+    # Skills named in the text: the market took the task and decides it.
+    record = eventually(lambda: board_record(redis_cluster, result["id"]), timeout=60)
+    assert record["spec"]["required_skills"] == ["web_search"]
+
+
+async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(redis_cluster: LocalCluster) -> None:
+    async with a2a_client(redis_cluster, CONSOLE_VIEWER, streaming=False) as viewer:
+        message = task_message("Summarise the papers", ["web_search"])
+        with pytest.raises(A2AError, match="FORBIDDEN: victor is a viewer"):
+            [r async for r in viewer.send_message(SendMessageRequest(message=message))]
+        listed = await viewer.list_tasks(ListTasksRequest(page_size=5))
+        assert listed.page_size == 5
+    assert board_record(redis_cluster, task_id_of(message)) is None
+
+    refused = httpx.post(
+        f"{console_url(redis_cluster)}/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
+        timeout=30,
+    )
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer"), (
+        refused.text
+    )
+
+
+async def test_a_message_the_market_cannot_take_is_refused_with_what_to_send(
+    redis_cluster: LocalCluster,
+) -> None:
+    async with a2a_client(redis_cluster, CONSOLE_DECIDER, streaming=False) as client:
+        vague = task_message("Do something nice")
+        with pytest.raises(A2AError, match=r"name the skills the task needs in metadata\.skills"):
+            [r async for r in client.send_message(SendMessageRequest(message=vague))]
+        wrong = task_message("Summarise", ["web_search"])
+        wrong.metadata.update({"skills": "web_search"})
+        with pytest.raises(A2AError, match="must be a list of skill tags"):
+            [r async for r in client.send_message(SendMessageRequest(message=wrong))]
+        immediately = SendMessageRequest(
+            message=task_message("Summarise the papers", ["web_search"]),
+            configuration=SendMessageConfiguration(return_immediately=True),
+        )
+        [answer] = [r async for r in client.send_message(immediately)]
+        assert answer.task.status.state in {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING}
+        with pytest.raises(A2AError, match="no task a2a-missing on the market"):
+            await client.get_task(GetTaskRequest(id="a2a-missing"))

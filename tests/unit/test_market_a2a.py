@@ -1,0 +1,149 @@
+"""The market as an A2A agent, in its pure parts: a board record read as an A2A task (every
+status, a person deciding, the outcome as an artifact), a board event as A2A events, a message
+as a task (skills from metadata or the text, the task's terms, refusals that say what to send),
+and the card's skills."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from a2a.types.a2a_pb2 import Message, Part, Role, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.utils.errors import InvalidParamsError
+
+from agora.console.a2a_server import (
+    STATES,
+    _updates,
+    a2a_task,
+    market_card,
+    market_skills,
+    task_id_of,
+    task_spec_of,
+)
+from agora.core.contracts import RegisteredAgent
+from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
+from agora.core.task_events import task_events
+from agora.core.task_lifecycle import StatusChange, TaskRecord
+
+
+def record(status: AllocationStatus, **fields: object) -> TaskRecord:
+    spec = TaskSpec(task_id="t-1", description="Count the words", required_skills=["word_count"])
+    history = [StatusChange(status=AllocationStatus.PENDING), StatusChange(status=status)]
+    return TaskRecord.model_validate(
+        {
+            "spec": spec,
+            "status": status,
+            "history": history if status is not AllocationStatus.PENDING else history[:1],
+            **fields,
+        }
+    )
+
+
+def message(*texts: str, **metadata: Any) -> Message:
+    sent = Message(message_id="m-1", role=Role.ROLE_USER, parts=[Part(text=t) for t in texts])
+    if metadata:
+        sent.metadata.update(metadata)
+    return sent
+
+
+def test_every_board_status_has_an_a2a_state_and_a_person_deciding_is_input_required() -> None:
+    assert set(STATES) == set(AllocationStatus)
+    assert a2a_task(record(AllocationStatus.PENDING)).status.state == TaskState.TASK_STATE_SUBMITTED
+    working = record(AllocationStatus.ALLOCATED)
+    assert a2a_task(working).status.state == TaskState.TASK_STATE_WORKING
+    waiting = a2a_task(working, waiting_on="esc-9")
+    assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "escalation esc-9" in waiting.status.message.parts[0].text
+
+
+def test_an_ended_task_carries_its_outcome_as_an_artifact_and_its_request_as_history() -> None:
+    outcome = TaskOutcome(
+        task_id="t-1",
+        agent_id="counter",
+        actual_success=True,
+        actual_cost_usd=0.01,
+        actual_steps=1,
+        summary="3",
+    )
+    task = a2a_task(record(AllocationStatus.COMPLETED, outcome=outcome))
+    assert task.id == task.context_id == "t-1"
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED and task.status.message.parts[0].text == "3"
+    [artifact] = task.artifacts
+    assert artifact.parts[0].text == "3"
+    assert artifact.parts[1].data.struct_value.fields["agent_id"].string_value == "counter"
+    assert task.history[0].role == Role.ROLE_USER and task.history[0].parts[0].text == "Count the words"
+    assert task.status.timestamp.seconds > 0
+
+
+def test_a_rejection_says_the_market_s_reason() -> None:
+    rejected = record(
+        AllocationStatus.REJECTED,
+        allocation={"task_id": "t-1", "status": "REJECTED", "reject_reason": "no capable agents"},
+    )
+    status = a2a_task(rejected).status
+    assert status.state == TaskState.TASK_STATE_REJECTED
+    assert status.message.parts[0].text == "rejected by the market: no capable agents"
+
+
+def test_board_events_become_status_updates_and_the_outcome_an_artifact() -> None:
+    outcome = TaskOutcome(
+        task_id="t-1",
+        agent_id="counter",
+        actual_success=False,
+        actual_cost_usd=0.0,
+        actual_steps=1,
+        summary="no",
+    )
+    ended = record(AllocationStatus.FAILED, outcome=outcome)
+    updates = [u for event in task_events(ended) for u in _updates(ended, event)]
+    kinds = [type(u).__name__ for u in updates]
+    assert kinds == ["TaskStatusUpdateEvent", "TaskArtifactUpdateEvent", "TaskStatusUpdateEvent"], kinds
+    first, artifact, last = updates
+    assert isinstance(first, TaskStatusUpdateEvent) and first.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert isinstance(artifact, TaskArtifactUpdateEvent) and artifact.artifact.parts[0].text == "no"
+    assert isinstance(last, TaskStatusUpdateEvent) and last.status.state == TaskState.TASK_STATE_FAILED
+
+
+def test_a_message_s_skills_come_from_its_metadata_else_from_the_skills_its_text_names() -> None:
+    named = task_spec_of(message("Please do a word_count of this"), ["word_count", "translation"])
+    assert named.required_skills == ["word_count"] and named.description == "Please do a word_count of this"
+    given = task_spec_of(message("Count", skills=["translation"], budget_usd=0.5), ["word_count"])
+    assert given.required_skills == ["translation"] and given.budget_usd == 0.5
+    assert given.task_id == task_id_of(message("Count")), "the message's id names the task"
+    assert task_spec_of(message("a", "b", skills=["x"]), []).description == "a\nb"
+
+
+@pytest.mark.parametrize(
+    ("sent", "refusal"),
+    [
+        (message("Do something nice"), "name the skills the task needs"),
+        (message("Count", skills="word_count"), "must be a list of skill tags"),
+        (message("   "), "at least one with text"),
+        (Message(message_id="m-2", parts=[Part(url="https://example.test/file")]), "text parts only"),
+        (message("x" * 20_000, skills=["s"]), "at most 16384"),
+        (message("Count", skills=["s"], min_success_threshold=2), "min_success_threshold"),
+        (Message(parts=[Part(text="Count")]), "needs a messageId"),
+    ],
+)
+def test_a_message_the_market_cannot_take_is_refused_with_what_to_send(sent: Message, refusal: str) -> None:
+    with pytest.raises(InvalidParamsError, match=refusal):
+        task_spec_of(sent, ["word_count"])
+
+
+def test_the_card_lists_one_skill_per_tag_offered_and_asks_for_a_bearer_key() -> None:
+    now = datetime.now(UTC)
+    agents = [
+        RegisteredAgent(agent_id="a", agent_name="A", skill_tags=["word_count", "translation"]),
+        RegisteredAgent(agent_id="b", agent_name="B", skill_tags=["word_count"]),
+        RegisteredAgent(agent_id="c", agent_name="C", skill_tags=["secret"], suspended_until=now),
+    ]
+    skills = market_skills(agents)
+    assert [s.id for s in skills] == ["translation", "word_count"], (
+        "a suspended agent's skills are not offered"
+    )
+    assert "2 agent(s)" in skills[1].description
+    card = market_card("http://console.test/", "1.2.3", skills)
+    assert card.supported_interfaces[0].url == "http://console.test/a2a"
+    assert card.security_schemes["agoraApiKey"].http_auth_security_scheme.scheme == "bearer"
+    assert list(card.security_requirements[0].schemes) == ["agoraApiKey"]
