@@ -117,7 +117,8 @@ def serve(kind: str, port: int, start_at: float) -> None:
     from starlette.routing import Route
 
     from agora.core.task_events import task_events
-    from agora.taskboard.event_streams import DEFAULT_POLL_SECONDS, TaskEventStreams, last_seen, sse
+    from agora.runtime.event_streams import DEFAULT_POLL_SECONDS, last_seen, sse
+    from agora.taskboard.event_streams import TaskEventStreams
 
     records = timeline(datetime.now(UTC))
 
@@ -134,7 +135,7 @@ def serve(kind: str, port: int, start_at: float) -> None:
 
         async def events(request: Request) -> StreamingResponse:
             record = await read("busy")
-            body = streams.stream(record, last_seen(request.headers.get("last-event-id")))
+            body = streams.stream(record.task_id, record, last_seen(request.headers.get("last-event-id")))
             return StreamingResponse(body, media_type="text/event-stream")
 
     else:

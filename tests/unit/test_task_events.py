@@ -16,8 +16,11 @@ import pytest
 from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome
 from agora.core.task_events import TaskEventKind, task_events
 from agora.core.task_lifecycle import TaskRecord, acknowledge, allocate, expire_award, move, record_outcome
-from agora.taskboard.event_streams import TaskEventStreams, last_seen
+from agora.runtime.event_streams import last_seen
+from agora.taskboard.event_streams import TaskEventStreams
 from tests.unit.test_awards import NOW, awarded, spec
+
+TASK_ID = "t1"
 
 
 def stages() -> list[TaskRecord]:
@@ -104,7 +107,7 @@ async def advance(board: Board, streams: TaskEventStreams) -> None:
 async def test_a_stream_resumed_after_any_event_misses_nothing_and_repeats_nothing(after: int) -> None:
     board = Board(stages())
     streams = TaskEventStreams(board.read, poll_seconds=0.005)
-    watching = asyncio.create_task(collect(streams.stream(board.records[0], after)))
+    watching = asyncio.create_task(collect(streams.stream(TASK_ID, board.records[0], after)))
     await advance(board, streams)
     events = parsed(await asyncio.wait_for(watching, 5))
     ids = [int(i) for _, _, i in events if i is not None]
@@ -116,7 +119,9 @@ async def test_a_stream_resumed_after_any_event_misses_nothing_and_repeats_nothi
 async def test_a_thousand_watchers_of_one_task_cost_one_read_per_poll() -> None:
     board = Board(stages())
     streams = TaskEventStreams(board.read, poll_seconds=0.01)
-    watchers = [asyncio.create_task(collect(streams.stream(board.records[0], 0))) for _ in range(1000)]
+    watchers = [
+        asyncio.create_task(collect(streams.stream(TASK_ID, board.records[0], 0))) for _ in range(1000)
+    ]
     await asyncio.sleep(0.05)
     assert streams.watchers == 1000 and streams.feeds == 1
     await advance(board, streams)
@@ -129,9 +134,9 @@ async def test_a_thousand_watchers_of_one_task_cost_one_read_per_poll() -> None:
 async def test_a_watcher_that_does_not_read_is_dropped_with_the_reason_and_the_others_go_on() -> None:
     board = Board(stages())
     streams = TaskEventStreams(board.read, poll_seconds=0.005, buffer_events=2)
-    slow = streams.stream(board.records[0], 0)
+    slow = streams.stream(TASK_ID, board.records[0], 0)
     first = await anext(slow)  # it reads its first event, then stops reading
-    keeping_up = asyncio.create_task(collect(streams.stream(board.records[0], 0)))
+    keeping_up = asyncio.create_task(collect(streams.stream(TASK_ID, board.records[0], 0)))
     await advance(board, streams)
     assert len(parsed(await asyncio.wait_for(keeping_up, 5))) == 10
     rest = parsed([first] + await collect(slow))
@@ -144,7 +149,7 @@ async def test_a_watcher_that_does_not_read_is_dropped_with_the_reason_and_the_o
 async def test_a_stream_of_an_ended_task_is_its_events_and_the_end() -> None:
     board = Board(stages())
     streams = TaskEventStreams(board.read)
-    events = parsed(await collect(streams.stream(board.records[-1], 7)))
+    events = parsed(await collect(streams.stream(TASK_ID, board.records[-1], 7)))
     assert [(kind, event_id) for kind, _, event_id in events] == [
         ("outcome", "8"),
         ("status", "9"),

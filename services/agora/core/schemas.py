@@ -165,14 +165,18 @@ CONTRACTS: dict[str, Contract] = {
     "plan_request": Contract(PlanRequest, "topic `agora.plans`"),
     "plan_submission": Contract(PlanSubmission, "`PUT /v1/plans/{id}` body (planner)"),
     "plan_accepted": Contract(PlanAccepted, "answer of `PUT /v1/plans/{id}`"),
-    "plan_record": Contract(PlanRecord, "answer of `GET /v1/plans/{id}`"),
+    "plan_record": Contract(
+        PlanRecord, "answer of `GET /v1/plans/{id}`, and each event of `GET /v1/plans/{id}/events`"
+    ),
     "plan_list": Contract(PlanList, "answer of `GET /v1/plans?state=`"),
     "plan_completed": Contract(PlanCompleted, "topic `agora.plan.completed`"),
     "debate_request": Contract(DebateRequest, "topic `agora.debates`"),
     "debate_submission": Contract(DebateSubmission, "`PUT /v1/debates/{id}` body (debate)"),
     "debate_accepted": Contract(DebateAccepted, "answer of `PUT /v1/debates/{id}`"),
     "debate_record": Contract(
-        DebateRecord, "answer of `GET /v1/debates/{id}` and `POST /v1/debates/{id}/outcome`"
+        DebateRecord,
+        "answer of `GET /v1/debates/{id}` and `POST /v1/debates/{id}/outcome`, and each event of "
+        "`GET /v1/debates/{id}/events`",
     ),
     "debate_list": Contract(DebateList, "answer of `GET /v1/debates?state=`"),
     "debate_completed": Contract(DebateCompleted, "topic `agora.debate.completed`"),

@@ -6,8 +6,10 @@ a person's decision on a split debate (`agora.escalation.resolved`, checked agai
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Header, Query
+from starlette.responses import StreamingResponse
 
 from agora.core import topics
 from agora.core.debate.config import DebaterConfig, UnusableModel
@@ -40,6 +42,12 @@ from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import escalation_actors
+from agora.runtime.event_streams import (
+    EVENT_ROUTE,
+    event_stream_response,
+    last_seen,
+    state_streams,
+)
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
@@ -142,8 +150,9 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
         async def submit(debate_id: DebateId, submission: DebateSubmission) -> DebateAccepted:
             return await start(DebateRequest(debate_id=debate_id, **submission.model_dump()))
 
-        @app.get("/v1/debates/{debate_id}", response_model=DebateRecord)
-        async def show(debate_id: PathId) -> DebateRecord:
+        async def read_debate(debate_id: str) -> DebateRecord:
+            """The debate's record, or the record of one whose workflow is scheduled but has not
+            written it yet."""
             found = await debates.get(debate_id)
             if found is not None:
                 return found
@@ -154,6 +163,24 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             return new_debate_record(begin.request, scheduled_at).model_copy(
                 update={"traceparent": begin.traceparent}
             )
+
+        @app.get("/v1/debates/{debate_id}", response_model=DebateRecord)
+        async def show(debate_id: PathId) -> DebateRecord:
+            return await read_debate(debate_id)
+
+        debate_streams = state_streams(
+            "debate", read_debate, lambda record: record.state in FINAL_DEBATE_STATES
+        )
+
+        @app.get("/v1/debates/{debate_id}/events", **EVENT_ROUTE)
+        async def debate_event_stream(
+            debate_id: PathId, last_event_id: Annotated[str | None, Header()] = None
+        ) -> StreamingResponse:
+            """The debate as it is, then each change of it, as Server-Sent Events (`debate`, the
+            record; its id the record's revision + 1), from after `Last-Event-ID`, until it
+            ends (then an `end` event)."""
+            record = await read_debate(debate_id)  # an unknown debate: 404 before any event
+            return event_stream_response(debate_streams.stream(debate_id, record, last_seen(last_event_id)))
 
         @app.get("/v1/debates", response_model=DebateList)
         async def list_debates(

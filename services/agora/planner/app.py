@@ -13,15 +13,17 @@ posted (`planner:task:<task id>` names its workflow).
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Header, Query
+from starlette.responses import StreamingResponse
 
 from agora.core import topics
 from agora.core.errors import NotFound, conflict_between
 from agora.core.escalation.record import WaitingPartyKind
 from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationResolved
-from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord, PlanState, new_record
+from agora.core.plans.record import FINAL_STATES, PlanAccepted, PlanList, PlanRecord, PlanState, new_record
 from agora.core.plans.request import PlanId, PlanRequest, PlanSubmission, submission_of
 from agora.core.plans.run import given_plan
 from agora.core.task_waits import TaskEnded, TaskLink
@@ -39,6 +41,12 @@ from agora.planner.workflow import (
 )
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import escalation_actors, task_actors
+from agora.runtime.event_streams import (
+    EVENT_ROUTE,
+    event_stream_response,
+    last_seen,
+    state_streams,
+)
 from agora.runtime.service import (
     PathId,
     ServiceContext,
@@ -127,8 +135,9 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         async def submit(plan_id: PlanId, submission: PlanSubmission) -> PlanAccepted:
             return await start(PlanRequest(plan_id=plan_id, **submission.model_dump()))
 
-        @app.get("/v1/plans/{plan_id}", response_model=PlanRecord)
-        async def show(plan_id: PathId) -> PlanRecord:
+        async def read_plan(plan_id: str) -> PlanRecord:
+            """The plan's record, or the record of one whose workflow is scheduled but has not
+            written it yet."""
             found = await plans.get(plan_id)
             if found is not None:
                 return found
@@ -139,6 +148,22 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
             return new_record(begin.request, scheduled_at).model_copy(
                 update={"traceparent": begin.traceparent}
             )
+
+        @app.get("/v1/plans/{plan_id}", response_model=PlanRecord)
+        async def show(plan_id: PathId) -> PlanRecord:
+            return await read_plan(plan_id)
+
+        plan_streams = state_streams("plan", read_plan, lambda record: record.state in FINAL_STATES)
+
+        @app.get("/v1/plans/{plan_id}/events", **EVENT_ROUTE)
+        async def plan_event_stream(
+            plan_id: PathId, last_event_id: Annotated[str | None, Header()] = None
+        ) -> StreamingResponse:
+            """The plan as it is, then each change of it, as Server-Sent Events (`plan`, the
+            record; its id the record's revision + 1), from after `Last-Event-ID`, until it
+            ends (then an `end` event)."""
+            record = await read_plan(plan_id)  # an unknown plan: 404 before any event
+            return event_stream_response(plan_streams.stream(plan_id, record, last_seen(last_event_id)))
 
         @app.get("/v1/plans", response_model=PlanList)
         async def list_plans(

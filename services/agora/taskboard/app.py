@@ -16,22 +16,22 @@ from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, Task
 from agora.core.topics import TASKS
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import task_actors
+from agora.runtime.event_streams import (
+    DEFAULT_BUFFER_EVENTS,
+    DEFAULT_POLL_SECONDS,
+    EVENT_ROUTE,
+    event_stream_response,
+    last_seen,
+)
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
-from agora.taskboard.event_streams import (
-    DEFAULT_BUFFER_EVENTS,
-    DEFAULT_POLL_SECONDS,
-    TaskEventStreams,
-    last_seen,
-)
+from agora.taskboard.event_streams import TaskEventStreams
 from agora.taskboard.listings import TaskListings
 
 APP_ID = "taskboard"
-EVENT_STREAM: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}
-"""What the events route answers, for its OpenAPI description."""
 
 
 class TaskBoardSettings(ServiceSettings):
@@ -89,18 +89,14 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             buffer_events=settings.event_buffer,
         )
 
-        @app.get("/v1/tasks/{task_id}/events", response_class=StreamingResponse, responses=EVENT_STREAM)
+        @app.get("/v1/tasks/{task_id}/events", **EVENT_ROUTE)
         async def task_event_stream(
             task_id: PathId, last_event_id: Annotated[str | None, Header()] = None
         ) -> StreamingResponse:
             """The task's events as Server-Sent Events, from after `Last-Event-ID`, live until
             its final status (then an `end` event)."""
             record = await readers(task_id).get_task()  # an unknown task: 404 before any event
-            return StreamingResponse(
-                streams.stream(record, last_seen(last_event_id)),
-                media_type="text/event-stream",
-                headers={"cache-control": "no-store", "x-accel-buffering": "no"},
-            )
+            return event_stream_response(streams.stream(task_id, record, last_seen(last_event_id)))
 
     async def warm_up(ctx: ServiceContext) -> None:
         ctx.spawn_daemon(watch["watch"].sweep_forever(settings.award_sweep_seconds), name="award watch")
