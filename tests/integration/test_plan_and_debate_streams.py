@@ -6,47 +6,19 @@ event."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Any
 
 import httpx
 import pytest
 
 from agora.harness import LocalCluster
-from tests.integration.test_task_event_streams import app
+from tests.integration.test_task_event_streams import app, read_stream
 
 pytestmark = pytest.mark.integration
-
-Event = tuple[str, dict[str, Any], int | None]
 
 
 def events_url(cluster: LocalCluster, path: str) -> str:
     return app(cluster).invoke_url(path, app_id="agora")
-
-
-def read_until(url: str, stop: set[str], last_event_id: int | None = None) -> list[Event]:
-    """The stream's events until it ends or a record's state is one of `stop`."""
-    headers = {"accept": "text/event-stream"}
-    if last_event_id is not None:
-        headers["last-event-id"] = str(last_event_id)
-    found: list[Event] = []
-    kind, data, event_id = "message", "", None
-    with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(10, read=60)) as answer:
-        assert answer.status_code == 200, answer.read()
-        for line in answer.iter_lines():
-            if line.startswith("id:"):
-                event_id = int(line[3:])
-            elif line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                data = line[5:].strip()
-            elif not line and data:
-                found.append((kind, json.loads(data), event_id))
-                if found[-1][1].get("state") in stop:
-                    return found
-                kind, data, event_id = "message", "", None
-    return found
 
 
 def test_a_debate_s_stream_gives_the_record_and_ends_with_it_and_a_resumed_one_repeats_nothing(
@@ -66,7 +38,7 @@ def test_a_debate_s_stream_gives_the_record_and_ends_with_it_and_a_resumed_one_r
     assert started.status_code == 200, started.text
     url = events_url(default_cluster, f"v1/debates/{debate_id}/events")
 
-    seen = read_until(url, set())
+    seen = read_stream(url)
     records = [(data, event_id) for kind, data, event_id in seen if kind == "debate"]
     assert records and all(data["debate_id"] == debate_id for data, _ in records)
     ids = [event_id for _, event_id in records if event_id is not None]
@@ -76,7 +48,7 @@ def test_a_debate_s_stream_gives_the_record_and_ends_with_it_and_a_resumed_one_r
     assert records[-1][0]["state"] == "COMPLETED", records[-1][0]["state"]
     assert seen[-1][0] == "end" and seen[-1][1] == {"debate_id": debate_id, "last_seq": ids[-1]}
     # Resumed after the last id: nothing it saw again, only the end.
-    assert [kind for kind, _, _ in read_until(url, set(), last_event_id=ids[-1])] == ["end"]
+    assert [kind for kind, _, _ in read_stream(url, last_event_id=ids[-1])] == ["end"]
 
 
 def test_an_unknown_plan_s_stream_is_404_before_any_event(default_cluster: LocalCluster) -> None:
@@ -91,7 +63,9 @@ def test_a_plan_s_stream_gives_each_change_until_it_settles(default_cluster: Loc
         app(default_cluster).invoke_url(f"v1/plans/{plan_id}", app_id="agora"), json=submission, timeout=30
     )
     assert started.status_code == 200, started.text
-    seen = read_until(events_url(default_cluster, f"v1/plans/{plan_id}/events"), {"WAITING_FOR_HUMAN"})
+    seen = read_stream(
+        events_url(default_cluster, f"v1/plans/{plan_id}/events"), stop=frozenset({"WAITING_FOR_HUMAN"})
+    )
     records = [(data, event_id) for kind, data, event_id in seen if kind == "plan"]
     ids = [event_id for _, event_id in records if event_id is not None]
     assert len(ids) == len(records), "every record event has its id"

@@ -28,8 +28,11 @@ def events_url(cluster: LocalCluster, task_id: str) -> str:
     return app(cluster).invoke_url(f"v1/tasks/{task_id}/events", app_id="agora")
 
 
-def read_stream(url: str, last_event_id: int | None = None) -> list[tuple[str, dict[str, Any], int | None]]:
-    """Every event of a stream until the server ends it: (event, data, id)."""
+def read_stream(
+    url: str, last_event_id: int | None = None, stop: frozenset[str] = frozenset()
+) -> list[tuple[str, dict[str, Any], int | None]]:
+    """Every event of a stream until the server ends it, or until an event's data has a
+    `state` in `stop`: (event, data, id)."""
     headers = {"accept": "text/event-stream"}
     if last_event_id is not None:
         headers["last-event-id"] = str(last_event_id)
@@ -47,6 +50,8 @@ def read_stream(url: str, last_event_id: int | None = None) -> list[tuple[str, d
                 data = line[5:].strip()
             elif not line and data:
                 found.append((kind, json.loads(data), event_id))
+                if found[-1][1].get("state") in stop:
+                    return found
                 kind, data, event_id = "message", "", None
     return found
 
