@@ -54,8 +54,9 @@ TRACES = (
     "the allocator, the task board and the worker and of their sidecars"
 )
 POD_KILLS = (
-    "a pod of the task board, of the allocator and of the worker killed mid-burst of 200 tasks: "
-    "every task ends, none is decided or counted twice"
+    "the containers of a pod of the task board, of the allocator and of the worker (the app and "
+    "its daprd) killed with SIGKILL through containerd mid-burst of 200 tasks: every task ends, "
+    "none is decided or counted twice"
 )
 UPGRADE = (
     "`helm upgrade` to a new image tag rolls every Deployment while a trickle of tasks flows: "
@@ -551,7 +552,10 @@ class AgoraOnNode:
             raise CheckFailed(str(exc)) from exc
         return {"jaeger": f"{RELEASE}-jaeger Service, port 16686", "task_id": task_id, **found}
 
-    def delete_pod_of(self, component: str) -> str:
+    def hard_kill_pod_of(self, component: str) -> Obj:
+        """SIGKILL every container of the component's pod (the app and its daprd) through
+        containerd, at once: no grace period, no preStop, nothing flushed. The kubelet sees them
+        exit and starts them again in the same pod."""
         pods = [
             p
             for p in self.pods(
@@ -560,14 +564,41 @@ class AgoraOnNode:
             if "deletionTimestamp" not in p["metadata"]
         ]
         expect(pods, f"no pod of {component}")
-        name: str = pods[0]["metadata"]["name"]
-        # Killed, not stopped: no grace period.
-        self.kube.call(
-            "DELETE",
-            f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
-            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        pod = pods[0]
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        restarts_before = {c["name"]: c.get("restartCount", 0) for c in statuses}
+        expect(
+            {component, "daprd"} <= set(restarts_before),
+            f"{component}'s containers: {sorted(restarts_before)}",
         )
-        return name
+        for status in statuses:
+            container_id = str(status.get("containerID", "")).removeprefix("containerd://")
+            expect(container_id, f"{status['name']} of {pod['metadata']['name']} has no container id")
+            self.node.ctr("tasks", "kill", "--signal", "SIGKILL", container_id, timeout=10)
+        name: str = pod["metadata"]["name"]
+        return {"pod": name, "containers": sorted(restarts_before), "restarts_before": restarts_before}
+
+    def killed_and_restarted(self, killed: Obj) -> Obj:
+        """Each killed container's last end, as the kubelet recorded it: killed by SIGKILL
+        (exit code 137), and running again."""
+
+        def restarted() -> Obj | None:
+            pod = self.kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{killed['pod']}")
+            statuses = {c["name"]: c for c in (pod or {}).get("status", {}).get("containerStatuses") or []}
+            ends: Obj = {}
+            for name in killed["containers"]:
+                status = statuses.get(name) or {}
+                if status.get("restartCount", 0) <= killed["restarts_before"][name]:
+                    return None
+                ends[name] = (status.get("lastState") or {}).get("terminated", {}).get("exitCode")
+            return ends
+
+        try:
+            ends: Obj = self.kube.wait_for(f"{killed['pod']}'s containers restarted", restarted, timeout=120)
+        except KubeError as exc:
+            raise CheckFailed(f"{exc}\n{self.failure_context()}") from exc
+        expect(all(code == 137 for code in ends.values()), f"not ended by SIGKILL: {ends}")
+        return ends
 
     def pod_kills(self) -> Obj:
         """One burst per stateful path; its pod is killed once a tenth of the burst has ended."""
@@ -587,12 +618,16 @@ class AgoraOnNode:
                     time.monotonic() < deadline, f"a tenth of the burst did not end in 240 s ({component})"
                 )
                 time.sleep(0.2)
-            killed = self.delete_pod_of(component)
+            killed = self.hard_kill_pod_of(component)
             expect(
                 len(ended_before_kill) < BURST,
-                f"the whole burst had ended before {killed} was killed: no task was in flight",
+                f"the whole burst had ended before {killed['pod']} was killed: no task was in flight",
             )
+            killed_at = time.monotonic()
+            exit_codes = self.killed_and_restarted(killed)
+            restarted_s = round(time.monotonic() - killed_at, 1)
             ended = self.wait_until_ended(ids, prefix, timeout=420)
+            settled_s = round(time.monotonic() - killed_at, 1)
             lost = sorted(ids - ended)
             statuses = {t: (self.get("taskboard", f"v1/tasks/{t}") or {}).get("status") for t in lost[:10]}
             expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {statuses}")
@@ -612,7 +647,10 @@ class AgoraOnNode:
             )
             bursts.append(
                 {
-                    "killed": killed,
+                    "killed": killed["pod"],
+                    "exit_codes": exit_codes,
+                    "seconds_from_kill_to_containers_restarted": restarted_s,
+                    "seconds_from_kill_to_every_task_ended": settled_s,
                     "tasks_ended_when_killed": len(ended_before_kill),
                     "tasks": BURST,
                     "ended": len(ended),
