@@ -399,6 +399,37 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
     expect(page.locator("#error")).to_contain_text("no such task")
 
 
+def test_a_task_s_page_follows_the_task_s_event_stream(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    app = embedded(default_cluster)
+    task_id = f"console-live-{uuid.uuid4().hex[:6]}"
+    spec = TaskSpec(task_id=task_id, description="Summarise the papers", required_skills=["web_search"])
+    published = httpx.post(
+        f"{app.dapr_http}/v1.0/publish/agora-pubsub/agora.tasks",
+        json=spec.model_dump(mode="json"),
+        timeout=30,
+    )
+    assert published.status_code == 204, published.text
+    eventually(
+        lambda: httpx.get(app.invoke_url(f"v1/tasks/{task_id}", "agora"), timeout=30).status_code == 200
+    )
+
+    page = sign_in(browser, console, VIEWER)
+    with page.expect_response(lambda r: r.url.endswith(f"/tasks/{task_id}/events")) as streamed:
+        page.goto(f"{console.app_url}/tasks/{task_id}")
+    assert streamed.value.headers["content-type"].startswith("text/event-stream")
+    expect(page.locator("#task-status")).to_have_text(re.compile("COMPLETED|FAILED|REJECTED"), timeout=30_000)
+
+    # The stream the page follows is the board's, passed on: every event, then the end.
+    body = page.request.get(f"{console.app_url}/tasks/{task_id}/events").text()
+    assert "event: status" in body and "event: end" in body, body
+    missing = page.request.get(f"{console.app_url}/tasks/no-such-task/events").text()
+    assert "event: unavailable" in missing and "no such task" in missing, missing
+    # Nobody signed in: nothing.
+    assert httpx.get(f"{console.app_url}/tasks/{task_id}/events", timeout=30).status_code == 401
+
+
 def test_a_tasks_trace_is_drawn_across_the_services_it_went_through(
     redis_cluster: LocalCluster, browser: Browser
 ) -> None:

@@ -6,8 +6,8 @@ from the pinned k8s.io/kubernetes, imports images written here as OCI archives, 
 Deployment's pod with HTTP and exec probes behind a Service, CoreDNS from Kubernetes' DNS addon,
 daprd, Redis, and Dapr's control plane from Dapr's chart with an injected daprd, then the Agora
 chart itself from the Agora image (agora_on_node.py: install, `helm test`, the CLI, a trace in
-Jaeger, pods' containers killed with SIGKILL mid-burst, a rolling upgrade, uninstall and reinstall); every finding goes to
-report.json and each check is asserted here.
+Jaeger, pods' containers killed with SIGKILL mid-burst, a rolling upgrade, uninstall and
+reinstall); every finding goes to report.json and each check is asserted here.
 
 Skipped only when something `make kube-node` builds or installs is missing, or when not run as
 root (containerd and the kubelet need it). The scenario takes seven to eight minutes with everything

@@ -114,7 +114,9 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         app.router.routes.append(Route(MCP_PATH, endpoint=mcp["server"].streamable_http_app()))
         app.add_exception_handler(PageError, person_pages.error)
         app.add_exception_handler(Unavailable, person_pages.error)
-        install_boards(app, ctx.sidecar, settings, person_pages.page)
+        install_boards(
+            app, ctx.sidecar, settings, person_pages.page, lambda request: sessions.who(request) is not None
+        )
         app.add_api_route("/static/{name}", static, methods=["GET"], include_in_schema=False)
         app.add_api_route("/", home, methods=["GET"], include_in_schema=False)
         sign_in.install(app)

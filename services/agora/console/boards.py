@@ -6,8 +6,9 @@ script swaps in the part marked live when it changed)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -26,6 +27,7 @@ from agora.runtime.clients import (
     ReputationClient,
     TaskBoardClient,
 )
+from agora.runtime.event_streams import event_stream_response
 from agora.runtime.sidecar import DaprError, DaprSidecar, SidecarUnavailable
 
 __all__ = ["BOARD_PAGE_SIZE", "Unavailable", "install_boards", "link"]
@@ -67,14 +69,26 @@ async def _answer(call: Awaitable[T], what: str) -> T:
         ) from None
 
 
+async def _relayed(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A service's event stream as it comes; its refusal, or its end by a failure, as a last
+    `unavailable` event (the page goes on refreshing itself without it)."""
+    try:
+        async for chunk in stream:
+            yield chunk
+    except (DaprError, SidecarUnavailable, AgoraError) as exc:
+        reason = "there is no such task" if isinstance(exc, NotFound) else "the task board is not answering"
+        yield f"event: unavailable\ndata: {json.dumps({'reason': reason})}\n\n".encode()
+
+
 def install_boards(
     app: FastAPI,
     sidecar: DaprSidecar,
     settings: ConsoleSettings,
     page: Callable[[Request, str, dict[str, Any]], Response],
+    signed_in: Callable[[Request], bool],
 ) -> None:
     """Add the pages to `app`; `page(request, template, values)` renders one for the person
-    signed in (or sends them to sign in)."""
+    signed in (or sends them to sign in), `signed_in(request)` says whether someone is."""
     board = TaskBoardClient(sidecar, settings.app_for("taskboard"))
     registry = RegistryClient(sidecar, settings.app_for("registry"))
     reputations = ReputationClient(sidecar, settings.app_for("reputation"))
@@ -109,6 +123,15 @@ def install_boards(
         return page(request, "task.html", {"task": record, "traces": jaeger is not None})
 
     jaeger = JaegerTraces(settings.console_jaeger_url) if settings.console_jaeger_url else None
+
+    @app.get("/tasks/{task_id}/events", include_in_schema=False)
+    async def task_events(task_id: str, request: Request) -> Response:
+        """The task's live events for its page (the board's stream, passed on): the page
+        refreshes its live part on each. Only for a person signed in."""
+        if not signed_in(request):
+            return Response(status_code=401)
+        _checked_id(task_id, "task")
+        return event_stream_response(_relayed(board.events(task_id, request.headers.get("last-event-id"))))
 
     @app.get("/tasks/{task_id}/trace", include_in_schema=False)
     async def task_trace(task_id: str, request: Request) -> Response:

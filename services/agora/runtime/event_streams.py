@@ -306,7 +306,7 @@ EVENT_ROUTE: dict[str, Any] = {
 OpenAPI description."""
 
 
-def event_stream_response(body: AsyncIterator[str]) -> StreamingResponse:
+def event_stream_response(body: AsyncIterator[str] | AsyncIterator[bytes]) -> StreamingResponse:
     """An events route's answer: the stream, never cached or buffered by a proxy."""
     return StreamingResponse(
         body, media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +152,30 @@ class DaprSidecar:
                 raise _error_from(response)
             return response
         raise AssertionError("unreachable")
+
+    async def stream(
+        self, path: str, *, headers: dict[str, str] | None = None, quiet_seconds: float = 60.0
+    ) -> AsyncIterator[bytes]:
+        """A GET whose answer is passed on as it comes (an event stream), chunk by chunk. A
+        refusal (status 400 or more) is raised as `invoke` raises it, before any chunk; a
+        stream quiet for `quiet_seconds` (no heartbeat either) or cut off ends it with
+        `SidecarUnavailable`. Not retried: the caller resumes where it was."""
+        outgoing = inject_headers(dict(headers or {}))
+        quiet = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.settings.sidecar_timeout_seconds, sock_read=quiet_seconds
+        )
+        try:
+            async with self._http().get(path, headers=outgoing, timeout=quiet) as raw:
+                if raw.status >= 400:
+                    refused = SidecarResponse(
+                        raw.status, await raw.read(), {k.lower(): v for k, v in raw.headers.items()}
+                    )
+                    error = _error_from(refused)
+                    raise error.app_error or error  # the app's own refusal, as `invoke` raises it
+                async for chunk in raw.content.iter_any():
+                    yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SidecarUnavailable(f"GET {path}: {exc!r}") from exc
 
     async def wait_until_ready(self, timeout_seconds: float | None = None) -> None:
         """Wait until the sidecar's components are loaded (it may still be waiting for the app)."""

@@ -93,6 +93,33 @@
     }
   }
 
+  // The kinds of a task's events (agora.core.task_events), each a reason to refresh.
+  const TASK_EVENTS = ["status", "awarded", "acknowledged", "award_expired", "outcome"];
+
+  // A page with an event stream refreshes its live part when something happens (the browser
+  // resumes a broken stream after the last event it got); without one, or once the stream
+  // gives up, it looks again every few seconds.
+  function followEvents(live) {
+    if (!live.dataset.events || !window.EventSource) return false;
+    const source = new EventSource(live.dataset.events);
+    for (const kind of TASK_EVENTS) {
+      source.addEventListener(kind, () => refreshLive(live));
+    }
+    source.addEventListener("end", () => {
+      source.close();
+      refreshLive(live);
+    });
+    const poll = () => {
+      source.close();
+      setInterval(() => refreshLive(live), refreshMs * 2);
+    };
+    source.addEventListener("unavailable", poll);
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) poll(); // refused for good (not a break)
+    };
+    return true;
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     tick();
     setInterval(tick, 1000);
@@ -103,7 +130,7 @@
       setInterval(() => refreshInbox(rows, status), refreshMs);
     }
     const live = document.querySelector("[data-live]");
-    if (live) {
+    if (live && !followEvents(live)) {
       setInterval(() => refreshLive(live), refreshMs * 2);
     }
     const marker = document.getElementById("escalation");
