@@ -9,11 +9,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from a2a.types.a2a_pb2 import Message, Part, Role, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
-from a2a.utils.errors import InvalidParamsError
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import (
+    Message,
+    Part,
+    Role,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InternalError, InvalidParamsError
 
 from agora.console.a2a_server import (
     STATES,
+    MarketAgent,
     _updates,
     a2a_task,
     market_card,
@@ -21,7 +32,9 @@ from agora.console.a2a_server import (
     task_id_of,
     task_spec_of,
 )
-from agora.core.contracts import RegisteredAgent
+from agora.console.auth import Person
+from agora.console.auth import Role as PersonRole
+from agora.core.contracts import EscalationList, RegisteredAgent
 from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_events import task_events
 from agora.core.task_lifecycle import StatusChange, TaskRecord
@@ -147,3 +160,30 @@ def test_the_card_lists_one_skill_per_tag_offered_and_asks_for_a_bearer_key() ->
     assert card.supported_interfaces[0].url == "http://console.test/a2a"
     assert card.security_schemes["agoraApiKey"].http_auth_security_scheme.scheme == "bearer"
     assert list(card.security_requirements[0].schemes) == ["agoraApiKey"]
+
+
+class _Board:
+    """The board's client, answering one task under way."""
+
+    async def get(self, task_id: str) -> TaskRecord:
+        return record(AllocationStatus.ALLOCATED)
+
+
+class _NoneWaiting:
+    async def listed(self, *args: object) -> EscalationList:
+        return EscalationList(status=None, total=0, escalations=[])
+
+
+async def test_a_console_follows_at_most_its_streams_and_a_closed_one_frees_its_place() -> None:
+    agent = MarketAgent(_Board(), None, _NoneWaiting(), max_streams=1)  # type: ignore[arg-type]  # doubles
+    context = ServerCallContext()
+    context.state["person"] = Person(name="pat", role=PersonRole.VIEWER)
+    first = agent.on_subscribe_to_task(SubscribeToTaskRequest(id="t-1"), context)
+    assert isinstance(await anext(first), Task) and agent.streams == 1
+    with pytest.raises(InternalError, match="UNAVAILABLE: this console follows 1 streams already"):
+        await anext(agent.on_subscribe_to_task(SubscribeToTaskRequest(id="t-1"), context))
+    await first.aclose()
+    assert agent.streams == 0
+    again = agent.on_subscribe_to_task(SubscribeToTaskRequest(id="t-1"), context)
+    assert isinstance(await anext(again), Task)
+    await again.aclose()

@@ -24,7 +24,7 @@ import contextlib
 import hashlib
 import re
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -134,6 +134,9 @@ POLL_SECONDS = 0.5
 ESCALATION_CHECK_SECONDS = 2.0
 """How often a stream of a task under way asks whether a person is deciding something of it."""
 MAX_STREAM_SECONDS = 3600.0
+MAX_STREAMS = 1_000
+"""Streams one console replica follows at once (each reads its task's record every
+`POLL_SECONDS`); one more is refused UNAVAILABLE, and GetTask still answers."""
 """The longest one stream stays open; the client subscribes again to follow a longer task."""
 SECURITY_SCHEME = "agoraApiKey"
 WAITING = EscalationStatus.WAITING_FOR_HUMAN
@@ -434,12 +437,29 @@ class MarketAgent(RequestHandler):
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         self._board = board
         self._registry = registry
         self._escalations = escalations
         self._sleep = sleep
         self._clock = clock
+        self._max_streams = max_streams
+        self.streams = 0
+        """Streams followed now."""
+
+    @contextlib.contextmanager
+    def _stream_slot(self) -> Iterator[None]:
+        if self.streams >= self._max_streams:
+            raise InternalError(
+                message=f"UNAVAILABLE: this console follows {self._max_streams} streams already; try "
+                "again, or follow the task with GetTask"
+            )
+        self.streams += 1
+        try:
+            yield
+        finally:
+            self.streams -= 1
 
     async def skills(self) -> list[AgentSkill]:
         return market_skills((await _answered(self._registry.agents())).agents)
@@ -505,25 +525,27 @@ class MarketAgent(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        spec = await self._publish(params, context)
-        yield submitted_task(spec)
-        async for event in self._follow(spec.task_id, seen=0):
-            yield event
+        with self._stream_slot():  # before the task is published: a refusal publishes nothing
+            spec = await self._publish(params, context)
+            yield submitted_task(spec)
+            async for event in self._follow(spec.task_id, seen=0):
+                yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         _person(context, deciding=False)
-        record = await self._record(params.id)
-        if record is None:
-            raise TaskNotFoundError(message=f"no task {params.id} on the market")
-        if record.status in FINAL_TASK_STATUSES:
-            raise UnsupportedOperationError(
-                message=f"task {params.id} has ended ({record.status}): GetTask shows it"
-            )
-        yield a2a_task(record, await self._waiting_on(record))
-        async for event in self._follow(params.id, seen=len(task_events(record))):
-            yield event
+        with self._stream_slot():
+            record = await self._record(params.id)
+            if record is None:
+                raise TaskNotFoundError(message=f"no task {params.id} on the market")
+            if record.status in FINAL_TASK_STATUSES:
+                raise UnsupportedOperationError(
+                    message=f"task {params.id} has ended ({record.status}): GetTask shows it"
+                )
+            yield a2a_task(record, await self._waiting_on(record))
+            async for event in self._follow(params.id, seen=len(task_events(record))):
+                yield event
 
     async def _follow(self, task_id: str, seen: int) -> AsyncGenerator[Event]:
         """What the task's record gains, as A2A events, until the task ends (or the stream has
