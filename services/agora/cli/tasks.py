@@ -101,7 +101,9 @@ def cmd_task_watch(args: argparse.Namespace) -> int:
     url = f"{sidecar.url}/v1.0/invoke/{app_id}/method/v1/tasks/{args.task_id}/events"
     seen, broken = 0, 0
     while True:
-        headers = {**token_header(), "last-event-id": str(seen), "accept": "text/event-stream"}
+        # No `accept: text/event-stream` (see TaskBoardClient.events): through another app's
+        # sidecar, daprd would turn the board's 404 for an unknown task into a 500.
+        headers = {**token_header(), "last-event-id": str(seen)}
         try:
             with httpx.stream(
                 "GET", url, headers=headers, timeout=httpx.Timeout(10.0, read=WATCH_READ_TIMEOUT_S)
