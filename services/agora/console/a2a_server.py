@@ -495,7 +495,11 @@ class MarketAgent(RequestHandler):
                 message="a task on the market takes no further messages: what it waits on is decided by a "
                 "person in the console (or with the MCP server's decide_escalation)"
             )
-        spec = task_spec_of(params.message, [skill.id for skill in await self.skills()])
+        # The market's skills only when the message names none itself: the registry is not
+        # asked (nor needed up) for a message that says what it needs.
+        named = SKILLS_METADATA_KEY in params.message.metadata.fields
+        market = [] if named else [skill.id for skill in await self.skills()]
+        spec = task_spec_of(params.message, market)
         await _answered(self._board.publish(spec))
         return spec
 
