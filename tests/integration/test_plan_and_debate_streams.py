@@ -56,7 +56,9 @@ def test_an_unknown_plan_s_stream_is_404_before_any_event(default_cluster: Local
     assert answer.status_code == 404 and answer.json()["error"] == "NOT_FOUND", answer.text
 
 
-def test_a_plan_s_stream_gives_each_change_until_it_settles(default_cluster: LocalCluster) -> None:
+def test_a_plan_s_stream_gives_its_changes_as_they_are_written_until_it_waits_or_ends(
+    default_cluster: LocalCluster,
+) -> None:
     plan_id = f"stream-{uuid.uuid4().hex[:8]}"
     submission = {"task": "Summarise this week's papers on agent coordination and write a brief"}
     started = httpx.put(

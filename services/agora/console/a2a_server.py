@@ -68,7 +68,6 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
@@ -103,7 +102,6 @@ from agora.runtime.sidecar import DaprError, SidecarUnavailable
 
 __all__ = [
     "A2A_PATH",
-    "CARD_PATH",
     "SKILLS_METADATA_KEY",
     "KeyGate",
     "MarketAgent",
@@ -115,7 +113,6 @@ __all__ = [
 ]
 
 A2A_PATH = "/a2a"
-CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 SKILLS_METADATA_KEY = "skills"
 """A message's `metadata.skills`: the skill tags its task needs (a list of strings)."""
 TASK_TERMS = ("preferred_skills", "budget_usd", "min_success_threshold", "deadline_ms", "allow_partial")
@@ -139,6 +136,7 @@ MAX_STREAMS = 1_000
 `POLL_SECONDS`); one more is refused UNAVAILABLE, and GetTask still answers."""
 """The longest one stream stays open; the client subscribes again to follow a longer task."""
 SECURITY_SCHEME = "agoraApiKey"
+NO_PUSH = "no push notifications: follow a task with SubscribeToTask (streaming)"
 WAITING = EscalationStatus.WAITING_FOR_HUMAN
 
 STATES = {
@@ -483,10 +481,10 @@ class MarketAgent(RequestHandler):
         return None
 
     async def _task(self, task_id: str) -> Task:
-        record = await self._record(task_id)
-        if record is None:
+        found = await self._task_if_recorded(task_id)
+        if found is None:
             raise TaskNotFoundError(message=f"no task {task_id} on the market")
-        return a2a_task(record, await self._waiting_on(record))
+        return found
 
     async def _publish(self, params: SendMessageRequest, context: ServerCallContext) -> TaskSpec:
         _person(context, deciding=True)
@@ -632,22 +630,22 @@ class MarketAgent(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError(message="follow a task with SubscribeToTask (streaming)")
+        raise PushNotificationNotSupportedError(message=NO_PUSH)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError(message="follow a task with SubscribeToTask (streaming)")
+        raise PushNotificationNotSupportedError(message=NO_PUSH)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError(message="follow a task with SubscribeToTask (streaming)")
+        raise PushNotificationNotSupportedError(message=NO_PUSH)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError(message="follow a task with SubscribeToTask (streaming)")
+        raise PushNotificationNotSupportedError(message=NO_PUSH)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
