@@ -39,7 +39,7 @@ help:
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
 	@echo "make model-server  install the local model server (llama.cpp's, SmolLM2-135M) into $(MODEL_SERVER) (once)"
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
-	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, kwok, Dapr operator + injector (once)"
+	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, Dapr operator + injector (once)"
 	@echo "make kube-node  make kube, plus kubelet, kube-proxy, kubectl, CoreDNS, the Agora image (once); containerd, runc, CNI, buildah from apt"
 	@echo "make test-kubernetes-node  a real node (kubelet, containerd) running Dapr and the Agora chart (about 8 minutes)"
 	@echo "make bench   run the benchmarks; results in bench/results/"

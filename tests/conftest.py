@@ -21,7 +21,6 @@ the kernel's ephemeral ports."""
 WHOLE_SYSTEM_FILES = frozenset(
     {
         "test_first_hour.py",
-        "test_kubernetes.py",
         "test_kubernetes_node.py",
         "test_no_leftovers.py",
         "test_side_by_side.py",

@@ -1,6 +1,6 @@
-# What the Kubernetes control-plane tests run: kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, helm and kwok, plus Dapr's operator and sidecar injector; and what the
-# node test adds (`make kube-node`): the kubelet, kube-proxy and CoreDNS, with containerd, runc,
+# What the Kubernetes node test runs: the control plane (`make kube`: kube-apiserver,
+# kube-controller-manager, kube-scheduler, etcd, helm, plus Dapr's operator and sidecar
+# injector) and the node (`make kube-node`): the kubelet, kube-proxy and CoreDNS, with containerd, runc,
 # the CNI plugins and iptables from Debian. Included from the Makefile after it sets CACHE, DAPR_BIN,
 # DAPR_TAGS and GO_ENV; versions are pinned in deploy/versions.env. Like Dapr, each is built from
 # the Go module proxy once per version into the cache outside the clone, in a .partial folder
@@ -9,7 +9,6 @@
 KUBE_BIN := $(CACHE)/kubernetes-$(KUBERNETES_VERSION)/bin
 ETCD_BIN := $(CACHE)/etcd-$(ETCD_VERSION)/bin
 HELM_BIN := $(CACHE)/helm-$(HELM_VERSION)/bin
-KWOK_BIN := $(CACHE)/kwok-$(KWOK_VERSION)/bin
 COREDNS_BIN := $(CACHE)/coredns-$(COREDNS_VERSION)/bin
 
 KUBE_CMDS  := kube-apiserver kube-controller-manager kube-scheduler
@@ -33,8 +32,7 @@ KUBE_LDFLAGS = -s -w $(strip $(foreach pkg,k8s.io/component-base/version k8s.io/
 
 .PHONY: kube kube-node node-packages
 
-kube: $(KUBE_BIN)/kube-apiserver $(ETCD_BIN)/etcd $(HELM_BIN)/helm $(KWOK_BIN)/kwok \
-	$(DAPR_BIN)/operator $(DAPR_BIN)/injector
+kube: $(KUBE_BIN)/kube-apiserver $(ETCD_BIN)/etcd $(HELM_BIN)/helm $(DAPR_BIN)/operator $(DAPR_BIN)/injector
 
 # Every Kubernetes command in one `go build`: the commands share most of their packages, and
 # one build compiles each package once where separate builds side by side (make -j) would each
@@ -117,16 +115,6 @@ $(HELM_BIN)/helm:
 		helm.sh/helm/v3/cmd/helm@v$(HELM_VERSION)
 	rm -rf $(HELM_BIN) && mv $(HELM_BIN).partial $(HELM_BIN)
 	$(HELM_BIN)/helm version
-
-# kwok's go.mod has no replace directives either.
-$(KWOK_BIN)/kwok:
-	@echo "building kwok $(KWOK_VERSION) into $(KWOK_BIN)"
-	rm -rf $(KWOK_BIN).partial && mkdir -p $(KWOK_BIN).partial
-	time $(GO_ENV) GOBIN=$(KWOK_BIN).partial go install -trimpath \
-		-ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$(KWOK_VERSION)" \
-		sigs.k8s.io/kwok/cmd/kwok@v$(KWOK_VERSION)
-	rm -rf $(KWOK_BIN) && mv $(KWOK_BIN).partial $(KWOK_BIN)
-	$(KWOK_BIN)/kwok --version
 
 # Dapr's operator and sidecar injector, from the same module and with the same flags as sentry,
 # added to an existing Dapr cache (deploy/dapr/go.mod needs nothing more for them).

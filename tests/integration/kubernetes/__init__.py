@@ -1,3 +1,4 @@
-"""The Helm chart on a real Kubernetes control plane with Dapr's own sidecar injector, all inside a
-network namespace that has only loopback (control_plane.py starts it, scenario.py exercises the
-chart, tests/integration/test_kubernetes.py runs the scenario)."""
+"""The Helm chart on a real Kubernetes node (the kubelet, containerd, runc) and control plane, all
+inside namespaces of their own with only loopback: control_plane.py and node.py start them,
+node_scenario.py and agora_on_node.py exercise the node and the chart, and
+tests/integration/test_kubernetes_node.py runs the scenario."""

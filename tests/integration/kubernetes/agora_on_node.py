@@ -23,24 +23,39 @@ import yaml
 
 from agora.core.market import TaskSpec
 from agora.harness.toolchain import Toolchain
+from tests.integration.kubernetes.chart_release import (
+    BAD_VALUES,
+    CHART,
+    COMPONENTS,
+    DRY_RUN,
+    INJECTION,
+    LINT,
+    NAMESPACE,
+    NO_SECRETS,
+    ONE_SERVICE_UPGRADE,
+    OPERATOR,
+    RELEASE,
+    ROLLBACK,
+    ChartRelease,
+)
 from tests.integration.kubernetes.control_plane import REPO, ControlPlane, Kube, KubeError, Obj
 from tests.integration.kubernetes.images import redis_container, write_jaeger_image, write_redis_image
 from tests.integration.kubernetes.node import NODE_NAME, Node
-from tests.integration.kubernetes.scenario import CheckFailed, Report, chart_secrets, expect
+from tests.integration.kubernetes.report import CheckFailed, Report, chart_secrets, expect
 
-CHART = REPO / "deploy" / "helm" / "agora"
 OCI_ARCHIVE_SCRIPT = REPO / "deploy" / "image" / "oci-archive.sh"
-NAMESPACE = "agora"
-RELEASE = "agora"
 REDIS_SERVICE = "redis-master"
 PUBLISH_PATIENCE_S = 120.0
 """How long the upgrade's trickle keeps trying one task's publish (the console's sidecar, its
 way in, is rolled too) before the task counts as lost."""
 
+PREPARED = (
+    "the Agora image built from Debian (deploy/image/build-from-debian.sh), Jaeger's and Redis's "
+    "imported into containerd; the namespace, the chart's Secrets with random values, and Redis"
+)
 AGORA_INSTALL = (
-    "the Agora image built from Debian (deploy/image/build-from-debian.sh) runs the chart on the "
-    "node: `helm install agora --wait` brings every service's pod Ready, each with an injected "
-    "daprd that got its identity from sentry, beside Redis and Jaeger as pods"
+    "`helm install agora --wait` brings every service's pod Ready on the node, each with an "
+    "injected daprd that got its identity from sentry, beside Redis and Jaeger as pods"
 )
 HELM_TEST = (
     "`helm test agora` passes: its pod publishes a task through the console's sidecar and sees it decided"
@@ -63,10 +78,14 @@ UPGRADE = (
     "every task of the trickle ends"
 )
 UNINSTALL = (
-    "`helm uninstall` leaves no pod of the release; Redis keeps the state, and a reinstall "
-    "serves the tasks decided before"
+    "`helm uninstall` leaves no object of the release behind; Redis keeps the state, and a "
+    "reinstall serves the tasks decided before"
 )
-CHECKS = (AGORA_INSTALL, HELM_TEST, CLI, TRACES, POD_KILLS, UPGRADE, UNINSTALL)
+# In the order they run.
+CHECKS = (
+    PREPARED, LINT, DRY_RUN, AGORA_INSTALL, INJECTION, OPERATOR, COMPONENTS, NO_SECRETS, HELM_TEST,
+    CLI, TRACES, POD_KILLS, ONE_SERVICE_UPGRADE, ROLLBACK, BAD_VALUES, UPGRADE, UNINSTALL,
+)  # fmt: skip
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 PLAN_FINAL = {"COMPLETED", "FAILED", "ABORTED"}
 DEBATE_FINAL = {"COMPLETED", "ABORTED", "FAILED"}
@@ -124,6 +143,7 @@ class AgoraOnNode:
         self.secret_values = chart_secrets()
         self.image_name = ""
         self._console: httpx.Client | None = None
+        self.release = ChartRelease(self.kube, self.helm, self.secret_values, self.release_values)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -238,7 +258,7 @@ class AgoraOnNode:
 
     # -- the checks ----------------------------------------------------------------------------
 
-    def install(self) -> Obj:
+    def prepare(self) -> Obj:
         started = time.monotonic()
         archive, self.image_name = image_archive()
         expect(
@@ -271,7 +291,16 @@ class AgoraOnNode:
             )
         for path, body in self.redis_objects(redis.name):
             self.create(path, body)
+        return {
+            "image": self.image_name,
+            "image_archive_mb": round(archive.stat().st_size / 2**20, 1),
+            "ctr_import": imported,
+            "seconds_to_import_images": seconds_to_import,
+            "secrets": {name: sorted(data) for name, data in self.secret_values.items()},
+            "secret_values": "random per run (secrets.token_hex), never written to the report",
+        }
 
+    def install(self) -> Obj:
         installing = time.monotonic()
         sets = [arg for value in self.release_values() for arg in ("--set", value)]
         done = self.helm("install", RELEASE, str(CHART), *sets, "--wait", "--timeout", "12m", timeout=900)
@@ -279,6 +308,7 @@ class AgoraOnNode:
             raise CheckFailed(f"helm install agora: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
         install_seconds = round(time.monotonic() - installing, 1)
         self.plane.timings["helm install agora --wait (node)"] = install_seconds
+        self.release.remember_first_install()
 
         pods = self.pods("app.kubernetes.io/instance=agora")
         not_ready = [summary(p) for p in pods if not ready(p)]
@@ -301,10 +331,6 @@ class AgoraOnNode:
         expect(len(sidecars) >= 10, f"pods with a daprd: {sorted(sidecars)}")
         expect(not missing, f"daprd without an identity from sentry: {missing}")
         return {
-            "image": self.image_name,
-            "image_archive_mb": round(archive.stat().st_size / 2**20, 1),
-            "ctr_import": imported,
-            "seconds_to_import_images": seconds_to_import,
             "helm_install_seconds": install_seconds,
             "pods": [summary(p) for p in pods],
             "sidecars": sidecars,
@@ -804,6 +830,7 @@ class AgoraOnNode:
         kept = "example-launches"
         before = (self.get("taskboard", f"v1/tasks/{kept}") or {}).get("status")
         expect(before in TERMINAL, f"{kept} is {before}")
+        kinds = self.release.kinds(self.release.objects())
         started = time.monotonic()
         done = self.helm("uninstall", RELEASE, "--wait", "--timeout", "5m", timeout=400)
         expect(done.returncode == 0, f"helm uninstall: {done.stderr.strip()[-1500:]}")
@@ -816,6 +843,7 @@ class AgoraOnNode:
         except KubeError as exc:
             left = [summary(p) for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")]
             raise CheckFailed(f"{exc}: {left}") from exc
+        nothing_left = self.release.wait_no_leftovers(kinds, self.made_by_the_test)
         uninstalled = round(time.monotonic() - started, 1)
         redis = [p["metadata"]["name"] for p in self.pods("app.kubernetes.io/name=redis") if ready(p)]
         expect(redis, "Redis did not stay")
@@ -839,17 +867,44 @@ class AgoraOnNode:
         expect(after == before, f"{kept} was {before} before the reinstall, {after} after")
         return {
             "helm_uninstall_seconds": uninstalled,
+            **nothing_left,
+            "left_in_namespace": "only Redis, the test's Secrets, the default ServiceAccount, "
+            "kube-root-ca.crt and Events",
             "redis_pod": redis,
             "reinstalled_seconds": round(time.monotonic() - started - uninstalled, 1),
             "task_after_reinstall": {kept: after},
         }
 
+    def made_by_the_test(self, kind: str, name: str) -> bool:
+        """What the namespace holds that is not the release's: Redis and its Secret, the other
+        Secrets the chart names, and what Kubernetes puts in every namespace."""
+        return (
+            name.startswith(REDIS_SERVICE)
+            or (kind == "secrets" and name in self.secret_values)
+            or (kind == "serviceaccounts" and name == "default")
+            or (kind == "configmaps" and name == "kube-root-ca.crt")
+        )
+
     def run(self, needs: tuple[str, ...]) -> None:
-        self.report.run(AGORA_INSTALL, self.install, needs=needs)
-        self.report.run(HELM_TEST, self.helm_test, needs=(AGORA_INSTALL,))
-        self.report.run(CLI, self.cli, needs=(AGORA_INSTALL,))
+        release = self.release
+        self.report.run(PREPARED, self.prepare, needs=needs)
+        self.report.run(LINT, release.lint)
+        self.report.run(DRY_RUN, release.dry_run, needs=(PREPARED,))
+        self.report.run(AGORA_INSTALL, self.install, needs=(PREPARED,))
+        for name, check in (
+            (INJECTION, release.injection),
+            (OPERATOR, release.operator_services),
+            (COMPONENTS, release.components),
+            (NO_SECRETS, release.no_secret_values),
+            (HELM_TEST, self.helm_test),
+            (CLI, self.cli),
+        ):
+            self.report.run(name, check, needs=(AGORA_INSTALL,))
         self.report.run(TRACES, self.traces, needs=(CLI,))
         self.report.run(POD_KILLS, self.pod_kills, needs=(AGORA_INSTALL,))
+        self.report.run(ONE_SERVICE_UPGRADE, release.one_service_upgrade, needs=(AGORA_INSTALL,))
+        self.report.run(ROLLBACK, release.rollback, needs=(ONE_SERVICE_UPGRADE,))
+        self.report.run(BAD_VALUES, release.bad_values, needs=(AGORA_INSTALL,))
         self.report.run(UPGRADE, self.upgrade, needs=(AGORA_INSTALL,))
         self.report.run(UNINSTALL, self.uninstall, needs=(CLI,))
         if self._console is not None:

@@ -1,44 +1,22 @@
-"""A Kubernetes control plane on loopback, with Dapr's control plane installed by Dapr's own chart.
+"""A Kubernetes control plane on loopback, for the node scenario (node_scenario.py, node.py).
 
 Everything runs inside the current network namespace, which must have no interface but `lo`
-(scenario.py is started under `unshare --net`); nothing here can send a packet anywhere else.
-The addresses the cluster needs are added to `lo`:
-
-- the API server's advertise address (APISERVER_IP, the endpoint of the `kubernetes` Service) and
-  the fake node's address;
-- the cluster IP of every Service whose endpoints are real processes, where a small userspace
-  proxy (ServiceProxy, what kube-proxy's old userspace mode did) forwards to the endpoint;
-- the pod IP kwok gave each Dapr pod that runs for real.
+(the scenario is started under `unshare --net`); nothing here can send a packet anywhere else.
+The addresses the cluster needs are added to `lo`: the API server's advertise address
+(APISERVER_IP, the endpoint of the `kubernetes` Service) and the node's address; and the cluster
+IP of every Service whose endpoints are real processes (the API server), where a small userspace
+proxy (ServiceProxy, what kube-proxy's old userspace mode did) forwards to the endpoint.
 
 The parts: etcd, kube-apiserver (RBAC, a static admin token in system:masters, service-account
 signing keys, `--enable-aggregator-routing=true`), kube-controller-manager (service-account and
 token controllers, endpoints/endpointslices, replicasets, deployments, statefulsets, garbage
-collector, namespaces, root CA publisher, node lifecycle), kube-scheduler, and kwok, which plays
-the kubelet of one fake node: pods get IPs from POD_CIDR and become Running/Ready, and no
-container runs.
+collector, namespaces, root CA publisher, node lifecycle) and kube-scheduler. The node (the
+kubelet, containerd, kube-proxy) is node.py's.
 
-`--enable-aggregator-routing=true` makes the API server call admission webhooks at an endpoint
-(the pod IP) instead of the Service's cluster IP: kube-apiserver builds one service resolver
-(cmd/kube-apiserver/app/server.go, buildServiceResolver: NewEndpointServiceResolver when the flag
-is on, NewClusterIPServiceResolver otherwise) and hands the same resolver to the aggregator and
-to the admission plugin initializer that configures the webhook clients
-(pkg/controlplane/apiserver/config.go, genericAdmissionConfig.New(..., serviceResolver, ...)),
-whose webhook initializer passes it on to the MutatingAdmissionWebhook and
-ValidatingAdmissionWebhook plugins (k8s.io/apiserver pkg/admission/plugin/webhook/initializer:
-SetServiceResolver). The Service proxy below counts its connections, so the report shows the
-injector's cluster IP was never used by the API server.
-
-Dapr's sentry, operator and sidecar injector run for real (PodProcess, a stand-in for the
-kubelet): the container's command, args and environment are the ones Dapr's chart gave the pod
-(env `valueFrom` resolved as the kubelet does), and its volumes (the trust bundle ConfigMap, the
-sentry-audience projected service-account token, the API access token) are written from the API
-server, tokens by TokenRequest bound to the pod, and bind-mounted at the pod's mount paths in a
-mount namespace of the process's own. /etc/hosts there maps each Service's DNS name to its
-cluster IP (the cluster DNS stand-in). What differs from a real pod: the process shares the one
-network namespace with the others, so a listener that the binary binds on every address with a
-port another Dapr pod also uses is moved (Dapr chart values where it has one, else
-PodProcess.extra_args; both recorded in the report). The process runs as the image's non-root
-user (uid 65532), as Dapr requires in Kubernetes mode.
+`--enable-aggregator-routing=true` makes the API server call admission webhooks (Dapr's
+injector) at an endpoint (the pod IP) instead of the Service's cluster IP: kube-apiserver builds
+one service resolver (cmd/kube-apiserver/app/server.go, buildServiceResolver) and hands it to the
+aggregator and to the admission plugin initializer that configures the webhook clients.
 """
 
 from __future__ import annotations
@@ -46,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ipaddress
 import json
 import os
 import shlex
@@ -55,7 +32,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,18 +40,15 @@ from typing import Any
 import httpx
 import yaml
 
-from agora.harness.processes import ManagedProcess, ProcessFailed, http_ok
+from agora.harness.processes import ManagedProcess, http_ok
 from agora.harness.toolchain import cache_root, pinned_versions
 
 REPO = Path(__file__).resolve().parents[3]
 
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
-POD_CIDR = "10.244.0.0/24"
 APISERVER_IP = "10.250.0.1"
 APISERVER_PORT = 443
-NODE_IP = "10.250.0.2"
-NODE_NAME = "kwok-node-0"
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 CLUSTER_DOMAIN = "cluster.local"
@@ -89,7 +63,7 @@ class KubeError(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------
-# Where the binaries, Dapr's chart and kwok's stages are (`make kube` builds or downloads them).
+# Where the binaries and Dapr's chart are (`make kube` builds or downloads them).
 
 
 def go_module_cache() -> Path:
@@ -106,13 +80,11 @@ class KubeTools:
     kube_scheduler: Path
     etcd: Path
     helm: Path
-    kwok: Path
     sentry: Path
     operator: Path
     injector: Path
-    # Dapr's chart and kwok's stages, from the Go module downloads the builds made.
+    # Dapr's chart, from the Go module download the build made.
     dapr_chart: Path
-    kwok_stages: Path
     versions: dict[str, str]
 
     @classmethod
@@ -133,7 +105,6 @@ class KubeTools:
             kube_scheduler=kube / "kube-scheduler",
             etcd=cache / f"etcd-{versions['ETCD_VERSION']}" / "bin" / "etcd",
             helm=cache / f"helm-{versions['HELM_VERSION']}" / "bin" / "helm",
-            kwok=cache / f"kwok-{versions['KWOK_VERSION']}" / "bin" / "kwok",
             sentry=dapr / "sentry",
             operator=dapr / "operator",
             injector=dapr / "injector",
@@ -143,7 +114,6 @@ class KubeTools:
             / f"dapr@v{versions['DAPR_VERSION']}"
             / "charts"
             / "dapr",
-            kwok_stages=modules / "sigs.k8s.io" / f"kwok@v{versions['KWOK_VERSION']}" / "kustomize" / "stage",
             versions=versions,
         )
 
@@ -155,15 +125,13 @@ class KubeTools:
             self.kube_scheduler,
             self.etcd,
             self.helm,
-            self.kwok,
             self.sentry,
             self.operator,
             self.injector,
         ]
         gone = [str(path) for path in binaries if not (path.is_file() and os.access(path, os.X_OK))]
-        gone += [
-            str(path) for path in (self.dapr_chart / "Chart.yaml", self.kwok_stages) if not path.exists()
-        ]
+        if not (self.dapr_chart / "Chart.yaml").exists():
+            gone.append(str(self.dapr_chart / "Chart.yaml"))
         return gone
 
 
@@ -521,26 +489,12 @@ def _https_ok(url: str, ca: Path | None = None, token: str | None = None) -> Cal
 
 
 @dataclass
-class _Token:
-    path: Path
-    namespace: str
-    service_account: str
-    audience: str | None
-    expiration: int
-    pod: tuple[str, str]  # name, uid
-    written: float = 0.0
-
-
-@dataclass
 class ControlPlane:
     workdir: Path
     tools: KubeTools
-    # False for a cluster whose nodes are real kubelets (node.py): no fake node to schedule onto.
-    with_kwok: bool = True
     # More kube-apiserver flags (node.py: how it reaches a real kubelet).
     apiserver_args: list[str] = field(default_factory=list)
     processes: list[ManagedProcess] = field(default_factory=list)
-    pods: list[PodProcess] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -549,10 +503,6 @@ class ControlPlane:
         self.token = base64.b32encode(os.urandom(20)).decode().lower().rstrip("=")
         self.server = f"https://{APISERVER_IP}:{APISERVER_PORT}"
         self.real_ips: set[str] = {APISERVER_IP}
-        self._tokens: list[_Token] = []
-        self._tokens_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._refresher: threading.Thread | None = None
         self.proxy: ServiceProxy | None = None
         self._kube: Kube | None = None
         self.pki: Pki | None = None
@@ -587,8 +537,7 @@ class ControlPlane:
         started = time.monotonic()
         require_loopback_only_namespace()
         bring_up_loopback()
-        for ip in (APISERVER_IP, NODE_IP):
-            add_address(ip)
+        add_address(APISERVER_IP)
         self.proxy = ServiceProxy(self.logs / "service-proxy.log")
         self.pki = Pki.create(self.workdir / "pki")
         write_kubeconfig(self.kubeconfig, self.server, self.pki.ca_cert, self.token)
@@ -597,17 +546,10 @@ class ControlPlane:
         self._kube = Kube(self.server, self.pki.ca_cert, self.token)
         self._start_controller_manager()
         self._start_scheduler()
-        if self.with_kwok:
-            self._start_kwok()
         self.proxy_services()
-        self._refresher = threading.Thread(target=self._refresh_tokens, name="token-refresher", daemon=True)
-        self._refresher.start()
         self._timed("control plane up", started)
 
     def stop(self) -> None:
-        self._stop.set()
-        for pod in reversed(self.pods):
-            pod.stop()
         for process in reversed(self.processes):
             process.stop(timeout=10)
         if self.proxy is not None:
@@ -617,8 +559,7 @@ class ControlPlane:
 
     def stopped(self) -> list[str]:
         """Names of the processes that are not running any more (should be empty)."""
-        dead = [p.name for p in self.processes if not p.running()]
-        return dead + [p.name for p in self.pods if not p.running()]
+        return [p.name for p in self.processes if not p.running()]
 
     # -- the parts ---------------------------------------------------------------------------
 
@@ -699,7 +640,7 @@ class ControlPlane:
             "garbage-collector-controller",
             "namespace-controller",
             # Takes the not-ready taint (TaintNodesByCondition puts it on every new node) off the
-            # node once kwok reports it Ready.
+            # node once its kubelet reports it Ready.
             "node-lifecycle-controller",
         ]
         kubeconfig = str(self.kubeconfig)
@@ -750,62 +691,6 @@ class ControlPlane:
         )
         scheduler.wait_until(_https_ok("https://127.0.0.1:10259/healthz"), "scheduler healthy", 120)
         self._timed("kube-scheduler", started)
-
-    def _start_kwok(self) -> None:
-        started = time.monotonic()
-        stages = [
-            self.tools.kwok_stages / "node" / "fast" / "node-initialize.yaml",
-            self.tools.kwok_stages / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
-            self.tools.kwok_stages / "pod" / "fast" / "pod-ready.yaml",
-            self.tools.kwok_stages / "pod" / "fast" / "pod-complete.yaml",
-            self.tools.kwok_stages / "pod" / "fast" / "pod-delete.yaml",
-        ]
-        config = self.workdir / "kwok.yaml"
-        config.write_text("\n---\n".join(stage.read_text().strip() for stage in stages) + "\n")
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": NODE_NAME,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                "labels": {
-                    "kubernetes.io/hostname": NODE_NAME,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "type": "kwok",
-                },
-            },
-            "spec": {},
-            "status": {
-                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "250"},
-                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "250"},
-            },
-        }
-        self.kube.call("POST", "/api/v1/nodes", body=node)
-        kwok = self._process(
-            "kwok",
-            [
-                self.tools.kwok,
-                f"--kubeconfig={self.kubeconfig}",
-                f"--config={config}",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--cidr={POD_CIDR}",
-                f"--node-ip={NODE_IP}",
-                "--node-lease-duration-seconds=40",
-            ],
-            env={**os.environ, "HOME": str(self.workdir / "home")},
-        )
-
-        def node_ready() -> bool:
-            found = self.kube.get(f"/api/v1/nodes/{NODE_NAME}") or {}
-            conditions = found.get("status", {}).get("conditions") or []
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-            return ready and not found.get("spec", {}).get("taints")
-
-        kwok.wait_until(node_ready, "the kwok node Ready and untainted", timeout=120)
-        self._timed("kwok", started)
-
-    # -- helm ----------------------------------------------------------------------------------
 
     def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         home = self.workdir / "helm"
@@ -899,50 +784,6 @@ class ControlPlane:
             lines.append(f"(the API did not answer: {exc})")
         return " | ".join(lines)
 
-    def run_pod(
-        self,
-        namespace: str,
-        selector: str,
-        container: str,
-        binary: Path,
-        extra_args: Sequence[str] = (),
-    ) -> PodProcess:
-        pod = PodProcess(self, self.running_pod(namespace, selector), container, binary, list(extra_args))
-        self.pods.append(pod)
-        pod.start()
-        return pod
-
-    def register_token(self, token: _Token) -> None:
-        self._write_token(token)
-        with self._tokens_lock:
-            self._tokens.append(token)
-
-    def _write_token(self, token: _Token) -> None:
-        spec: Obj = {
-            "expirationSeconds": token.expiration,
-            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": token.pod[0], "uid": token.pod[1]},
-        }
-        if token.audience:
-            spec["audiences"] = [token.audience]
-        answer = self.kube.call(
-            "POST",
-            f"/api/v1/namespaces/{token.namespace}/serviceaccounts/{token.service_account}/token",
-            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
-        )
-        temporary = token.path.with_name(f".{token.path.name}.new")
-        temporary.write_text(answer["status"]["token"])
-        temporary.replace(token.path)
-        token.written = time.monotonic()
-
-    def _refresh_tokens(self) -> None:
-        """Renews projected tokens at 80% of their lifetime, as the kubelet does."""
-        while not self._stop.wait(15):
-            with self._tokens_lock:
-                due = [t for t in self._tokens if time.monotonic() - t.written > 0.8 * t.expiration]
-            for token in due:
-                with contextlib.suppress(Exception):
-                    self._write_token(token)
-
     def proxy_services(self) -> dict[str, str]:
         """Serves the cluster IP of every Service whose endpoints include a real process (the API
         server, a PodProcess), forwarding to that endpoint. Returns what is routed."""
@@ -979,395 +820,3 @@ class ControlPlane:
                         )
                         break
         return self.proxy.table()
-
-    def hosts_file(self, extra: Sequence[tuple[str, str]] = ()) -> str:
-        """/etc/hosts for a pod: every Service's DNS names at its cluster IP."""
-        lines = ["127.0.0.1 localhost", *(f"{ip} {name}" for ip, name in extra)]
-        for service in self.kube.items("/api/v1/services"):
-            ip = service["spec"].get("clusterIP")
-            if ip and ip != "None":
-                name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
-                base = f"{name}.{namespace}.svc"
-                lines.append(f"{ip} {base}.{CLUSTER_DOMAIN} {base}")
-        return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
-# A container of a kwok pod, run for real.
-
-
-class UnsupportedPod(RuntimeError):
-    pass
-
-
-_MOUNT_ROOTS = (Path("/run"), Path("/var/run"), Path("/tmp"))
-NONROOT_UID = 65532
-
-
-class PodProcess:
-    """Runs one container of a (kwok) pod as a process, the way a kubelet would run it: the
-    container's command and args (the image's binary swapped for the one built here), its
-    environment with `valueFrom` resolved, the kubelet's KUBERNETES_SERVICE_* variables, and its
-    volumes written from the API server and bind-mounted at their mount paths in a mount
-    namespace of its own (over a tmpfs on /run, so nothing of the host's /run is touched)."""
-
-    def __init__(
-        self, plane: ControlPlane, pod: Obj, container: str, binary: Path, extra_args: list[str]
-    ) -> None:
-        self.plane = plane
-        self.pod = pod
-        self.namespace: str = pod["metadata"]["namespace"]
-        self.name: str = pod["metadata"]["name"]
-        self.ip: str = pod["status"]["podIP"]
-        self.container: Obj = next(c for c in pod["spec"]["containers"] if c["name"] == container)
-        self.binary = binary
-        self.extra_args = extra_args
-        self.folder = plane.workdir / "pods" / f"{self.namespace}_{self.name}"
-        self.process: ManagedProcess | None = None
-        self.argv: list[str] = []
-        self.env: dict[str, str] = {}
-        self.mounts: list[tuple[str, str]] = []
-        self.user = ""
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.running()
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop(timeout=10)
-
-    def log_tail(self, lines: int = 40) -> str:
-        return self.process.log_tail(lines) if self.process else "(not started)"
-
-    # -- the pod's parts -------------------------------------------------------------------------
-
-    def _config_map(self, name: str) -> dict[str, str]:
-        found = self.plane.kube.get(f"/api/v1/namespaces/{self.namespace}/configmaps/{name}")
-        if found is None:
-            raise UnsupportedPod(f"ConfigMap {self.namespace}/{name} is missing")
-        data: dict[str, str] = found.get("data") or {}
-        return data
-
-    def _secret(self, name: str) -> dict[str, bytes]:
-        found = self.plane.kube.get(f"/api/v1/namespaces/{self.namespace}/secrets/{name}")
-        if found is None:
-            raise UnsupportedPod(f"Secret {self.namespace}/{name} is missing")
-        return {key: base64.b64decode(value) for key, value in (found.get("data") or {}).items()}
-
-    def _field(self, path: str) -> str:
-        meta, spec, status = self.pod["metadata"], self.pod["spec"], self.pod["status"]
-        fields = {
-            "metadata.name": meta["name"],
-            "metadata.namespace": meta["namespace"],
-            "metadata.uid": meta["uid"],
-            "spec.nodeName": spec.get("nodeName", ""),
-            "spec.serviceAccountName": spec.get("serviceAccountName", ""),
-            "status.podIP": status.get("podIP", ""),
-            "status.hostIP": status.get("hostIP", ""),
-        }
-        if path in fields:
-            return str(fields[path])
-        for prefix, values in (
-            ("metadata.labels", meta.get("labels")),
-            ("metadata.annotations", meta.get("annotations")),
-        ):
-            if path == prefix:
-                return "\n".join(f'{k}="{v}"' for k, v in sorted((values or {}).items()))
-            if path.startswith(prefix + "['"):
-                return str((values or {}).get(path[len(prefix) + 2 : -2], ""))
-        raise UnsupportedPod(f"fieldRef {path} is not supported")
-
-    @staticmethod
-    def _write(folder: Path, relative: str, data: bytes) -> None:
-        target = folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-
-    def _keys(self, folder: Path, data: dict[str, bytes], items: list[Obj] | None) -> None:
-        if items:
-            for item in items:
-                if item["key"] in data:
-                    self._write(folder, item["path"], data[item["key"]])
-        else:
-            for key, value in data.items():
-                self._write(folder, key, value)
-
-    def _materialize(self, volume: Obj, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        if "emptyDir" in volume:
-            return
-        if "configMap" in volume:
-            source = volume["configMap"]
-            data = {k: v.encode() for k, v in self._config_map(source["name"]).items()}
-            self._keys(folder, data, source.get("items"))
-        elif "secret" in volume:
-            source = volume["secret"]
-            self._keys(folder, self._secret(source["secretName"]), source.get("items"))
-        elif "downwardAPI" in volume:
-            for item in volume["downwardAPI"].get("items", []):
-                self._write(folder, item["path"], self._field(item["fieldRef"]["fieldPath"]).encode())
-        elif "projected" in volume:
-            for source in volume["projected"]["sources"]:
-                if "serviceAccountToken" in source:
-                    spec = source["serviceAccountToken"]
-                    self.plane.register_token(
-                        _Token(
-                            path=folder / spec["path"],
-                            namespace=self.namespace,
-                            service_account=self.pod["spec"].get("serviceAccountName", "default"),
-                            audience=spec.get("audience"),
-                            expiration=int(spec.get("expirationSeconds", 3600)),
-                            pod=(self.name, self.pod["metadata"]["uid"]),
-                        )
-                    )
-                elif "configMap" in source:
-                    data = {k: v.encode() for k, v in self._config_map(source["configMap"]["name"]).items()}
-                    self._keys(folder, data, source["configMap"].get("items"))
-                elif "secret" in source:
-                    self._keys(folder, self._secret(source["secret"]["name"]), source["secret"].get("items"))
-                elif "downwardAPI" in source:
-                    for item in source["downwardAPI"].get("items", []):
-                        self._write(folder, item["path"], self._field(item["fieldRef"]["fieldPath"]).encode())
-                else:
-                    raise UnsupportedPod(f"projected source {sorted(source)} is not supported")
-        else:
-            raise UnsupportedPod(f"volume {volume['name']} ({sorted(volume)}) is not supported")
-
-    def _environment(self) -> dict[str, str]:
-        env = {
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOSTNAME": self.name,
-            "HOME": "/home/nonroot",  # the image's; not there, like ~/.kube
-            # What the kubelet gives every container: the `kubernetes` Service's address.
-            "KUBERNETES_SERVICE_HOST": KUBERNETES_SERVICE_IP,
-            "KUBERNETES_SERVICE_PORT": "443",
-            "KUBERNETES_SERVICE_PORT_HTTPS": "443",
-            "KUBERNETES_PORT": f"tcp://{KUBERNETES_SERVICE_IP}:443",
-            "KUBERNETES_PORT_443_TCP": f"tcp://{KUBERNETES_SERVICE_IP}:443",
-            "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
-            "KUBERNETES_PORT_443_TCP_PORT": "443",
-            "KUBERNETES_PORT_443_TCP_ADDR": KUBERNETES_SERVICE_IP,
-        }
-        if os.environ.get("AGORA_RUN_ID"):  # tags the process, so a leftover could be found
-            env["AGORA_RUN_ID"] = os.environ["AGORA_RUN_ID"]
-        for var in self.container.get("env") or []:
-            if "value" in var:
-                env[var["name"]] = str(var["value"])
-            elif "valueFrom" in var:
-                source = var["valueFrom"]
-                if "fieldRef" in source:
-                    env[var["name"]] = self._field(source["fieldRef"]["fieldPath"])
-                elif "configMapKeyRef" in source:
-                    ref = source["configMapKeyRef"]
-                    env[var["name"]] = self._config_map(ref["name"])[ref["key"]]
-                elif "secretKeyRef" in source:
-                    ref = source["secretKeyRef"]
-                    env[var["name"]] = self._secret(ref["name"])[ref["key"]].decode()
-                else:
-                    raise UnsupportedPod(f"env {var['name']}: {sorted(source)} is not supported")
-            else:
-                env[var["name"]] = ""
-        return env
-
-    def start(self) -> None:
-        """Writes the pod's volumes and starts the container's process."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        add_address(self.ip)
-        self.plane.real_ips.add(self.ip)
-        command = list(self.container.get("command") or [])
-        if not command or Path(command[0]).name != self.binary.name:
-            raise UnsupportedPod(f"container {self.container['name']} runs {command}, not {self.binary.name}")
-        volumes = {v["name"]: v for v in self.pod["spec"].get("volumes") or []}
-        hosts = self.folder / "hosts"
-        hosts.write_text(self.plane.hosts_file([(self.ip, self.name)]))
-        # The binary is bind-mounted into the new /run: the user below may not be able to reach
-        # it where it was built (e.g. under /root).
-        binary = f"/run/agora-pod/bin/{self.binary.name}"
-        script = [
-            "set -e",
-            "mount -t tmpfs -o mode=0755 agora-pod /run",
-            "mkdir -p /run/agora-pod/bin",
-            f": > {binary}",
-            f"mount --bind {shlex.quote(str(self.binary))} {binary}",
-            f"mount --bind {shlex.quote(str(hosts))} /etc/hosts",
-        ]
-        # Mounts over /tmp last: the pod's own folder may be under /tmp.
-        mounts = sorted(
-            self.container.get("volumeMounts") or [],
-            key=lambda m: Path(m["mountPath"]).is_relative_to("/tmp"),
-        )
-        for mount in mounts:
-            target = Path(mount["mountPath"])
-            if not any(target == root or root in target.parents for root in _MOUNT_ROOTS):
-                raise UnsupportedPod(f"mount path {target} is outside {[str(r) for r in _MOUNT_ROOTS]}")
-            if mount.get("subPath"):
-                raise UnsupportedPod(f"volume mount {mount['name']} uses subPath")
-            source = self.folder / "volumes" / mount["name"]
-            self._materialize(volumes[mount["name"]], source)
-            options = "bind,ro" if mount.get("readOnly") else "bind"
-            script += [
-                f"mkdir -p {shlex.quote(str(target))}",
-                f"mount -o {options} {shlex.quote(str(source))} {shlex.quote(str(target))}",
-            ]
-        # The container's user: its securityContext's, else the pod's, else the image's (Dapr's
-        # control-plane images are distroless "nonroot", uid 65532). Dapr refuses to run as root
-        # in Kubernetes mode. setpriv restores the parent-death signal the uid change clears.
-        security = {
-            **(self.pod["spec"].get("securityContext") or {}),
-            **(self.container.get("securityContext") or {}),
-        }
-        uid = int(security.get("runAsUser", NONROOT_UID))
-        gid = int(security.get("runAsGroup", uid))
-        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        script += [
-            "cd /",
-            f'exec {setpriv} --reuid={uid} --regid={gid} --clear-groups --pdeathsig=keep -- "$@"',
-        ]
-        self.argv = [binary, *command[1:], *(self.container.get("args") or []), *self.extra_args]
-        self.env = self._environment()
-        self.user = f"{uid}:{gid}"
-        self.mounts = [(m["name"], m["mountPath"]) for m in self.container.get("volumeMounts") or []]
-        unshare = shutil.which("unshare") or "/usr/bin/unshare"
-        wrapper = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(script)]
-        self.process = ManagedProcess(
-            f"pod-{self.name}",
-            [*wrapper, self.name, *self.argv],
-            self.plane.logs / f"pod-{self.name}.log",
-            env=self.env,
-        )
-        self.process.start()
-
-    def wait_healthy(self, port: int, timeout: float = 120) -> None:
-        """Until the process's healthz server (on every address, port `port`) answers 200."""
-        if self.process is None:
-            raise ProcessFailed(f"{self.name} is not started")
-        self.process.wait_until(http_ok(f"http://{self.ip}:{port}/healthz"), f"{self.name} healthy", timeout)
-
-    def describe(self) -> Obj:
-        return {
-            "pod": f"{self.namespace}/{self.name}",
-            "pod_ip": self.ip,
-            "argv": self.argv,
-            "user": self.user,
-            "extra_args": self.extra_args,
-            "env": sorted(k for k in self.env if not k.startswith("KUBERNETES_PORT_")),
-            "mounts": [f"{name} -> {path}" for name, path in self.mounts],
-        }
-
-
-# --------------------------------------------------------------------------------------------
-# Dapr's control plane, installed by Dapr's own chart.
-
-# The chart's values for this cluster, and why.
-DAPR_VALUES: Obj = {
-    "global": {
-        # One replica of each: one fake node, and the real processes share one network namespace.
-        "ha": {"enabled": False},
-        "tag": "",  # set from DAPR_VERSION below (the images are never pulled: kwok runs no container)
-        # Every control-plane binary binds its metrics port (9090) on all addresses; in the one
-        # network namespace the second would fail.
-        "prometheus": {"enabled": False},
-    },
-    # No PersistentVolumes here: the (fake) scheduler keeps its data in memory.
-    "dapr_scheduler": {"cluster": {"inMemoryStorage": True}},
-    # Sentry's healthz port is 8080 and not configurable in the chart; the injector's is.
-    "dapr_sidecar_injector": {"healthzPort": 8081},
-}
-SENTRY_HEALTHZ = 8080
-INJECTOR_HEALTHZ = 8081
-# The operator's healthz port is fixed at 8080 by its chart (like sentry's): moved with its own flag.
-OPERATOR_HEALTHZ = 8082
-
-
-@dataclass
-class Dapr:
-    plane: ControlPlane
-    sentry: PodProcess | None = None
-    operator: PodProcess | None = None
-    injector: PodProcess | None = None
-    values: Obj = field(default_factory=dict)
-
-    def install(self) -> Obj:
-        """helm install Dapr's chart, then run sentry, operator and injector for real. Returns
-        evidence for the report."""
-        plane, kube = self.plane, self.plane.kube
-        started = time.monotonic()
-        self.values = json.loads(json.dumps(DAPR_VALUES))
-        self.values["global"]["tag"] = plane.tools.versions["DAPR_VERSION"]
-        values_file = plane.workdir / "dapr-values.yaml"
-        values_file.write_text(yaml.safe_dump(self.values))
-        done = plane.helm(
-            "install", "dapr", str(plane.tools.dapr_chart), "--namespace", DAPR_NAMESPACE,
-            "--create-namespace", "--values", str(values_file), "--wait", "--timeout", "5m",
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise RuntimeError(f"helm install dapr failed: {done.stderr.strip()}")
-        plane.timings["helm install dapr"] = round(time.monotonic() - started, 1)
-
-        started = time.monotonic()
-        self.sentry = plane.run_pod(DAPR_NAMESPACE, "app=dapr-sentry", "dapr-sentry", plane.tools.sentry)
-        self.sentry.wait_healthy(SENTRY_HEALTHZ)
-        trust_anchors: str = kube.wait_for(
-            "sentry's trust anchors in ConfigMap dapr-trust-bundle",
-            lambda: (
-                (kube.get(f"/api/v1/namespaces/{DAPR_NAMESPACE}/configmaps/dapr-trust-bundle") or {})
-                .get("data", {})
-                .get("ca.crt")
-            ),
-            timeout=60,
-        )
-        plane.proxy_services()
-        self.operator = plane.run_pod(
-            DAPR_NAMESPACE,
-            "app=dapr-operator",
-            "dapr-operator",
-            plane.tools.operator,
-            ["--healthz-port", str(OPERATOR_HEALTHZ)],
-        )
-        self.injector = plane.run_pod(
-            DAPR_NAMESPACE, "app=dapr-sidecar-injector", "dapr-sidecar-injector", plane.tools.injector
-        )
-        self.operator.wait_healthy(OPERATOR_HEALTHZ, timeout=180)
-        self.injector.wait_healthy(INJECTOR_HEALTHZ, timeout=180)
-        routes = plane.proxy_services()
-
-        def webhook_ca() -> str | None:
-            hook = kube.get(
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/dapr-sidecar-injector"
-            )
-            ca = (hook or {}).get("webhooks", [{}])[0].get("clientConfig", {}).get("caBundle")
-            return str(ca) if ca else None
-
-        ca_bundle = kube.wait_for("the injector's caBundle in its webhook", webhook_ca, timeout=60)
-        plane.timings["dapr control plane processes up"] = round(time.monotonic() - started, 1)
-        return {
-            "chart": str(plane.tools.dapr_chart),
-            "values": self.values,
-            "processes": [p.describe() for p in (self.sentry, self.operator, self.injector)],
-            "service_proxy": routes,
-            "trust_anchors_from_sentry": trust_anchors.startswith("-----BEGIN CERTIFICATE-----"),
-            "webhook_ca_bundle_is_sentry_root": base64.b64decode(ca_bundle).decode().strip()
-            == trust_anchors.strip(),
-        }
-
-    def trust_anchors(self) -> str:
-        found = self.plane.kube.get(f"/api/v1/namespaces/{DAPR_NAMESPACE}/configmaps/dapr-trust-bundle") or {}
-        return str(found.get("data", {}).get("ca.crt", ""))
-
-
-def pod_ip_in_cidr(ip: str) -> bool:
-    try:
-        return ipaddress.ip_address(ip) in ipaddress.ip_network(POD_CIDR)
-    except ValueError:
-        return False
-
-
-@contextlib.contextmanager
-def control_plane(workdir: Path, tools: KubeTools | None = None) -> Iterator[ControlPlane]:
-    """A started control plane, stopped (every process) on the way out, also on failure."""
-    plane = ControlPlane(workdir, tools or KubeTools.from_environment())
-    try:
-        plane.start()
-        yield plane
-    finally:
-        plane.stop()

@@ -7,7 +7,7 @@ Deployment's pod from an image built here, without a registry.
 (AGORA_RUN_ID names the run's cgroups; AGORA_HOST_MOUNT_NAMESPACE is the inode of the mount
 namespace it must not be in.) It builds deploy/kubernetes/testpod (a static Go program) into two
 OCI archives (the pod sandbox's pause image and the test image), starts the control plane
-(control_plane.py, without kwok) and the node (node.py), runs the checks and writes
+(control_plane.py) and the node (node.py), runs the checks and writes
 <workdir>/report.json; logs go to <workdir>/logs/. The Agora chart's checks are in
 agora_on_node.py. Exit 0 when every check passed, 1 when one
 failed, 2 when it could not run at all.
@@ -65,7 +65,7 @@ from tests.integration.kubernetes.node import (
     kernel_settings,
 )
 from tests.integration.kubernetes.oci import ImageFile, write_image
-from tests.integration.kubernetes.scenario import CheckFailed, Report, expect
+from tests.integration.kubernetes.report import CheckFailed, Report, expect
 
 PAUSE_IMAGE = "agora.local/pause:1"
 TEST_IMAGE = "agora.local/testpod:1"
@@ -945,7 +945,6 @@ def main(argv: list[str]) -> int:
     plane = ControlPlane(
         workdir,
         tools,
-        with_kwok=False,
         # The kubelet's name is no DNS name here: the API server calls it at its node address.
         apiserver_args=["--kubelet-preferred-address-types=InternalIP"],
     )
