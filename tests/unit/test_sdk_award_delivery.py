@@ -181,6 +181,23 @@ async def test_a_run_outlasting_its_delivery_is_stopped_and_its_workflow_holds_t
     assert board.acknowledged == [AwardAcknowledgement(agent_id="a1", award_token=given.award_token)]
 
 
+async def test_an_agent_that_does_not_run_inline_has_its_workflow_take_the_award_at_once() -> None:
+    given = award(datetime.now(UTC))
+    board, workflows = Board(), Workflows()
+    runs = Runs(0.0, RunProgress(outcome=outcome(given), reported=True))
+    elsewhere = Agent("a1", handler=done, skills=["s"])
+    elsewhere.runs_inline = False
+    tasks = cast(Callable[[str], TaskInterface], lambda task_id: board)
+    taking = AwardIntake({"a1": elsewhere}, tasks, cast(WorkflowHost, workflows), cast(RunActivities, runs),
+                         spawn, 5.0)  # fmt: skip
+
+    await taking.on_award(given)
+
+    assert runs.executed == [], "not started in the delivery, where it could be stopped and started again"
+    assert workflows.started == [("agent_run", "run.t1.2")]
+    assert board.acknowledged == [AwardAcknowledgement(agent_id="a1", award_token=given.award_token)]
+
+
 async def test_a_run_paused_in_its_delivery_is_handed_to_its_workflow() -> None:
     given = award(datetime.now(UTC))
     board, workflows = Board(), Workflows()

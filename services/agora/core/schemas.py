@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from agora.core.a2a_terms import MarketTerms
 from agora.core.contracts import (
     AgentLearning,
     AgentList,
@@ -105,6 +106,9 @@ CONTRACTS: dict[str, Contract] = {
     "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
     "bid_solicitation": Contract(BidSolicitation, "`POST /v1/bids` body (an agent app)"),
     "bid_offer": Contract(BidOffer, "answer of `POST /v1/bids` (an agent app)"),
+    "a2a_market_terms": Contract(
+        MarketTerms, "`params` of the extension `urn:agora:a2a:market:v1` in an A2A Agent Card"
+    ),
     "task_outcome": Contract(TaskOutcome, "topic `agora.task.outcome`; `Task` actor `mark_outcome`"),
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
     "hand_over": Contract(HandOver, "`Task` actor `hand_over`"),

@@ -29,6 +29,7 @@ from agora.core.errors import (
 )
 from agora.core.graphs import GraphRunFailed
 from agora.core.models import ModelTier
+from agora.sdk._a2a import A2AAgent
 from agora.sdk._agent import Agent
 from agora.sdk._app import serve_agents
 from agora.sdk._crew import Crew, CrewMember, CrewPattern, MarketCrew
@@ -73,8 +74,9 @@ __all__ = [  # noqa: RUF022 (grouped by use, not sorted)
     "market_node",
     "planning_node",
     "tool_node",
-    # On the market
+    # On the market: this process's agents, and A2A agents of any framework
     "serve_agents",
+    "A2AAgent",
     # Errors (every one an AgoraError with a code)
     "AgoraError",
     "BudgetExceeded",

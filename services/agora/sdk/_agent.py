@@ -198,10 +198,27 @@ class Agent:
         """Registers workflows and activities of the agent's own on its app's workflow runtime
         (an agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""
         self.runs_in_flight = 0
+        self.runs_inline = True
+        """Whether a run may start in its award's delivery before its workflow takes it over
+        (stopped there and started again by the workflow when it lasts): not for an agent whose
+        work is done elsewhere and cannot be started twice."""
 
     @property
     def agent_id(self) -> str:
         return self.profile.agent_id
+
+    async def connect(self, dapr_http_endpoint: str) -> None:
+        """What the agent needs of its app's sidecar before it runs: its MCP servers' tools,
+        listed through the sidecar (once)."""
+        if self.runner is not None and self.runner.tools.sources:
+            await self.runner.tools.connect(dapr_http_endpoint)
+
+    async def offer(self, dapr_http_endpoint: str) -> CapabilityProfile | None:
+        """The profile its app registers (and renews) on the market now, once the agent is
+        connected (an agent bids only once its tools are there); None: it cannot be offered
+        now, and its lease is left to lapse."""
+        await self.connect(dapr_http_endpoint)
+        return self.profile
 
     @property
     def instructions(self) -> str:

@@ -32,7 +32,7 @@ from agora.sdk._app_run import (
     agent_run_failed,
     run_attributes,
 )
-from agora.sdk._app_steps import connect_tools, execute_award, resume_award
+from agora.sdk._app_steps import execute_award, resume_award
 from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import AgentStateStore
@@ -85,11 +85,11 @@ class RunActivities:
     @contextlib.asynccontextmanager
     async def _working(self, agent: Agent) -> AsyncIterator[None]:
         """One of the app's run slots, counted as the agent's load while the run works, with the
-        agent's MCP tools listed (a run resumed after a crash may come before warm-up did)."""
+        agent connected to the sidecar (a run resumed after a crash may come before warm-up did)."""
         async with self._run_slots:
             agent.runs_in_flight += 1
             try:
-                await connect_tools(agent, self._dapr_http_endpoint)
+                await agent.connect(self._dapr_http_endpoint)
                 yield
             finally:
                 agent.runs_in_flight -= 1

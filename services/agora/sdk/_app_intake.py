@@ -72,6 +72,8 @@ class AwardIntake:
             await self._host.start_once(AGENT_RUN, start.instance, start)
             return
         inline_seconds = min(self._inline_run_seconds, award.acknowledge_within_ms / 3000)
+        if not self._agents[award.agent_id].runs_inline:
+            inline_seconds = 0
         if inline_seconds > 0 and await self.ran_inline(start, inline_seconds):
             return  # ended, recorded on the board and announced
         await self._host.start_once(AGENT_RUN, start.instance, start)

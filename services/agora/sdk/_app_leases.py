@@ -1,6 +1,8 @@
 """An agent app's agents on the market: registered with a lease (renewed every third of it),
 naming the app as the one that answers their bid solicitations when they bid themselves, and
-re-registered with the shortest lease when the app stops, so they leave within seconds."""
+re-registered with the shortest lease when the app stops, so they leave within seconds. An
+agent that cannot be offered at a renewal (an A2A agent whose card is gone) is not renewed: its
+lease lapses, and it is registered again at a later renewal when it can be."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from agora.runtime.clients import RegistryClient
 from agora.runtime.service import ServiceContext
 from agora.sdk._agent import Agent
 from agora.sdk._app_settings import AgentAppSettings
-from agora.sdk._app_steps import connect_tools
 
 __all__ = ["RENEW_RETRY_SECONDS", "AgentLeases"]
 
@@ -29,31 +30,39 @@ class AgentLeases:
     def __init__(self, agents: Sequence[Agent], settings: AgentAppSettings) -> None:
         self._agents = agents
         self._settings = settings
+        self._registered: dict[str, CapabilityProfile] = {}
 
-    def profiles(self) -> list[CapabilityProfile]:
-        return [
-            a.profile.model_copy(update={"bid_app_id": self._settings.app_id if a.bids == "self" else None})
-            for a in self._agents
-        ]
+    async def offered(self) -> list[CapabilityProfile]:
+        """Each agent's profile as it can be offered now (those that cannot are left out),
+        naming this app for the bids of the agents that bid themselves."""
+        profiles: list[CapabilityProfile] = []
+        for agent in self._agents:
+            profile = await agent.offer(self._settings.dapr_http_endpoint)
+            if profile is not None:
+                bid_app_id = self._settings.app_id if agent.bids == "self" else None
+                profiles.append(profile.model_copy(update={"bid_app_id": bid_app_id}))
+        return profiles
+
+    async def register(self, registry: RegistryClient) -> None:
+        for profile in await self.offered():
+            await registry.register(profile, lease_seconds=self._settings.agent_lease_seconds)
+            self._registered[profile.agent_id] = profile
 
     async def warm_up(self, ctx: ServiceContext) -> None:
         settings = self._settings
-        for agent in self._agents:  # before registering: an agent bids only once its tools are there
-            await connect_tools(agent, settings.dapr_http_endpoint)
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
-        for profile in self.profiles():
-            await registry.register(profile, lease_seconds=settings.agent_lease_seconds)
+        await self.register(registry)
         log.info(
             "agents registered",
-            extra={"agents": self._agent_ids(), "lease_s": settings.agent_lease_seconds},
+            extra={"agents": sorted(self._registered), "lease_s": settings.agent_lease_seconds},
         )
-        ctx.spawn_daemon(_renew(registry, self.profiles(), settings.agent_lease_seconds), name="agent leases")
+        ctx.spawn_daemon(self._renew(registry), name="agent leases")
 
     async def stop(self, ctx: ServiceContext) -> None:
         settings = self._settings
         registry = RegistryClient(ctx.sidecar, settings.registry_app_id)
         try:
-            for profile in self.profiles():
+            for profile in self._registered.values():
                 await registry.register(profile, lease_seconds=MIN_LEASE_SECONDS)
         except Exception as exc:  # the registry stopping too (one app hosts both): leases lapse anyway
             log.warning(
@@ -62,20 +71,16 @@ class AgentLeases:
             )
             return
         log.info(
-            "agents leave the market", extra={"agents": self._agent_ids(), "within_s": MIN_LEASE_SECONDS}
+            "agents leave the market",
+            extra={"agents": sorted(self._registered), "within_s": MIN_LEASE_SECONDS},
         )
 
-    def _agent_ids(self) -> list[str]:
-        return sorted(agent.agent_id for agent in self._agents)
-
-
-async def _renew(registry: RegistryClient, profiles: list[CapabilityProfile], lease_seconds: int) -> None:
-    interval = lease_seconds / 3
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            for profile in profiles:
-                await registry.register(profile, lease_seconds=lease_seconds)
-        except Exception as exc:  # the registry restarting: try again soon
-            log.warning("renewing the agents' leases failed; retrying", extra={"reason": repr(exc)[:300]})
-            await asyncio.sleep(RENEW_RETRY_SECONDS)
+    async def _renew(self, registry: RegistryClient) -> None:
+        interval = self._settings.agent_lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.register(registry)
+            except Exception as exc:  # the registry restarting: try again soon
+                log.warning("renewing the agents' leases failed; retrying", extra={"reason": repr(exc)[:300]})
+                await asyncio.sleep(RENEW_RETRY_SECONDS)

@@ -20,13 +20,7 @@ from agora.sdk._app_run import AgentRunDecision, RunProgress, failed_outcome
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import AgentState, AgentStateStore, ExecutionResult, RunStatus
 
-__all__ = ["charged", "connect_tools", "execute_award", "resume_award"]
-
-
-async def connect_tools(agent: Agent, dapr_http_endpoint: str) -> None:
-    """The agent's tools from MCP servers, listed through the app's sidecar (once)."""
-    if agent.runner is not None and agent.runner.tools.sources:
-        await agent.runner.tools.connect(dapr_http_endpoint)
+__all__ = ["charged", "execute_award", "resume_award"]
 
 
 async def execute_award(

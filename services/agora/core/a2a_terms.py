@@ -1,0 +1,35 @@
+"""Agora's A2A extension: what an A2A agent's Agent Card says of its terms on the market.
+
+An A2A agent that wants the market to know its price declares the extension in its card's
+`capabilities.extensions`, with `params` that parse as `MarketTerms`:
+
+    {"uri": "urn:agora:a2a:market:v1", "params": {"price_per_step_usd": 0.002, "max_steps": 8}}
+
+The URI names the extension; nothing is ever fetched from it. A card without the extension
+takes its terms from its registration (or the defaults). How an agent answers the market's bid
+requests over A2A is a later version of the extension; until then the market estimates every
+A2A agent's bids itself, and says so in each bid's rationale.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["MARKET_EXTENSION_URI", "MAX_CARD_BYTES", "MarketTerms"]
+
+MARKET_EXTENSION_URI = "urn:agora:a2a:market:v1"
+MAX_CARD_BYTES = 256 * 1024
+"""The largest Agent Card read (bytes of its JSON): a card the size of a program is refused."""
+
+
+class MarketTerms(BaseModel):
+    """An A2A agent's terms on the market, from its card's Agora extension (`params`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    price_per_step_usd: float = Field(
+        default=0.0, ge=0.0, le=1_000.0, description="What the agent charges for a step of its work."
+    )
+    max_steps: int | None = Field(
+        default=None, ge=1, le=10_000, description="The most steps it takes on one task; none: 20."
+    )

@@ -1,0 +1,482 @@
+"""Agents of any framework on the market, over A2A.
+
+An `A2AAgent` is an agent app's agent whose work an A2A agent elsewhere does (CrewAI, Google
+ADK, Microsoft Agent Framework, LangGraph, or the A2A SDK itself, in A2A 1.0 or 0.3):
+
+- The app reads the agent's Agent Card through its own sidecar (Dapr's invocation of an external
+  URL: the app's resiliency policies, tracing and access control apply to every call), and
+  offers the card's skills (ids and tags) on the market under the card's name. Its price is the
+  card's Agora extension's (`agora.core.a2a_terms`), else the one it was given.
+- The lease of its registration is renewed only when the card is read again: an agent whose
+  card is gone leaves the market when its lease lapses, and comes back when the card does.
+- The market estimates its bids (`bids="market"`; each bid's rationale says so).
+- A task it wins is one A2A task: the task's description goes as a message (streamed when the
+  card says the agent streams; the message's id is the award's, so a redelivered award sends the
+  same message), the agent's artifacts become the outcome, an agent that fails, goes silent for
+  `IDLE_SECONDS` or cannot be reached gives a FAILED outcome with the reason, and the task's
+  deadline cancels the A2A task.
+
+    from agora.sdk import A2AAgent
+
+    agents = [A2AAgent("researcher", "http://127.0.0.1:9100")]
+
+Bounds: a card of at most `MAX_CARD_BYTES`, at most `MAX_SKILL_TAGS` skills taken from it, a
+reply of at most `MAX_REPLY_EVENTS` events, an outcome of at most `MAX_TEXT_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict, ParseError
+from google.protobuf.struct_pb2 import Struct
+from pydantic import ValidationError
+
+from agora.core.a2a_terms import MARKET_EXTENSION_URI, MAX_CARD_BYTES, MarketTerms
+from agora.core.limits import (
+    MAX_NAME_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_SKILL_TAG_CHARS,
+    MAX_SKILL_TAGS,
+    MAX_TEXT_CHARS,
+)
+from agora.core.messages import TaskAwarded
+from agora.core.models import CapabilityProfile, ModelTier
+from agora.sdk._agent import Agent, HandlerResult
+
+__all__ = [
+    "IDLE_SECONDS",
+    "MAX_REPLY_EVENTS",
+    "A2AAgent",
+    "A2AReply",
+    "CardUnreadable",
+    "card_location",
+    "card_profile",
+    "through_sidecar",
+]
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 300.0
+"""The longest an A2A agent may stay silent while it holds a task (no event on its stream, or no
+answer to a blocking send): then its task ends FAILED."""
+CARD_READ_SECONDS = 10.0
+MAX_REPLY_EVENTS = 1_000
+"""Events one A2A task may send; an agent that streams more is out of protocol."""
+CANCEL_SECONDS = 5.0
+"""How long cancelling an A2A task at its deadline may take before the run gives up on it."""
+DEFAULT_MAX_STEPS = 20
+TERMINAL_STATES = frozenset(
+    {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
+     TaskState.TASK_STATE_REJECTED}
+)  # fmt: skip
+INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+
+
+class CardUnreadable(Exception):
+    """The agent's card could not be read or does not describe an agent the market can use."""
+
+
+class OutOfProtocol(Exception):
+    """The agent answered something A2A does not allow (or beyond Agora's bounds)."""
+
+
+def card_location(card_url: str) -> str:
+    """The card's own URL: `card_url` as given when it names a `.json` file, else the agent's
+    base URL with A2A's well-known card path."""
+    parts = urlsplit(card_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"an A2A agent's card URL is an http(s) URL with a host, not {card_url!r}")
+    if parts.path.endswith(".json"):
+        return urlunsplit(parts)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + AGENT_CARD_WELL_KNOWN_PATH))
+
+
+def through_sidecar(url: str, dapr_http_endpoint: str) -> str:
+    """`url` as the app's sidecar invokes it (Dapr's invocation of a URL outside the cluster:
+    `<sidecar>/v1.0/invoke/<scheme>://<host:port>/method/<path>`)."""
+    parts = urlsplit(url)
+    target = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path or "/"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{dapr_http_endpoint.rstrip('/')}/v1.0/invoke/{target}/method{path}{query}"
+
+
+def _sidecar_headers() -> dict[str, str]:
+    token = os.environ.get("DAPR_API_TOKEN")
+    return {"dapr-api-token": token} if token else {}
+
+
+async def read_card(card_url: str, dapr_http_endpoint: str) -> AgentCard:
+    """The agent's card, read through the sidecar; `CardUnreadable` says why it could not be."""
+    url = through_sidecar(card_location(card_url), dapr_http_endpoint)
+    try:
+        async with (
+            httpx.AsyncClient(timeout=CARD_READ_SECONDS, headers=_sidecar_headers()) as http,
+            http.stream("GET", url) as response,
+        ):
+            if response.status_code != 200:
+                raise CardUnreadable(f"its card answered HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_CARD_BYTES:
+                    raise CardUnreadable(f"its card is larger than {MAX_CARD_BYTES} bytes")
+    except httpx.HTTPError as exc:
+        raise CardUnreadable(
+            f"its card could not be read: {type(exc).__name__}: {exc}"[:MAX_NOTE_CHARS]
+        ) from exc
+    try:
+        data = json.loads(body)
+        card = parse_agent_card(data)
+    except (ValueError, ParseError, TypeError) as exc:
+        raise CardUnreadable(f"its card is not an A2A Agent Card: {exc}"[:MAX_NOTE_CHARS]) from exc
+    if not card.supported_interfaces:
+        raise CardUnreadable("its card names no interface to reach it at")
+    return card
+
+
+def market_terms(card: AgentCard) -> MarketTerms | None:
+    """The terms the card's Agora extension states; None: the card does not declare it."""
+    for extension in card.capabilities.extensions:
+        if extension.uri == MARKET_EXTENSION_URI:
+            try:
+                return MarketTerms.model_validate(MessageToDict(extension.params))
+            except ValidationError as exc:
+                raise CardUnreadable(
+                    f"its card's market terms do not parse: {exc.error_count()} error(s): "
+                    f"{exc.errors()[0]['msg']}"
+                ) from exc
+    return None
+
+
+def card_profile(
+    card: AgentCard,
+    agent_id: str,
+    *,
+    price_per_step: float | None,
+    max_steps: int | None,
+    tier: ModelTier,
+) -> CapabilityProfile:
+    """The capability profile the card describes: its skills' ids and tags (blank, overlong and
+    repeated ones left out, at most `MAX_SKILL_TAGS`), its name, and its price and step limit
+    (the registration's when given, else the card's Agora extension's, else the defaults)."""
+    offered: dict[str, None] = {}
+    for skill in card.skills:
+        for tag in (skill.id, *skill.tags):
+            cleaned = tag.strip()
+            if cleaned and len(cleaned) <= MAX_SKILL_TAG_CHARS:
+                offered[cleaned] = None
+    if not offered:
+        raise CardUnreadable("its card offers no skill")
+    terms = market_terms(card) or MarketTerms()
+    return CapabilityProfile(
+        agent_id=agent_id,
+        agent_name=(card.name.strip() or agent_id)[:MAX_NAME_CHARS],
+        skill_tags=list(offered)[:MAX_SKILL_TAGS],
+        model_tier=tier,
+        cost_per_step_usd=price_per_step if price_per_step is not None else terms.price_per_step_usd,
+        max_steps=max_steps or terms.max_steps or DEFAULT_MAX_STEPS,
+    )
+
+
+def part_text(part: Part) -> str:
+    """What a part says, as text: its text, its data as JSON, or a note naming a file."""
+    kind = part.WhichOneof("content")
+    if kind == "text":
+        return part.text
+    if kind == "data":
+        return json.dumps(MessageToDict(part.data), sort_keys=True)
+    if kind in ("raw", "url"):
+        return f"[file {part.filename or part.url or 'without a name'} ({part.media_type or 'no type'})]"
+    return ""
+
+
+@dataclass
+class A2AReply:
+    """What an A2A agent has answered so far about one task: the A2A task it made, its state and
+    latest status message, and its artifacts' text (at most `MAX_TEXT_CHARS` kept)."""
+
+    agent_id: str
+    task_id: str = ""
+    state: int = TaskState.TASK_STATE_UNSPECIFIED
+    status_text: str = ""
+    answer: str | None = None
+    """A reply that is a message, not a task: the agent's whole answer."""
+    events: int = 0
+    _artifacts: dict[str, list[str]] = field(default_factory=dict)
+    _chars: int = 0
+    cut: bool = False
+
+    @property
+    def ended(self) -> bool:
+        return self.answer is not None or self.state in TERMINAL_STATES or self.state in INTERRUPTED_STATES
+
+    def take(self, event: StreamResponse) -> None:
+        """One event of the agent's reply (`OutOfProtocol` for one A2A does not allow)."""
+        self.events += 1
+        if self.events > MAX_REPLY_EVENTS:
+            raise OutOfProtocol(f"it sent more than {MAX_REPLY_EVENTS} events for one task")
+        kind = event.WhichOneof("payload")
+        if kind == "message":
+            self.answer = self._text(event.message.parts)
+            return
+        if kind == "task":
+            self._same_task(event.task.id)
+            self._status(event.task.status.state, event.task.status.message)
+            for artifact in event.task.artifacts:
+                self._artifact(artifact.artifact_id, artifact.parts, append=False)
+            return
+        if kind == "status_update":
+            self._same_task(event.status_update.task_id)
+            self._status(event.status_update.status.state, event.status_update.status.message)
+            return
+        if kind == "artifact_update":
+            update = event.artifact_update
+            self._same_task(update.task_id)
+            self._artifact(update.artifact.artifact_id, update.artifact.parts, append=update.append)
+            return
+        raise OutOfProtocol("it sent an event that is neither a task, a message nor an update")
+
+    def result(self, price_per_step: float) -> HandlerResult:
+        """The outcome of a reply that ended (or of what it came to when it was cut off)."""
+        text = "\n\n".join("".join(chunks) for chunks in self._artifacts.values() if chunks)
+        note = f" (cut at {MAX_TEXT_CHARS} characters)" if self.cut else ""
+        if self.answer is not None:
+            return HandlerResult(success=True, summary=self.answer[:MAX_TEXT_CHARS], cost_usd=price_per_step)
+        if self.state == TaskState.TASK_STATE_COMPLETED:
+            summary = (text or self.status_text or "completed, with no artifact")[
+                : MAX_TEXT_CHARS - len(note)
+            ]
+            return HandlerResult(
+                success=True, summary=summary + note, cost_usd=price_per_step, partial=self.cut
+            )
+        state = TaskState.Name(self.state).removeprefix("TASK_STATE_")
+        said = f": {self.status_text}" if self.status_text else ""
+        if self.state in INTERRUPTED_STATES:
+            reason = (
+                f"the A2A agent {self.agent_id} asked for input ({state}){said}; answering an A2A "
+                "agent's question is not supported yet"
+            )
+        else:
+            reason = f"the A2A agent {self.agent_id} ended its task {state}{said}"
+        return HandlerResult(success=False, summary=reason[:MAX_TEXT_CHARS], cost_usd=price_per_step)
+
+    def _same_task(self, task_id: str) -> None:
+        if not task_id:
+            raise OutOfProtocol("it sent an update without its task's id")
+        if self.task_id and task_id != self.task_id:
+            raise OutOfProtocol(f"it sent updates of two tasks ({self.task_id}, {task_id}) for one message")
+        self.task_id = task_id
+
+    def _status(self, state: int, message: Message) -> None:
+        self.state = state
+        said = self._text(message.parts)
+        if said:
+            self.status_text = said[:MAX_NOTE_CHARS]
+
+    def _artifact(self, artifact_id: str, parts: Any, *, append: bool) -> None:
+        chunks = self._artifacts.setdefault(artifact_id, [])
+        if not append:
+            self._chars -= sum(len(c) for c in chunks)
+            chunks.clear()
+        text = self._text(parts)
+        room = MAX_TEXT_CHARS - self._chars
+        if len(text) > room:
+            text, self.cut = text[: max(0, room)], True
+        chunks.append(text)
+        self._chars += len(text)
+
+    @staticmethod
+    def _text(parts: Any) -> str:
+        return "\n".join(t for t in (part_text(p) for p in parts) if t)
+
+
+class A2AAgent(Agent):
+    """An A2A agent on the market, reached at `card_url` (its base URL, or its card's URL)
+    through the agent app's sidecar, as agent `name`.
+
+        agents = [A2AAgent("researcher", "http://127.0.0.1:9100", price_per_step=0.002)]
+
+    Its skills and display name come from its card when the app starts, and again each time the
+    app renews its lease; `price_per_step` and `max_steps` override the card's terms."""
+
+    def __init__(
+        self,
+        name: str,
+        card_url: str,
+        *,
+        price_per_step: float | None = None,
+        max_steps: int | None = None,
+        tier: ModelTier = ModelTier.BALANCED,
+        max_concurrent_runs: int = 4,
+    ) -> None:
+        self.card_url = card_url
+        card_location(card_url)  # refuses a URL it could never read
+        self._price_per_step = price_per_step
+        self._max_steps = max_steps
+        self._tier = tier
+        self.card: AgentCard | None = None
+        # Until its card is read (before the app registers it), the agent offers one skill: its
+        # own name. `offer` replaces the profile with the card's.
+        provisional = CapabilityProfile(
+            agent_id=name,
+            agent_name=name,
+            skill_tags=[name[:MAX_SKILL_TAG_CHARS]],
+            model_tier=tier,
+            cost_per_step_usd=price_per_step or 0.0,
+            max_steps=max_steps or DEFAULT_MAX_STEPS,
+        )
+        self._init(
+            provisional,
+            instructions="",
+            budget_usd=None,
+            estimate=None,
+            bids="market",
+            max_concurrent_runs=max_concurrent_runs,
+            handler=self._run,
+            workflows=None,
+        )
+        self.runner = None
+        # Its run is its workflow's from the start: a run stopped in the award's delivery and
+        # started again by the workflow would send the agent the task twice.
+        self.runs_inline = False
+        self._dapr_http_endpoint = ""
+
+    def __repr__(self) -> str:
+        return f"A2AAgent({self.agent_id!r}, {self.card_url!r})"
+
+    async def connect(self, dapr_http_endpoint: str) -> None:
+        """Remembers the app's sidecar: the agent is reached through it (its card is read when
+        the app offers it, or at its first run)."""
+        self._dapr_http_endpoint = dapr_http_endpoint
+
+    async def offer(self, dapr_http_endpoint: str) -> CapabilityProfile | None:
+        """Read the card again: its profile to register, or None (the card cannot be read now,
+        said in the log) so its lease lapses."""
+        self._dapr_http_endpoint = dapr_http_endpoint
+        try:
+            card = await read_card(self.card_url, dapr_http_endpoint)
+            self.profile = card_profile(
+                card,
+                self.agent_id,
+                price_per_step=self._price_per_step,
+                max_steps=self._max_steps,
+                tier=self._tier,
+            )
+        except CardUnreadable as exc:
+            log.warning(
+                "an A2A agent's card cannot be read; its lease is not renewed",
+                extra={"agent_id": self.agent_id, "card_url": self.card_url, "reason": str(exc)},
+            )
+            return None
+        self.card = card
+        return self.profile
+
+    async def _run(self, award: TaskAwarded) -> HandlerResult:
+        price = self.profile.cost_per_step_usd
+        try:
+            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+        except CardUnreadable as exc:
+            return self._failed(str(exc))
+        reply = A2AReply(self.agent_id)
+        http = httpx.AsyncClient(
+            timeout=httpx.Timeout(IDLE_SECONDS, connect=CARD_READ_SECONDS), headers=_sidecar_headers()
+        )
+        config = ClientConfig(streaming=card.capabilities.streaming, httpx_client=http)
+        client = None
+        try:
+            client = ClientFactory(config).create(self._reached_through_sidecar(card))
+            async for event in client.send_message(self._request(award)):
+                reply.take(event)
+                if reply.ended:
+                    break
+        except asyncio.CancelledError:
+            # The run's deadline (or the app stopping): the A2A task is cancelled with it.
+            if client is not None and reply.task_id and not reply.ended:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(
+                        asyncio.wait_for(self._cancel(client, reply.task_id), CANCEL_SECONDS)
+                    )
+            raise
+        except OutOfProtocol as exc:
+            return self._failed(f"it answered out of protocol: {exc}")
+        except (A2AError, httpx.HTTPError, ValueError) as exc:
+            return self._failed(f"it could not be reached or failed: {type(exc).__name__}: {exc}")
+        finally:
+            await http.aclose()
+        if not reply.ended:
+            return self._failed(f"its reply ended while its task was {_state_name(reply.state)}")
+        return reply.result(price)
+
+    @staticmethod
+    async def _cancel(client: Any, task_id: str) -> None:
+        await client.cancel_task(CancelTaskRequest(id=task_id))
+
+    def _request(self, award: TaskAwarded) -> SendMessageRequest:
+        metadata = Struct()
+        metadata.update(
+            {
+                "agora": {
+                    "task_id": award.task_id,
+                    "required_skills": list(award.spec.required_skills),
+                    "budget_usd": award.spec.budget_usd,
+                }
+            }
+        )
+        message = Message(
+            # The award's own ids: a redelivered award sends the same message, in the same context.
+            message_id=f"agora-{award.task_id}-{award.attempt}",
+            context_id=f"agora-{award.task_id}",
+            role=Role.ROLE_USER,
+            parts=[Part(text=award.spec.description)],
+            metadata=metadata,
+        )
+        return SendMessageRequest(
+            message=message,
+            configuration=SendMessageConfiguration(accepted_output_modes=["text/plain", "application/json"]),
+        )
+
+    def _reached_through_sidecar(self, card: AgentCard) -> AgentCard:
+        routed = AgentCard()
+        routed.CopyFrom(card)
+        for interface in routed.supported_interfaces:
+            interface.url = through_sidecar(interface.url, self._endpoint())
+        return routed
+
+    def _endpoint(self) -> str:
+        if not self._dapr_http_endpoint:
+            raise CardUnreadable("its app has not connected it to a sidecar yet")
+        return self._dapr_http_endpoint
+
+    def _failed(self, reason: str) -> HandlerResult:
+        """A run that came to no answer from the agent: nothing charged."""
+        said = f"the A2A agent {self.agent_id} at {self.card_url}: {reason}"
+        return HandlerResult(success=False, summary=said[:MAX_TEXT_CHARS], cost_usd=0.0)
+
+
+def _state_name(state: int) -> str:
+    return TaskState.Name(state).removeprefix("TASK_STATE_") if state else "not begun"

@@ -1,0 +1,136 @@
+"""An A2A agent of another framework, built only from the `a2a-sdk` (its server, its task
+updater, its in-memory task store): what an agent app's `A2AAgent` reaches through its sidecar.
+
+    python tests/integration/apps/a2a_peer.py --port P --name NAME --log FILE [--wire 0.3] [--no-streaming]
+
+Its card offers the skill `haiku-by-NAME` (tags `poetry`, `verse`), so a task can name the agent it
+is for by the skill it needs, and declares Agora's market extension
+with a price. What it does with a task depends on the task's text:
+
+- anything else: says it is drafting (a status update), adds an artifact
+  `a haiku by NAME about <text>`, completes;
+- `vanish`: starts work, then the process dies (exit 3) without answering;
+- `stall`: starts work and waits until it is cancelled (its cancel is logged);
+- `ask`: asks for input (INPUT_REQUIRED).
+
+Every message it receives is logged as `message <message id> <context id>`, every cancel as
+`cancel <task id>`, one line each, so a test counts what reached it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from google.protobuf.struct_pb2 import Struct
+from starlette.applications import Starlette
+
+from agora.core.a2a_terms import MARKET_EXTENSION_URI
+
+PRICE_PER_STEP_USD = 0.002
+
+
+class Peer(AgentExecutor):
+    def __init__(self, name: str, log: Path) -> None:
+        self.name = name
+        self.log = log
+
+    def note(self, line: str) -> None:
+        with self.log.open("a") as out:
+            out.write(line + "\n")
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None and context.task_id and context.context_id
+        self.note(f"message {message.message_id} {message.context_id}")
+        text = context.get_user_input()
+        if context.current_task is None:
+            await event_queue.enqueue_event(
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[message],
+                )
+            )
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work(self.said("drafting"))
+        if "vanish" in text:
+            await asyncio.sleep(0.3)
+            os._exit(3)
+        if "stall" in text:
+            await asyncio.Event().wait()
+        if "ask" in text:
+            await updater.requires_input(self.said("which season?"))
+            return
+        await updater.add_artifact([Part(text=f"a haiku by {self.name} about {text}")], name="haiku")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id and context.context_id
+        self.note(f"cancel {context.task_id}")
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    def said(self, text: str) -> Message:
+        return Message(message_id=os.urandom(8).hex(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+
+
+def card(name: str, url: str, wire: str, streaming: bool) -> AgentCard:
+    terms = Struct()
+    terms.update({"price_per_step_usd": PRICE_PER_STEP_USD, "max_steps": 6})
+    return AgentCard(
+        name=f"{name} (A2A)",
+        description="Writes haiku.",
+        version="1.0.0",
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=wire)],
+        capabilities=AgentCapabilities(
+            streaming=streaming, extensions=[AgentExtension(uri=MARKET_EXTENSION_URI, params=terms)]
+        ),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(id=f"haiku-by-{name}", name="Haiku", description="A haiku.", tags=["poetry", "verse"])
+        ],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--wire", default="1.0", choices=["1.0", "0.3"])
+    parser.add_argument("--no-streaming", action="store_true")
+    args = parser.parse_args()
+    agent_card = card(args.name, f"http://127.0.0.1:{args.port}/a2a", args.wire, not args.no_streaming)
+    handler = DefaultRequestHandler(Peer(args.name, args.log), InMemoryTaskStore(), agent_card)
+    routes = [
+        *create_agent_card_routes(agent_card),
+        *create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=args.wire == "0.3"),
+    ]
+    uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

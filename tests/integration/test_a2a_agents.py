@@ -1,0 +1,199 @@
+"""A2A agents of any framework on the market (redis profile, every service its own app): agents
+built only from the `a2a-sdk` (tests/integration/apps/a2a_peer.py), put on the market by their
+card URLs in an agent app's agents file (`A2AAgent`), reached through that app's sidecar. One
+speaks A2A 1.0 and streams, one speaks the 0.3 wire and answers each message whole, one dies
+when asked to, one stalls, one leaves."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.processes import ManagedProcess, PortAllocator, port_open
+from agora.harness.system import CONSOLE, SERVICES
+from tests.integration.apps.a2a_peer import PRICE_PER_STEP_USD
+from tests.integration.helpers import eventually, publish_event, replicas_of
+
+pytestmark = pytest.mark.integration
+
+APPS = Path(__file__).resolve().parent / "apps"
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+LEASE_SECONDS = 6
+"""The agent app's lease on its agents' registrations: short, so a gone card shows soon."""
+PEERS = {
+    "poet": ["--wire", "1.0"],
+    "clerk": ["--wire", "0.3", "--no-streaming"],
+    "fragile": ["--wire", "1.0"],
+    "staller": ["--wire", "1.0"],
+    "leaver": ["--wire", "1.0"],
+}
+
+
+class Peers:
+    """The A2A agents, each its own process on a loopback port, with the log of what reached it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        ports = PortAllocator()
+        self.ports = {name: ports.take() for name in PEERS}
+        self.processes: dict[str, ManagedProcess] = {}
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    def log(self, name: str) -> list[str]:
+        path = self.folder / f"{name}.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def start(self, name: str) -> None:
+        argv = [
+            sys.executable, str(APPS / "a2a_peer.py"), "--port", str(self.ports[name]), "--name", name,
+            "--log", str(self.folder / f"{name}.log"), *PEERS[name],
+        ]  # fmt: skip
+        process = ManagedProcess(f"a2a-{name}", argv, self.folder / f"{name}.out", env=dict(os.environ))
+        self.processes[name] = process.start()
+        process.wait_until(port_open(self.ports[name]), f"the A2A agent {name} listening", timeout=30)
+
+    def stop(self, name: str) -> None:
+        self.processes[name].stop()
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            process.stop()
+
+
+@pytest.fixture(scope="module")
+def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    running = Peers(tmp_path_factory.mktemp("a2a-peers"))
+    try:
+        for name in PEERS:
+            running.start(name)
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory, peers: Peers) -> Iterator[LocalCluster]:
+    agents = ServiceSpec(
+        "agents",
+        "agora.sdk",
+        env={
+            "AGORA_AGENTS_FILE": str(APPS / "a2a_agents.py"),
+            "AGORA_TEST_A2A_AGENTS": ",".join(f"a2a-{name}={peers.url(name)}" for name in PEERS),
+            "AGORA_AGENT_LEASE_SECONDS": str(LEASE_SECONDS),
+        },
+    )
+    with LocalCluster("redis", run_dir=tmp_path_factory.mktemp("a2a-agents-cluster")) as cluster:
+        for spec in [*SERVICES, CONSOLE, agents]:
+            cluster.add_service(spec)
+        yield cluster
+
+
+def console(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "console")[0]
+
+
+def registered(cluster: LocalCluster, agent_id: str) -> dict[str, Any] | None:
+    answer = httpx.get(console(cluster).invoke_url(f"v1/agents/{agent_id}", "registry"), timeout=10)
+    return answer.json() if answer.status_code == 200 else None
+
+
+def publish(cluster: LocalCluster, peer: str, text: str, **fields: Any) -> str:
+    """A task only the A2A agent `peer` can do; `text` picks what it does with it."""
+    task_id = f"a2a-{uuid.uuid4().hex[:8]}"
+    spec = {
+        "task_id": task_id,
+        "description": text,
+        "required_skills": [f"haiku-by-{peer}"],
+        "min_success_threshold": 0.0,
+        **fields,
+    }
+    publish_event(console(cluster).dapr_http, "agora.tasks", spec)
+    return task_id
+
+
+def settled(cluster: LocalCluster, task_id: str, timeout: float = 90) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        answer = httpx.get(console(cluster).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+        record = answer.json() if answer.status_code == 200 else None
+        return record if record and record["status"] in TERMINAL and record["outcome"] else None
+
+    return eventually(done, timeout=timeout)
+
+
+def test_an_a2a_agent_s_card_gives_its_profile_on_the_market(market: LocalCluster) -> None:
+    poet = eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    profile = poet
+    assert profile["agent_name"] == "poet (A2A)"
+    assert profile["skill_tags"] == ["haiku-by-poet", "poetry", "verse"]
+    assert profile["cost_per_step_usd"] == PRICE_PER_STEP_USD
+    assert profile["max_steps"] == 6
+    assert profile.get("bid_app_id") is None, "the market estimates an A2A agent's bids"
+
+
+def test_an_a2a_agent_that_streams_wins_a_task_and_its_artifact_is_the_outcome(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    task_id = publish(market, "poet", "autumn rain")
+    record = settled(market, task_id)
+    assert record["status"] == "COMPLETED", record
+    outcome = record["outcome"]
+    assert outcome["agent_id"] == "a2a-poet"
+    assert outcome["summary"] == "a haiku by poet about autumn rain"
+    assert outcome["actual_cost_usd"] == pytest.approx(PRICE_PER_STEP_USD)
+    winning = record["allocation"]["winning_bid"]
+    assert "market" in winning["rationale"].lower() or winning["fallback"], winning
+    reached = [line for line in peers.log("poet") if line.startswith(f"message agora-{task_id}-")]
+    assert reached == [f"message agora-{task_id}-1 agora-{task_id}"], "one message, the award's own ids"
+
+
+def test_an_a2a_agent_of_the_0_3_wire_answers_whole_and_completes(market: LocalCluster, peers: Peers) -> None:
+    eventually(lambda: registered(market, "a2a-clerk"), timeout=60)
+    record = settled(market, publish(market, "clerk", "first snow"))
+    assert record["status"] == "COMPLETED", record
+    assert record["outcome"]["summary"] == "a haiku by clerk about first snow"
+
+
+def test_an_a2a_agent_that_vanishes_mid_task_gives_failed_with_the_reason(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-fragile"), timeout=60)
+    record = settled(market, publish(market, "fragile", "vanish"))
+    assert record["status"] == "FAILED", record
+    summary = record["outcome"]["summary"]
+    assert summary.startswith(f"the A2A agent a2a-fragile at {peers.url('fragile')}: "), summary
+    assert "could not be reached or failed" in summary or "reply ended" in summary, summary
+    assert not peers.processes["fragile"].running()
+
+
+def test_a_task_s_deadline_cancels_its_a2a_task(market: LocalCluster, peers: Peers) -> None:
+    eventually(lambda: registered(market, "a2a-staller"), timeout=60)
+    task_id = publish(market, "staller", "stall", deadline_ms=4_000)
+    record = settled(market, task_id)
+    assert record["status"] == "FAILED", record
+    assert "DEADLINE_EXCEEDED" in record["outcome"]["summary"], record["outcome"]
+    cancels = eventually(lambda: [ln for ln in peers.log("staller") if ln.startswith("cancel ")], timeout=20)
+    assert len(cancels) == 1, cancels
+    reached = [line for line in peers.log("staller") if line.startswith("message ")]
+    assert reached == [f"message agora-{task_id}-1 agora-{task_id}"], "the task went to the agent once"
+
+
+def test_an_a2a_agent_whose_card_is_gone_leaves_the_market_and_comes_back_with_it(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-leaver"), timeout=60)
+    peers.stop("leaver")
+    eventually(lambda: registered(market, "a2a-leaver") is None, timeout=4 * LEASE_SECONDS)
+    peers.start("leaver")
+    back = eventually(lambda: registered(market, "a2a-leaver"), timeout=4 * LEASE_SECONDS)
+    assert back["skill_tags"][0] == "haiku-by-leaver"
