@@ -7,6 +7,7 @@ when asked to, one stalls, one leaves."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -197,3 +198,40 @@ def test_an_a2a_agent_whose_card_is_gone_leaves_the_market_and_comes_back_with_i
     peers.start("leaver")
     back = eventually(lambda: registered(market, "a2a-leaver"), timeout=4 * LEASE_SECONDS)
     assert back["skill_tags"][0] == "haiku-by-leaver"
+
+
+def test_an_a2a_agent_s_question_is_answered_by_a_person_through_the_cli_and_its_task_completes(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    task_id = publish(market, "poet", "ask")
+    escalation_id = f"{task_id}.a2a-question-1"
+    escalation_url = console(market).invoke_url(f"v1/escalations/{escalation_id}", "escalation")
+
+    def waiting() -> dict[str, Any] | None:
+        answer = httpx.get(escalation_url, timeout=10)
+        found = answer.json() if answer.status_code == 200 else None
+        return found if found and found["status"] == "WAITING_FOR_HUMAN" else None
+
+    parked = eventually(waiting, timeout=60)
+    assert parked["context"]["output_summary"] == "The A2A agent a2a-poet asks: which season?"
+    assert parked["waiting_party"] == {"kind": "task", "id": task_id}
+    board = httpx.get(console(market).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10).json()
+    assert board["status"] == "ALLOCATED" and board["outcome"] is None, "waiting, not ended"
+
+    port = ["--dapr-http-port", str(console(market).endpoints.dapr_http_port)]
+    decided = subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, "escalations", "resume", escalation_id,
+         "--action", "modify_prompt", "--prompt", "winter", "--who", "alice"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert decided.returncode == 0, decided.stderr
+    record = settled(market, task_id)
+
+    assert record["status"] == "COMPLETED", record
+    assert record["outcome"]["summary"] == "a haiku by poet about winter"
+    reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
+    assert reached == [
+        f"message agora-{task_id}-1 agora-{task_id}",
+        f"message agora-{task_id}-1-answer-1 agora-{task_id}",
+    ], "the task, then the person's answer in the same context, each once"

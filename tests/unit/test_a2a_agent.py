@@ -151,7 +151,7 @@ def test_a_failed_or_interrupted_task_gives_a_failure_with_what_the_agent_said()
     asking = A2AReply("poet")
     asking.take(status("t1", TaskState.TASK_STATE_INPUT_REQUIRED, "which season?"))
     assert asking.ended
-    assert "asked for input (INPUT_REQUIRED): which season?" in asking.result(0.0).summary
+    assert "asked for input (INPUT_REQUIRED): which season?, and nobody" in asking.result(0.0).summary
 
 
 def test_an_oversized_artifact_is_cut_and_the_outcome_says_so() -> None:

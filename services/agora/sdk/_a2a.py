@@ -27,7 +27,6 @@ reply of at most `MAX_REPLY_EVENTS` events, an outcome of at most `MAX_TEXT_CHAR
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -53,17 +52,21 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict, ParseError
 from google.protobuf.struct_pb2 import Struct
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agora.core.a2a_terms import MARKET_EXTENSION_URI, MAX_CARD_BYTES, MarketTerms
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import resume_message
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import (
+    MAX_ID_CHARS,
     MAX_NAME_CHARS,
     MAX_NOTE_CHARS,
     MAX_SKILL_TAG_CHARS,
     MAX_SKILL_TAGS,
     MAX_TEXT_CHARS,
 )
-from agora.core.messages import TaskAwarded
+from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile, ModelTier
 from agora.sdk._agent import Agent, HandlerResult
 
@@ -278,8 +281,7 @@ class A2AReply:
         said = f": {self.status_text}" if self.status_text else ""
         if self.state in INTERRUPTED_STATES:
             reason = (
-                f"the A2A agent {self.agent_id} asked for input ({state}){said}; answering an A2A "
-                "agent's question is not supported yet"
+                f"the A2A agent {self.agent_id} asked for input ({state}){said}, and nobody can be asked here"
             )
         else:
             reason = f"the A2A agent {self.agent_id} ended its task {state}{said}"
@@ -313,6 +315,18 @@ class A2AReply:
     @staticmethod
     def _text(parts: Any) -> str:
         return "\n".join(t for t in (part_text(p) for p in parts) if t)
+
+
+MAX_QUESTION_CHARS = 512
+
+
+class QuestionLink(BaseModel):
+    """What a run paused on an A2A agent's question needs to go on: the agent's task, how many
+    questions it has asked, and the last one (kept in the run's workflow history)."""
+
+    a2a_task_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    asked: int = Field(ge=1, le=MAX_REPLY_EVENTS)
+    question: str = Field(max_length=MAX_QUESTION_CHARS)
 
 
 class A2AAgent(Agent):
@@ -364,6 +378,7 @@ class A2AAgent(Agent):
         # Its run is its workflow's from the start: a run stopped in the award's delivery and
         # started again by the workflow would send the agent the task twice.
         self.runs_inline = False
+        self.decision_handler = self._answer
         self._dapr_http_endpoint = ""
 
     def __repr__(self) -> str:
@@ -397,30 +412,105 @@ class A2AAgent(Agent):
         return self.profile
 
     async def _run(self, award: TaskAwarded) -> HandlerResult:
-        price = self.profile.cost_per_step_usd
+        """The award's task, sent to the agent: what its reply comes to."""
+        message = self._message(
+            award, f"agora-{award.task_id}-{award.attempt}", award.spec.description, task_id=""
+        )
+        message.metadata.update(
+            {
+                "agora": {
+                    "task_id": award.task_id,
+                    "required_skills": list(award.spec.required_skills),
+                    "budget_usd": award.spec.budget_usd,
+                }
+            }
+        )
+        return await self._settle(award, await self._exchange(message), asked=0)
+
+    async def _answer(
+        self, award: TaskAwarded, decided: EscalationResolved, handle: str | None
+    ) -> HandlerResult:
+        """A person's decision on the agent's question: the answer goes to the agent as the next
+        message of its task (the decision's new prompt, else its guidance, else the decision
+        itself); abort, skip and reassign cancel its task instead."""
+        try:
+            link = QuestionLink.model_validate_json(handle or "")
+        except ValidationError:
+            return self._failed("the decision came with no question of it to answer")
+        decision = decided.decision
+        who = decided.decided_by or "a person"
+        action = str(decision.action)
+        if action in ("abort", "skip", "reassign"):
+            await self._cancel_quietly(link.a2a_task_id)
+            reason = f"{action} by {who} after it asked: {link.question}"
+            failed = self._failed(reason)
+            return failed.model_copy(update={"partial": action == "skip"})
+        text = decision.modified_prompt or decision.guidance or resume_message(decision)
+        message = self._message(
+            award,
+            f"agora-{award.task_id}-{award.attempt}-answer-{link.asked}",
+            text,
+            task_id=link.a2a_task_id,
+        )
+        return await self._settle(award, await self._exchange(message), asked=link.asked)
+
+    async def _settle(self, award: TaskAwarded, reply: A2AReply | HandlerResult, asked: int) -> HandlerResult:
+        """What a reply comes to: its outcome, or, when the agent asks for input, the run parked
+        for a person on an escalation of the task, the question shown as the run's output."""
+        if isinstance(reply, HandlerResult):
+            return reply
+        if reply.state not in INTERRUPTED_STATES or self.escalator is None:
+            return reply.result(self.profile.cost_per_step_usd)
+        question = reply.status_text or "(the agent said nothing more)"
+        escalation_id = f"{award.task_id}.a2a-question-{asked + 1}"
+        context = EscalationContext(
+            job_id=award.task_id,
+            step=asked + 1,
+            validation_results=[],
+            confidence=0.0,
+            retry_count=asked,
+            error_history=[],
+            prompt_used=award.spec.description,
+            output_summary=f"The A2A agent {self.agent_id} asks: {question}"[:MAX_TEXT_CHARS],
+        )
+        await self.escalator.park(
+            escalation_id,
+            ParkRequest(
+                waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=award.task_id),
+                context=context,
+                who=f"agent:{self.agent_id}",
+                why=f"the A2A agent asked for input ({_state_name(reply.state)})",
+            ),
+        )
+        asked_now = QuestionLink(
+            a2a_task_id=reply.task_id, asked=asked + 1, question=question[:MAX_QUESTION_CHARS]
+        )
+        return HandlerResult(success=False, waiting_on=escalation_id, handle=asked_now.model_dump_json())
+
+    async def _exchange(self, message: Message) -> A2AReply | HandlerResult:
+        """`message` sent to the agent and its reply followed until its task ends or asks for
+        input; a failed `HandlerResult` when the agent cannot be reached, fails or answers out
+        of protocol. Stopped (the run's deadline, the app stopping), it cancels the agent's task."""
         try:
             card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
         except CardUnreadable as exc:
             return self._failed(str(exc))
-        reply = A2AReply(self.agent_id)
-        http = httpx.AsyncClient(
-            timeout=httpx.Timeout(IDLE_SECONDS, connect=CARD_READ_SECONDS), headers=_sidecar_headers()
-        )
+        reply = A2AReply(self.agent_id, task_id=message.task_id)
+        http = self._http()
         config = ClientConfig(streaming=card.capabilities.streaming, httpx_client=http)
-        client = None
+        request = SendMessageRequest(
+            message=message,
+            configuration=SendMessageConfiguration(accepted_output_modes=["text/plain", "application/json"]),
+        )
         try:
             client = ClientFactory(config).create(self._reached_through_sidecar(card))
-            async for event in client.send_message(self._request(award)):
+            async for event in client.send_message(request):
                 reply.take(event)
                 if reply.ended:
                     break
         except asyncio.CancelledError:
-            # The run's deadline (or the app stopping): the A2A task is cancelled with it.
-            if client is not None and reply.task_id and not reply.ended:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(
-                        asyncio.wait_for(self._cancel(client, reply.task_id), CANCEL_SECONDS)
-                    )
+            if reply.task_id and not reply.ended:
+                await asyncio.shield(self._cancel_quietly(reply.task_id))
             raise
         except OutOfProtocol as exc:
             return self._failed(f"it answered out of protocol: {exc}")
@@ -430,34 +520,43 @@ class A2AAgent(Agent):
             await http.aclose()
         if not reply.ended:
             return self._failed(f"its reply ended while its task was {_state_name(reply.state)}")
-        return reply.result(price)
+        return reply
+
+    async def _cancel_quietly(self, a2a_task_id: str) -> None:
+        """Cancel the agent's task, within `CANCEL_SECONDS`; an agent that cannot be told is
+        left alone (its task is over for the market either way)."""
+        if not a2a_task_id:
+            return
+        http = self._http()
+        try:
+            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(
+                self._reached_through_sidecar(card)
+            )
+            await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=a2a_task_id)), CANCEL_SECONDS)
+        except Exception as exc:  # gone, refusing, slow: logged, nothing more to do
+            log.warning(
+                "an A2A agent's task could not be cancelled",
+                extra={"agent_id": self.agent_id, "a2a_task_id": a2a_task_id, "reason": repr(exc)[:300]},
+            )
+        finally:
+            await http.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(IDLE_SECONDS, connect=CARD_READ_SECONDS), headers=_sidecar_headers()
+        )
 
     @staticmethod
-    async def _cancel(client: Any, task_id: str) -> None:
-        await client.cancel_task(CancelTaskRequest(id=task_id))
-
-    def _request(self, award: TaskAwarded) -> SendMessageRequest:
-        metadata = Struct()
-        metadata.update(
-            {
-                "agora": {
-                    "task_id": award.task_id,
-                    "required_skills": list(award.spec.required_skills),
-                    "budget_usd": award.spec.budget_usd,
-                }
-            }
-        )
-        message = Message(
-            # The award's own ids: a redelivered award sends the same message, in the same context.
-            message_id=f"agora-{award.task_id}-{award.attempt}",
+    def _message(award: TaskAwarded, message_id: str, text: str, task_id: str) -> Message:
+        # The award's own ids: a redelivered award sends the same message, in the same context.
+        return Message(
+            message_id=message_id,
             context_id=f"agora-{award.task_id}",
+            task_id=task_id,
             role=Role.ROLE_USER,
-            parts=[Part(text=award.spec.description)],
-            metadata=metadata,
-        )
-        return SendMessageRequest(
-            message=message,
-            configuration=SendMessageConfiguration(accepted_output_modes=["text/plain", "application/json"]),
+            parts=[Part(text=text)],
+            metadata=Struct(),
         )
 
     def _reached_through_sidecar(self, card: AgentCard) -> AgentCard:

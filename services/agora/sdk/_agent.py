@@ -18,17 +18,24 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agora.core.contracts import BidOffer
 from agora.core.errors import BidNotMade
-from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS, Identifier
 from agora.core.market import TaskSpec
-from agora.core.messages import TaskAwarded
+from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile, ModelTier
 from agora.llm import ChatMessage, ModelClient, ModelOutputInvalid, extract_json_object
 from agora.llm.settings import ModelSettings, model_client_from_settings
 from agora.sdk._router import ModelRouter
-from agora.sdk._runner import AgentDefinition, AgentRunner, ExecutionResult, RunEvent, RunnerConfig
+from agora.sdk._runner import (
+    AgentDefinition,
+    AgentRunner,
+    Escalator,
+    ExecutionResult,
+    RunEvent,
+    RunnerConfig,
+)
 from agora.sdk._tools import Tool, ToolExecutor, ToolFunction, ToolSource
 
-__all__ = ["Agent", "AgentLoad", "Estimator", "Handler", "HandlerResult"]
+__all__ = ["Agent", "AgentLoad", "DecisionHandler", "Estimator", "Handler", "HandlerResult"]
 
 
 class HandlerResult(BaseModel):
@@ -41,6 +48,12 @@ class HandlerResult(BaseModel):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     partial: bool = False
+    waiting_on: Identifier | None = None
+    """Set when the handler parked the run for a person: the escalation it waits on (`success`
+    and the rest are then what the run came to so far). The person's decision goes to the
+    agent's `decision_handler`."""
+    handle: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    """What the agent needs to go on after the decision (kept in the run's workflow history)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,9 @@ class AgentLoad:
 
 
 Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
+DecisionHandler = Callable[[TaskAwarded, EscalationResolved, str | None], Awaitable[HandlerResult]]
+"""How a handler agent whose run waits for a person goes on: the award, the person's decision
+and the handle its handler returned."""
 Estimator = Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer] | BidOffer]
 MODEL_ESTIMATE = "model"
 """`Agent(estimate="model")`: the agent's own model estimates each task it is asked about."""
@@ -198,6 +214,9 @@ class Agent:
         """Registers workflows and activities of the agent's own on its app's workflow runtime
         (an agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""
         self.runs_in_flight = 0
+        self.decision_handler: DecisionHandler | None = None
+        self.escalator: Escalator | None = None
+        """Where a handler agent parks its run for a person (its agent app attaches it)."""
         self.runs_inline = True
         """Whether a run may start in its award's delivery before its workflow takes it over
         (stopped there and started again by the workflow when it lasts): not for an agent whose

@@ -91,6 +91,7 @@ def agent_app_module(
         escalator = EscalationService(escalation_actors(actors))
         meter = RunMeter(ctx.publisher)
         for agent in agents:
+            agent.escalator = escalator
             if agent.runner is not None:
                 agent.runner.attach(state_store=store, cost_publisher=meter, monitor=monitor,
                                     escalator=escalator, outcomes=outcomes)  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from dapr.ext.workflow import DaprWorkflowContext, when_any
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, Field
 
 from agora.core.limits import MAX_NOTE_CHARS
 from agora.core.market import TaskOutcome
@@ -64,6 +64,8 @@ class RunProgress(BaseModel):
     reported: bool = False
     """The step that ended the run announced its outcome too (one recorded step fewer; a step
     run again announces the same event id, which its subscribers take once)."""
+    handle: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    """A paused run's: what its agent needs to go on (a handler agent's `HandlerResult.handle`)."""
 
 
 class AgentRunDecision(BaseModel):
@@ -76,6 +78,8 @@ class AgentRunDecision(BaseModel):
     """The run's workflow instance, as in `AgentRunStart`."""
     deadline: AwareDatetime | None = None
     """The run's deadline, as in `AgentRunStart`."""
+    handle: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    """What the paused step handed on (`RunProgress.handle`)."""
 
     @property
     def instance(self) -> str:
@@ -138,6 +142,7 @@ def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
             traceparent=start.traceparent,
             instance_id=start.instance_id,
             deadline=deadline,
+            handle=progress.handle,
         )
         progress = yield from _before_deadline(RESUME.schedule(ctx, resumed), timer)
     yield from DEADLINE.run(ctx, start)

@@ -14,7 +14,7 @@ from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
 from agora.core.task_lifecycle import failure_summary
 from agora.runtime.interfaces import TaskInterface
-from agora.sdk._agent import Agent
+from agora.sdk._agent import Agent, HandlerResult
 from agora.sdk._app_meter import RunMeter
 from agora.sdk._app_run import AgentRunDecision, RunProgress, failed_outcome
 from agora.sdk._monitor import UncertaintyStepMonitor
@@ -31,21 +31,7 @@ async def execute_award(
     ends as a failed outcome with the reason and what it spent; a run the step monitor paused
     waits for a person."""
     if agent.handler is not None:
-        result = await agent.handler(award)
-        return RunProgress(
-            outcome=TaskOutcome(
-                task_id=award.task_id,
-                agent_id=award.agent_id,
-                actual_success=result.success,
-                actual_cost_usd=result.cost_usd,
-                actual_steps=result.steps,
-                partial=result.partial,
-                summary=result.summary,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                award_token=award.award_token,
-            )
-        )
+        return _handled(award, await agent.handler(award))
     assert agent.runner is not None
     saved = await store.load(agent.agent_id, award.task_id)
     if saved is not None and saved.status is RunStatus.WAITING_FOR_HUMAN:
@@ -86,6 +72,8 @@ async def resume_award(
     with the decision (and a new prompt or guidance) as the next message, a held step going as
     decided."""
     award, decided = decision.award, decision.decided
+    if agent.handler is not None:
+        return await _resume_handled(agent, decision, tasks)
     assert agent.runner is not None
     saved = await store.load(agent.agent_id, award.task_id)
     if saved is None:
@@ -119,13 +107,52 @@ async def resume_award(
     )
 
 
+def _handled(award: TaskAwarded, result: HandlerResult) -> RunProgress:
+    """Where a handler's result leaves the run: waiting for a person, or ended with it."""
+    if result.waiting_on is not None:
+        return RunProgress(waiting_on=result.waiting_on, handle=result.handle)
+    return RunProgress(
+        outcome=TaskOutcome(
+            task_id=award.task_id,
+            agent_id=award.agent_id,
+            actual_success=result.success,
+            actual_cost_usd=result.cost_usd,
+            actual_steps=result.steps,
+            partial=result.partial,
+            summary=result.summary,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            award_token=award.award_token,
+        )
+    )
+
+
+async def _resume_handled(
+    agent: Agent, decision: AgentRunDecision, tasks: Callable[[str], TaskInterface]
+) -> RunProgress:
+    """A handler agent's paused run, as the person decided: a reassign hands the task over (the
+    agent's decision handler is told first, to stop its side of it), anything else is its
+    decision handler's to carry out."""
+    award, decided = decision.award, decision.decided
+    if agent.decision_handler is None:
+        reason = f"agent {agent.agent_id} cannot go on after a decision (it has no decision handler)"
+        return RunProgress(outcome=failed_outcome(award, reason))
+    result = await agent.decision_handler(award, decided, decision.handle)
+    if (
+        isinstance(decided.decision, EscalationResponse)
+        and decided.decision.action is EscalationAction.REASSIGN
+    ):
+        return await _hand_over(agent, award, decided, decided.decision, None, None, tasks)
+    return _handled(award, result)
+
+
 async def _hand_over(
     agent: Agent,
     award: TaskAwarded,
     decided: EscalationResolved,
     decision: EscalationResponse,
-    saved: AgentState,
-    store: AgentStateStore,
+    saved: AgentState | None,
+    store: AgentStateStore | None,
     tasks: Callable[[str], TaskInterface],
 ) -> RunProgress:
     """Give the task up for the bidder a person chose (or the next-best one): the board awards
@@ -145,14 +172,17 @@ async def _hand_over(
         if not exc.permanent:
             raise
         reason = f"reassign by {who} could not be done: {exc.code}: {exc.message}"[:MAX_NOTE_CHARS]
+        if saved is None or store is None:  # a handler agent's run: nothing saved of it here
+            return RunProgress(outcome=failed_outcome(award, reason))
         ended = saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason})
         await store.save(ended)
         return RunProgress(outcome=_outcome_of(agent, award, ended))
     successor = board.awards[-1].agent_id if board.awards else "another agent"
     reason = f"handed over to {successor} by {who}"[:MAX_NOTE_CHARS]
-    await store.save(
-        saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason, "handed_over": True})
-    )
+    if saved is not None and store is not None:
+        await store.save(
+            saved.model_copy(update={"status": RunStatus.FAILED, "reason": reason, "handed_over": True})
+        )
     return RunProgress(handed_over=True)
 
 

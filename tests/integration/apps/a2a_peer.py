@@ -11,7 +11,8 @@ with a price. What it does with a task depends on the task's text:
   `a haiku by NAME about <text>`, completes;
 - `vanish`: starts work, then the process dies (exit 3) without answering;
 - `stall`: starts work and waits until it is cancelled (its cancel is logged);
-- `ask`: asks for input (INPUT_REQUIRED).
+- `ask`: asks for input (INPUT_REQUIRED: `which season?`); the answer, the next message of the
+  same task, is the theme of the haiku it then completes with.
 
 Every message it receives is logged as `message <message id> <context id>`, every cancel as
 `cancel <task id>`, one line each, so a test counts what reached it.
