@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,7 +156,7 @@ def test_an_a2a_agent_that_streams_wins_a_task_and_its_artifact_is_the_outcome(
     winning = record["allocation"]["winning_bid"]
     assert "market" in winning["rationale"].lower() or winning["fallback"], winning
     reached = [line for line in peers.log("poet") if line.startswith(f"message agora-{task_id}-")]
-    assert reached == [f"message agora-{task_id}-1 agora-{task_id}"], "one message, the award's own ids"
+    assert reached == [f"message agora-{task_id}-1 agora-{task_id}-1"], "one message, the award's own ids"
 
 
 def test_an_a2a_agent_of_the_0_3_wire_answers_whole_and_completes(market: LocalCluster, peers: Peers) -> None:
@@ -186,7 +187,7 @@ def test_a_task_s_deadline_cancels_its_a2a_task(market: LocalCluster, peers: Pee
     cancels = eventually(lambda: [ln for ln in peers.log("staller") if ln.startswith("cancel ")], timeout=20)
     assert len(cancels) == 1, cancels
     reached = [line for line in peers.log("staller") if line.startswith("message ")]
-    assert reached == [f"message agora-{task_id}-1 agora-{task_id}"], "the task went to the agent once"
+    assert reached == [f"message agora-{task_id}-1 agora-{task_id}-1"], "the task went to the agent once"
 
 
 def test_an_a2a_agent_whose_card_is_gone_leaves_the_market_and_comes_back_with_it(
@@ -232,6 +233,25 @@ def test_an_a2a_agent_s_question_is_answered_by_a_person_through_the_cli_and_its
     assert record["outcome"]["summary"] == "a haiku by poet about winter"
     reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
     assert reached == [
-        f"message agora-{task_id}-1 agora-{task_id}",
-        f"message agora-{task_id}-1-answer-1 agora-{task_id}",
+        f"message agora-{task_id}-1 agora-{task_id}-1",
+        f"message agora-{task_id}-1-answer-1 agora-{task_id}-1",
     ], "the task, then the person's answer in the same context, each once"
+
+
+def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_completes(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    task_id = publish(market, "poet", "slow")
+    sent = f"message agora-{task_id}-1 agora-{task_id}-1"
+    eventually(lambda: sent in peers.log("poet"), timeout=60, interval=0.05)
+    [app] = replicas_of(market, "agents")
+    app.kill_app()  # while the agent works on it (SLOW_SECONDS)
+    time.sleep(1)
+    app.start_app()
+    record = settled(market, task_id, timeout=150)
+
+    assert record["status"] == "COMPLETED", record
+    assert record["outcome"]["summary"] == "a haiku by poet about slow"
+    reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
+    assert reached == [sent], "the run taken up again followed the agent's task instead of sending it again"

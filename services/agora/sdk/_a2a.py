@@ -30,22 +30,28 @@ import asyncio
 import json
 import logging
 import os
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
     TaskState,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
@@ -90,6 +96,10 @@ CARD_READ_SECONDS = 10.0
 MAX_REPLY_EVENTS = 1_000
 """Events one A2A task may send; an agent that streams more is out of protocol."""
 CANCEL_SECONDS = 5.0
+POLL_SECONDS = 1.0
+"""How often a task the agent already had is read, when the agent does not stream."""
+MAX_HISTORY_LOOKED_AT = 100
+"""Messages of a task's history searched for an answer sent before."""
 """How long cancelling an A2A task at its deadline may take before the run gives up on it."""
 DEFAULT_MAX_STEPS = 20
 TERMINAL_STATES = frozenset(
@@ -490,7 +500,10 @@ class A2AAgent(Agent):
     async def _exchange(self, message: Message) -> A2AReply | HandlerResult:
         """`message` sent to the agent and its reply followed until its task ends or asks for
         input; a failed `HandlerResult` when the agent cannot be reached, fails or answers out
-        of protocol. Stopped (the run's deadline, the app stopping), it cancels the agent's task."""
+        of protocol. Stopped (the run's deadline, the app stopping), it cancels the agent's task.
+
+        A message the agent already has (the step run again after the app was lost mid-run) is
+        not sent again: its task is followed from where it is."""
         try:
             card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
         except CardUnreadable as exc:
@@ -504,7 +517,13 @@ class A2AAgent(Agent):
         )
         try:
             client = ClientFactory(config).create(self._reached_through_sidecar(card))
-            async for event in client.send_message(request):
+            sent_before = await _task_that_has(client, message)
+            events = (
+                client.send_message(request)
+                if sent_before is None
+                else _followed(client, sent_before, streaming=card.capabilities.streaming)
+            )
+            async for event in events:
                 reply.take(event)
                 if reply.ended:
                     break
@@ -549,10 +568,10 @@ class A2AAgent(Agent):
 
     @staticmethod
     def _message(award: TaskAwarded, message_id: str, text: str, task_id: str) -> Message:
-        # The award's own ids: a redelivered award sends the same message, in the same context.
+        # The award's own ids: the context is the award's, so the agent's task in it is this run's.
         return Message(
             message_id=message_id,
-            context_id=f"agora-{award.task_id}",
+            context_id=f"agora-{award.task_id}-{award.attempt}",
             task_id=task_id,
             role=Role.ROLE_USER,
             parts=[Part(text=text)],
@@ -575,6 +594,42 @@ class A2AAgent(Agent):
         """A run that came to no answer from the agent: nothing charged."""
         said = f"the A2A agent {self.agent_id} at {self.card_url}: {reason}"
         return HandlerResult(success=False, summary=said[:MAX_TEXT_CHARS], cost_usd=0.0)
+
+
+async def _task_that_has(client: Client, message: Message) -> Task | None:
+    """The agent's task that already holds `message`: for a task's first message, the task the
+    agent made in the message's context (A2A 1.0's `ListTasks`); for an answer, its task when
+    the task's history has the answer. None when there is none, or the agent cannot say (the
+    0.3 wire has no `ListTasks`): the message is then sent."""
+    try:
+        if not message.task_id:
+            listed = await client.list_tasks(ListTasksRequest(context_id=message.context_id, page_size=1))
+            return listed.tasks[0] if listed.tasks else None
+        task = await client.get_task(GetTaskRequest(id=message.task_id, history_length=MAX_HISTORY_LOOKED_AT))
+    except (A2AError, httpx.HTTPError, NotImplementedError) as exc:
+        log.info("an A2A agent could not say whether it has a message", extra={"reason": repr(exc)[:300]})
+        return None
+    return task if any(m.message_id == message.message_id for m in task.history) else None
+
+
+async def _followed(client: Client, task: Task, *, streaming: bool) -> AsyncIterator[StreamResponse]:
+    """The events of a task the agent already has: the task as it stands, then its updates (its
+    stream resubscribed, or its state read every `POLL_SECONDS` until it has not changed for
+    `IDLE_SECONDS`)."""
+    yield StreamResponse(task=task)
+    if task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES:
+        return
+    if streaming:
+        async for event in client.subscribe(SubscribeToTaskRequest(id=task.id)):
+            yield event
+        return
+    seen, quiet_since = task, time.monotonic()
+    while time.monotonic() - quiet_since < IDLE_SECONDS:
+        await asyncio.sleep(POLL_SECONDS)
+        now = await client.get_task(GetTaskRequest(id=task.id))
+        if now != seen:
+            seen, quiet_since = now, time.monotonic()
+            yield StreamResponse(task=now)
 
 
 def _state_name(state: int) -> str:

@@ -11,6 +11,7 @@ with a price. What it does with a task depends on the task's text:
   `a haiku by NAME about <text>`, completes;
 - `vanish`: starts work, then the process dies (exit 3) without answering;
 - `stall`: starts work and waits until it is cancelled (its cancel is logged);
+- `slow`: works for `SLOW_SECONDS`, then completes as for anything else;
 - `ask`: asks for input (INPUT_REQUIRED: `which season?`); the answer, the next message of the
   same task, is the theme of the haiku it then completes with.
 
@@ -50,6 +51,7 @@ from starlette.applications import Starlette
 from agora.core.a2a_terms import MARKET_EXTENSION_URI
 
 PRICE_PER_STEP_USD = 0.002
+SLOW_SECONDS = 8.0
 
 
 class Peer(AgentExecutor):
@@ -82,6 +84,8 @@ class Peer(AgentExecutor):
             os._exit(3)
         if "stall" in text:
             await asyncio.Event().wait()
+        if "slow" in text:
+            await asyncio.sleep(SLOW_SECONDS)
         if "ask" in text:
             await updater.requires_input(self.said("which season?"))
             return
