@@ -21,7 +21,7 @@ import pytest
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.processes import ManagedProcess, PortAllocator, port_open
 from agora.harness.system import CONSOLE, SERVICES
-from tests.integration.apps.a2a_peer import PRICE_PER_STEP_USD
+from tests.integration.apps.a2a_peer import BID_OFFER, PRICE_PER_STEP_USD
 from tests.integration.helpers import eventually, publish_event, replicas_of
 
 pytestmark = pytest.mark.integration
@@ -36,6 +36,8 @@ PEERS = {
     "fragile": ["--wire", "1.0"],
     "staller": ["--wire", "1.0"],
     "leaver": ["--wire", "1.0"],
+    "bidder": ["--wire", "1.0", "--bids", "own"],
+    "mumbler": ["--wire", "1.0", "--bids", "text"],
 }
 
 
@@ -255,3 +257,28 @@ def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_complete
     assert record["outcome"]["summary"] == "a haiku by poet about slow"
     reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
     assert reached == [sent], "the run taken up again followed the agent's task instead of sending it again"
+
+
+def test_an_a2a_agent_that_bids_itself_wins_by_its_own_bid_asked_over_a2a(market: LocalCluster) -> None:
+    bidder = eventually(lambda: registered(market, "a2a-bidder"), timeout=60)
+    assert bidder["bid_app_id"] == "agents", "its bids are asked of its agent app"
+    record = settled(market, publish(market, "bidder", "spring"))
+
+    assert record["status"] == "COMPLETED", record
+    bid = record["allocation"]["winning_bid"]
+    assert not bid["fallback"], bid
+    assert bid["rationale"] == BID_OFFER["rationale"]
+    assert bid["self_reported_success_prob"] == BID_OFFER["self_reported_success_prob"]
+    assert bid["estimated_steps"] == BID_OFFER["estimated_steps"]
+
+
+def test_an_a2a_agent_that_answers_a_bid_request_out_of_contract_gets_the_market_s_estimate_with_why(
+    market: LocalCluster,
+) -> None:
+    eventually(lambda: registered(market, "a2a-mumbler"), timeout=60)
+    record = settled(market, publish(market, "mumbler", "summer"))
+
+    bid = record["allocation"]["winning_bid"]
+    assert bid["fallback"], bid
+    assert "answered its bid request without a 'bid_offer' data part" in bid["fallback_reason"], bid
+    assert record["status"] == "COMPLETED", "it still does the work it wins"

@@ -20,9 +20,10 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.struct_pb2 import Struct, Value
 
-from agora.core.a2a_terms import MARKET_EXTENSION_URI
+from agora.core.a2a_terms import BID_OFFER_KEY, MARKET_EXTENSION_URI
+from agora.core.errors import BidNotMade
 from agora.core.limits import MAX_SKILL_TAGS, MAX_TEXT_CHARS
 from agora.core.models import CapabilityProfile, ModelTier
 from agora.sdk import A2AAgent
@@ -31,6 +32,7 @@ from agora.sdk._a2a import (
     A2AReply,
     CardUnreadable,
     OutOfProtocol,
+    bid_offer_in,
     card_location,
     card_profile,
     through_sidecar,
@@ -178,3 +180,21 @@ def test_replies_out_of_protocol_are_refused() -> None:
     with pytest.raises(OutOfProtocol, match=f"more than {MAX_REPLY_EVENTS} events"):
         for _ in range(MAX_REPLY_EVENTS + 1):
             endless.take(status("t1", TaskState.TASK_STATE_WORKING))
+
+
+def data_message(payload: dict[str, object]) -> StreamResponse:
+    struct = Struct()
+    struct.update(payload)  # type: ignore[arg-type]
+    return StreamResponse(message=Message(parts=[Part(text="here"), Part(data=Value(struct_value=struct))]))
+
+
+def test_a_bid_answer_is_the_offer_in_its_message_s_data_part_and_anything_else_is_refused_with_why() -> None:
+    offer = {"self_reported_success_prob": 0.7, "estimated_cost_usd": 0.01, "estimated_steps": 3}
+    made = bid_offer_in("poet", data_message({BID_OFFER_KEY: offer}))
+    assert (made.self_reported_success_prob, made.estimated_cost_usd, made.estimated_steps) == (0.7, 0.01, 3)
+    with pytest.raises(BidNotMade, match="with a task, not a message"):
+        bid_offer_in("poet", StreamResponse(task=Task(id="t1")))
+    with pytest.raises(BidNotMade, match="without a 'bid_offer' data part"):
+        bid_offer_in("poet", StreamResponse(message=said("I would do it gladly")))
+    with pytest.raises(BidNotMade, match="out of contract"):
+        bid_offer_in("poet", data_message({BID_OFFER_KEY: {**offer, "self_reported_success_prob": 3}}))

@@ -6,18 +6,25 @@ An A2A agent that wants the market to know its price declares the extension in i
     {"uri": "urn:agora:a2a:market:v1", "params": {"price_per_step_usd": 0.002, "max_steps": 8}}
 
 The URI names the extension; nothing is ever fetched from it. A card without the extension
-takes its terms from its registration (or the defaults). How an agent answers the market's bid
-requests over A2A is a later version of the extension; until then the market estimates every
-A2A agent's bids itself, and says so in each bid's rationale.
+takes its terms from its registration (or the defaults), and the market estimates its bids.
+
+With `"bids": true` the agent makes its own bids. The market asks for one with a message that
+names the extension in its `extensions` and has one data part, `{"bid_request": <BidSolicitation>}`
+(proto/jsonschema/bid_solicitation.json), in a context of its own (`agora-bid-<task>`); the agent
+answers with a message (not a task) whose data part is `{"bid_offer": <BidOffer>}`
+(proto/jsonschema/bid_offer.json), within the solicitation's `respond_within_ms`. Any other
+answer, or none in time, and the market uses its own estimate, marked with the reason.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MARKET_EXTENSION_URI", "MAX_CARD_BYTES", "MarketTerms"]
+__all__ = ["BID_OFFER_KEY", "BID_REQUEST_KEY", "MARKET_EXTENSION_URI", "MAX_CARD_BYTES", "MarketTerms"]
 
 MARKET_EXTENSION_URI = "urn:agora:a2a:market:v1"
+BID_REQUEST_KEY = "bid_request"
+BID_OFFER_KEY = "bid_offer"
 MAX_CARD_BYTES = 256 * 1024
 """The largest Agent Card read (bytes of its JSON): a card the size of a program is refused."""
 
@@ -32,4 +39,8 @@ class MarketTerms(BaseModel):
     )
     max_steps: int | None = Field(
         default=None, ge=1, le=10_000, description="The most steps it takes on one task; none: 20."
+    )
+    bids: bool = Field(
+        default=False,
+        description="Whether it answers the market's bid requests itself (else the market estimates).",
     )

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,10 +58,18 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict, ParseError
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.struct_pb2 import Struct, Value
 from pydantic import BaseModel, Field, ValidationError
 
-from agora.core.a2a_terms import MARKET_EXTENSION_URI, MAX_CARD_BYTES, MarketTerms
+from agora.core.a2a_terms import (
+    BID_OFFER_KEY,
+    BID_REQUEST_KEY,
+    MARKET_EXTENSION_URI,
+    MAX_CARD_BYTES,
+    MarketTerms,
+)
+from agora.core.contracts import BidOffer, BidSolicitation
+from agora.core.errors import BidNotMade
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.decisions import resume_message
 from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
@@ -72,9 +81,10 @@ from agora.core.limits import (
     MAX_SKILL_TAGS,
     MAX_TEXT_CHARS,
 )
+from agora.core.market import TaskSpec
 from agora.core.messages import EscalationResolved, TaskAwarded
 from agora.core.models import CapabilityProfile, ModelTier
-from agora.sdk._agent import Agent, HandlerResult
+from agora.sdk._agent import Agent, AgentLoad, HandlerResult
 
 __all__ = [
     "IDLE_SECONDS",
@@ -82,6 +92,7 @@ __all__ = [
     "A2AAgent",
     "A2AReply",
     "CardUnreadable",
+    "bid_offer_in",
     "card_location",
     "card_profile",
     "through_sidecar",
@@ -95,6 +106,8 @@ answer to a blocking send): then its task ends FAILED."""
 CARD_READ_SECONDS = 10.0
 MAX_REPLY_EVENTS = 1_000
 """Events one A2A task may send; an agent that streams more is out of protocol."""
+BID_WAIT_MS = 5_000
+"""What a bid request tells the agent of the time it has (the market's own wait bounds it)."""
 CANCEL_SECONDS = 5.0
 POLL_SECONDS = 1.0
 """How often a task the agent already had is read, when the agent does not stream."""
@@ -419,7 +432,42 @@ class A2AAgent(Agent):
             )
             return None
         self.card = card
+        bids_itself = bool((market_terms(card) or MarketTerms()).bids)
+        self.bids = "self" if bids_itself else "market"
+        self.estimate = self._ask_bid if bids_itself else None
         return self.profile
+
+    async def _ask_bid(self, spec: TaskSpec, load: AgentLoad) -> BidOffer:
+        """The agent's own bid, asked over A2A (`agora.core.a2a_terms`): `BidNotMade` with the
+        reason for any answer but a message holding a bid offer."""
+        solicitation = BidSolicitation(agent_id=self.agent_id, task=spec, respond_within_ms=BID_WAIT_MS)
+        request = Struct()
+        request.update({BID_REQUEST_KEY: solicitation.model_dump(mode="json")})
+        message = Message(
+            message_id=f"agora-bid-{spec.task_id}-{uuid.uuid4().hex[:12]}",
+            context_id=f"agora-bid-{spec.task_id}",
+            role=Role.ROLE_USER,
+            parts=[Part(data=Value(struct_value=request))],
+            extensions=[MARKET_EXTENSION_URI],
+        )
+        try:
+            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+        except CardUnreadable as exc:
+            raise BidNotMade(f"agent {self.agent_id}: {exc}") from exc
+        http = self._http()
+        try:
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(
+                self._reached_through_sidecar(card)
+            )
+            async for event in client.send_message(SendMessageRequest(message=message)):
+                return bid_offer_in(self.agent_id, event)
+        except (A2AError, httpx.HTTPError) as exc:
+            raise BidNotMade(
+                f"agent {self.agent_id} could not be asked for a bid: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            await http.aclose()
+        raise BidNotMade(f"agent {self.agent_id} answered its bid request with nothing")
 
     async def _run(self, award: TaskAwarded) -> HandlerResult:
         """The award's task, sent to the agent: what its reply comes to."""
@@ -630,6 +678,23 @@ async def _followed(client: Client, task: Task, *, streaming: bool) -> AsyncIter
         if now != seen:
             seen, quiet_since = now, time.monotonic()
             yield StreamResponse(task=now)
+
+
+def bid_offer_in(agent_id: str, event: StreamResponse) -> BidOffer:
+    """The bid offer an agent's answer to a bid request holds (`BidNotMade` says what is wrong)."""
+    if event.WhichOneof("payload") != "message":
+        raise BidNotMade(f"agent {agent_id} answered its bid request with a task, not a message")
+    for part in event.message.parts:
+        if part.WhichOneof("content") == "data" and part.data.WhichOneof("kind") == "struct_value":
+            found = MessageToDict(part.data.struct_value).get(BID_OFFER_KEY)
+            if found is not None:
+                try:
+                    return BidOffer.model_validate(found)
+                except ValidationError as exc:
+                    raise BidNotMade(
+                        f"agent {agent_id}'s bid offer is out of contract: {exc.errors()[0]['msg']}"
+                    ) from exc
+    raise BidNotMade(f"agent {agent_id} answered its bid request without a {BID_OFFER_KEY!r} data part")
 
 
 def _state_name(state: int) -> str:

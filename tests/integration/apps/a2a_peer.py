@@ -2,6 +2,7 @@
 updater, its in-memory task store): what an agent app's `A2AAgent` reaches through its sidecar.
 
     python tests/integration/apps/a2a_peer.py --port P --name NAME --log FILE [--wire 0.3] [--no-streaming]
+        [--bids own|text]
 
 Its card offers the skill `haiku-by-NAME` (tags `poetry`, `verse`), so a task can name the agent it
 is for by the skill it needs, and declares Agora's market extension
@@ -14,6 +15,9 @@ with a price. What it does with a task depends on the task's text:
 - `slow`: works for `SLOW_SECONDS`, then completes as for anything else;
 - `ask`: asks for input (INPUT_REQUIRED: `which season?`); the answer, the next message of the
   same task, is the theme of the haiku it then completes with.
+
+With `--bids own` its card says it bids itself, and it answers the market's bid requests with
+its offer (`BID_OFFER`); with `--bids text` it says so too but answers them with plain text.
 
 Every message it receives is logged as `message <message id> <context id>`, every cancel as
 `cancel <task id>`, one line each, so a test counts what reached it.
@@ -45,19 +49,29 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct, Value
 from starlette.applications import Starlette
 
-from agora.core.a2a_terms import MARKET_EXTENSION_URI
+from agora.core.a2a_terms import BID_OFFER_KEY, BID_REQUEST_KEY, MARKET_EXTENSION_URI
 
 PRICE_PER_STEP_USD = 0.002
 SLOW_SECONDS = 8.0
 
 
+BID_OFFER: dict[str, float | int | str] = {
+    "self_reported_success_prob": 0.9,
+    "estimated_cost_usd": 0.004,
+    "estimated_steps": 2,
+    "rationale": "a bid of its own, over A2A",
+}
+
+
 class Peer(AgentExecutor):
-    def __init__(self, name: str, log: Path) -> None:
+    def __init__(self, name: str, log: Path, bids: str) -> None:
         self.name = name
         self.log = log
+        self.bids = bids
 
     def note(self, line: str) -> None:
         with self.log.open("a") as out:
@@ -67,6 +81,9 @@ class Peer(AgentExecutor):
         message = context.message
         assert message is not None and context.task_id and context.context_id
         self.note(f"message {message.message_id} {message.context_id}")
+        if MARKET_EXTENSION_URI in message.extensions:
+            await event_queue.enqueue_event(self.bid_answer(message))
+            return
         text = context.get_user_input()
         if context.current_task is None:
             await event_queue.enqueue_event(
@@ -97,13 +114,24 @@ class Peer(AgentExecutor):
         self.note(f"cancel {context.task_id}")
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
+    def bid_answer(self, request: Message) -> Message:
+        asked = MessageToDict(request.parts[0].data.struct_value)[BID_REQUEST_KEY]
+        assert asked["agent_id"] and asked["task"]["task_id"]
+        if self.bids != "own":
+            return self.said("I would do it gladly")
+        offer = Struct()
+        offer.update({BID_OFFER_KEY: BID_OFFER})
+        answer = self.said("")
+        answer.parts[0].CopyFrom(Part(data=Value(struct_value=offer)))
+        return answer
+
     def said(self, text: str) -> Message:
         return Message(message_id=os.urandom(8).hex(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
 
 
-def card(name: str, url: str, wire: str, streaming: bool) -> AgentCard:
+def card(name: str, url: str, wire: str, streaming: bool, bids: str) -> AgentCard:
     terms = Struct()
-    terms.update({"price_per_step_usd": PRICE_PER_STEP_USD, "max_steps": 6})
+    terms.update({"price_per_step_usd": PRICE_PER_STEP_USD, "max_steps": 6, "bids": bids != "none"})
     return AgentCard(
         name=f"{name} (A2A)",
         description="Writes haiku.",
@@ -127,9 +155,11 @@ def main() -> None:
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--wire", default="1.0", choices=["1.0", "0.3"])
     parser.add_argument("--no-streaming", action="store_true")
+    parser.add_argument("--bids", default="none", choices=["none", "own", "text"])
     args = parser.parse_args()
-    agent_card = card(args.name, f"http://127.0.0.1:{args.port}/a2a", args.wire, not args.no_streaming)
-    handler = DefaultRequestHandler(Peer(args.name, args.log), InMemoryTaskStore(), agent_card)
+    url = f"http://127.0.0.1:{args.port}/a2a"
+    agent_card = card(args.name, url, args.wire, not args.no_streaming, args.bids)
+    handler = DefaultRequestHandler(Peer(args.name, args.log, args.bids), InMemoryTaskStore(), agent_card)
     routes = [
         *create_agent_card_routes(agent_card),
         *create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=args.wire == "0.3"),
