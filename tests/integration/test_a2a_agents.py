@@ -1,6 +1,7 @@
 """A2A agents of any framework on the market (redis profile, every service its own app): agents
 built only from the `a2a-sdk` (tests/integration/apps/a2a_peer.py), put on the market by their
-card URLs in an agent app's agents file (`A2AAgent`), reached through that app's sidecar. One
+card URLs (AGORA_A2A_AGENTS of an agent app that serves nothing else), reached through that
+app's sidecar. One
 speaks A2A 1.0 and streams, one speaks the 0.3 wire and answers each message whole, one dies
 when asked to, one stalls, one leaves."""
 
@@ -91,8 +92,8 @@ def market(tmp_path_factory: pytest.TempPathFactory, peers: Peers) -> Iterator[L
         "agents",
         "agora.sdk",
         env={
-            "AGORA_AGENTS_FILE": str(APPS / "a2a_agents.py"),
-            "AGORA_TEST_A2A_AGENTS": ",".join(f"a2a-{name}={peers.url(name)}" for name in PEERS),
+            # The app serves these alone: no agents file.
+            "AGORA_A2A_AGENTS": ",".join(f"a2a-{name}={peers.url(name)}" for name in PEERS),
             "AGORA_AGENT_LEASE_SECONDS": str(LEASE_SECONDS),
         },
     )

@@ -37,6 +37,7 @@ from agora.sdk._a2a import (
     card_profile,
     through_sidecar,
 )
+from agora.sdk._app_files import a2a_agents
 
 
 def card(*skills: AgentSkill, terms: dict[str, float | int | bool] | None = None) -> AgentCard:
@@ -198,3 +199,15 @@ def test_a_bid_answer_is_the_offer_in_its_message_s_data_part_and_anything_else_
         bid_offer_in("poet", StreamResponse(message=said("I would do it gladly")))
     with pytest.raises(BidNotMade, match="out of contract"):
         bid_offer_in("poet", data_message({BID_OFFER_KEY: {**offer, "self_reported_success_prob": 3}}))
+
+
+def test_a2a_agents_are_named_to_an_agent_app_as_name_equals_card_url() -> None:
+    named = a2a_agents(" poet=http://127.0.0.1:9100 ,, clerk=http://127.0.0.1:9101/card.json")
+    assert [(a.agent_id, getattr(a, "card_url", None)) for a in named] == [
+        ("poet", "http://127.0.0.1:9100"),
+        ("clerk", "http://127.0.0.1:9101/card.json"),
+    ]
+    assert all(isinstance(a, A2AAgent) and a.bids == "market" and not a.runs_inline for a in named)
+    for bad in ("poet", "=http://h", "poet=", "poet=ftp://h"):
+        with pytest.raises(ValueError):
+            a2a_agents(bad)

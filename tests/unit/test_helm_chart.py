@@ -574,6 +574,22 @@ def test_an_agent_app_is_a_dapr_app_of_the_chart_image_serving_its_agents_file(
     assert "AGORA_AGENTS_FILE" not in {e["name"] for e in module_app["env"]}
 
 
+def test_a2a_agents_are_served_by_an_agent_app_of_the_chart_image_by_their_card_urls() -> None:
+    docs = render(
+        "agentApps[0].name=remote",
+        "agentApps[0].a2aAgents[0].name=poet",
+        "agentApps[0].a2aAgents[0].cardUrl=http://poet.team.svc:9100",
+        "agentApps[0].a2aAgents[1].name=clerk",
+        "agentApps[0].a2aAgents[1].cardUrl=https://clerk.example/card.json",
+    )
+    (container,) = deployments_by_app(docs)["remote"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["agora.sdk"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AGORA_A2A_AGENTS"] == "poet=http://poet.team.svc:9100,clerk=https://clerk.example/card.json"
+    assert "AGORA_AGENTS_FILE" not in env
+    assert "remote" in of_kind(docs, "Component")["agora-pubsub"]["scopes"]
+
+
 def test_an_agent_app_of_its_own_image_runs_its_command_without_state_or_model(
     with_agent_apps: list[Doc],
 ) -> None:
@@ -670,6 +686,23 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
         (
             ("agentApps[0].name=a", "agentApps[0].module=m", "agentApps[0].agentsFile=/a.py"),
             "exactly one of agentsFile, module or command",
+        ),
+        (
+            (
+                "agentApps[0].name=a",
+                "agentApps[0].command[0]=x",
+                "agentApps[0].a2aAgents[0].name=p",
+                "agentApps[0].a2aAgents[0].cardUrl=http://p:1",
+            ),
+            "a2aAgents are served by the SDK's agent app: not with module or command",
+        ),
+        (
+            (
+                "agentApps[0].name=a",
+                "agentApps[0].a2aAgents[0].name=p",
+                "agentApps[0].a2aAgents[0].cardUrl=p:1",
+            ),
+            "cardUrl",
         ),
         (("agentApps[0].name=Bad_Name", "agentApps[0].module=m"), "agentApps"),
         (("agentApps[0].name=a", "agentApps[0].module=m", "agentApps[0].replicas=2"), "replicas"),

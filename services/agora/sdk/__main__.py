@@ -1,6 +1,8 @@
 """`agora-agent run my_agents.py [more.py ...]` (or `python -m agora.sdk run ...`): serve the
 agents and graphs Python files define as an agent app beside its own daprd. Without arguments,
-the files named by AGORA_AGENTS_FILE (several separated like PATH entries).
+the files named by AGORA_AGENTS_FILE (several separated like PATH entries). A2A agents of any
+framework join them by their card URLs: `--a2a NAME=URL` (again for more), or AGORA_A2A_AGENTS
+(`NAME=URL,NAME=URL`); an app may serve those alone.
 
 The app's sidecar must be ready before the files are loaded: a file may use it as it loads (a
 dapr-agents `DurableAgent` reads the sidecar's metadata when it is constructed). Whoever starts
@@ -20,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from agora.sdk._app import AgentAppSettings, serve_agents
-from agora.sdk._app_files import file_list, load_apps
+from agora.sdk._app_files import a2a_agents, file_list, load_apps
 
 HOW_TO_JOIN = (
     "An agent app runs beside its own Dapr sidecar: `make run PROFILE=redis AGENTS=FILE` starts the "
@@ -35,14 +37,29 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command")
     run = commands.add_parser("run", help="serve the agents and graphs of Python files")
     run.add_argument(
-        "files", type=Path, nargs="+", help="Python files defining `agents` (agora.sdk.Agent) and/or `graphs`"
+        "files", type=Path, nargs="*", help="Python files defining `agents` (agora.sdk.Agent) and/or `graphs`"
+    )
+    run.add_argument(
+        "--a2a",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="an A2A agent to put on the market, by its name and its card's URL (again for more)",
     )
     run.add_argument("--app-id", help="the app's Dapr app id (default: APP_ID, else 'agents')")
     args = parser.parse_args(argv)
     settings = AgentAppSettings()
-    paths = args.files if args.command == "run" else file_list(settings.agents_file or "")
-    if not paths:
-        parser.error("name the agents' file: agora-agent run my_agents.py (or set AGORA_AGENTS_FILE)")
+    paths = args.files if args.command == "run" and args.files else file_list(settings.agents_file or "")
+    named_a2a = ",".join([*(args.a2a if args.command == "run" else []), settings.a2a_agents or ""])
+    try:
+        remote = a2a_agents(named_a2a)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not paths and not remote:
+        parser.error(
+            "name the agents' file: agora-agent run my_agents.py (or set AGORA_AGENTS_FILE), "
+            "or A2A agents: --a2a NAME=URL (or AGORA_A2A_AGENTS)"
+        )
     for path in paths:
         if not path.is_file():
             print(f"error: {path}: no such file", file=sys.stderr)
@@ -54,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     agents, graphs = load_apps(paths)
-    serve_agents(agents, settings, graphs)
+    serve_agents([*agents, *remote], settings, graphs)
     return 0
 
 

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agora.sdk._a2a import A2AAgent
 from agora.sdk._agent import Agent
 from agora.sdk._graph import CompiledGraph
 
-__all__ = ["file_list", "load_agents", "load_app", "load_apps"]
+__all__ = ["a2a_agents", "file_list", "load_agents", "load_app", "load_apps"]
 
 T = TypeVar("T")
 
@@ -33,6 +34,19 @@ def load_apps(paths: Sequence[Path]) -> tuple[list[Agent], list[CompiledGraph[An
         agents += more_agents
         graphs += more_graphs
     return agents, graphs
+
+
+def a2a_agents(value: str) -> list[Agent]:
+    """The A2A agents a setting names: `name=card-url` entries separated by commas."""
+    agents: list[Agent] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        name, equals, url = entry.partition("=")
+        if not equals or not name.strip() or not url.strip():
+            raise ValueError(f"an A2A agent is named as name=card-url, not {entry!r}")
+        agents.append(A2AAgent(name.strip(), url.strip()))
+    return agents
 
 
 def file_list(value: str) -> list[Path]:

@@ -22,6 +22,9 @@ class AgentAppSettings(ServiceSettings):
     agents_file: str | None = None
     """AGORA_AGENTS_FILE: the Python file defining the agents and graphs, or several separated
     like PATH entries (`agora-agent run FILE...` names them instead)."""
+    a2a_agents: str | None = None
+    """AGORA_A2A_AGENTS: A2A agents the app puts on the market beside its files' agents, as
+    `name=card-url` entries separated by commas (`A2AAgent(name, card_url)` each)."""
     agent_lease_seconds: int = Field(default=60, ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)
     inline_run_seconds: float = Field(default=5.0, ge=0.0, le=10.0)
     """AGORA_INLINE_RUN_SECONDS: how long an award's run goes on in the award's delivery before

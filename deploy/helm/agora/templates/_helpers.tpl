@@ -99,7 +99,7 @@ registry taskboard reputation allocator worker escalation uncertainty planner de
 {{/*
 The agent apps (values agentApps), each entry merged over agentAppDefaults and checked: a
 valid, unique app id that no service has, and exactly one way to start it (agentsFile, module
-or command). Renders {"apps": [...]} as JSON; read it with
+or command; or a2aAgents, which the SDK's agent app serves, alone or beside an agentsFile). Renders {"apps": [...]} as JSON; read it with
 (include "agora.agentApps" . | fromJson).apps.
 */}}
 {{- define "agora.agentApps" -}}
@@ -120,8 +120,12 @@ or command). Renders {"apps": [...]} as JSON; read it with
 {{- range $way := list "agentsFile" "module" "command" -}}
 {{- if index $app $way }}{{ $starts = add1 $starts }}{{ end -}}
 {{- end -}}
-{{- if ne (int $starts) 1 -}}
-{{- fail (printf "agentApps[%d] (%s): give exactly one of agentsFile, module or command" $i $name) -}}
+{{- if $app.a2aAgents -}}
+{{- if or $app.module $app.command -}}
+{{- fail (printf "agentApps[%d] (%s): a2aAgents are served by the SDK's agent app: not with module or command" $i $name) -}}
+{{- end -}}
+{{- else if ne (int $starts) 1 -}}
+{{- fail (printf "agentApps[%d] (%s): give exactly one of agentsFile, module or command (or a2aAgents)" $i $name) -}}
 {{- end -}}
 {{- $apps = append $apps $app -}}
 {{- end -}}
@@ -513,4 +517,15 @@ The Redis connection of a Redis-backed Component (state.redis, pubsub.redis).
 {{- end }}
 - name: enableTLS
   value: {{ .Values.redis.enableTLS | quote }}
+{{- end -}}
+
+{{/*
+An agent app's A2A agents as AGORA_A2A_AGENTS reads them: name=cardUrl, comma-separated.
+*/}}
+{{- define "agora.a2aAgents" -}}
+{{- $entries := list -}}
+{{- range . -}}
+{{- $entries = append $entries (printf "%s=%s" .name .cardUrl) -}}
+{{- end -}}
+{{- join "," $entries -}}
 {{- end -}}
