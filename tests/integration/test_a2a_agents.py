@@ -145,7 +145,7 @@ def test_an_a2a_agent_s_card_gives_its_profile_on_the_market(market: LocalCluste
     assert profile.get("bid_app_id") is None, "the market estimates an A2A agent's bids"
 
 
-def test_an_a2a_agent_that_streams_wins_a_task_and_its_artifact_is_the_outcome(
+def test_an_a2a_agent_that_streams_wins_a_task_its_progress_is_in_the_history_and_its_artifact_the_outcome(
     market: LocalCluster, peers: Peers
 ) -> None:
     eventually(lambda: registered(market, "a2a-poet"), timeout=60)
@@ -156,6 +156,8 @@ def test_an_a2a_agent_that_streams_wins_a_task_and_its_artifact_is_the_outcome(
     assert outcome["agent_id"] == "a2a-poet"
     assert outcome["summary"] == "a haiku by poet about autumn rain"
     assert outcome["actual_cost_usd"] == pytest.approx(PRICE_PER_STEP_USD)
+    progress = [note["text"] for note in record["awards"][-1]["progress"]]
+    assert progress == ["WORKING: drafting"], "what it streamed while it worked is in the task's history"
     winning = record["allocation"]["winning_bid"]
     assert "market" in winning["rationale"].lower() or winning["fallback"], winning
     reached = [line for line in peers.log("poet") if line.startswith(f"message agora-{task_id}-")]

@@ -15,7 +15,17 @@ import pytest
 
 from agora.core.market import AllocationResult, AllocationStatus, TaskOutcome
 from agora.core.task_events import TaskEventKind, task_events
-from agora.core.task_lifecycle import TaskRecord, acknowledge, allocate, expire_award, move, record_outcome
+from agora.core.task_lifecycle import (
+    MAX_PROGRESS_NOTES,
+    AwardNotHeld,
+    TaskRecord,
+    acknowledge,
+    allocate,
+    expire_award,
+    move,
+    note_progress,
+    record_outcome,
+)
 from agora.runtime.event_streams import last_seen
 from agora.taskboard.event_streams import TaskEventStreams
 from tests.unit.test_awards import NOW, awarded, spec
@@ -57,6 +67,42 @@ def test_each_stages_events_begin_with_the_previous_stages() -> None:
         (TaskEventKind.STATUS, AllocationStatus.COMPLETED),
     ]
     assert final[7].success is True and final[7].detail == "done"
+
+
+def test_progress_notes_follow_their_award_s_acknowledgment_and_only_add_at_the_end() -> None:
+    *_, acknowledged, ended = stages()
+    first = note_progress(acknowledged, "b", "drafting", NOW + timedelta(seconds=42))
+    second = note_progress(first, "b", "polishing", NOW + timedelta(seconds=43))
+    outcome = ended.outcome
+    assert outcome is not None
+    done = record_outcome(second, outcome, NOW + timedelta(seconds=50))
+    lists = [task_events(r) for r in (acknowledged, first, second, done)]
+    for earlier, later in itertools.pairwise(lists):
+        assert later[: len(earlier)] == earlier
+    kinds = [(e.kind, e.detail) for e in lists[-1][6:]]
+    assert kinds == [
+        (TaskEventKind.ACKNOWLEDGED, ""),
+        (TaskEventKind.PROGRESS, "drafting"),
+        (TaskEventKind.PROGRESS, "polishing"),
+        (TaskEventKind.OUTCOME, "done"),
+        (TaskEventKind.STATUS, ""),
+    ]
+
+
+def test_progress_is_noted_only_by_the_award_s_holder_while_the_task_runs_and_at_most_the_bound() -> None:
+    _, _, _, to_b, acknowledged, ended = stages()
+    early = note_progress(to_b, "b", "early", NOW + timedelta(seconds=41))
+    assert early.awards[-1].acknowledged_at == NOW + timedelta(seconds=41), "a note acknowledges the award"
+    assert [e.kind for e in task_events(early)][-2:] == [TaskEventKind.ACKNOWLEDGED, TaskEventKind.PROGRESS]
+    with pytest.raises(AwardNotHeld):
+        note_progress(acknowledged, "a", "late", NOW)  # a's turn passed on
+    with pytest.raises(AwardNotHeld):
+        note_progress(ended, "b", "after", NOW)  # the task ended
+    full = acknowledged
+    for n in range(MAX_PROGRESS_NOTES):
+        full = note_progress(full, "b", f"step {n}", NOW)
+    assert note_progress(full, "b", "one more", NOW) is full, "past the bound: not kept, not refused"
+    assert [p.text for p in full.awards[-1].progress][-1] == f"step {MAX_PROGRESS_NOTES - 1}"
 
 
 def test_a_rejection_says_why() -> None:

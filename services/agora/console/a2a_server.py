@@ -654,8 +654,8 @@ class MarketAgent(RequestHandler):
 
 
 def _updates(record: TaskRecord, event: TaskEvent) -> list[Event]:
-    """The A2A events one of the board's task events makes: a status update for a status or an
-    award, the outcome's artifact then the final status for the outcome."""
+    """The A2A events one of the board's task events makes: a status update for a status, an
+    award or a progress note, the outcome's artifact then the final status for the outcome."""
     task_id = record.task_id
     if event.kind is TaskEventKind.OUTCOME:
         artifact = outcome_artifact(record)
@@ -673,6 +673,8 @@ def _updates(record: TaskRecord, event: TaskEvent) -> list[Event]:
         state, text = TaskState.TASK_STATE_WORKING, f"{event.agent_id} took the task up"
     elif event.kind is TaskEventKind.AWARD_EXPIRED:
         state, text = TaskState.TASK_STATE_WORKING, f"{event.agent_id}'s award ended: {event.detail}"
+    elif event.kind is TaskEventKind.PROGRESS:
+        state, text = TaskState.TASK_STATE_WORKING, f"{event.agent_id}: {event.detail}"
     else:
         return []
     status = TaskStatus(state=state, message=_agent_message(task_id, text, f"{task_id}-event-{event.seq}"))

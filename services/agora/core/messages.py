@@ -159,6 +159,17 @@ class AwardAcknowledgement(BaseModel):
     award_token: AwardToken
 
 
+class ProgressNote(BaseModel):
+    """What the agent running a task says of its progress (`Task` actor `note_progress`): kept in
+    the task's history by the award's holder, once its run has taken the award up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Identifier
+    award_token: AwardToken
+    text: Note = Field(min_length=1)
+
+
 class TaskDecision(BaseModel):
     """A task with its market decision, posted and decided in one call (`Task` actor
     `decide`): the allocator's path for a task it decided as it took it in."""

@@ -4,7 +4,8 @@ The board's record of a task only grows: its history gains statuses in lifecycle
 awards gain attempts one after the other (an attempt is acknowledged or expires before the
 next is made), and its allocation, outcome and failure reason are set once. So the events read
 off it in a fixed order (each status, the decision after ALLOCATED or REJECTED, each award
-attempt's steps after the decision, the outcome with the final status) form a list that only
+attempt's steps after the decision, its progress notes after its acknowledgment, the outcome with
+the final status) form a list that only
 grows at its end, and an event's place in that list (`seq`, from 1) names it for good: a
 watcher that saw up to `seq` N resumes with N + 1 and misses nothing, repeats nothing.
 """
@@ -37,6 +38,8 @@ class TaskEventKind(StrEnum):
     AWARD_EXPIRED = "award_expired"
     """`agent_id`'s award ended without its run ending the task (not acknowledged in time, or
     handed over by a person); `detail` says which."""
+    PROGRESS = "progress"
+    """What `agent_id` said of its progress while it ran the task; `detail` is the note."""
     OUTCOME = "outcome"
     """The run's end as its runtime reported it; `detail` is its summary."""
 
@@ -91,6 +94,8 @@ def task_events(record: TaskRecord) -> list[TaskEvent]:
             add(TaskEventKind.AWARDED, agent_id=attempt.agent_id, at=attempt.awarded_at)
             if attempt.acknowledged_at is not None:
                 add(TaskEventKind.ACKNOWLEDGED, agent_id=attempt.agent_id, at=attempt.acknowledged_at)
+            for note in attempt.progress:  # only after the acknowledgment (`note_progress`)
+                add(TaskEventKind.PROGRESS, agent_id=attempt.agent_id, at=note.at, detail=note.text)
             if attempt.expired_at is not None:
                 why = (
                     f"handed over by {attempt.handed_over_by}"

@@ -68,6 +68,18 @@ own, and a date past the calendar's end cannot be computed (ten years is no dead
 practice)."""
 
 
+MAX_PROGRESS_NOTES = 50
+"""Progress notes kept per award: a run that says more keeps its first ones (a task's history
+only grows at its end, so none is dropped later)."""
+
+
+class ProgressMade(BaseModel):
+    """One progress note of the agent holding the award, as the board keeps it."""
+
+    at: datetime
+    text: Note
+
+
 class AwardAttempt(BaseModel):
     """One agent's turn at a task: awarded, then acknowledged by its runtime or expired."""
 
@@ -77,6 +89,9 @@ class AwardAttempt(BaseModel):
     expired_at: datetime | None = None
     handed_over_by: Note | None = None
     """Who had the agent give the task up for another bidder (a person's reassignment)."""
+    progress: list[ProgressMade] = Field(default_factory=list, max_length=MAX_PROGRESS_NOTES)
+    """What the agent said of its progress during this turn, in order (the first
+    `MAX_PROGRESS_NOTES`; later ones are not kept)."""
 
 
 LEGAL_TRANSITIONS: dict[AllocationStatus, frozenset[AllocationStatus]] = {
@@ -231,6 +246,21 @@ def acknowledge(record: TaskRecord, agent_id: str, now: datetime) -> TaskRecord:
     acknowledged = holder.model_copy(update={"acknowledged_at": now})
     # An acknowledged award went out, whatever the record knew of its publish.
     return record.model_copy(update={"awards": [*record.awards[:-1], acknowledged], "award_published": True})
+
+
+def note_progress(record: TaskRecord, agent_id: str, text: str, now: datetime) -> TaskRecord:
+    """A progress note of the award's holder, kept on its turn while the task runs. A note
+    acknowledges the award as an outcome does (its run is under way), so notes always follow
+    the acknowledgment in the task's history. A note beyond `MAX_PROGRESS_NOTES` is not kept
+    (the record comes back unchanged, or only acknowledged)."""
+    if record.status is not AllocationStatus.ALLOCATED:
+        raise AwardNotHeld(f"task {record.task_id} is {record.status}: its run has ended")
+    taken = acknowledge(record, agent_id, now)
+    holder = taken.awards[-1]
+    if len(holder.progress) >= MAX_PROGRESS_NOTES:
+        return taken
+    noted = holder.model_copy(update={"progress": [*holder.progress, ProgressMade(at=now, text=text)]})
+    return taken.model_copy(update={"awards": [*taken.awards[:-1], noted]})
 
 
 def next_best(allocation: AllocationResult, tried: set[str]) -> BidScore | None:

@@ -35,6 +35,7 @@ from agora.core.messages import (
     AwardWindowDue,
     EscalationResolved,
     HandOver,
+    ProgressNote,
     TaskDecision,
 )
 from agora.core.task_lifecycle import TaskRecord
@@ -73,6 +74,9 @@ class TaskInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("verify_award")
     async def verify_award(self, acknowledgement: AwardAcknowledgement) -> TaskRecord: ...
+
+    @actor_method("note_progress")
+    async def note_progress(self, note: ProgressNote) -> TaskRecord: ...
 
     @actor_method("mark_outcome")
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord: ...

@@ -253,6 +253,8 @@ class A2AReply:
     answer: str | None = None
     """A reply that is a message, not a task: the agent's whole answer."""
     events: int = 0
+    said: list[str] = field(default_factory=list)
+    """Each status message, with its state, in order: the agent's progress as it told it."""
     _artifacts: dict[str, list[str]] = field(default_factory=dict)
     _chars: int = 0
     cut: bool = False
@@ -322,6 +324,7 @@ class A2AReply:
         said = self._text(message.parts)
         if said:
             self.status_text = said[:MAX_NOTE_CHARS]
+            self.said.append(f"{_state_name(state)}: {self.status_text}"[:MAX_NOTE_CHARS])
 
     def _artifact(self, artifact_id: str, parts: Any, *, append: bool) -> None:
         chunks = self._artifacts.setdefault(artifact_id, [])
@@ -483,7 +486,7 @@ class A2AAgent(Agent):
                 }
             }
         )
-        return await self._settle(award, await self._exchange(message), asked=0)
+        return await self._settle(award, await self._exchange(award, message), asked=0)
 
     async def _answer(
         self, award: TaskAwarded, decided: EscalationResolved, handle: str | None
@@ -510,7 +513,7 @@ class A2AAgent(Agent):
             text,
             task_id=link.a2a_task_id,
         )
-        return await self._settle(award, await self._exchange(message), asked=link.asked)
+        return await self._settle(award, await self._exchange(award, message), asked=link.asked)
 
     async def _settle(self, award: TaskAwarded, reply: A2AReply | HandlerResult, asked: int) -> HandlerResult:
         """What a reply comes to: its outcome, or, when the agent asks for input, the run parked
@@ -545,7 +548,7 @@ class A2AAgent(Agent):
         )
         return HandlerResult(success=False, waiting_on=escalation_id, handle=asked_now.model_dump_json())
 
-    async def _exchange(self, message: Message) -> A2AReply | HandlerResult:
+    async def _exchange(self, award: TaskAwarded, message: Message) -> A2AReply | HandlerResult:
         """`message` sent to the agent and its reply followed until its task ends or asks for
         input; a failed `HandlerResult` when the agent cannot be reached, fails or answers out
         of protocol. Stopped (the run's deadline, the app stopping), it cancels the agent's task.
@@ -573,6 +576,7 @@ class A2AAgent(Agent):
             )
             async for event in events:
                 reply.take(event)
+                await self._note_progress(award, reply)
                 if reply.ended:
                     break
         except asyncio.CancelledError:
@@ -588,6 +592,15 @@ class A2AAgent(Agent):
         if not reply.ended:
             return self._failed(f"its reply ended while its task was {_state_name(reply.state)}")
         return reply
+
+    async def _note_progress(self, award: TaskAwarded, reply: A2AReply) -> None:
+        """What the agent said since the last look, into the task's history (while it works:
+        the statuses that end its task are the outcome's to say)."""
+        told, reply.said = reply.said, []
+        if self.progress is None or reply.ended:
+            return
+        for text in told:
+            await self.progress.note(award, text)
 
     async def _cancel_quietly(self, a2a_task_id: str) -> None:
         """Cancel the agent's task, within `CANCEL_SECONDS`; an agent that cannot be told is

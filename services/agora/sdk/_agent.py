@@ -11,7 +11,7 @@ import inspect
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from dapr.ext.workflow import WorkflowRuntime
 from pydantic import BaseModel, Field, ValidationError
@@ -35,7 +35,15 @@ from agora.sdk._runner import (
 )
 from agora.sdk._tools import Tool, ToolExecutor, ToolFunction, ToolSource
 
-__all__ = ["Agent", "AgentLoad", "DecisionHandler", "Estimator", "Handler", "HandlerResult"]
+__all__ = [
+    "Agent",
+    "AgentLoad",
+    "DecisionHandler",
+    "Estimator",
+    "Handler",
+    "HandlerResult",
+    "ProgressReporter",
+]
 
 
 class HandlerResult(BaseModel):
@@ -66,6 +74,12 @@ class AgentLoad:
     @property
     def fraction(self) -> float:
         return min(1.0, self.runs_in_flight / self.max_concurrent_runs)
+
+
+class ProgressReporter(Protocol):
+    """Where a run tells the task's history how it goes (the task board, in an agent app)."""
+
+    async def note(self, award: TaskAwarded, text: str) -> None: ...
 
 
 Handler = Callable[[TaskAwarded], Awaitable[HandlerResult]]
@@ -217,6 +231,9 @@ class Agent:
         self.decision_handler: DecisionHandler | None = None
         self.escalator: Escalator | None = None
         """Where a handler agent parks its run for a person (its agent app attaches it)."""
+        self.progress: ProgressReporter | None = None
+        """Where a handler agent notes its run's progress in the task's history (its agent app
+        attaches it)."""
         self.runs_inline = True
         """Whether a run may start in its award's delivery before its workflow takes it over
         (stopped there and started again by the workflow when it lasts): not for an agent whose

@@ -45,6 +45,7 @@ from agora.sdk._app_settings import AgentAppSettings
 from agora.sdk._app_stores import (
     LEARNING_NAMESPACE,
     STATE_NAMESPACE,
+    BoardProgress,
     DaprAgentStateStore,
     DaprOutcomeHistory,
     EscalationService,
@@ -90,12 +91,14 @@ def agent_app_module(
         outcomes = DaprOutcomeHistory(ctx.repository(LEARNING_NAMESPACE, RecentOutcomes))
         escalator = EscalationService(escalation_actors(actors))
         meter = RunMeter(ctx.publisher)
+        tasks = task_actors(actors)
+        progress = BoardProgress(tasks)
         for agent in agents:
             agent.escalator = escalator
+            agent.progress = progress
             if agent.runner is not None:
                 agent.runner.attach(state_store=store, cost_publisher=meter, monitor=monitor,
                                     escalator=escalator, outcomes=outcomes)  # fmt: skip
-        tasks = task_actors(actors)
         deadlines = RunDeadlines(by_id, store, meter, tasks)
         activities = RunActivities(
             by_id,

@@ -1,18 +1,24 @@
 """What an agent app keeps in its Dapr state store (its runners' states, its agents' recent
-outcomes), and the escalation service its runners hand paused runs to."""
+outcomes), the escalation service its runners hand paused runs to, and the task board its runs'
+progress notes go to."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agora.core.escalation.record import ParkRequest
+from agora.core.limits import MAX_NOTE_CHARS
+from agora.core.messages import ProgressNote, TaskAwarded
 from agora.core.outcomes.record import StepOutcome
 from agora.runtime.batched_reads import BatchedReads
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.batching import KeyedMicroBatcher, group_commits
 from agora.runtime.clients import EscalationActors
+from agora.runtime.interfaces import TaskInterface
 from agora.runtime.shared_calls import SharedCalls
 from agora.runtime.state import StateRepository
 from agora.sdk._learning import LEARNING_KEPT
@@ -21,11 +27,14 @@ from agora.sdk._runner import AgentState, RunStatus
 __all__ = [
     "LEARNING_NAMESPACE",
     "STATE_NAMESPACE",
+    "BoardProgress",
     "DaprAgentStateStore",
     "DaprOutcomeHistory",
     "EscalationService",
     "RecentOutcomes",
 ]
+
+log = logging.getLogger(__name__)
 
 STATE_NAMESPACE = "agent:state"
 LEARNING_NAMESPACE = "agent:learning"
@@ -68,6 +77,27 @@ class DaprOutcomeHistory:
             return {"outcomes": [*kept, *latest.values()][-LEARNING_KEPT:]}
 
         await self._repository.update_json(agent_id, add)
+
+
+class BoardProgress:
+    """A run's progress notes, kept in its task's history on the board (`note_progress`). A note
+    is news, not a step of the run: one the board refuses or cannot take now is logged and
+    dropped, and the run goes on."""
+
+    def __init__(self, tasks: Callable[[str], TaskInterface]) -> None:
+        self._tasks = tasks
+
+    async def note(self, award: TaskAwarded, text: str) -> None:
+        note = ProgressNote(
+            agent_id=award.agent_id, award_token=award.award_token, text=text[:MAX_NOTE_CHARS]
+        )
+        try:
+            await self._tasks(award.task_id).note_progress(note)
+        except Exception as exc:  # the board refusing or away: the note is lost, the run is not
+            log.warning(
+                "a progress note did not reach the task board",
+                extra={"task_id": award.task_id, "agent_id": award.agent_id, "reason": repr(exc)[:300]},
+            )
 
 
 class EscalationService:

@@ -41,6 +41,7 @@ from agora.core.messages import (
     AwardLapsed,
     AwardWindowDue,
     HandOver,
+    ProgressNote,
     TaskAwarded,
     TaskDecision,
     TaskRejected,
@@ -226,6 +227,20 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         record = self._record()
         lifecycle.check_award(record, acknowledgement.agent_id)
         return record
+
+    @actor_endpoint
+    async def note_progress(self, note: ProgressNote) -> TaskRecord:
+        """Keep what the award's holder says of its progress in the task's history (notes past
+        the bound are not kept). A note acknowledges the award, as its acknowledgment would."""
+        self._check_token(note.agent_id, note.award_token)
+        record = self._record()
+        noted = lifecycle.note_progress(record, note.agent_id, note.text, _now())
+        if noted is record:
+            return record
+        if record.awards[-1].acknowledged_at is None:
+            self._superseded_watch(self.state.award_watch)
+            self.state.award_watch = None
+        return await self._save(noted)
 
     @actor_endpoint
     async def mark_outcome(self, outcome: TaskOutcome) -> TaskRecord:

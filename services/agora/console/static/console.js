@@ -94,7 +94,7 @@
   }
 
   // The kinds of a task's events (agora.core.task_events), each a reason to refresh.
-  const TASK_EVENTS = ["status", "awarded", "acknowledged", "award_expired", "outcome"];
+  const TASK_EVENTS = ["status", "awarded", "acknowledged", "progress", "award_expired", "outcome"];
 
   // A page with an event stream refreshes its live part when something happens (the browser
   // resumes a broken stream after the last event it got); without one, or once the stream
