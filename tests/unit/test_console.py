@@ -732,3 +732,26 @@ def test_an_escalation_links_to_the_page_of_what_waits_for_it() -> None:
     assert belongs_to(record("e/1", kind=WaitingPartyKind.TASK)) == "/tasks/party-1"
     assert belongs_to(record(kind=WaitingPartyKind.SESSION)) is None
     assert escalation_values(record("e/1"))["href"] == "/escalations/e%2F1"
+
+
+def test_a_task_page_lists_its_runs_progress_notes_escaped() -> None:
+    from datetime import timedelta
+
+    from agora.console.pages import templates
+    from agora.core.market import AllocationStatus
+    from agora.core.task_lifecycle import TaskRecord, allocate, move, note_progress
+    from tests.unit.test_awards import NOW, awarded, spec
+
+    record = allocate(move(TaskRecord(spec=spec()), AllocationStatus.BIDDING), awarded(("a", 0.9)), NOW)
+    record = note_progress(record, "a", "drafting <b>", NOW + timedelta(seconds=2))
+    html = (
+        templates().get_template("task.html").render(task=record, traces=False, refresh_ms=1000, person=None)
+    )
+    assert '<ol id="progress">' in html
+    assert "a: drafting &lt;b&gt;</li>" in html
+    bare = (
+        templates()
+        .get_template("task.html")
+        .render(task=TaskRecord(spec=spec()), traces=False, refresh_ms=1000, person=None)
+    )
+    assert 'id="progress"' not in bare, "no section for a task with no notes"
