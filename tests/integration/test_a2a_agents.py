@@ -39,7 +39,14 @@ PEERS = {
     "leaver": ["--wire", "1.0"],
     "bidder": ["--wire", "1.0", "--bids", "own"],
     "mumbler": ["--wire", "1.0", "--bids", "text"],
+    "careless": ["--wire", "1.0"],
+    "broken": ["--card", "broken"],
+    "huge": ["--card", "huge"],
+    "skilless": ["--card", "skilless"],
 }
+IDLE_SECONDS = 12
+"""How long the app lets an agent holding a task stay silent (AGORA_A2A_IDLE_SECONDS): above the
+slow agent's work (SLOW_SECONDS), so only the silent one runs into it."""
 
 
 class Peers:
@@ -95,6 +102,7 @@ def market(tmp_path_factory: pytest.TempPathFactory, peers: Peers) -> Iterator[L
             # The app serves these alone: no agents file.
             "AGORA_A2A_AGENTS": ",".join(f"a2a-{name}={peers.url(name)}" for name in PEERS),
             "AGORA_AGENT_LEASE_SECONDS": str(LEASE_SECONDS),
+            "AGORA_A2A_IDLE_SECONDS": str(IDLE_SECONDS),
         },
     )
     with LocalCluster("redis", run_dir=tmp_path_factory.mktemp("a2a-agents-cluster")) as cluster:
@@ -285,3 +293,53 @@ def test_an_a2a_agent_that_answers_a_bid_request_out_of_contract_gets_the_market
     assert bid["fallback"], bid
     assert "answered its bid request without a 'bid_offer' data part" in bid["fallback_reason"], bid
     assert record["status"] == "COMPLETED", "it still does the work it wins"
+
+
+def test_cards_that_are_no_use_keep_their_agents_off_the_market_with_the_reason_and_the_others_on(
+    market: LocalCluster,
+) -> None:
+    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    [app] = replicas_of(market, "agents")
+    assert app.app is not None
+    reasons = {
+        "a2a-broken": "its card is not an A2A Agent Card",
+        "a2a-huge": "its card is larger than 262144 bytes",
+        "a2a-skilless": "its card offers no skill",
+    }
+
+    def logged() -> bool:
+        log = app.app.log_path.read_text(errors="replace") if app.app else ""
+        return all(reason in log for reason in reasons.values())
+
+    eventually(logged, timeout=30)
+    time.sleep(LEASE_SECONDS / 3)  # a renewal later: still off the market, the others still on
+    for agent_id in reasons:
+        assert registered(market, agent_id) is None, agent_id
+    assert registered(market, "a2a-poet") is not None
+
+
+def test_an_a2a_agent_that_goes_silent_holding_a_task_gives_failed_with_the_reason(
+    market: LocalCluster,
+) -> None:
+    eventually(lambda: registered(market, "a2a-careless"), timeout=60)
+    record = settled(market, publish(market, "careless", "silence"), timeout=IDLE_SECONDS + 90)
+    assert record["status"] == "FAILED", record
+    summary = record["outcome"]["summary"]
+    assert "could not be reached or failed" in summary and "Timeout" in summary, summary
+
+
+def test_an_a2a_agent_that_streams_without_end_gives_failed_out_of_protocol(market: LocalCluster) -> None:
+    eventually(lambda: registered(market, "a2a-careless"), timeout=60)
+    record = settled(market, publish(market, "careless", "chatter"))
+    assert record["status"] == "FAILED", record
+    assert "answered out of protocol: it sent more than 1000 events" in record["outcome"]["summary"]
+
+
+def test_an_a2a_agent_s_oversized_artifact_is_cut_to_the_bound_and_the_outcome_says_so(
+    market: LocalCluster,
+) -> None:
+    eventually(lambda: registered(market, "a2a-careless"), timeout=60)
+    record = settled(market, publish(market, "careless", "sprawl"))
+    assert record["status"] == "COMPLETED" and record["outcome"]["partial"], record["outcome"]
+    summary = record["outcome"]["summary"]
+    assert len(summary) == 16_384 and summary.endswith("(cut at 16384 characters)"), summary[-60:]

@@ -102,7 +102,9 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 300.0
 """The longest an A2A agent may stay silent while it holds a task (no event on its stream, or no
-answer to a blocking send): then its task ends FAILED."""
+answer to a blocking send): then its task ends FAILED. `AGORA_A2A_IDLE_SECONDS` (or
+`A2AAgent(idle_seconds=...)`) changes it."""
+IDLE_SECONDS_ENV = "AGORA_A2A_IDLE_SECONDS"
 CARD_READ_SECONDS = 10.0
 MAX_REPLY_EVENTS = 1_000
 """Events one A2A task may send; an agent that streams more is out of protocol."""
@@ -373,8 +375,12 @@ class A2AAgent(Agent):
         max_steps: int | None = None,
         tier: ModelTier = ModelTier.BALANCED,
         max_concurrent_runs: int = 4,
+        idle_seconds: float | None = None,
     ) -> None:
         self.card_url = card_url
+        self.idle_seconds = idle_seconds or float(os.environ.get(IDLE_SECONDS_ENV) or IDLE_SECONDS)
+        if self.idle_seconds <= 0:
+            raise ValueError(f"agent {name}: idle_seconds is positive, not {self.idle_seconds}")
         card_location(card_url)  # refuses a URL it could never read
         self._price_per_step = price_per_step
         self._max_steps = max_steps
@@ -572,7 +578,9 @@ class A2AAgent(Agent):
             events = (
                 client.send_message(request)
                 if sent_before is None
-                else _followed(client, sent_before, streaming=card.capabilities.streaming)
+                else _followed(
+                    client, sent_before, streaming=card.capabilities.streaming, idle_seconds=self.idle_seconds
+                )
             )
             async for event in events:
                 reply.take(event)
@@ -624,7 +632,7 @@ class A2AAgent(Agent):
 
     def _http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            timeout=httpx.Timeout(IDLE_SECONDS, connect=CARD_READ_SECONDS), headers=_sidecar_headers()
+            timeout=httpx.Timeout(self.idle_seconds, connect=CARD_READ_SECONDS), headers=_sidecar_headers()
         )
 
     @staticmethod
@@ -673,10 +681,12 @@ async def _task_that_has(client: Client, message: Message) -> Task | None:
     return task if any(m.message_id == message.message_id for m in task.history) else None
 
 
-async def _followed(client: Client, task: Task, *, streaming: bool) -> AsyncIterator[StreamResponse]:
+async def _followed(
+    client: Client, task: Task, *, streaming: bool, idle_seconds: float
+) -> AsyncIterator[StreamResponse]:
     """The events of a task the agent already has: the task as it stands, then its updates (its
     stream resubscribed, or its state read every `POLL_SECONDS` until it has not changed for
-    `IDLE_SECONDS`)."""
+    `idle_seconds`)."""
     yield StreamResponse(task=task)
     if task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES:
         return
@@ -685,7 +695,7 @@ async def _followed(client: Client, task: Task, *, streaming: bool) -> AsyncIter
             yield event
         return
     seen, quiet_since = task, time.monotonic()
-    while time.monotonic() - quiet_since < IDLE_SECONDS:
+    while time.monotonic() - quiet_since < idle_seconds:
         await asyncio.sleep(POLL_SECONDS)
         now = await client.get_task(GetTaskRequest(id=task.id))
         if now != seen:

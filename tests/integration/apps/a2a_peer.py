@@ -13,9 +13,13 @@ with a price. What it does with a task depends on the task's text:
 - `vanish`: starts work, then the process dies (exit 3) without answering;
 - `stall`: starts work and waits until it is cancelled (its cancel is logged);
 - `slow`: works for `SLOW_SECONDS`, then completes as for anything else;
+- `silence`: starts work and never says anything more;
+- `chatter`: sends `CHATTER_UPDATES` status updates, then completes;
+- `sprawl`: completes with an artifact of `SPRAWL_WORDS` words (60,000 characters);
 - `ask`: asks for input (INPUT_REQUIRED: `which season?`); the answer, the next message of the
   same task, is the theme of the haiku it then completes with.
 
+With `--card broken|huge|skilless` it serves a card that is no use (`CARELESS_CARDS`).
 With `--bids own` its card says it bids itself, and it answers the market's bid requests with
 its offer (`BID_OFFER`); with `--bids text` it says so too but answers them with plain text.
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import uvicorn
@@ -49,14 +54,20 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct, Value
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from agora.core.a2a_terms import BID_OFFER_KEY, BID_REQUEST_KEY, MARKET_EXTENSION_URI
 
 PRICE_PER_STEP_USD = 0.002
 SLOW_SECONDS = 8.0
+CHATTER_UPDATES = 1_200
+SPRAWL_WORDS = 10_000
 
 
 BID_OFFER: dict[str, float | int | str] = {
@@ -99,6 +110,17 @@ class Peer(AgentExecutor):
         if "vanish" in text:
             await asyncio.sleep(0.3)
             os._exit(3)
+        if "silence" in text:  # says nothing more, ever
+            await asyncio.Event().wait()
+        if "chatter" in text:  # streams without end
+            for n in range(CHATTER_UPDATES):
+                await updater.update_status(TaskState.TASK_STATE_WORKING, self.said(f"still at it ({n})"))
+            await updater.complete()
+            return
+        if "sprawl" in text:  # an artifact larger than any outcome
+            await updater.add_artifact([Part(text="verse " * SPRAWL_WORDS)], name="epic")
+            await updater.complete()
+            return
         if "stall" in text:
             await asyncio.Event().wait()
         if "slow" in text:
@@ -148,6 +170,42 @@ def card(name: str, url: str, wire: str, streaming: bool, bids: str) -> AgentCar
     )
 
 
+def _broken(_: AgentCard) -> Callable[[Request], Awaitable[Response]]:
+    async def answer(request: Request) -> Response:
+        return Response('{"name": "half a card", "skills": [', media_type="application/json")
+
+    return answer
+
+
+def _huge(real: AgentCard) -> Callable[[Request], Awaitable[Response]]:
+    body = MessageToDict(real)
+    body["description"] = "x" * (400 * 1024)
+
+    async def answer(request: Request) -> Response:
+        return JSONResponse(body)
+
+    return answer
+
+
+def _skilless(real: AgentCard) -> Callable[[Request], Awaitable[Response]]:
+    body = MessageToDict(real)
+    body["skills"] = [{"id": " ", "name": "nothing", "description": "-", "tags": [""]}]
+
+    async def answer(request: Request) -> Response:
+        return JSONResponse(body)
+
+    return answer
+
+
+CARELESS_CARDS: dict[str, Callable[[AgentCard], Callable[[Request], Awaitable[Response]]]] = {
+    "broken": _broken,
+    "huge": _huge,
+    "skilless": _skilless,
+}
+"""Cards that do not describe an agent the market can use: one that does not parse, one of
+400 KiB, one whose skills are all blank."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -156,12 +214,18 @@ def main() -> None:
     parser.add_argument("--wire", default="1.0", choices=["1.0", "0.3"])
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--bids", default="none", choices=["none", "own", "text"])
+    parser.add_argument("--card", default="good", choices=["good", *CARELESS_CARDS])
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}/a2a"
     agent_card = card(args.name, url, args.wire, not args.no_streaming, args.bids)
     handler = DefaultRequestHandler(Peer(args.name, args.log, args.bids), InMemoryTaskStore(), agent_card)
+    served_card = (
+        create_agent_card_routes(agent_card)
+        if args.card == "good"
+        else [Route(AGENT_CARD_WELL_KNOWN_PATH, CARELESS_CARDS[args.card](agent_card))]
+    )
     routes = [
-        *create_agent_card_routes(agent_card),
+        *served_card,
         *create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=args.wire == "0.3"),
     ]
     uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=args.port, log_level="warning")
