@@ -62,7 +62,9 @@ def test_the_build_is_cached_by_its_sources_hash() -> None:
 def test_the_go_agent_s_own_tests_pass() -> None:
     assert GO is not None
     done = subprocess.run(
-        [GO, "test", "./..."],
+        # -trimpath as the build (agora.harness.gobuild): the packages `make go-agent` compiled
+        # are taken from Go's build cache instead of compiled again (10 s instead of 45 s).
+        [GO, "test", "-trimpath", "./..."],
         cwd=GO_AGENT_SOURCE,
         env={**os.environ, **GO_BUILD_ENV},
         capture_output=True,
