@@ -5,16 +5,19 @@ ADK, Microsoft Agent Framework, LangGraph, or the A2A SDK itself, in A2A 1.0 or 
 
 - The app reads the agent's Agent Card through its own sidecar (Dapr's invocation of an external
   URL: the app's resiliency policies, tracing and access control apply to every call), and
-  offers the card's skills (ids and tags) on the market under the card's name. Its price is the
-  card's Agora extension's (`agora.core.a2a_terms`), else the one it was given.
+  offers the card's skills (ids and tags) on the market under the card's name, at the price it
+  was given, else the one the card's Agora extension states (`agora.core.a2a_terms`).
 - The lease of its registration is renewed only when the card is read again: an agent whose
   card is gone leaves the market when its lease lapses, and comes back when the card does.
-- The market estimates its bids (`bids="market"`; each bid's rationale says so).
-- A task it wins is one A2A task: the task's description goes as a message (streamed when the
-  card says the agent streams; the message's id is the award's, so a redelivered award sends the
-  same message), the agent's artifacts become the outcome, an agent that fails, goes silent for
-  `IDLE_SECONDS` or cannot be reached gives a FAILED outcome with the reason, and the task's
-  deadline cancels the A2A task.
+- The market estimates its bids, unless the card's extension says the agent bids itself: then
+  each bid is asked of the agent over A2A.
+- A task it wins is one A2A task, run by its workflow from the start: the task's description
+  goes as a message (streamed when the card says the agent streams), what the agent says while
+  it works goes into the task's history, a question of its goes to a person and the answer back
+  to it, its artifacts become the outcome, an agent that fails, goes silent for `IDLE_SECONDS`
+  or cannot be reached gives a FAILED outcome with the reason, and the task's deadline cancels
+  the A2A task. A step run again after the app was lost follows the agent's task instead of
+  sending the message again.
 
     from agora.sdk import A2AAgent
 
