@@ -318,14 +318,16 @@ def test_cards_that_are_no_use_keep_their_agents_off_the_market_with_the_reason_
     assert registered(market, "a2a-poet") is not None
 
 
-def test_an_a2a_agent_that_goes_silent_holding_a_task_gives_failed_with_the_reason(
-    market: LocalCluster,
+def test_an_a2a_agent_that_goes_silent_holding_a_task_gives_failed_with_the_reason_and_is_cancelled(
+    market: LocalCluster, peers: Peers
 ) -> None:
     eventually(lambda: registered(market, "a2a-careless"), timeout=60)
     record = settled(market, publish(market, "careless", "silence"), timeout=IDLE_SECONDS + 90)
     assert record["status"] == "FAILED", record
     summary = record["outcome"]["summary"]
     assert "could not be reached or failed" in summary and "Timeout" in summary, summary
+    cancelled = [ln for ln in peers.log("careless") if ln.startswith("cancel ")]
+    assert len(cancelled) == 1, "the task given up on is cancelled at the agent"
 
 
 def test_an_a2a_agent_that_streams_without_end_gives_failed_out_of_protocol(market: LocalCluster) -> None:
@@ -343,3 +345,18 @@ def test_an_a2a_agent_s_oversized_artifact_is_cut_to_the_bound_and_the_outcome_s
     assert record["status"] == "COMPLETED" and record["outcome"]["partial"], record["outcome"]
     summary = record["outcome"]["summary"]
     assert len(summary) == 16_384 and summary.endswith("(cut at 16384 characters)"), summary[-60:]
+
+
+def test_a_question_nobody_answers_before_the_deadline_ends_the_task_and_cancels_the_a2a_task(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
+    task_id = publish(market, "poet", "ask", deadline_ms=6_000)
+    record = settled(market, task_id)
+
+    assert record["status"] == "FAILED", record
+    assert "DEADLINE_EXCEEDED" in record["outcome"]["summary"], record["outcome"]
+    escalation_url = console(market).invoke_url(f"v1/escalations/{task_id}.a2a-question-1", "escalation")
+    assert httpx.get(escalation_url, timeout=10).status_code == 200, "it asked, and waited for a person"
+    cancels = eventually(lambda: [ln for ln in peers.log("poet") if ln.startswith("cancel ")], timeout=20)
+    assert len(cancels) == 1, cancels

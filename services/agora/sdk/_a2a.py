@@ -524,6 +524,15 @@ class A2AAgent(Agent):
         )
         return await self._settle(award, await self._exchange(award, message), asked=link.asked)
 
+    async def stopped(self, award: TaskAwarded, handle: str | None) -> None:
+        """A run that waited for a person's answer was ended at its deadline: the agent's task,
+        still waiting for that answer, is cancelled."""
+        try:
+            link = QuestionLink.model_validate_json(handle or "")
+        except ValidationError:
+            return
+        await self._cancel_quietly(link.a2a_task_id)
+
     async def _settle(self, award: TaskAwarded, reply: A2AReply | HandlerResult, asked: int) -> HandlerResult:
         """What a reply comes to: its outcome, or, when the agent asks for input, the run parked
         for a person on an escalation of the task, the question shown as the run's output."""
@@ -595,14 +604,25 @@ class A2AAgent(Agent):
                 await asyncio.shield(self._cancel_quietly(reply.task_id))
             raise
         except OutOfProtocol as exc:
-            return self._failed(f"it answered out of protocol: {exc}")
+            return await self._given_up(reply, f"it answered out of protocol: {exc}")
         except (A2AError, httpx.HTTPError, ValueError) as exc:
-            return self._failed(f"it could not be reached or failed: {type(exc).__name__}: {exc}")
+            return await self._given_up(
+                reply, f"it could not be reached or failed: {type(exc).__name__}: {exc}"
+            )
         finally:
             await http.aclose()
         if not reply.ended:
-            return self._failed(f"its reply ended while its task was {_state_name(reply.state)}")
+            return await self._given_up(
+                reply, f"its reply ended while its task was {_state_name(reply.state)}"
+            )
         return reply
+
+    async def _given_up(self, reply: A2AReply, reason: str) -> HandlerResult:
+        """The run gives up on the agent: its task, if it made one, is cancelled (it may still be
+        working on it), and the outcome says why."""
+        if reply.task_id and not reply.ended:
+            await self._cancel_quietly(reply.task_id)
+        return self._failed(reason)
 
     async def _note_progress(self, award: TaskAwarded, reply: A2AReply) -> None:
         """What the agent said since the last look, into the task's history (while it works:

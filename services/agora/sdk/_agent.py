@@ -249,6 +249,10 @@ class Agent:
         if self.runner is not None and self.runner.tools.sources:
             await self.runner.tools.connect(dapr_http_endpoint)
 
+    async def stopped(self, award: TaskAwarded, handle: str | None) -> None:
+        """The run, paused for a person, was ended at its task's deadline: what the agent does to
+        stop its side of it (`handle`: what the paused step handed on). Nothing, by default."""
+
     async def offer(self, dapr_http_endpoint: str) -> CapabilityProfile | None:
         """The profile its app registers (and renews) on the market now, once the agent is
         connected (an agent bids only once its tools are there); None: it cannot be offered

@@ -161,4 +161,6 @@ class RunDeadlines:
                 ended = await self.ended(start.award)  # before the run is let go: what it spent
                 local.cancel()
                 return ended
+        if start.handle is not None:  # paused for a person: its agent stops its side of it
+            await self._agents[start.award.agent_id].stopped(start.award, start.handle)
         return await self.ended(start.award)

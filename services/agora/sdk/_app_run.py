@@ -47,6 +47,9 @@ class AgentRunStart(BaseModel):
     deadline: AwareDatetime | None = None
     """When the run must have ended (`run_deadline`: the task's `deadline_ms` after the award);
     None: the task has none, or the run was scheduled before deadlines were kept."""
+    handle: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    """Given to the deadline's step of a run paused at its deadline: what its paused step handed
+    on (`RunProgress.handle`), for its agent to stop its side of the run."""
 
     @property
     def instance(self) -> str:
@@ -124,6 +127,7 @@ def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
     # One timer for the whole run (the engine's clock, replayed from the history).
     timer = ctx.create_timer(deadline) if deadline is not None else None
     progress = yield from _before_deadline(EXECUTE.schedule(ctx, start), timer)
+    paused_with: str | None = None
     while progress is not None:
         if progress.outcome is not None:
             if not progress.reported:  # a step recorded before steps announced their outcomes
@@ -133,6 +137,7 @@ def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
         if progress.handed_over:
             return None  # the task's next holder reports its outcome
         waiting_on = progress.waiting_on or ""
+        paused_with = progress.handle
         decided = yield from _before_deadline(RUN_DECISIONS.waiting(ctx, waiting_on), timer)
         if decided is None:
             break
@@ -145,7 +150,7 @@ def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
             handle=progress.handle,
         )
         progress = yield from _before_deadline(RESUME.schedule(ctx, resumed), timer)
-    yield from DEADLINE.run(ctx, start)
+    yield from DEADLINE.run(ctx, start.model_copy(update={"handle": paused_with}))
     return None
 
 
