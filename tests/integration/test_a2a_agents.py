@@ -22,7 +22,7 @@ import pytest
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.processes import ManagedProcess, PortAllocator, port_open
 from agora.harness.system import CONSOLE, SERVICES
-from tests.integration.apps.a2a_peer import BID_OFFER, PRICE_PER_STEP_USD
+from tests.integration.apps.a2a_peer import BID_OFFER, PRICE_PER_STEP_USD, SLOW_SECONDS
 from tests.integration.helpers import eventually, publish_event, replicas_of
 
 pytestmark = pytest.mark.integration
@@ -251,8 +251,9 @@ def test_an_a2a_agent_s_question_is_answered_by_a_person_through_the_cli_and_its
     ], "the task, then the person's answer in the same context, each once"
 
 
+@pytest.mark.parametrize("back", ["while-the-agent-works", "after-the-agent-finished"])
 def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_completes(
-    market: LocalCluster, peers: Peers
+    market: LocalCluster, peers: Peers, back: str
 ) -> None:
     eventually(lambda: registered(market, "a2a-poet"), timeout=60)
     task_id = publish(market, "poet", "slow")
@@ -260,7 +261,7 @@ def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_complete
     eventually(lambda: sent in peers.log("poet"), timeout=60, interval=0.05)
     [app] = replicas_of(market, "agents")
     app.kill_app()  # while the agent works on it (SLOW_SECONDS)
-    time.sleep(1)
+    time.sleep(1 if back == "while-the-agent-works" else SLOW_SECONDS + 2)
     app.start_app()
     record = settled(market, task_id, timeout=150)
 

@@ -695,7 +695,8 @@ async def _task_that_has(client: Client, message: Message) -> Task | None:
     0.3 wire has no `ListTasks`): the message is then sent."""
     try:
         if not message.task_id:
-            listed = await client.list_tasks(ListTasksRequest(context_id=message.context_id, page_size=1))
+            asked = ListTasksRequest(context_id=message.context_id, page_size=1, include_artifacts=True)
+            listed = await client.list_tasks(asked)
             return listed.tasks[0] if listed.tasks else None
         task = await client.get_task(GetTaskRequest(id=message.task_id, history_length=MAX_HISTORY_LOOKED_AT))
     except (A2AError, httpx.HTTPError, NotImplementedError) as exc:
