@@ -463,14 +463,12 @@ class A2AAgent(Agent):
             extensions=[MARKET_EXTENSION_URI],
         )
         try:
-            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+            card = await self._known_card()
         except CardUnreadable as exc:
             raise BidNotMade(f"agent {self.agent_id}: {exc}") from exc
         http = self._http()
         try:
-            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(
-                self._reached_through_sidecar(card)
-            )
+            client = self._client(card, http, streaming=False)
             async for event in client.send_message(SendMessageRequest(message=message)):
                 return bid_offer_in(self.agent_id, event)
         except (A2AError, httpx.HTTPError) as exc:
@@ -574,18 +572,17 @@ class A2AAgent(Agent):
         A message the agent already has (the step run again after the app was lost mid-run) is
         not sent again: its task is followed from where it is."""
         try:
-            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+            card = await self._known_card()
         except CardUnreadable as exc:
             return self._failed(str(exc))
         reply = A2AReply(self.agent_id, task_id=message.task_id)
         http = self._http()
-        config = ClientConfig(streaming=card.capabilities.streaming, httpx_client=http)
         request = SendMessageRequest(
             message=message,
             configuration=SendMessageConfiguration(accepted_output_modes=["text/plain", "application/json"]),
         )
         try:
-            client = ClientFactory(config).create(self._reached_through_sidecar(card))
+            client = self._client(card, http, streaming=card.capabilities.streaming)
             sent_before = await _task_that_has(client, message)
             events = (
                 client.send_message(request)
@@ -640,10 +637,8 @@ class A2AAgent(Agent):
             return
         http = self._http()
         try:
-            card = self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
-            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(
-                self._reached_through_sidecar(card)
-            )
+            card = await self._known_card()
+            client = self._client(card, http, streaming=False)
             await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=a2a_task_id)), CANCEL_SECONDS)
         except Exception as exc:  # gone, refusing, slow: logged, nothing more to do
             log.warning(
@@ -668,6 +663,16 @@ class A2AAgent(Agent):
             role=Role.ROLE_USER,
             parts=[Part(text=text)],
             metadata=Struct(),
+        )
+
+    async def _known_card(self) -> AgentCard:
+        """The card as last read, or read now (a run before the app offered the agent)."""
+        return self.card if self.card is not None else await read_card(self.card_url, self._endpoint())
+
+    def _client(self, card: AgentCard, http: httpx.AsyncClient, *, streaming: bool) -> Client:
+        """An A2A client of the agent's card, every call going through the app's sidecar."""
+        return ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(
+            self._reached_through_sidecar(card)
         )
 
     def _reached_through_sidecar(self, card: AgentCard) -> AgentCard:
