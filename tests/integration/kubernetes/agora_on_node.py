@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -144,6 +145,18 @@ class AgoraOnNode:
         self.image_name = ""
         self._console: httpx.Client | None = None
         self.release = ChartRelease(self.kube, self.helm, self.secret_values, self.release_values)
+        report.on_failure = self.keep_pod_logs
+
+    def keep_pod_logs(self, check: str) -> None:
+        """Every container log on the node as the check failed, under logs/: the pods a later
+        check replaces or uninstalls take their logs with them."""
+        slug = re.sub(r"[^a-z0-9]+", "-", check.lower())[:40].strip("-")
+        shutil.copytree(
+            "/var/log/pods",
+            self.plane.logs / f"pods-when-{slug}-failed",
+            ignore_dangling_symlinks=True,
+            dirs_exist_ok=True,
+        )
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -457,6 +470,19 @@ class AgoraOnNode:
             time.sleep(1)
         return ended
 
+    def where_they_stopped(self, lost: list[str]) -> dict[str, str]:
+        """The board's word on the first tasks that did not end: none, or their status history."""
+        where = {}
+        for task_id in lost[:8]:
+            try:
+                record = self.get("taskboard", f"v1/tasks/{task_id}")
+            except CheckFailed as exc:
+                where[task_id] = f"unknown ({exc})"
+                continue
+            history = [h["status"] for h in (record or {}).get("history") or []]
+            where[task_id] = f"{record['status']} {history}" if record else "not on the board"
+        return where
+
     def decided_once(self, ids: set[str]) -> list[str]:
         """Tasks whose board history holds more or fewer than one market decision."""
         doubled = []
@@ -655,8 +681,8 @@ class AgoraOnNode:
             ended = self.wait_until_ended(ids, prefix, timeout=420)
             settled_s = round(time.monotonic() - killed_at, 1)
             lost = sorted(ids - ended)
-            statuses = {t: (self.get("taskboard", f"v1/tasks/{t}") or {}).get("status") for t in lost[:10]}
-            expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {statuses}")
+            where = self.where_they_stopped(lost)
+            expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {where}")
             doubled = self.decided_once(ids)
             expect(not doubled, f"{component} killed: decided other than once: {doubled[:10]}")
             records = [self.get("taskboard", f"v1/tasks/{t}") or {} for t in sorted(ids)]
@@ -807,7 +833,7 @@ class AgoraOnNode:
         expect(
             not lost,
             f"{len(lost)} of {len(ids)} trickled tasks did not end ({len(refused)} publishes refused "
-            f"for {PUBLISH_PATIENCE_S} s): {lost[:10]}",
+            f"for {PUBLISH_PATIENCE_S} s): {self.where_they_stopped(lost)}",
         )
         doubled = self.decided_once(ids)
         expect(not doubled, f"decided other than once: {doubled[:10]}")

@@ -103,8 +103,9 @@ REDIS = (
     "uid 999 with a read-only root, Ready by a TCP probe, and answers commands at its pod address"
 )
 DAPR = (
-    "Dapr's chart runs Dapr's control plane as pods on the node from images written here, and its "
-    "injector gives an annotated pod a daprd that gets its identity from sentry and becomes Ready"
+    "Dapr's chart runs Dapr's control plane as pods on the node from images written here, each "
+    "requesting CPU, and its injector gives an annotated pod a daprd that gets its identity from "
+    "sentry and becomes Ready"
 )
 PROCESSES = "the control plane and node processes stayed up"
 CHECKS = (
@@ -123,16 +124,31 @@ CHECKS = (
     PROCESSES,
 )
 DAPR_APP_ID = "node-app"
-# Dapr's chart on one node: one replica of each, the scheduler's data in memory (no volumes).
+# Dapr's chart on one node: one replica of each but the scheduler (its chart always runs three),
+# the scheduler's data in memory (no volumes).
+#
+# Every control-plane pod requests some CPU, as Dapr's production guidelines say. Without
+# requests they are BestEffort, and the kubelet gives the BestEffort cgroup the smallest CPU
+# weight there is: while the release's pods (which request CPU) are busy, as the ten of a
+# `helm upgrade` starting at once are, the control plane gets almost nothing. On a busy node that
+# lasted past its liveness probes: the kubelet restarted the three schedulers and placement
+# timed out its dissemination rounds, and with Dapr 1.18.2's scheduler (which loses track of a
+# namespace's connected sidecars under such churn) no reminder or workflow of the release ran
+# again. The requests are small (they only need to exist to weigh as much as a release's pod).
+_CONTROL_PLANE_REQUESTS: Obj = {"resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
 DAPR_CHART_VALUES: Obj = {
     "global": {"ha": {"enabled": False}},
-    "dapr_scheduler": {"cluster": {"inMemoryStorage": True}},
+    "dapr_scheduler": {"cluster": {"inMemoryStorage": True}, **_CONTROL_PLANE_REQUESTS},
+    "dapr_placement": _CONTROL_PLANE_REQUESTS,
+    "dapr_operator": _CONTROL_PLANE_REQUESTS,
+    "dapr_sentry": _CONTROL_PLANE_REQUESTS,
     # The injector's webhook fails closed, as docs/kubernetes.md recommends: with Dapr's default
     # (Ignore) a pod created while the injector is slow to answer (ten pods of a rolling upgrade
     # at once did it here) starts without daprd and never becomes Ready. Failing, its creation is
     # retried by its ReplicaSet. Dapr's and the cluster's own namespaces are left out, so the
     # injector itself can always start.
     "dapr_sidecar_injector": {
+        **_CONTROL_PLANE_REQUESTS,
         "webhookFailurePolicy": "Fail",
         "namespaceSelector": {
             "matchExpressions": [
@@ -795,10 +811,12 @@ class NodeScenario:
             raise CheckFailed(
                 f"helm install dapr: {done.stderr.strip()[-1500:]}; pods: {[self._summary(p) for p in pods]}"
             )
-        control_plane = {
-            p["metadata"]["name"]: p["status"]["podIP"]
-            for p in self.kube.items("/api/v1/namespaces/dapr-system/pods")
-        }
+        control_plane_pods = self.kube.items("/api/v1/namespaces/dapr-system/pods")
+        control_plane = {p["metadata"]["name"]: p["status"]["podIP"] for p in control_plane_pods}
+        best_effort = [
+            p["metadata"]["name"] for p in control_plane_pods if p["status"].get("qosClass") == "BestEffort"
+        ]
+        expect(not best_effort, f"control-plane pods without CPU requests (BestEffort): {best_effort}")
         installed = round(time.monotonic() - started, 1)
         app = self.deployment()
         app["metadata"]["name"] = "dapr-app"

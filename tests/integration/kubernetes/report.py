@@ -31,6 +31,9 @@ class Report:
     started: float = field(default_factory=time.monotonic)
     checks: list[Obj] = field(default_factory=list)
     extra: Obj = field(default_factory=dict)
+    on_failure: Callable[[str], None] | None = None
+    """Called with a failed check's name before the next check runs: evidence that later checks
+    would remove (the logs of pods an uninstall deletes) is kept here."""
 
     def write(self) -> None:
         body = {
@@ -66,6 +69,11 @@ class Report:
             entry["error"] = f"{type(exc).__name__}: {exc}"
             entry["traceback"] = traceback.format_exc(limit=8)
         entry["seconds"] = round(time.monotonic() - started, 1)
+        if entry["status"] == "failed" and self.on_failure is not None:
+            try:
+                self.on_failure(name)
+            except Exception as exc:  # the evidence is a help, never a second failure
+                entry["evidence_not_kept"] = f"{type(exc).__name__}: {exc}"
         self.checks.append(entry)
         self.write()
         return bool(entry["status"] == "passed")
