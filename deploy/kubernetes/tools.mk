@@ -62,13 +62,17 @@ node-packages:
 	@$(call apt_install,$(NODE_PACKAGES),--no-install-recommends)
 	@containerd --version && runc --version | head -1 && test -x /usr/lib/cni/bridge
 
-# CoreDNS with the plugins of Kubernetes' DNS addon only (deploy/coredns/main.go).
-$(COREDNS_BIN)/coredns:
+# CoreDNS with the plugins of Kubernetes' DNS addon only (deploy/coredns/main.go). Most of its
+# build is Kubernetes' client (k8s.io/api, apimachinery, client-go): deploy/coredns/go.mod and
+# deploy/kubernetes/go.mod require the same version of every module the two builds share, and
+# CoreDNS is built after Kubernetes with the same tags, so those packages come out of Go's build
+# cache instead of being compiled twice.
+$(COREDNS_BIN)/coredns: | $(KUBE_BIN)/kube-apiserver
 	@grep -q "github.com/coredns/coredns v$(COREDNS_VERSION)$$" deploy/coredns/go.mod || \
 		{ echo "deploy/coredns/go.mod does not pin coredns v$(COREDNS_VERSION)"; exit 1; }
 	@echo "building CoreDNS $(COREDNS_VERSION) into $(COREDNS_BIN)"
 	rm -rf $(COREDNS_BIN).partial && mkdir -p $(COREDNS_BIN).partial
-	cd deploy/coredns && time $(GO_ENV) nice go build -trimpath -ldflags "-s -w" \
+	cd deploy/coredns && time $(GO_ENV) nice go build -tags $(KUBE_TAGS) -trimpath -ldflags "-s -w" \
 		-o $(COREDNS_BIN).partial/coredns .
 	rm -rf $(COREDNS_BIN) && mv $(COREDNS_BIN).partial $(COREDNS_BIN)
 	$(COREDNS_BIN)/coredns -version
