@@ -172,7 +172,12 @@ def test_an_agent_app_that_does_not_bid_in_time_gets_the_market_s_estimate(marke
 
     bid = record["allocation"]["winning_bid"]
     assert bid["agent_id"] == "ponderer" and bid["fallback"] is True
-    assert "did not bid within 300 ms" in bid["fallback_reason"]
+    # Either the market stops waiting first ("... did not bid within 300 ms"), or the app, whose
+    # own wait is as long, answers that its agent was late first (on a busy machine): the same
+    # reason in other words.
+    reason = bid["fallback_reason"]
+    in_time = ("did not bid within 300 ms", "did not estimate the task within 300 ms")
+    assert any(words in reason for words in in_time), reason
     assert record["status"] == "COMPLETED" and record["outcome"]["summary"] == "4"
 
     # Asked directly, the app says its estimate was too late, in the error model (no stack trace).
