@@ -23,7 +23,7 @@ from agora.reputation.app import reputation_module
 from agora.runtime.service import ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.sdk import Agent
-from agora.sdk._app_files import file_list, load_apps
+from agora.sdk._app_files import a2a_agents, file_list, load_apps
 from agora.sdk.graphs import CompiledGraph
 from agora.taskboard.app import TaskBoardSettings, taskboard_module
 from agora.uncertainty.app import uncertainty_module
@@ -40,9 +40,11 @@ def create_app() -> FastAPI:
 def team_app() -> tuple[list[Agent], list[CompiledGraph[Any]]]:
     """A team's SDK agents and graphs beside the reference worker's, from the Python files named
     by AGORA_SDK_AGENTS_FILE (several separated like PATH entries; `agora run` gives the
-    examples; AGORA_AGENTS_FILE is the worker's YAML here). They share the worker's agent app:
-    its runs, its bids at this app's id, its graph runs."""
-    return load_apps(file_list(os.environ.get("AGORA_SDK_AGENTS_FILE", "")))
+    examples; AGORA_AGENTS_FILE is the worker's YAML here), and the A2A agents AGORA_A2A_AGENTS
+    names (`name=card-url`, comma-separated). They share the worker's agent app: its runs, its
+    bids at this app's id, its graph runs."""
+    agents, graphs = load_apps(file_list(os.environ.get("AGORA_SDK_AGENTS_FILE", "")))
+    return [*agents, *a2a_agents(os.environ.get("AGORA_A2A_AGENTS", ""))], graphs
 
 
 def service_modules(app_id: str) -> list[ServiceModule]:

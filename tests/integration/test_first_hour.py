@@ -230,6 +230,20 @@ def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(s
     )
 
 
+def test_the_demo_shows_an_a2a_agent_of_the_a2a_sdk_alone_winning_a_task_with_its_artifact(
+    system: RunningSystem,
+) -> None:
+    shown = "".join(system.output)
+    assert "  on the market over A2A: text-stats, an agent of the a2a-sdk alone (http://127.0.0.1:" in shown
+    assert "A2A agent: published demo-stats" in shown, shown
+    ended = next(line for line in system.output if line.startswith("  demo-stats"))
+    assert ended.split()[1] == "COMPLETED", ended
+    said = next(line for line in system.output if "said over A2A as it worked:" in line)
+    assert said.strip().startswith("text-stats said") and "counting" in said, said
+    outcome = next(line for line in system.output if "outcome: succeeded: " in line and "words" in line)
+    assert "15 words in 2 sentences; most frequent: 'the' (4x)" in outcome, outcome
+
+
 def test_the_demo_s_market_ends_as_the_readme_shows_on_every_fresh_system(
     system: RunningSystem, tmp_path: Path
 ) -> None:

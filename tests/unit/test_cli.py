@@ -567,23 +567,36 @@ def test_the_banner_names_the_services_jaeger_knows_and_the_console(
     stopped = SimpleNamespace(running=lambda: False)
     replicas: list[SimpleNamespace] = []
 
+    envs: dict[str, dict[str, str]] = {}
+
     def add_service(spec: ServiceSpec) -> list[SimpleNamespace]:
+        envs[spec.app_id] = spec.env
         if spec.app_id == "console":
             assert spec.env["AGORA_CONSOLE_SERVICES_APP_ID"] == "agora"
         replicas.append(replica(spec.app_id, spec.module, 4000 + 10 * len(replicas)))
         return replicas[-1:]
 
+    peers: list[list[str]] = []
     cluster = SimpleNamespace(
         replicas=replicas,
         with_jaeger=True,
         jaeger_query_url="http://127.0.0.1:16686",
         model_url=None,
         add_service=add_service,
+        ports=SimpleNamespace(take=lambda: 9123),
+        add_peer=lambda name, argv, port: peers.append([name, *argv[1:], str(port)]),
         processes=lambda: iter([stopped]),
     )
     args = argparse.Namespace(profile="default", no_demo=True, agents=None)
     assert cli_run.serve_locally(cast(LocalCluster, cluster), args, tmp_path / "run") == 1
     out = capsys.readouterr().out
+    example = str(cli_run.EXAMPLE_A2A_AGENT[1])
+    assert peers == [["a2a-text-stats", example, "--port", "9123", "9123"]]
+    assert envs["agora"]["AGORA_A2A_AGENTS"] == "text-stats=http://127.0.0.1:9123"
+    on_the_market = (
+        "  on the market over A2A: text-stats, an agent of the a2a-sdk alone (http://127.0.0.1:9123)"
+    )
+    assert on_the_market + "\n" in out
     assert "  traces: http://127.0.0.1:16686 (Jaeger query API; services: agora)\n" in out
     secret_file = tmp_path / "run" / "console" / "operator-secret"
     assert f"  console: http://127.0.0.1:4010  (sign in as operator with the secret in {secret_file})" in out
@@ -1035,3 +1048,12 @@ def test_agora_run_puts_the_example_agents_or_the_given_ones_beside_the_services
 
     with pytest.raises(CliError, match=r"missing\.py: no such file"):
         cli_run.agent_app_of("redis", tmp_path / "missing.py")
+
+
+def test_agora_run_puts_a2a_agents_in_the_app_that_hosts_the_agents() -> None:
+    named = "text-stats=http://127.0.0.1:9123"
+    [embedded] = cli_run.agent_app_of("default", None, named)
+    assert embedded.env["AGORA_A2A_AGENTS"] == named and "AGORA_SDK_AGENTS_FILE" in embedded.env
+    separate = cli_run.agent_app_of("redis", None, named)[-1]
+    assert separate.app_id == "agents" and separate.env["AGORA_A2A_AGENTS"] == named
+    assert cli_run.agent_app_of("redis", None)[-1].env.keys() == {"AGORA_AGENTS_FILE"}

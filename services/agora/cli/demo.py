@@ -123,6 +123,7 @@ def run_demo(
             print(f"  the market's model, per decision: {_bill_text(*bills)}")
         print("\nInspect any task with: .venv/bin/agora task show demo-papers")
         _agent_app_task(http, invoke, publish)
+        _a2a_agent_task(http, invoke, publish)
         _run_a_graph(http, invoke)
         _run_a_plan(http, invoke, publish)
         _debate(http, invoke, publish, model)
@@ -167,6 +168,45 @@ def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publi
             f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, ${outcome.actual_cost_usd:.4f}, "
             f"{tokens} tokens: {outcome.summary!r}; tools called: {tools}"
         )
+
+
+A2A_AGENT_TASK = TaskSpec(
+    task_id="demo-stats",
+    description="The market awards each task to the best bid. The best bid wins the task.",
+    required_skills=["text-stats"],
+    min_success_threshold=0.2,
+)
+"""A task for the example A2A agent (`agora run` starts it beside the example agents)."""
+A2A_AGENT_WAIT_S = 10.0
+"""How long the demo waits for an A2A agent to be registered (its app reads its card as it
+starts, so it is there long before)."""
+
+
+def _a2a_agent_task(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
+    """A task only an A2A agent can do, when one is on the market: the market estimates its bid,
+    the task goes to it as an A2A message, its status updates become the task's progress and its
+    artifact the outcome."""
+    question = CapabilityQuery(required_skills=A2A_AGENT_TASK.required_skills)
+
+    def capable() -> list[Any]:
+        answered = http.post(invoke("registry", "v1/agents/filter"), json=question.model_dump(mode="json"))
+        return list(_answer(answered, FilterAnswer, "registry").agents)
+
+    try:
+        _wait(capable, timeout=A2A_AGENT_WAIT_S)
+    except TimeoutError:
+        return  # no A2A agent on this market
+    _publish(http, publish, Topic.TASKS, A2A_AGENT_TASK)
+    print(f"\nA2A agent: published {A2A_AGENT_TASK.task_id} {A2A_AGENT_TASK.description!r} to agora.tasks")
+    url = invoke("taskboard", f"v1/tasks/{A2A_AGENT_TASK.task_id}")
+    record: TaskRecord = _wait(functools.partial(_settled_at, http, url))
+    print(f"  {A2A_AGENT_TASK.task_id:<14} {record.status:<9} {' → '.join(c.status for c in record.history)}")
+    for attempt in record.awards:
+        notes = "; ".join(note.text for note in attempt.progress) or "none"
+        print(f"    {attempt.agent_id} said over A2A as it worked: {notes}")
+    if record.outcome is not None:
+        verdict = "succeeded" if record.outcome.actual_success else "failed"
+        print(f"    outcome: {verdict}: {record.outcome.summary!r}")
 
 
 DEMO_GRAPH_RUN = "demo-review"

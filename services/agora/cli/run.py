@@ -31,12 +31,15 @@ from agora.harness.system import (
 )
 from agora.harness.toolchain import MissingTool
 
-__all__ = ["EXAMPLE_AGENTS", "agent_app_of", "cmd_run", "serve_locally"]
+__all__ = ["EXAMPLE_A2A_AGENT", "EXAMPLE_AGENTS", "agent_app_of", "cmd_run", "serve_locally"]
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLE_AGENTS = (EXAMPLES / "agents" / "calculator.py", EXAMPLES / "graphs" / "review.py")
 """The example agent app, in a clone: a calculator agent (a calculator and a file reader as
 tools) and the review graph (a branch, a tool, the market and a person)."""
+EXAMPLE_A2A_AGENT = ("text-stats", EXAMPLES / "a2a" / "text_stats.py")
+"""An A2A agent of no Agora code (the `a2a-sdk` alone), in a clone: `agora run` starts it beside
+the example agents and puts it on the market by its card's URL, under this name."""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -71,28 +74,42 @@ def cmd_run(args: argparse.Namespace) -> int:
             unlink_if_pointing_at(link, run_dir)
 
 
-def agent_app_of(profile: str, agents_file: Path | None) -> list[ServiceSpec]:
+def agent_app_of(profile: str, agents_file: Path | None, a2a_agents: str = "") -> list[ServiceSpec]:
     """The services of `profile` with a team's agents (and graphs) beside them (`agents_file`,
-    else the examples when this is a clone): in the embedded default they are hosted by the one
-    app (its in-memory broker is the only one), in the redis profile they are their own agent
-    app, `agents`."""
+    else the examples when this is a clone) and the A2A agents `a2a_agents` names
+    (AGORA_A2A_AGENTS: `name=card-url`, comma-separated): in the embedded default they are
+    hosted by the one app (its in-memory broker is the only one), in the redis profile they
+    are their own agent app, `agents`."""
     services = list(SERVICES_BY_PROFILE[profile])
     if agents_file is not None and not agents_file.is_file():
         raise CliError(f"{agents_file}: no such file (--agents names a Python file of SDK agents)")
     files = [agents_file] if agents_file is not None else [f for f in EXAMPLE_AGENTS if f.is_file()]
-    if not files:
+    if not files and not a2a_agents:
         return services
+    env = {"AGORA_A2A_AGENTS": a2a_agents} if a2a_agents else {}
     paths = os.pathsep.join(str(f.resolve()) for f in files)
     if profile == "default":
-        return [
-            replace(s, env={**s.env, "AGORA_SDK_AGENTS_FILE": paths}) if s.app_id == EMBEDDED.app_id else s
-            for s in services
-        ]
-    return [*services, ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": paths})]
+        env |= {"AGORA_SDK_AGENTS_FILE": paths} if paths else {}
+        return [replace(s, env={**s.env, **env}) if s.app_id == EMBEDDED.app_id else s for s in services]
+    env |= {"AGORA_AGENTS_FILE": paths} if paths else {}
+    return [*services, ServiceSpec("agents", "agora.sdk", env=env)]
+
+
+def example_a2a_agent(cluster: LocalCluster) -> str:
+    """The example A2A agent started beside the system, as AGORA_A2A_AGENTS names it; "" when
+    this is no clone (no example to start)."""
+    name, program = EXAMPLE_A2A_AGENT
+    if not program.is_file():
+        return ""
+    port = cluster.ports.take()
+    cluster.add_peer(f"a2a-{name}", [sys.executable, str(program), "--port", str(port)], port)
+    return f"{name}=http://127.0.0.1:{port}"
 
 
 def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path) -> int:
-    for spec in agent_app_of(args.profile, args.agents):
+    # The example A2A agent goes with the example agents: a team's own file replaces both.
+    a2a = example_a2a_agent(cluster) if args.agents is None else ""
+    for spec in agent_app_of(args.profile, args.agents, a2a):
         if spec.app_id != CONSOLE.app_id:
             cluster.add_service(spec)
     users_file, secret_file = local_sign_in(run_dir.resolve() / "console")
@@ -123,6 +140,9 @@ def serve_locally(cluster: LocalCluster, args: argparse.Namespace, run_dir: Path
     print(f"  console: {console.app_url}  (sign in as {LOCAL_PERSON} with the secret in {secret_file})")
     print(f"  MCP server: {console.app_url}/mcp  (bearer key in {key_file})")
     print(f"  A2A agent: {console.app_url}/.well-known/agent-card.json  (the same key)")
+    if a2a:
+        name, _, url = a2a.partition("=")
+        print(f"  on the market over A2A: {name}, an agent of the a2a-sdk alone ({url})")
     # People's tools, the demo among them, speak through the console's sidecar (topic scopes
     # and access policies name it), except in the default profile, whose in-memory pub/sub
     # reaches only the apps behind the sidecar it is published to: there, the embedded app's.

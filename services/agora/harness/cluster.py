@@ -437,6 +437,14 @@ class LocalCluster:
         self._infra_ready[proc.name] = (check, what)
         proc.wait_until(check, what, timeout)
 
+    def add_peer(self, name: str, argv: list[str], port: int, timeout: float = 30.0) -> ManagedProcess:
+        """A process that is no Dapr app (an A2A agent of another framework, say) listening on
+        `port` of the loopback: started now, ready once the port answers, stopped with the
+        cluster after its services."""
+        proc = self._infra_process(name, argv)
+        self._ready_when(proc, port_open(port), f"{name} listening on port {port}", timeout)
+        return proc
+
     def infra(self, name: str) -> ManagedProcess:
         """An infrastructure process by name: placement, scheduler, sentry, redis, jaeger,
         model-server."""
