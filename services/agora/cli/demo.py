@@ -177,25 +177,18 @@ A2A_AGENT_TASK = TaskSpec(
     min_success_threshold=0.2,
 )
 """A task for the example A2A agent (`agora run` starts it beside the example agents)."""
-A2A_AGENT_WAIT_S = 10.0
-"""How long the demo waits for an A2A agent to be registered (its app reads its card as it
-starts, so it is there long before)."""
 
 
 def _a2a_agent_task(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
     """A task only an A2A agent can do, when one is on the market: the market estimates its bid,
     the task goes to it as an A2A message, its status updates become the task's progress and its
     artifact the outcome."""
+    # An agent app registers its agents (reading an A2A agent's card) before it is ready, so
+    # one on the market is there by now.
     question = CapabilityQuery(required_skills=A2A_AGENT_TASK.required_skills)
-
-    def capable() -> list[Any]:
-        answered = http.post(invoke("registry", "v1/agents/filter"), json=question.model_dump(mode="json"))
-        return list(_answer(answered, FilterAnswer, "registry").agents)
-
-    try:
-        _wait(capable, timeout=A2A_AGENT_WAIT_S)
-    except TimeoutError:
-        return  # no A2A agent on this market
+    answered = http.post(invoke("registry", "v1/agents/filter"), json=question.model_dump(mode="json"))
+    if not _answer(answered, FilterAnswer, "registry").agents:
+        return
     _publish(http, publish, Topic.TASKS, A2A_AGENT_TASK)
     print(f"\nA2A agent: published {A2A_AGENT_TASK.task_id} {A2A_AGENT_TASK.description!r} to agora.tasks")
     url = invoke("taskboard", f"v1/tasks/{A2A_AGENT_TASK.task_id}")
