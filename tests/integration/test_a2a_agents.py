@@ -265,7 +265,7 @@ def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_complete
     app.start_app()
     record = settled(market, task_id, timeout=150)
 
-    assert record["status"] == "COMPLETED", record
+    assert record["status"] == "COMPLETED", (record["outcome"]["summary"], record["awards"])
     assert record["outcome"]["summary"] == "a haiku by poet about slow"
     reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
     assert reached == [sent], "the run taken up again followed the agent's task instead of sending it again"

@@ -114,11 +114,11 @@ MAX_REPLY_EVENTS = 1_000
 BID_WAIT_MS = 5_000
 """What a bid request tells the agent of the time it has (the market's own wait bounds it)."""
 CANCEL_SECONDS = 5.0
+"""How long cancelling an A2A task at its deadline may take before the run gives up on it."""
 POLL_SECONDS = 1.0
 """How often a task the agent already had is read, when the agent does not stream."""
 MAX_HISTORY_LOOKED_AT = 100
 """Messages of a task's history searched for an answer sent before."""
-"""How long cancelling an A2A task at its deadline may take before the run gives up on it."""
 DEFAULT_MAX_STEPS = 20
 TERMINAL_STATES = frozenset(
     {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
@@ -715,21 +715,45 @@ async def _followed(
 ) -> AsyncIterator[StreamResponse]:
     """The events of a task the agent already has: the task as it stands, then its updates (its
     stream resubscribed, or its state read every `POLL_SECONDS` until it has not changed for
-    `idle_seconds`)."""
+    `idle_seconds`).
+
+    A task can end between the look that found it and the resubscription, and an agent refuses
+    to resubscribe to an ended task: a refused or broken resubscription falls back to reading
+    the task."""
     yield StreamResponse(task=task)
-    if task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES:
+    if _settled(task):
         return
     if streaming:
-        async for event in client.subscribe(SubscribeToTaskRequest(id=task.id)):
-            yield event
-        return
+        try:
+            async for event in client.subscribe(SubscribeToTaskRequest(id=task.id)):
+                yield event
+            return
+        except (A2AError, httpx.HTTPError) as exc:
+            log.info(
+                "an A2A agent's task could not be resubscribed; it is read instead",
+                extra={"a2a_task_id": task.id, "reason": repr(exc)[:300]},
+            )
+    async for event in _polled(client, task, idle_seconds=idle_seconds):
+        yield event
+
+
+async def _polled(client: Client, task: Task, *, idle_seconds: float) -> AsyncIterator[StreamResponse]:
+    """`task` read every `POLL_SECONDS`, each change an event, until it ends, asks for input or
+    has not changed for `idle_seconds`."""
     seen, quiet_since = task, time.monotonic()
-    while time.monotonic() - quiet_since < idle_seconds:
-        await asyncio.sleep(POLL_SECONDS)
+    while True:
         now = await client.get_task(GetTaskRequest(id=task.id))
         if now != seen:
             seen, quiet_since = now, time.monotonic()
             yield StreamResponse(task=now)
+        if _settled(now) or time.monotonic() - quiet_since >= idle_seconds:
+            return
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def _settled(task: Task) -> bool:
+    """The task ended or waits for input: no more events come without a message."""
+    return task.status.state in TERMINAL_STATES or task.status.state in INTERRUPTED_STATES
 
 
 def bid_offer_in(agent_id: str, event: StreamResponse) -> BidOffer:
