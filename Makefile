@@ -105,9 +105,10 @@ model-server: $(MODEL_SERVER)/.installed
 # Debian packages, each installed when missing. Targets built side by side (make -j) may ask
 # at once: one apt transaction runs at a time (APT_LOCK), as dpkg allows.
 APT_LOCK    := /tmp/agora-apt.lock
-# $(1): the packages; $(2): apt-get options (--no-install-recommends).
+# $(1): the packages; $(2): apt-get options (--no-install-recommends). The missing ones are
+# listed on one line: they go into one `sh -c` command line.
 apt_install  = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-	grep -q '^install ok installed$$' || echo $$p; done); [ -z "$$missing" ] || { echo "installing" $$missing; \
+	grep -q '^install ok installed$$' || printf '%s ' $$p; done); [ -z "$$missing" ] || { echo "installing" $$missing; \
 	flock $(APT_LOCK) sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	$(2) $$missing >/dev/null"; }
 

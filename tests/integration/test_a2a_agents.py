@@ -7,6 +7,7 @@ when asked to, one stalls, one leaves."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -18,12 +19,32 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
 
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.processes import ManagedProcess, PortAllocator, port_open
-from agora.harness.system import CONSOLE, SERVICES
+from agora.harness.system import SERVICES, console_with
 from tests.integration.apps.a2a_peer import BID_OFFER, PRICE_PER_STEP_USD, SLOW_SECONDS
-from tests.integration.helpers import eventually, publish_event, replicas_of
+from tests.integration.helpers import (
+    CONSOLE_DECIDER,
+    CONSOLE_VIEWER,
+    eventually,
+    publish_event,
+    replicas_of,
+    write_console_api_keys,
+)
+from tests.integration.test_market_a2a import a2a_client, board_record
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +57,7 @@ PEERS = {
     "clerk": ["--wire", "0.3", "--no-streaming"],
     "fragile": ["--wire", "1.0"],
     "staller": ["--wire", "1.0"],
+    "holder": ["--wire", "1.0"],
     "leaver": ["--wire", "1.0"],
     "bidder": ["--wire", "1.0", "--bids", "own"],
     "mumbler": ["--wire", "1.0", "--bids", "text"],
@@ -105,9 +127,14 @@ def market(tmp_path_factory: pytest.TempPathFactory, peers: Peers) -> Iterator[L
             "AGORA_A2A_IDLE_SECONDS": str(IDLE_SECONDS),
         },
     )
-    with LocalCluster("redis", run_dir=tmp_path_factory.mktemp("a2a-agents-cluster")) as cluster:
-        for spec in [*SERVICES, CONSOLE, agents]:
+    run_dir = tmp_path_factory.mktemp("a2a-agents-cluster")
+    with LocalCluster("redis", run_dir=run_dir) as cluster:
+        for spec in [*SERVICES, agents]:
             cluster.add_service(spec)
+        # The console, with its people's API keys: A2A clients of the market act with them.
+        keys = write_console_api_keys(run_dir / "console-api-keys.yaml")
+        app_ids = {replica.spec.app_id for replica in cluster.replicas}
+        cluster.add_service(console_with(app_ids, AGORA_CONSOLE_API_KEYS_FILE=str(keys)))
         yield cluster
 
 
@@ -201,6 +228,53 @@ def test_a_task_s_deadline_cancels_its_a2a_task(market: LocalCluster, peers: Pee
     assert len(cancels) == 1, cancels
     reached = [line for line in peers.log("staller") if line.startswith("message ")]
     assert reached == [f"message agora-{task_id}-1 agora-{task_id}-1"], "the task went to the agent once"
+
+
+async def test_an_a2a_client_cancels_a_task_an_a2a_agent_works_on_and_the_agent_s_task_is_cancelled(
+    market: LocalCluster, peers: Peers
+) -> None:
+    eventually(lambda: registered(market, "a2a-holder"), timeout=60)
+    request = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text="stall")])
+    request.metadata.update({"skills": ["haiku-by-holder"], "min_success_threshold": 0.0})
+    sent = SendMessageRequest(
+        message=request, configuration=SendMessageConfiguration(return_immediately=True)
+    )
+    async with a2a_client(market, CONSOLE_DECIDER, streaming=False) as client:
+        [answer] = [response async for response in client.send_message(sent)]
+        task_id = answer.task.id
+        reached = f"message agora-{task_id}-1 agora-{task_id}-1"
+        eventually(lambda: reached in peers.log("holder"), timeout=60, interval=0.1)
+        async with a2a_client(market, CONSOLE_VIEWER, streaming=False) as viewer:
+            with pytest.raises(A2AError, match="FORBIDDEN: victor is a viewer; cancelling a task needs"):
+                await viewer.cancel_task(CancelTaskRequest(id=task_id))
+
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED, cancelled.status
+        assert cancelled.status.message.parts[0].text == "CANCELLED by alice: cancelled over A2A"
+        record = board_record(market, task_id)
+        assert record is not None and record["status"] == "FAILED" and record["outcome"] is None, record
+        assert record["failure_reason"] == "CANCELLED by alice: cancelled over A2A"
+        # The agent app stopped the run, and the run cancelled the agent's own task.
+        eventually(lambda: [line for line in peers.log("holder") if line.startswith("cancel ")], timeout=30)
+        again = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert again.status.state == TaskState.TASK_STATE_CANCELED, "a cancel asked again is answered"
+        read = await client.get_task(GetTaskRequest(id=task_id))
+        assert read.status.state == TaskState.TASK_STATE_CANCELED
+        listed = await client.list_tasks(ListTasksRequest(page_size=100))
+        assert task_id in [task.id for task in listed.tasks] or listed.next_page_token, listed
+
+        finished = settled(market, publish(market, "poet", "frost"))
+        with pytest.raises(A2AError, match="TASK_ENDED"):
+            await client.cancel_task(CancelTaskRequest(id=finished["spec"]["task_id"]))
+        with pytest.raises(A2AError, match="no task a2a-missing on the market"):
+            await client.cancel_task(CancelTaskRequest(id="a2a-missing"))
+    await asyncio.sleep(2)
+    assert [line for line in peers.log("holder") if line.startswith("message ")] == [reached], (
+        "the cancelled task was not sent to the agent again"
+    )
+    after = board_record(market, task_id)
+    assert after is not None and after["outcome"] is None, "no outcome came after the cancel"
 
 
 def test_an_a2a_agent_whose_card_is_gone_leaves_the_market_and_comes_back_with_it(

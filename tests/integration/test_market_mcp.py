@@ -29,6 +29,7 @@ pytestmark = pytest.mark.integration
 EXPECTED_TOOLS = {
     "publish_task",
     "show_task",
+    "cancel_task",
     "list_tasks",
     "list_agents",
     "submit_plan",
@@ -168,6 +169,7 @@ async def test_bad_arguments_are_the_tools_error_not_a_trace(redis_cluster: Loca
     async with connected(redis_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
         cases: dict[str, dict[str, Any]] = {
             "show_task": {"task_id": "not an id/" * 50},
+            "cancel_task": {"task_id": f"missing-{uuid.uuid4().hex[:8]}"},
             "publish_task": {"task": {"task_id": "t", "description": "", "required_skills": []}},
             "list_escalations": {"limit": 10_000},
             "show_escalation": {"escalation_id": f"esc-{uuid.uuid4().hex[:8]}"},

@@ -617,10 +617,10 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
         assert app in pubsub["scopes"]
         assert publishing[app] == {"agora.task.outcome", "agora.cost.events", "agora.tasks", "agora.plans",
                                    "agora.debates", "agora.deadletter"}  # fmt: skip
-        assert subscriptions[app] == {"agora.task.awarded", "agora.escalation.resolved",
-                                      "agora.task.outcome.recorded", "agora.task.rejected",
-                                      "agora.task.award_lapsed", "agora.plan.completed",
-                                      "agora.debate.completed"}  # fmt: skip
+        assert subscriptions[app] == {"agora.task.awarded", "agora.task.cancelled",
+                                      "agora.escalation.resolved", "agora.task.outcome.recorded",
+                                      "agora.task.rejected", "agora.task.award_lapsed",
+                                      "agora.plan.completed", "agora.debate.completed"}  # fmt: skip
         assert app not in components["agora-broadcast"]["scopes"]
     assert publishing["agents-go"] == {"agora.task.outcome", "agora.deadletter"}  # the local profile's
     assert {"calculator", "agents"} <= set(components["agora-state"]["scopes"])

@@ -37,7 +37,7 @@ from agora.console.auth import Role as PersonRole
 from agora.core.contracts import EscalationList, RegisteredAgent
 from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_events import task_events
-from agora.core.task_lifecycle import StatusChange, TaskRecord
+from agora.core.task_lifecycle import StatusChange, TaskRecord, cancel
 
 
 def record(status: AllocationStatus, **fields: object) -> TaskRecord:
@@ -97,6 +97,18 @@ def test_a_rejection_says_the_market_s_reason() -> None:
     status = a2a_task(rejected).status
     assert status.state == TaskState.TASK_STATE_REJECTED
     assert status.message.parts[0].text == "rejected by the market: no capable agents"
+
+
+def test_a_task_a_person_cancelled_is_canceled_with_who_and_why_in_its_status_and_stream() -> None:
+    spec = TaskSpec(task_id="t-1", description="Count the words", required_skills=["word_count"])
+    cancelled = cancel(TaskRecord(spec=spec), "alice", "not needed", datetime.now(UTC))
+    task = a2a_task(cancelled)
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+    assert task.status.message.parts[0].text == "CANCELLED by alice: not needed"
+    updates = [u for event in task_events(cancelled) for u in _updates(cancelled, event)]
+    last = updates[-1]
+    assert isinstance(last, TaskStatusUpdateEvent) and last.status.state == TaskState.TASK_STATE_CANCELED
+    assert last.status.message.parts[0].text == "CANCELLED by alice: not needed"
 
 
 def test_board_events_become_status_updates_and_the_outcome_an_artifact() -> None:

@@ -565,3 +565,33 @@ async def test_a_subgoal_attempt_stopped_at_its_deadline_fails_for_that_reason_a
     plan = Plan(task="t", subgoals=[failed, other], total_estimated_steps=2)
     await replan(model, plan, failed, PlanningConfig())
     assert any(f"Failed subgoal: collect: {stopped.summary}" in text for text in said), said
+
+
+async def test_a_run_whose_task_was_cancelled_is_stopped_and_ends_without_an_outcome() -> None:
+    store = InMemoryStateStore()
+    meter = RunMeter(Published())
+    deadlines = RunDeadlines({"a1": dawdler(store, meter)}, store, meter, Board())
+    told: list[str] = []
+
+    async def long_run() -> RunProgress:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            told.append("stopped")  # what an A2A agent's run does here: cancel the agent's task
+            raise
+        raise AssertionError("never ends on its own")
+
+    running = asyncio.create_task(deadlines.bounded(award(), f"run.{TASK}", None, long_run))
+    await asyncio.sleep(0.05)
+    assert not deadlines.stop_cancelled(f"run.{TASK}.2"), "no such run here"
+
+    assert deadlines.stop_cancelled(f"run.{TASK}")
+    stopped = await asyncio.wait_for(running, 5)
+
+    assert stopped == RunProgress(cancelled=True) and told == ["stopped"]
+    assert not deadlines.stop_cancelled(f"run.{TASK}"), "it is over"
+    other = asyncio.create_task(deadlines.bounded(award(), f"run.{TASK}", None, long_run))
+    await asyncio.sleep(0.05)
+    other.cancel()  # a stop that is not a cancel's (the app stopping) goes through
+    with pytest.raises(asyncio.CancelledError):
+        await other

@@ -18,7 +18,7 @@ from agora.cli.plans import cmd_plan_list, cmd_plan_show, cmd_plan_submit
 from agora.cli.problems import CliError, print_error
 from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_register
 from agora.cli.run import cmd_run
-from agora.cli.tasks import cmd_task_list, cmd_task_publish, cmd_task_show, cmd_task_watch
+from agora.cli.tasks import cmd_task_cancel, cmd_task_list, cmd_task_publish, cmd_task_show, cmd_task_watch
 from agora.core.debate.record import DebateState
 from agora.core.escalation.record import EscalationStatus, WaitingPartyKind
 from agora.core.market import AllocationStatus
@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     watch = task.add_parser("watch", help="a task's events as they happen, until it ends")
     watch.add_argument("task_id")
     watch.set_defaults(func=cmd_task_watch)
+    cancel = task.add_parser("cancel", help="cancel a task that has not ended (its run is stopped)")
+    cancel.add_argument("task_id")
+    cancel.add_argument("--who", default=os.environ.get("USER", "operator"))
+    cancel.add_argument("--why", default="")
+    cancel.set_defaults(func=cmd_task_cancel)
     listing = task.add_parser("list", help="task ids in a status")
     listing.add_argument("--status", default="ALLOCATED", choices=[s.value for s in AllocationStatus])
     listing.set_defaults(func=cmd_task_list)

@@ -1,5 +1,6 @@
 """`agora task ...`: publishing tasks to the market (from a file, each validated first), a
-task's status, bids, scores and outcome, and the tasks in a status."""
+task's status, bids, scores and outcome, its events as they happen, cancelling one, and the
+tasks in a status."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.cli.transport import invoke, send
 from agora.core.contracts import TaskList
 from agora.core.market import TaskSpec
-from agora.core.messages import Topic
+from agora.core.messages import TaskCancel, Topic
 from agora.core.task_events import TaskEvent, TaskEventKind
 from agora.core.task_lifecycle import TaskRecord
 from agora.harness.system import app_id_hosting
 
 __all__ = [
+    "cmd_task_cancel",
     "cmd_task_list",
     "cmd_task_publish",
     "cmd_task_show",
@@ -61,6 +63,8 @@ def task_lines(record: TaskRecord) -> list[str]:
             )
         if allocation.reject_reason:
             lines.append(f"  rejected: {allocation.reject_reason}")
+    if record.failure_reason and outcome is None:
+        lines.append(f"  failed: {record.failure_reason}")
     if outcome is not None:
         lines.append(
             f"  outcome: {'success' if outcome.actual_success else 'failure'} by {outcome.agent_id}, "
@@ -74,6 +78,15 @@ def task_lines(record: TaskRecord) -> list[str]:
 def cmd_task_show(args: argparse.Namespace) -> int:
     record = invoke(args, "GET", f"v1/tasks/{args.task_id}", TaskRecord, service="taskboard")
     print(record.model_dump_json(indent=2) if args.json else "\n".join(task_lines(record)))
+    return 0
+
+
+def cmd_task_cancel(args: argparse.Namespace) -> int:
+    """Cancel a task that has not ended: one not decided yet is rejected, one an agent runs is
+    stopped and fails; the task as it stands after."""
+    cancel = TaskCancel(cancelled_by=args.who, reason=args.why)
+    record = invoke(args, "POST", f"v1/tasks/{args.task_id}/cancel", TaskRecord, cancel, service="taskboard")
+    print("\n".join(task_lines(record)))
     return 0
 
 

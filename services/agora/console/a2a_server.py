@@ -95,8 +95,9 @@ from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationStatus, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.messages import TaskCancel
 from agora.core.task_events import FINAL_TASK_STATUSES, TaskEvent, TaskEventKind, task_events
-from agora.core.task_lifecycle import TaskRecord
+from agora.core.task_lifecycle import TaskNotCancellable, TaskRecord
 from agora.runtime.clients import EscalationClient, RegistryClient, TaskBoardClient
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
 
@@ -169,6 +170,8 @@ def _timestamp(at: datetime | None) -> Timestamp | None:
 
 
 def _status_text(record: TaskRecord, waiting_on: str | None) -> str:
+    if record.cancellation is not None:
+        return record.cancellation.summary
     if waiting_on is not None:
         return f"a person is deciding escalation {waiting_on} of this task's run"
     if record.status is AllocationStatus.REJECTED and record.allocation is not None:
@@ -192,9 +195,16 @@ def _agent_message(task_id: str, text: str, message_id: str) -> Message:
     )
 
 
+def _state(record: TaskRecord, status: AllocationStatus) -> TaskState:
+    """`status` of the task as an A2A state: a task a person cancelled ends CANCELED."""
+    if record.cancellation is not None and status in FINAL_TASK_STATUSES:
+        return TaskState.TASK_STATE_CANCELED
+    return STATES[status]
+
+
 def task_status(record: TaskRecord, waiting_on: str | None = None) -> TaskStatus:
     """The task's A2A status: its state, a line saying why, and when the board last moved it."""
-    state = STATES[record.status]
+    state = _state(record, record.status)
     if waiting_on is not None and state == TaskState.TASK_STATE_WORKING:
         state = TaskState.TASK_STATE_INPUT_REQUIRED
     status = TaskStatus(
@@ -393,13 +403,14 @@ class _PersonContext(DefaultServerCallContextBuilder):
         return context
 
 
-def _person(context: ServerCallContext, deciding: bool) -> Person:
+def _person(context: ServerCallContext, deciding: str | None = None) -> Person:
+    """The person the request's key is; `deciding`: what they ask to do, which needs a decider."""
     person: Person | None = context.state.get("person")
     if person is None:  # the gate lets no request through without a key
         raise InvalidRequestError(message="UNAUTHENTICATED: no API key")
-    if deciding and person.role is not PersonRole.DECIDER:
+    if deciding is not None and person.role is not PersonRole.DECIDER:
         raise InvalidRequestError(
-            message=f"FORBIDDEN: {person.name} is a viewer; sending a task needs a decider's key"
+            message=f"FORBIDDEN: {person.name} is a viewer; {deciding} needs a decider's key"
         )
     return person
 
@@ -487,7 +498,7 @@ class MarketAgent(RequestHandler):
         return found
 
     async def _publish(self, params: SendMessageRequest, context: ServerCallContext) -> TaskSpec:
-        _person(context, deciding=True)
+        _person(context, deciding="sending a task")
         if params.message.task_id:
             raise UnsupportedOperationError(
                 message="a task on the market takes no further messages: what it waits on is decided by a "
@@ -536,7 +547,7 @@ class MarketAgent(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        _person(context, deciding=False)
+        _person(context)
         with self._stream_slot():
             record = await self._record(params.id)
             if record is None:
@@ -577,13 +588,13 @@ class MarketAgent(RequestHandler):
             await self._sleep(POLL_SECONDS)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        _person(context, deciding=False)
+        _person(context)
         return await self._task(params.id)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The market's tasks in the asked state (every state by default), a page at a time
         (`page_token` is where the page starts)."""
-        _person(context, deciding=False)
+        _person(context)
         if params.page_size < 0 or params.page_size > MAX_LISTED:
             raise InvalidParamsError(message=f"pageSize is at most {MAX_LISTED}")
         if params.page_token and not params.page_token.isdigit():
@@ -616,16 +627,20 @@ class MarketAgent(RequestHandler):
         )
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        _person(context, deciding=True)
-        record = await self._record(params.id)
-        if record is None:
-            raise TaskNotFoundError(message=f"no task {params.id} on the market")
-        if record.status in FINAL_TASK_STATUSES:
-            raise TaskNotCancelableError(message=f"task {params.id} has ended ({record.status})")
-        raise TaskNotCancelableError(
-            message=f"task {params.id} is {record.status}: the market does not call back a task it has "
-            "taken (its deadline ends a run that overstays, and a person decides what a run escalates)"
-        )
+        """The task cancelled on the market (`POST /v1/tasks/{id}/cancel` on the board): one not
+        decided yet is rejected, one an agent runs is stopped; either is CANCELED here. An
+        ended task cannot be cancelled."""
+        person = _person(context, deciding="cancelling a task")
+        cancel = TaskCancel(cancelled_by=person.name, reason="cancelled over A2A")
+        try:
+            record = await _answered(self._board.cancel(params.id, cancel))
+        except TaskNotFoundError:
+            raise TaskNotFoundError(message=f"no task {params.id} on the market") from None
+        except InvalidParamsError as exc:
+            if TaskNotCancellable.code not in (exc.message or ""):
+                raise
+            raise TaskNotCancelableError(message=exc.message) from None
+        return a2a_task(record)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
@@ -665,7 +680,7 @@ def _updates(record: TaskRecord, event: TaskEvent) -> list[Event]:
             else []
         )
     if event.kind is TaskEventKind.STATUS and event.status is not None:
-        state = STATES[event.status]
+        state = _state(record, event.status)
         text = event.detail or f"the task is {event.status}"
     elif event.kind is TaskEventKind.AWARDED:
         state, text = TaskState.TASK_STATE_WORKING, f"awarded to {event.agent_id}"

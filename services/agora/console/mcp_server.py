@@ -36,6 +36,7 @@ from agora.core.escalation.decisions import AnyResponse
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.limits import Identifier, Note
 from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.messages import TaskCancel
 from agora.core.plans.record import PlanAccepted, PlanRecord
 from agora.core.plans.request import PlanId, PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
@@ -140,6 +141,12 @@ class MarketTools:
         _acting_person(READ_SCOPE)
         return await self._board.get(task_id)
 
+    async def cancel_task(self, task_id: Identifier, why: Note = "") -> TaskRecord:
+        """Cancel a task that has not ended, as the key's person: one not decided yet is
+        rejected, one an agent runs is stopped and fails. An ended task is refused."""
+        who = _acting_person(DECIDE_SCOPE)
+        return await self._board.cancel(task_id, TaskCancel(cancelled_by=who, reason=why))
+
     async def list_tasks(self, status: AllocationStatus) -> TaskList:
         """The ids of the tasks in one status."""
         _acting_person(READ_SCOPE)
@@ -205,6 +212,7 @@ class MarketTools:
         return [
             self.publish_task,
             self.show_task,
+            self.cancel_task,
             self.list_tasks,
             self.list_agents,
             self.submit_plan,

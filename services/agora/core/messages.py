@@ -38,6 +38,9 @@ class Topic(StrEnum):
     TASK_AWARD_LAPSED = "agora.task.award_lapsed"
     """An award's acknowledgment window closed unacknowledged (`AwardLapsed`); the registry
     suspends the agent from bidding for a while."""
+    TASK_CANCELLED = "agora.task.cancelled"
+    """A person cancelled a task an agent held (`TaskCancelled`); the agent's runtime stops
+    its run."""
     TASK_OUTCOME = "agora.task.outcome"
     """An agent's runtime reports a finished task (`TaskOutcome`) it has not recorded on the
     board itself; the allocator records it there."""
@@ -208,6 +211,15 @@ class HandOver(BaseModel):
     decided_by: Name
 
 
+class TaskCancel(BaseModel):
+    """A person cancels a task (`Task` actor `cancel`; `POST /v1/tasks/{id}/cancel`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cancelled_by: Name
+    reason: Note = ""
+
+
 class AwardLapsed(BaseModel):
     """The `Task` actor's notice that an award's acknowledgment window closed with the award
     unacknowledged (event id `lapsed:<task_id>.<attempt>`). The registry suspends the agent
@@ -257,6 +269,50 @@ class AwardLapsed(BaseModel):
             attempt=attempt,
             awarded_at=lapsed.awarded_at,
             lapsed_at=lapsed.expired_at,
+        )
+
+
+class TaskCancelled(BaseModel):
+    """The `Task` actor's notice that a person cancelled a task an agent held (event id
+    `cancelled:<task_id>`): the agent's runtime stops the run of that award, once the task's
+    own record bears the cancel out (`disagreement_with`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: Identifier
+    agent_id: Identifier
+    attempt: int = Field(ge=1)
+    """Which of the task's awards was being run (1: the first; `TaskRecord.awards`)."""
+    cancelled_by: Name
+    reason: Note = ""
+
+    @property
+    def message_id(self) -> str:
+        return f"cancelled:{self.task_id}"
+
+    def disagreement_with(self, record: TaskRecord) -> str | None:
+        """Why the task's record does not bear this cancel out (None when it does): the task
+        was cancelled by that person while that award was the agent's."""
+        cancellation = record.cancellation
+        if record.task_id != self.task_id:
+            return f"the record is of task {record.task_id}, not {self.task_id}"
+        if cancellation is None or cancellation.by != self.cancelled_by:
+            return f"task {self.task_id} was not cancelled by {self.cancelled_by}"
+        if len(record.awards) != self.attempt or record.awards[-1].agent_id != self.agent_id:
+            return f"task {self.task_id}'s award {self.attempt} was not {self.agent_id}'s at its cancel"
+        return None
+
+    @classmethod
+    def of(cls, record: TaskRecord) -> TaskCancelled:
+        """The notice of `record`'s cancel, which ended the run of its last award."""
+        if record.cancellation is None or not record.awards:
+            raise ValueError(f"task {record.task_id} was not cancelled while an agent held it")
+        return cls(
+            task_id=record.task_id,
+            agent_id=record.awards[-1].agent_id,
+            attempt=len(record.awards),
+            cancelled_by=record.cancellation.by,
+            reason=record.cancellation.reason,
         )
 
 

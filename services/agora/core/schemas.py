@@ -59,6 +59,8 @@ from agora.core.messages import (
     RegistryChanged,
     RegistryCommand,
     TaskAwarded,
+    TaskCancel,
+    TaskCancelled,
     TaskDecision,
     TaskRejected,
 )
@@ -104,6 +106,7 @@ CONTRACTS: dict[str, Contract] = {
     "task_awarded": Contract(TaskAwarded, "topic `agora.task.awarded`"),
     "task_rejected": Contract(TaskRejected, "topic `agora.task.rejected`"),
     "award_lapsed": Contract(AwardLapsed, "topic `agora.task.award_lapsed`"),
+    "task_cancelled": Contract(TaskCancelled, "topic `agora.task.cancelled`"),
     "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
     "bid_solicitation": Contract(BidSolicitation, "`POST /v1/bids` body (an agent app)"),
     "bid_offer": Contract(BidOffer, "answer of `POST /v1/bids` (an agent app)"),
@@ -114,6 +117,9 @@ CONTRACTS: dict[str, Contract] = {
     "award_acknowledgement": Contract(AwardAcknowledgement, "`Task` actor `acknowledge_award`"),
     "progress_note": Contract(ProgressNote, "`Task` actor `note_progress`"),
     "hand_over": Contract(HandOver, "`Task` actor `hand_over`"),
+    "task_cancel": Contract(
+        TaskCancel, "`POST /v1/tasks/{id}/cancel` body (task board); `Task` actor `cancel`"
+    ),
     "task_decision": Contract(TaskDecision, "`Task` actor `decide`"),
     "award_window_due": Contract(AwardWindowDue, "`Task` actor `award_window_due`"),
     "escalation_park_request": Contract(

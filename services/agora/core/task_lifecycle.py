@@ -18,6 +18,11 @@ An award must be acknowledged by the winning agent's runtime within the acknowle
 A task's `deadline_ms` is the wall-clock budget of each run of it (`run_deadline`): a run still
 going at its deadline is stopped by the agent's runtime, and its outcome is FAILED, its summary
 naming `DEADLINE_EXCEEDED` (`DeadlineExceeded`), with what the run spent so far.
+
+A person may cancel a task that has not ended (`cancel`): one not decided yet is REJECTED, one an
+agent holds FAILS without an outcome (its award's token is void, the agent's runtime is told to
+stop the run); either way its reason reads `CANCELLED by <who>: <why>`, and a decision or outcome
+that comes later is not recorded.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from agora.core.errors import (
     InvalidOutcome,
     error_table,
 )
-from agora.core.limits import MAX_CANDIDATES, Identifier, Note
+from agora.core.limits import MAX_CANDIDATES, Identifier, Name, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
 S = AllocationStatus
@@ -60,6 +65,26 @@ class DeadlineExceeded(AgoraError):
 
     code = "DEADLINE_EXCEEDED"
     http_status = 504
+
+
+class TaskNotCancellable(AgoraError):
+    """A task that has ended cannot be cancelled (its record keeps how it ended)."""
+
+    code = "TASK_ENDED"
+    http_status = 409
+
+
+class Cancellation(BaseModel):
+    """Who cancelled a task, when and why."""
+
+    by: Name
+    reason: Note = ""
+    at: datetime
+
+    @property
+    def summary(self) -> str:
+        """The task's failure or rejection reason: `CANCELLED by <who>: <why>`."""
+        return f"CANCELLED by {self.by}" + (f": {self.reason}" if self.reason else "")
 
 
 MAX_RUN_DEADLINE = timedelta(days=3650)
@@ -129,7 +154,10 @@ class TaskRecord(BaseModel):
     """Every agent the task was awarded to, in order; the last one holds it (one per eligible
     bid at most, and a task gets at most `MAX_CANDIDATES` bids)."""
     failure_reason: Note | None = None
-    """Why the task FAILED without an outcome (no agent acknowledged its award)."""
+    """Why the task FAILED without an outcome (no agent acknowledged its award, or it was
+    cancelled)."""
+    cancellation: Cancellation | None = None
+    """Set when a person cancelled the task (`cancel`)."""
 
     @property
     def current_award(self) -> AwardAttempt | None:
@@ -165,6 +193,8 @@ def post(existing: TaskRecord | None, spec: TaskSpec) -> TaskRecord:
 def allocate(record: TaskRecord, result: AllocationResult, now: datetime | None = None) -> TaskRecord:
     if record.allocation is not None and record.allocation.status == result.status:
         return record  # the same decision delivered again
+    if record.cancellation is not None:
+        return record  # the market decided after a person cancelled the task: too late
     if result.task_id != record.task_id or any(b.task_id != record.task_id for b in result.all_bids):
         raise InvalidOutcome(f"the allocation is for another task than {record.task_id}")
     bid_for = result.status is AllocationStatus.ALLOCATED or bool(result.all_bids)
@@ -356,6 +386,32 @@ def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str,
             "award_published": False,
         }
     )
+
+
+def cancel(record: TaskRecord, by: str, reason: str, now: datetime) -> TaskRecord:
+    """A person cancels the task: one not decided yet is REJECTED (the rejection is the board's
+    decision, announced as any), one an agent holds FAILS without an outcome. Cancelling a
+    cancelled task changes nothing; an ended one is refused (`TaskNotCancellable`)."""
+    if record.cancellation is not None:
+        return record
+    if record.status in (AllocationStatus.COMPLETED, AllocationStatus.FAILED, AllocationStatus.PARTIAL,
+                         AllocationStatus.REJECTED):  # fmt: skip
+        raise TaskNotCancellable(
+            f"task {record.task_id} has ended ({record.status}); there is nothing to cancel"
+        )
+    cancellation = Cancellation(by=by, reason=reason, at=now)
+    if record.status is AllocationStatus.ALLOCATED:
+        failed = move(record, AllocationStatus.FAILED)
+        ended = {"cancellation": cancellation, "failure_reason": cancellation.summary}
+        return failed.model_copy(update=ended)
+    rejected = allocate(
+        record,
+        AllocationResult(
+            task_id=record.task_id, status=AllocationStatus.REJECTED, reject_reason=cancellation.summary
+        ),
+        now,
+    )
+    return rejected.model_copy(update={"cancellation": cancellation})
 
 
 def _now() -> datetime:

@@ -27,6 +27,7 @@ from agora.core.messages import (
     RegisterAgent,
     RegistryChanged,
     TaskAwarded,
+    TaskCancelled,
     TaskRejected,
     Topic,
     registry_command_adapter,
@@ -49,6 +50,7 @@ __all__ = [
     "TASKS",
     "TASK_AWARDED",
     "TASK_AWARD_LAPSED",
+    "TASK_CANCELLED",
     "TASK_OUTCOME",
     "TASK_OUTCOME_RECORDED",
     "TASK_REJECTED",
@@ -85,6 +87,7 @@ TASKS = channel(Topic.TASKS, TaskSpec)
 TASK_AWARDED = channel(Topic.TASK_AWARDED, TaskAwarded)
 TASK_REJECTED = channel(Topic.TASK_REJECTED, TaskRejected)
 TASK_AWARD_LAPSED = channel(Topic.TASK_AWARD_LAPSED, AwardLapsed)
+TASK_CANCELLED = channel(Topic.TASK_CANCELLED, TaskCancelled)
 TASK_OUTCOME = channel(Topic.TASK_OUTCOME, TaskOutcome)
 TASK_OUTCOME_RECORDED = channel(Topic.TASK_OUTCOME_RECORDED, OutcomeReport)
 ESCALATION_RESOLVED = channel(Topic.ESCALATION_RESOLVED, EscalationResolved)
@@ -103,6 +106,7 @@ EVERY_CHANNEL: tuple[Channel[Any], ...] = (
     TASK_AWARDED,
     TASK_REJECTED,
     TASK_AWARD_LAPSED,
+    TASK_CANCELLED,
     TASK_OUTCOME,
     TASK_OUTCOME_RECORDED,
     ESCALATION_RESOLVED,

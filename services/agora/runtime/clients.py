@@ -32,7 +32,7 @@ from agora.core.debate.request import DebateSubmission
 from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, ReputationRecord, TaskSpec
-from agora.core.messages import DEFAULT_LEASE_SECONDS
+from agora.core.messages import DEFAULT_LEASE_SECONDS, TaskCancel
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord
 from agora.core.plans.request import PlanSubmission
@@ -95,6 +95,12 @@ class TaskBoardClient:
         # became "500 ERR_DIRECT_INVOKE ... no response received from stream").
         headers = {"last-event-id": last_event_id} if last_event_id is not None else {}
         return self._sidecar.stream(path, headers=headers)
+
+    async def cancel(self, task_id: str, cancel: TaskCancel) -> TaskRecord:
+        """A person cancels the task: the task as it stands after the cancel."""
+        path = f"v1/tasks/{quote(task_id, safe='')}/cancel"
+        answer = self._sidecar.invoke(self._app_id, path, json_body=cancel.model_dump(mode="json"))
+        return await _as(TaskRecord, answer)
 
     async def publish(self, spec: TaskSpec) -> TaskPublished:
         """Put a task on the market's topic through the board (for a caller whose own sidecar's

@@ -36,6 +36,7 @@ from agora.core.messages import (
     EscalationResolved,
     HandOver,
     ProgressNote,
+    TaskCancel,
     TaskDecision,
 )
 from agora.core.task_lifecycle import TaskRecord
@@ -83,6 +84,9 @@ class TaskInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("hand_over")
     async def hand_over(self, hand_over: HandOver) -> TaskRecord: ...
+
+    @actor_method("cancel")
+    async def cancel(self, cancel: TaskCancel) -> TaskRecord: ...
 
     @actor_method("award_window_due")
     async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...

@@ -346,6 +346,17 @@ class WorkflowHost:
             await self.client.raise_workflow_event(instance_id, WAKE_EVENT, data=None)
         return True
 
+    async def terminate_if_running(self, instance_id: str, reason: str) -> bool:
+        """End an instance that has not ended (scheduled, running or suspended) where it stands,
+        its steps not run further; whether there was one."""
+        state = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
+        if state is None or state.runtime_status not in (
+            WorkflowStatus.PENDING, WorkflowStatus.RUNNING, WorkflowStatus.SUSPENDED
+        ):  # fmt: skip
+            return False
+        await self.client.terminate_workflow(instance_id, output=reason)
+        return True
+
     async def starting(self, instance_id: str, model: type[M]) -> tuple[M, datetime] | None:
         """The input of an instance that is scheduled or running, and when it was scheduled;
         None when there is no such instance or it has ended. A run's record is saved by its

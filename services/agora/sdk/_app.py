@@ -134,6 +134,7 @@ def agent_app_module(
         add_routes(app, by_id, graph_runs)
         intake = AwardIntake(by_id, tasks, host, activities, ctx.spawn, settings.inline_run_seconds)
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, intake.on_award, idempotent=True)
+        ctx.subscriptions.subscribe(topics.TASK_CANCELLED, intake.on_cancelled, idempotent=True)
         relay = DecisionRelay(by_id, tasks, host, escalation_actors(actors), graph_runs)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, relay.on_resolved, idempotent=True)
 

@@ -138,6 +138,10 @@ class RunActivities:
             progress = await self._deadlines.passed(start)
         return await self.reported(progress, start.traceparent)
 
+    def stop_cancelled(self, instance: str) -> bool:
+        """Stop the run of `instance` going on in this process, its task cancelled; whether one was."""
+        return self._deadlines.stop_cancelled(instance)
+
     async def reported(self, progress: RunProgress, traceparent: str | None) -> RunProgress:
         """A run that ended announces its outcome in the step that ended it."""
         if progress.outcome is None or progress.reported:

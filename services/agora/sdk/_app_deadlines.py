@@ -116,6 +116,8 @@ class RunDeadlines:
         self._tasks = tasks
         self._runs: dict[str, asyncio.Task[Any]] = {}
         """Runs going on in this process, by workflow instance."""
+        self._cancelled: set[str] = set()
+        """Runs of `_runs` being stopped because their task was cancelled."""
 
     async def bounded(
         self,
@@ -130,11 +132,28 @@ class RunDeadlines:
             self._runs[instance] = current
         try:
             return await within_deadline(deadline, run, lambda: self.ended(award))
+        except asyncio.CancelledError:
+            if instance not in self._cancelled or current is None:
+                raise  # the app stopping, or the run's own
+            current.uncancel()
+            return RunProgress(cancelled=True)
         finally:
             if self._runs.get(instance) is current:
                 del self._runs[instance]
+                self._cancelled.discard(instance)
             if self._meter is not None:
                 self._meter.forget(award.agent_id, award.task_id)
+
+    def stop_cancelled(self, instance: str) -> bool:
+        """Stop the run going on in this process as `instance`, its task cancelled: it ends
+        without an outcome (`RunProgress.cancelled`), its agent told as any stopped run is (an
+        A2A agent's task is cancelled). Whether such a run was going on here."""
+        local = self._runs.get(instance)
+        if local is None or local.done():
+            return False
+        self._cancelled.add(instance)
+        local.cancel()
+        return True
 
     async def ended(self, award: TaskAwarded) -> RunProgress:
         """The run's end at its deadline: the outcome the board holds already (the run ended, or

@@ -2,7 +2,8 @@
 once, an older one (a redelivery, or one that waited in the broker) is checked with the board
 first (`verify_award`); the run goes on in the award's delivery for a while, and when it lasts
 longer (or pauses, or fails there) the `agent_run` workflow takes it over and the award is
-acknowledged."""
+acknowledged. A task a person cancels while one of its agents runs it (`agora.task.cancelled`)
+has its run stopped."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agora.core.errors import AgoraError
-from agora.core.messages import AwardAcknowledgement, TaskAwarded
+from agora.core.messages import AwardAcknowledgement, TaskAwarded, TaskCancelled
 from agora.core.task_lifecycle import TaskRecord, run_deadline
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import RejectMessage
@@ -21,7 +22,7 @@ from agora.runtime.tracing import current_traceparent
 from agora.runtime.workflows import WorkflowHost
 from agora.sdk._agent import Agent
 from agora.sdk._app_activities import RunActivities
-from agora.sdk._app_run import AGENT_RUN, AgentRunReport, AgentRunStart, run_instance
+from agora.sdk._app_run import AGENT_RUN, AgentRunReport, AgentRunStart, RunProgress, run_instance
 
 __all__ = ["FRESH_AWARD_SECONDS", "AwardIntake", "first_delivery", "unless_refused"]
 
@@ -85,6 +86,25 @@ class AwardIntake:
             {"task_id": award.task_id, "agent_id": award.agent_id},
         )
 
+    async def on_cancelled(self, cancelled: TaskCancelled) -> None:
+        """A person cancelled a task one of this app's agents runs, as the board's record bears
+        out: the run going on in this process is stopped (it ends without an outcome) and its
+        workflow ended, so a run paused for a person waits no more. A run going on in another
+        replica of the app finishes; the board refuses its outcome."""
+        if cancelled.agent_id not in self._agents:
+            return  # another app's agent
+        disagreement = cancelled.disagreement_with(await self._tasks(cancelled.task_id).get_task())
+        if disagreement is not None:
+            raise RejectMessage(f"the task board's record does not bear the cancel out: {disagreement}")
+        instance = run_instance(cancelled.task_id, cancelled.attempt)
+        stopped_here = self._activities.stop_cancelled(instance)
+        ended = await self._host.terminate_if_running(instance, f"cancelled by {cancelled.cancelled_by}")
+        log.info(
+            "a cancelled task's run was stopped",
+            extra={"task_id": cancelled.task_id, "agent_id": cancelled.agent_id,
+                   "stopped_in_this_process": stopped_here, "workflow_ended": ended},
+        )  # fmt: skip
+
     async def checked_with_board(self, award: TaskAwarded) -> TaskRecord | None:
         """The board's record of an award that may have been handled before (a redelivery,
         or one that waited in the broker), if the award is still this agent's to run: it
@@ -134,7 +154,10 @@ class AwardIntake:
                 extra={"task_id": start.award.task_id, "reason": repr(failure)[:300]},
             )
             return False
-        return not run.cancelled() and run.result().reported
+        if run.cancelled():
+            return False
+        progress: RunProgress = run.result()
+        return progress.reported or progress.cancelled
 
 
 async def unless_refused(call: Awaitable[object], refused: str, extra: dict[str, str]) -> None:

@@ -64,6 +64,9 @@ class RunProgress(BaseModel):
     waiting_on: str | None = None
     handed_over: bool = False
     """The task went to another agent, as a person decided: the run ends without an outcome."""
+    cancelled: bool = False
+    """A person cancelled the task while it ran (`agora.task.cancelled`): the run was stopped
+    and ends without an outcome (the board ended the task)."""
     reported: bool = False
     """The step that ended the run announced its outcome too (one recorded step fewer; a step
     run again announces the same event id, which its subscribers take once)."""
@@ -136,6 +139,8 @@ def agent_run(ctx: DaprWorkflowContext, start: AgentRunStart) -> Steps[None]:
             return None
         if progress.handed_over:
             return None  # the task's next holder reports its outcome
+        if progress.cancelled:
+            return None  # the board ended the task
         waiting_on = progress.waiting_on or ""
         paused_with = progress.handle
         decided = yield from _before_deadline(RUN_DECISIONS.waiting(ctx, waiting_on), timer)

@@ -13,7 +13,8 @@ the award is refused. Each award is listed in the board's watch on unacknowledge
 announces an award whose publish failed, and passes an unacknowledged award to the next-best
 bid, or fails the task with the reason. Each lapsed award is announced too
 (`agora.task.award_lapsed`), so the registry suspends the agent that let it lapse from bidding
-for a while.
+for a while. A person's cancel of a task an agent holds voids its award's token and is announced
+(`agora.task.cancelled`), so the agent's runtime stops the run.
 """
 
 import asyncio
@@ -43,6 +44,8 @@ from agora.core.messages import (
     HandOver,
     ProgressNote,
     TaskAwarded,
+    TaskCancel,
+    TaskCancelled,
     TaskDecision,
     TaskRejected,
 )
@@ -78,6 +81,10 @@ class TaskSlot(BaseModel):
     lapses_to_announce: list[AwardLapsed] = Field(default_factory=list)
     """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
     (or a crash right after the commit) is announced later, never lost."""
+    cancel_to_announce: TaskCancelled | None = None
+    """The cancel of a task an agent held, not announced yet: committed with the cancel, so a
+    failed publish is announced when the cancel is asked again (it answers with an error until
+    then)."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +305,35 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         self._watch(moved_on)
         await self._save(moved_on)
         return await self._announce()
+
+    @actor_endpoint
+    async def cancel(self, cancel: TaskCancel) -> TaskRecord:
+        """A person cancels the task (`lifecycle.cancel`): one not decided yet is rejected and
+        the rejection announced as any decision; one an agent holds fails, its award's token is
+        void (the run's acknowledgment, notes and outcome are refused) and the cancel announced,
+        so the agent's runtime stops the run. Asked again, it announces what did not go out."""
+        record = self._record()
+        cancelled = lifecycle.cancel(record, cancel.cancelled_by, cancel.reason, _now())
+        if cancelled is not record:
+            if record.status is AllocationStatus.ALLOCATED:
+                self.state.award_token = None
+                self.state.cancel_to_announce = TaskCancelled.of(cancelled)
+            self._superseded_watch(self.state.award_watch)
+            self.state.award_watch = None
+            log.info(
+                "task cancelled",
+                extra={"task_id": self.id.id, "status": str(record.status), "by": cancel.cancelled_by},
+            )
+            await self._save(cancelled)
+        await self._announce()
+        pending = self.state.cancel_to_announce
+        if pending is not None:
+            await self.deps.publisher.publish(
+                topics.TASK_CANCELLED, pending, message_id=pending.message_id, reply_to=record.spec.reply_to
+            )
+            self.state.cancel_to_announce = None
+            await self.commit()
+        return self._record()
 
     def _check_token(self, agent_id: str, token: str | None) -> None:
         expected = self.state.award_token

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from agora.core.contracts import TaskList, TaskPublished
 from agora.core.market import AllocationStatus, TaskSpec
+from agora.core.messages import TaskCancel
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 from agora.core.topics import TASKS
 from agora.runtime.actor_client import ActorClient
@@ -82,6 +83,13 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         @app.get("/v1/tasks/{task_id}", response_model=TaskRecord)
         async def show_task(task_id: PathId) -> TaskRecord:
             return await readers(task_id).get_task()
+
+        @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskRecord)
+        async def cancel_task(task_id: PathId, cancel: TaskCancel) -> TaskRecord:
+            """A person cancels the task (the console's people; its access policy admits no
+            other app): the task as it stands after the cancel. An ended task is refused
+            (409 `TASK_ENDED`); a cancelled one is answered as it is."""
+            return await tasks(task_id).cancel(cancel)
 
         streams = TaskEventStreams(
             lambda task_id: readers(task_id).get_task(),
