@@ -58,6 +58,7 @@ PEERS = {
     "fragile": ["--wire", "1.0"],
     "staller": ["--wire", "1.0"],
     "holder": ["--wire", "1.0"],
+    "latecomer": ["--wire", "1.0"],
     "leaver": ["--wire", "1.0"],
     "bidder": ["--wire", "1.0", "--bids", "own"],
     "mumbler": ["--wire", "1.0", "--bids", "text"],
@@ -66,6 +67,8 @@ PEERS = {
     "huge": ["--card", "huge"],
     "skilless": ["--card", "skilless"],
 }
+JOINED_LATER = {"latecomer"}
+"""Agents the app is not started with: a person joins them through its API (`agora a2a join`)."""
 IDLE_SECONDS = 12
 """How long the app lets an agent holding a task stay silent (AGORA_A2A_IDLE_SECONDS): above the
 slow agent's work (SLOW_SECONDS), so only the silent one runs into it."""
@@ -122,7 +125,9 @@ def market(tmp_path_factory: pytest.TempPathFactory, peers: Peers) -> Iterator[L
         "agora.sdk",
         env={
             # The app serves these alone: no agents file.
-            "AGORA_A2A_AGENTS": ",".join(f"a2a-{name}={peers.url(name)}" for name in PEERS),
+            "AGORA_A2A_AGENTS": ",".join(
+                f"a2a-{name}={peers.url(name)}" for name in PEERS if name not in JOINED_LATER
+            ),
             "AGORA_AGENT_LEASE_SECONDS": str(LEASE_SECONDS),
             "AGORA_A2A_IDLE_SECONDS": str(IDLE_SECONDS),
         },
@@ -323,6 +328,49 @@ def test_an_a2a_agent_s_question_is_answered_by_a_person_through_the_cli_and_its
         f"message agora-{task_id}-1 agora-{task_id}-1",
         f"message agora-{task_id}-1-answer-1 agora-{task_id}-1",
     ], "the task, then the person's answer in the same context, each once"
+
+
+def agora(cluster: LocalCluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The `agora` CLI, through the console's sidecar (as people's tools call)."""
+    port = ["--dapr-http-port", str(console(cluster).endpoints.dapr_http_port)]
+    return subprocess.run(
+        [sys.executable, "-m", "agora.cli", *port, *argv], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_person_joins_an_a2a_agent_to_the_running_app_it_wins_work_stays_through_a_restart_and_leaves(
+    market: LocalCluster, peers: Peers
+) -> None:
+    assert registered(market, "a2a-latecomer") is None, "not on the market before it is joined"
+    joined = agora(market, "a2a", "join", "a2a-latecomer", peers.url("latecomer"), "--price", "0.004")
+    assert joined.returncode == 0, joined.stderr
+    assert joined.stdout.startswith("joined a2a-latecomer"), joined.stdout
+    profile = eventually(lambda: registered(market, "a2a-latecomer"), timeout=10)
+    assert profile["skill_tags"][0] == "haiku-by-latecomer" and profile["cost_per_step_usd"] == 0.004
+    first = settled(market, publish(market, "latecomer", "dawn"))
+    assert first["status"] == "COMPLETED" and first["outcome"]["agent_id"] == "a2a-latecomer", first
+
+    unreadable = agora(market, "a2a", "join", "a2a-nobody", "http://127.0.0.1:9/card.json")
+    assert unreadable.returncode == 1 and "cannot be read" in unreadable.stderr, unreadable.stderr
+    taken = agora(market, "a2a", "join", "a2a-poet", peers.url("latecomer"))
+    assert taken.returncode == 1 and "one of this app's own agents" in taken.stderr, taken.stderr
+
+    # The list is the store's: the app started again serves it.
+    [app] = replicas_of(market, "agents")
+    app.kill_app()
+    app.start_app()
+    listed = agora(market, "a2a", "list")
+    assert listed.returncode == 0 and listed.stdout.splitlines() == [
+        f"a2a-latecomer  {peers.url('latecomer')}  ($0.004/step)"
+    ], listed.stdout
+    again = settled(market, publish(market, "latecomer", "dusk"), timeout=120)
+    assert again["status"] == "COMPLETED" and again["outcome"]["agent_id"] == "a2a-latecomer", again
+
+    left = agora(market, "a2a", "leave", "a2a-latecomer")
+    assert left.returncode == 0, left.stderr
+    eventually(lambda: registered(market, "a2a-latecomer") is None, timeout=20)
+    gone = agora(market, "a2a", "leave", "a2a-latecomer")
+    assert gone.returncode == 1 and "no A2A agent a2a-latecomer joined" in gone.stderr, gone.stderr
 
 
 @pytest.mark.parametrize("back", ["while-the-agent-works", "after-the-agent-finished"])

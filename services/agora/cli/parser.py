@@ -11,6 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
+from agora.cli.a2a import cmd_a2a_join, cmd_a2a_leave, cmd_a2a_list
 from agora.cli.debates import cmd_debate_ask, cmd_debate_list, cmd_debate_show
 from agora.cli.escalations import cmd_escalations_list, cmd_escalations_resume, cmd_escalations_show
 from agora.cli.graphs import cmd_graph_show, cmd_graph_start
@@ -80,6 +81,23 @@ def build_parser() -> argparse.ArgumentParser:
     deregister = registry.add_parser("deregister", help="remove an agent")
     deregister.add_argument("agent_id")
     deregister.set_defaults(func=cmd_deregister)
+
+    a2a = commands.add_parser(
+        "a2a", help="A2A agents of any framework, joined to a running agent app by their card URLs"
+    ).add_subparsers(dest="action", required=True)
+    join = a2a.add_parser("join", help="put an A2A agent on the market (its card is read first)")
+    join.add_argument("agent_id", help="its id on the market")
+    join.add_argument("card_url", help="its Agent Card's URL, or the base URL it serves the card under")
+    join.add_argument("--price", type=float, help="USD per step (default: the card's market terms)")
+    join.add_argument("--max-steps", type=int, help="default: the card's market terms")
+    join.set_defaults(func=cmd_a2a_join)
+    joined = a2a.add_parser("list", help="the A2A agents joined to the app")
+    joined.set_defaults(func=cmd_a2a_list)
+    leave = a2a.add_parser("leave", help="take a joined A2A agent off the market")
+    leave.add_argument("agent_id")
+    leave.set_defaults(func=cmd_a2a_leave)
+    for command in (join, joined, leave):
+        command.add_argument("--app", default="agents", help="the app id of the agent app (default: agents)")
 
     task = commands.add_parser("task", help="tasks on the market").add_subparsers(
         dest="action", required=True

@@ -93,6 +93,38 @@ class TaskPublished(BaseModel):
     event_id: str = Field(max_length=MAX_ID_CHARS, description="The CloudEvent id it was published as.")
 
 
+# -- A2A agents joined through a running agent app ---------------------------------------------------
+
+MAX_JOINED_A2A_AGENTS = 100
+"""A2A agents one agent app takes on through its API (`PUT /v1/a2a-agents/{agent_id}`)."""
+MAX_CARD_URL_CHARS = 2048
+
+
+class A2AAgentJoin(BaseModel):
+    """`PUT /v1/a2a-agents/{agent_id}` on an agent app (`agora a2a join`): put the A2A agent whose
+    Agent Card is at `card_url` on the market as `agent_id`, reached through the app's sidecar;
+    the price and step count override the card's terms."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    card_url: str = Field(min_length=1, max_length=MAX_CARD_URL_CHARS)
+    price_per_step_usd: float | None = Field(default=None, ge=0.0, le=1_000.0)
+    max_steps: int | None = Field(default=None, ge=1, le=10_000)
+
+
+class A2AAgentJoined(A2AAgentJoin):
+    """An A2A agent an agent app took on through its API, as the app keeps it."""
+
+    agent_id: Identifier
+
+
+class A2AAgentsJoined(BaseModel):
+    """`GET /v1/a2a-agents` on an agent app: the A2A agents it took on through its API (not those
+    of its files or settings), the same in every replica of the app."""
+
+    agents: list[A2AAgentJoined] = Field(default_factory=list, max_length=MAX_JOINED_A2A_AGENTS)
+
+
 # -- reputation ----------------------------------------------------------------------------------
 
 

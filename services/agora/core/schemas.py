@@ -19,6 +19,8 @@ from pydantic import TypeAdapter
 
 from agora.core.a2a_terms import MarketTerms
 from agora.core.contracts import (
+    A2AAgentJoin,
+    A2AAgentsJoined,
     AgentLearning,
     AgentList,
     BidOffer,
@@ -110,6 +112,8 @@ CONTRACTS: dict[str, Contract] = {
     "cost_event": Contract(CostEvent, "topic `agora.cost.events`"),
     "bid_solicitation": Contract(BidSolicitation, "`POST /v1/bids` body (an agent app)"),
     "bid_offer": Contract(BidOffer, "answer of `POST /v1/bids` (an agent app)"),
+    "a2a_agent_join": Contract(A2AAgentJoin, "`PUT /v1/a2a-agents/{agent_id}` body (an agent app)"),
+    "a2a_agents_joined": Contract(A2AAgentsJoined, "answer of `GET /v1/a2a-agents` (an agent app)"),
     "a2a_market_terms": Contract(
         MarketTerms, "`params` of the extension `urn:agora:a2a:market:v1` in an A2A Agent Card"
     ),

@@ -29,11 +29,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from agora.core import topics
+from agora.core.contracts import A2AAgentsJoined
 from agora.core.task_waits import TaskLink
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import DebateClient, PlannerClient, escalation_actors, task_actors
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
 from agora.sdk._agent import Agent
+from agora.sdk._app_a2a_joined import JOINED_NAMESPACE, JoinedA2AAgents
 from agora.sdk._app_activities import RunActivities
 from agora.sdk._app_deadlines import RunDeadlines
 from agora.sdk._app_decisions import DecisionRelay
@@ -131,14 +133,18 @@ def agent_app_module(
         )
         graph_runs.register()
         graph_runs.subscribe(ctx.subscriptions)
-        add_routes(app, by_id, graph_runs)
+        joined = JoinedA2AAgents(
+            ctx.repository(JOINED_NAMESPACE, A2AAgentsJoined), by_id, settings.dapr_http_endpoint
+        )
+        leases.joined = joined
+        add_routes(app, by_id, graph_runs, joined, leases)
         intake = AwardIntake(by_id, tasks, host, activities, ctx.spawn, settings.inline_run_seconds)
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, intake.on_award, idempotent=True)
         ctx.subscriptions.subscribe(topics.TASK_CANCELLED, intake.on_cancelled, idempotent=True)
         relay = DecisionRelay(by_id, tasks, host, escalation_actors(actors), graph_runs)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, relay.on_resolved, idempotent=True)
 
-    leases = AgentLeases(agents, settings)
+    leases = AgentLeases(by_id, settings)
     return ServiceModule("agents", setup=setup, warm_up=leases.warm_up, stop=leases.stop)
 
 

@@ -1,5 +1,6 @@
-"""An agent app's HTTP routes: bids for its agents (`POST /v1/bids`), what an agent learnt, and
-its graphs' runs. The handlers are functions of what they read, so each runs without the app."""
+"""An agent app's HTTP routes: bids for its agents (`POST /v1/bids`), what an agent learnt, its
+graphs' runs, and the A2A agents a person joins to it. The handlers are functions of what they
+read, so each runs without the app."""
 
 from __future__ import annotations
 
@@ -7,10 +8,19 @@ import asyncio
 
 from fastapi import FastAPI, Request
 
-from agora.core.contracts import AgentLearning, BidOffer, BidSolicitation
+from agora.core.contracts import (
+    A2AAgentJoin,
+    A2AAgentJoined,
+    A2AAgentsJoined,
+    AgentLearning,
+    BidOffer,
+    BidSolicitation,
+)
 from agora.core.errors import BidTooLate, InvalidArgument, NotFound
 from agora.runtime.service import PathId
 from agora.sdk._agent import Agent
+from agora.sdk._app_a2a_joined import JoinedA2AAgents
+from agora.sdk._app_leases import AgentLeases
 from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns
 
 __all__ = ["add_routes", "agent_bid", "agent_learning"]
@@ -44,7 +54,34 @@ async def agent_learning(agents: dict[str, Agent], agent_id: str) -> AgentLearni
     return await agent.runner.learning(agent_id)
 
 
-def add_routes(app: FastAPI, agents: dict[str, Agent], graph_runs: GraphRuns) -> None:
+def add_routes(
+    app: FastAPI,
+    agents: dict[str, Agent],
+    graph_runs: GraphRuns,
+    joined: JoinedA2AAgents,
+    leases: AgentLeases,
+) -> None:
+    @app.get("/v1/a2a-agents", response_model=A2AAgentsJoined)
+    async def joined_a2a_agents() -> A2AAgentsJoined:
+        """The A2A agents people joined to this app (not those of its files and settings)."""
+        return await joined.listed()
+
+    @app.put("/v1/a2a-agents/{agent_id}", response_model=A2AAgentJoined)
+    async def join_a2a_agent(agent_id: PathId, join: A2AAgentJoin) -> A2AAgentJoined:
+        """Put the A2A agent whose card is at `card_url` on the market as `agent_id`, from this
+        app (every replica of it serves it); its card must be readable now."""
+        entry = await joined.join(agent_id, join)
+        await leases.register_now(agent_id)
+        return entry
+
+    @app.delete("/v1/a2a-agents/{agent_id}", response_model=A2AAgentJoined)
+    async def leave_a2a_agent(agent_id: PathId) -> A2AAgentJoined:
+        """Take a joined A2A agent off the market (its lease cut to the shortest); a run of it
+        under way finishes."""
+        entry = await joined.leave(agent_id)
+        await leases.register_now(agent_id)
+        return entry
+
     @app.put("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunAccepted)
     async def start_graph_run(graph_id: PathId, run_id: PathId, request: Request) -> GraphRunAccepted:
         """Start a run of the graph on the state in the body (the graph's state as JSON);
