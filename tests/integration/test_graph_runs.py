@@ -21,6 +21,7 @@ import pytest
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.system import CONSOLE, SERVICES
 from tests.integration.helpers import eventually, replicas_of
+from tests.integration.test_task_event_streams import read_stream
 
 pytestmark = pytest.mark.integration
 
@@ -179,6 +180,37 @@ def test_an_abort_ends_the_run_aborted_and_the_cli_starts_and_shows_runs(
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[0] == f"approval/{run_id}: ABORTED  write → approve"
     assert "reason: aborted by pat@example.com at node approve" in shown.stdout
+
+
+def test_a_graph_run_s_event_stream_shows_each_change_resumes_after_the_last_seen_and_ends_with_the_run(
+    market: tuple[LocalCluster, Path],
+) -> None:
+    cluster, _ = market
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    assert httpx.put(run_url(cluster, run_id), json={"input": "tide"}, timeout=30).status_code == 200
+    events_url = f"{run_url(cluster, run_id)}/events"
+    eventually(lambda: httpx.get(run_url(cluster, run_id), timeout=10).status_code == 200, timeout=60)
+    waiting = read_stream(events_url, stop=frozenset({"WAITING_FOR_HUMAN"}), state_key="status")
+    assert [kind for kind, _, _ in waiting] == ["graph_run"] * len(waiting)
+    _, last, seen = waiting[-1]
+    assert last["status"] == "WAITING_FOR_HUMAN" and last["path"] == ["write", "approve"], last
+    assert seen is not None
+    assert seen == last["revision"] + 1
+    decided = httpx.post(
+        console(cluster).invoke_url(f"v1/escalations/{last['escalation_id']}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "abort"}, "who": "pat@example.com", "why": "no"},
+        timeout=30,
+    )
+    assert decided.status_code == 200, decided.text
+
+    rest = read_stream(events_url, last_event_id=seen)  # resumed after the event last seen
+
+    assert rest[-1][0] == "end", rest
+    changes = [(data, event_id) for kind, data, event_id in rest if kind == "graph_run"]
+    assert changes and all(event_id is not None and event_id > seen for _, event_id in changes), changes
+    assert changes[-1][0]["status"] == "ABORTED", changes
+    missing = httpx.get(f"{run_url(cluster, 'never-started')}/events", timeout=30)
+    assert missing.status_code == 404 and missing.json()["error"] == "NOT_FOUND", missing.text
 
 
 def test_a_run_of_an_unknown_graph_or_with_a_bad_state_is_refused(market: tuple[LocalCluster, Path]) -> None:

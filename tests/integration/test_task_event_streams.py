@@ -29,10 +29,10 @@ def events_url(cluster: LocalCluster, task_id: str) -> str:
 
 
 def read_stream(
-    url: str, last_event_id: int | None = None, stop: frozenset[str] = frozenset()
+    url: str, last_event_id: int | None = None, stop: frozenset[str] = frozenset(), state_key: str = "state"
 ) -> list[tuple[str, dict[str, Any], int | None]]:
-    """Every event of a stream until the server ends it, or until an event's data has a
-    `state` in `stop`: (event, data, id)."""
+    """Every event of a stream until the server ends it, or until an event's data has its
+    `state_key` in `stop`: (event, data, id)."""
     headers = {"accept": "text/event-stream"}
     if last_event_id is not None:
         headers["last-event-id"] = str(last_event_id)
@@ -50,7 +50,7 @@ def read_stream(
                 data = line[5:].strip()
             elif not line and data:
                 found.append((kind, json.loads(data), event_id))
-                if found[-1][1].get("state") in stop:
+                if found[-1][1].get(state_key) in stop:
                     return found
                 kind, data, event_id = "message", "", None
     return found

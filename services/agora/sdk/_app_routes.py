@@ -5,8 +5,10 @@ read, so each runs without the app."""
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Header, Request
+from fastapi.responses import StreamingResponse
 
 from agora.core.contracts import (
     A2AAgentJoin,
@@ -17,11 +19,12 @@ from agora.core.contracts import (
     BidSolicitation,
 )
 from agora.core.errors import BidTooLate, InvalidArgument, NotFound
+from agora.runtime.event_streams import EVENT_ROUTE, event_stream_response, last_seen, state_streams
 from agora.runtime.service import PathId
 from agora.sdk._agent import Agent
 from agora.sdk._app_a2a_joined import JoinedA2AAgents
 from agora.sdk._app_leases import AgentLeases
-from agora.sdk._graph_runs import GraphRunAccepted, GraphRunRecord, GraphRuns
+from agora.sdk._graph_runs import ENDED, GraphRunAccepted, GraphRunRecord, GraphRuns
 
 __all__ = ["add_routes", "agent_bid", "agent_learning"]
 
@@ -91,6 +94,21 @@ def add_routes(
     @app.get("/v1/graphs/{graph_id}/runs/{run_id}", response_model=GraphRunRecord)
     async def show_graph_run(graph_id: PathId, run_id: PathId) -> GraphRunRecord:
         return await graph_runs.show(graph_id, run_id)
+
+    run_streams = state_streams(
+        "graph_run", lambda key: graph_runs.show(*key.split("/", 1)), lambda record: record.status in ENDED
+    )
+
+    @app.get("/v1/graphs/{graph_id}/runs/{run_id}/events", **EVENT_ROUTE)
+    async def graph_run_event_stream(
+        graph_id: PathId, run_id: PathId, last_event_id: Annotated[str | None, Header()] = None
+    ) -> StreamingResponse:
+        """The run as it is, then each change of it (a node run, a wait, its end), as Server-Sent
+        Events (`graph_run`, the record; its id the record's revision + 1), from after
+        `Last-Event-ID`, until it ends (then an `end` event)."""
+        record = await graph_runs.show(graph_id, run_id)  # an unknown run: 404 before any event
+        key = f"{graph_id}/{run_id}"
+        return event_stream_response(run_streams.stream(key, record, last_seen(last_event_id)))
 
     @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
     async def learning(agent_id: PathId) -> AgentLearning:

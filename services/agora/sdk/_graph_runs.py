@@ -157,6 +157,8 @@ class GraphRunRecord(BaseModel):
     """The run's span: its trace shows every node."""
     created_at: datetime
     updated_at: datetime
+    revision: int = Field(default=0, ge=0)
+    """Counted at every save: its event stream's ids (`GET .../runs/{run_id}/events`)."""
 
 
 class GraphRunAccepted(BaseModel):
@@ -600,7 +602,11 @@ class GraphRuns:
         await self._keep(start, record)
 
     async def _keep(self, start: GraphRunStart, record: GraphRunRecord) -> None:
-        """Save the record; once the run ended, record the run's span too (its nodes' parent)."""
+        """Save the record (its revision counted); once the run ended, record the run's span
+        too (its nodes' parent)."""
+        saved = await self.records.get(start.run_id)
+        if saved is not None:
+            record = record.model_copy(update={"revision": saved.value.revision + 1})
         await self.records.save(start.run_id, record)
         if record.status in ENDED and start.traceparent is not None:
             FinishedSpan(
