@@ -18,6 +18,7 @@ import pytest
 from agora.harness import LocalCluster, ServiceReplica
 from agora.harness.system import EMBEDDED
 from tests.integration.helpers import eventually, record_at, record_in_state
+from tests.integration.test_task_event_streams import read_stream
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +135,32 @@ def test_a_debate_reaches_its_end_on_the_real_model(system: ServiceReplica) -> N
     assert {p["debater_id"] for p in positions} == {"d0", "d1"}
     # Each debater answered, or abstained with the reason: never an answer without one.
     assert all(p["answer"] or p["reasoning"] for p in positions), positions
+
+
+def test_an_agent_run_s_event_stream_carries_the_model_s_text_piece_by_piece_as_it_writes(
+    system: ServiceReplica,
+) -> None:
+    task_id = publish_task(system, min_success_threshold=0.0)
+    url = system.invoke_url(f"v1/runs/{task_id}/events", APP)
+
+    def watched() -> list[tuple[str, dict[str, Any], int | None]] | None:
+        # NOT_FOUND until the run begins in the app; then read until the run ends or pauses.
+        try:
+            return read_stream(
+                url, stop=frozenset({"COMPLETED", "FAILED", "WAITING_FOR_HUMAN"}), state_key="status"
+            )
+        except AssertionError:
+            return None
+
+    events = eventually(watched, timeout=300, interval=0.2)
+
+    kinds = [kind for kind, _, _ in events]
+    assert kinds[-1] == "run_ended", kinds
+    ids = [event_id for _, _, event_id in events if event_id is not None]
+    assert ids == list(range(ids[0], ids[0] + len(ids))), "numbered in order, none twice"
+    first_step = kinds.index("step") if "step" in kinds else len(kinds)
+    pieces = [data["text"] for kind, data, _ in events[:first_step] if kind == "text"]
+    assert len(pieces) >= 2, ("the model's first answer arrived in pieces before its step", kinds[:20])
 
 
 def test_a_model_server_killed_mid_run_leaves_a_failed_outcome_with_the_reason(

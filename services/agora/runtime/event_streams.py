@@ -122,6 +122,7 @@ class EventStreams(Generic[R, E]):
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         buffer_events: int = DEFAULT_BUFFER_EVENTS,
         max_watchers: int = DEFAULT_MAX_WATCHERS,
+        max_backlog: int | None = None,
     ) -> None:
         self._what = what
         self._read = read
@@ -133,6 +134,9 @@ class EventStreams(Generic[R, E]):
         self._poll_seconds = poll_seconds
         self._buffer = buffer_events
         self._max_watchers = max_watchers
+        self._max_backlog = max_backlog
+        """The newest events a feed keeps for watchers that join it (None: every event of the
+        record, for a record whose events are bounded themselves)."""
         self._feeds: dict[str, _Feed] = {}
         self.dropped = 0
         """Watchers dropped for not keeping up, since start."""
@@ -220,6 +224,8 @@ class EventStreams(Generic[R, E]):
         feed.last_seq = fresh[-1].seq
         if self._backlog:
             feed.rendered.extend(fresh)
+            if self._max_backlog is not None:
+                del feed.rendered[: -self._max_backlog]
         else:
             feed.rendered = fresh[-1:]
         feed.ended = self._ended(record)

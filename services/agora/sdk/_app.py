@@ -43,6 +43,7 @@ from agora.sdk._app_intake import AwardIntake
 from agora.sdk._app_leases import AgentLeases
 from agora.sdk._app_meter import RunMeter
 from agora.sdk._app_routes import add_routes
+from agora.sdk._app_run_feeds import RunFeeds, run_event_streams
 from agora.sdk._app_settings import AgentAppSettings
 from agora.sdk._app_stores import (
     LEARNING_NAMESPACE,
@@ -102,6 +103,7 @@ def agent_app_module(
                 agent.runner.attach(state_store=store, cost_publisher=meter, monitor=monitor,
                                     escalator=escalator, outcomes=outcomes)  # fmt: skip
         deadlines = RunDeadlines(by_id, store, meter, tasks)
+        feeds = RunFeeds()
         activities = RunActivities(
             by_id,
             store,
@@ -113,6 +115,7 @@ def agent_app_module(
             app_id=settings.app_id,
             dapr_http_endpoint=settings.dapr_http_endpoint,
             max_runs_in_flight=settings.max_runs_in_flight,
+            feeds=feeds,
         )
         host = ctx.workflows()
         activities.register(host)
@@ -137,7 +140,7 @@ def agent_app_module(
             ctx.repository(JOINED_NAMESPACE, A2AAgentsJoined), by_id, settings.dapr_http_endpoint
         )
         leases.joined = joined
-        add_routes(app, by_id, graph_runs, joined, leases)
+        add_routes(app, by_id, graph_runs, joined, leases, run_event_streams(feeds), feeds)
         intake = AwardIntake(by_id, tasks, host, activities, ctx.spawn, settings.inline_run_seconds)
         ctx.subscriptions.subscribe(topics.TASK_AWARDED, intake.on_award, idempotent=True)
         ctx.subscriptions.subscribe(topics.TASK_CANCELLED, intake.on_cancelled, idempotent=True)

@@ -32,6 +32,7 @@ from agora.sdk._app_run import (
     agent_run_failed,
     run_attributes,
 )
+from agora.sdk._app_run_feeds import RunFeeds
 from agora.sdk._app_steps import execute_award, resume_award
 from agora.sdk._mcp import durable_call_scope
 from agora.sdk._monitor import UncertaintyStepMonitor
@@ -60,6 +61,7 @@ class RunActivities:
         app_id: str,
         dapr_http_endpoint: str,
         max_runs_in_flight: int,
+        feeds: RunFeeds | None = None,
     ) -> None:
         self._agents = agents
         self._store = store
@@ -71,6 +73,8 @@ class RunActivities:
         self._app_id = app_id
         self._dapr_http_endpoint = dapr_http_endpoint
         self._run_slots = asyncio.Semaphore(max_runs_in_flight)
+        self._feeds = feeds or RunFeeds()
+        """The events of the runs going on here, for their streams (`GET /v1/runs/{task_id}/events`)."""
         self.reporting: set[str] = set()
         """Runs (by workflow instance) whose outcome is being recorded and announced."""
 
@@ -104,7 +108,8 @@ class RunActivities:
                     step_span("agent.execute", start.traceparent, run_attributes(award)),
                     durable_call_scope(start.instance),
                 ):
-                    return await execute_award(agent, award, self._store, self._meter)
+                    events = self._feeds.sink(award.task_id)
+                    return await execute_award(agent, award, self._store, self._meter, events)
 
         # Its deadline counts from the award: the wait for a run slot is within it too.
         progress = await self._deadlines.bounded(award, start.instance, start.deadline, run)
@@ -125,8 +130,9 @@ class RunActivities:
                     step_span("agent.resume", decision.traceparent, run_attributes(award)),
                     durable_call_scope(f"{decision.instance}.{decision.decided.escalation_id}"),
                 ):
+                    events = self._feeds.sink(award.task_id)
                     return await resume_award(
-                        agent, decision, self._store, self._monitor, self._tasks, self._meter
+                        agent, decision, self._store, self._monitor, self._tasks, self._meter, events
                     )
 
         progress = await self._deadlines.bounded(award, decision.instance, decision.deadline, run)

@@ -19,12 +19,20 @@ from agora.core.contracts import (
     BidSolicitation,
 )
 from agora.core.errors import BidTooLate, InvalidArgument, NotFound
-from agora.runtime.event_streams import EVENT_ROUTE, event_stream_response, last_seen, state_streams
+from agora.runtime.event_streams import (
+    EVENT_ROUTE,
+    EventStreams,
+    event_stream_response,
+    last_seen,
+    state_streams,
+)
 from agora.runtime.service import PathId
 from agora.sdk._agent import Agent
 from agora.sdk._app_a2a_joined import JoinedA2AAgents
 from agora.sdk._app_leases import AgentLeases
+from agora.sdk._app_run_feeds import RunFeeds, RunLog
 from agora.sdk._graph_runs import ENDED, GraphRunAccepted, GraphRunRecord, GraphRuns
+from agora.sdk._runner import RunEvent
 
 __all__ = ["add_routes", "agent_bid", "agent_learning"]
 
@@ -63,7 +71,20 @@ def add_routes(
     graph_runs: GraphRuns,
     joined: JoinedA2AAgents,
     leases: AgentLeases,
+    run_streams: EventStreams[RunLog, tuple[int, RunEvent]],
+    feeds: RunFeeds,
 ) -> None:
+    @app.get("/v1/runs/{task_id}/events", **EVENT_ROUTE)
+    async def run_event_stream(
+        task_id: PathId, last_event_id: Annotated[str | None, Header()] = None
+    ) -> StreamingResponse:
+        """The events of the task's run going on in this app (each model step, each tool's
+        result, the model's text as it streams, the end), as Server-Sent Events from after
+        `Last-Event-ID`, live until the run ends (then an `end` event); 404 when no run of the
+        task goes on here."""
+        log = feeds.log_of(task_id)
+        return event_stream_response(run_streams.stream(task_id, log, last_seen(last_event_id)))
+
     @app.get("/v1/a2a-agents", response_model=A2AAgentsJoined)
     async def joined_a2a_agents() -> A2AAgentsJoined:
         """The A2A agents people joined to this app (not those of its files and settings)."""
@@ -95,7 +116,7 @@ def add_routes(
     async def show_graph_run(graph_id: PathId, run_id: PathId) -> GraphRunRecord:
         return await graph_runs.show(graph_id, run_id)
 
-    run_streams = state_streams(
+    graph_run_streams = state_streams(
         "graph_run", lambda key: graph_runs.show(*key.split("/", 1)), lambda record: record.status in ENDED
     )
 
@@ -108,7 +129,7 @@ def add_routes(
         `Last-Event-ID`, until it ends (then an `end` event)."""
         record = await graph_runs.show(graph_id, run_id)  # an unknown run: 404 before any event
         key = f"{graph_id}/{run_id}"
-        return event_stream_response(run_streams.stream(key, record, last_seen(last_event_id)))
+        return event_stream_response(graph_run_streams.stream(key, record, last_seen(last_event_id)))
 
     @app.get("/v1/agents/{agent_id}/learning", response_model=AgentLearning)
     async def learning(agent_id: PathId) -> AgentLearning:

@@ -18,18 +18,22 @@ from agora.sdk._agent import Agent, HandlerResult
 from agora.sdk._app_meter import RunMeter
 from agora.sdk._app_run import AgentRunDecision, RunProgress, failed_outcome
 from agora.sdk._monitor import UncertaintyStepMonitor
-from agora.sdk._runner import AgentState, AgentStateStore, ExecutionResult, RunStatus
+from agora.sdk._runner import AgentState, AgentStateStore, ExecutionResult, RunEventSink, RunStatus
 
 __all__ = ["charged", "execute_award", "resume_award"]
 
 
 async def execute_award(
-    agent: Agent, award: TaskAwarded, store: AgentStateStore, meter: RunMeter | None = None
+    agent: Agent,
+    award: TaskAwarded,
+    store: AgentStateStore,
+    meter: RunMeter | None = None,
+    events: RunEventSink | None = None,
 ) -> RunProgress:
     """Run the award: the agent's handler, or its runner on the task's description within the
-    task's budget. A run that fails (its budget, its iteration limit, a model that is gone)
-    ends as a failed outcome with the reason and what it spent; a run the step monitor paused
-    waits for a person."""
+    task's budget (its events, the model's text as it streams among them, to `events`). A run
+    that fails (its budget, its iteration limit, a model that is gone) ends as a failed outcome
+    with the reason and what it spent; a run the step monitor paused waits for a person."""
     if agent.handler is not None:
         return _handled(award, await agent.handler(award))
     assert agent.runner is not None
@@ -54,6 +58,7 @@ async def execute_award(
             budget_usd=award.spec.budget_usd,
             max_iterations=allowance,
             checkpoints=award.spec.checkpoints,
+            events=events,
         ),
     )
 
@@ -65,6 +70,7 @@ async def resume_award(
     monitor: UncertaintyStepMonitor | None,
     tasks: Callable[[str], TaskInterface],
     meter: RunMeter | None = None,
+    events: RunEventSink | None = None,
 ) -> RunProgress:
     """Go on with a paused run as the person decided: abort ends it failed, reassign hands the
     task to another bidder; skip leaves out the step a gate held before it ran (the run goes
@@ -102,7 +108,11 @@ async def resume_award(
         award,
         store,
         agent.runner.resume(
-            agent.agent_id, award.task_id, resume_message(decided.decision), decision=decided.decision
+            agent.agent_id,
+            award.task_id,
+            resume_message(decided.decision),
+            decision=decided.decision,
+            events=events,
         ),
     )
 
