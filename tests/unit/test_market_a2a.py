@@ -5,6 +5,7 @@ and the card's skills."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +39,7 @@ from agora.core.contracts import EscalationList, RegisteredAgent
 from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_events import task_events
 from agora.core.task_lifecycle import StatusChange, TaskRecord, cancel
+from agora.runtime.event_streams import sse
 
 
 def record(status: AllocationStatus, **fields: object) -> TaskRecord:
@@ -199,3 +201,53 @@ async def test_a_console_follows_at_most_its_streams_and_a_closed_one_frees_its_
     again = agent.on_subscribe_to_task(SubscribeToTaskRequest(id="t-1"), context)
     assert isinstance(await anext(again), Task)
     await again.aclose()
+
+
+def failed_with_outcome() -> TaskRecord:
+    outcome = TaskOutcome(
+        task_id="t-1",
+        agent_id="counter",
+        actual_success=False,
+        actual_cost_usd=0.0,
+        actual_steps=1,
+        summary="no",
+    )
+    return record(AllocationStatus.FAILED, outcome=outcome)
+
+
+class _StreamingBoard:
+    """The board's client, its task's event stream scripted: each call to `events` gives the next
+    stream, in chunks of bytes as the sidecar passes them on."""
+
+    def __init__(self, streams: list[list[bytes]]) -> None:
+        self._streams = streams
+        self.asked: list[str | None] = []
+
+    async def get(self, task_id: str) -> TaskRecord:
+        return failed_with_outcome()
+
+    async def events(self, task_id: str, last_event_id: str | None = None) -> AsyncIterator[bytes]:
+        self.asked.append(last_event_id)
+        for chunk in self._streams.pop(0):
+            yield chunk
+
+
+async def test_a_stream_follows_the_board_s_events_and_resumes_one_that_dropped_it() -> None:
+    ended = failed_with_outcome()
+    pending, outcome, final = (sse(e.kind, e.model_dump_json(), e.seq) for e in task_events(ended))
+    board = _StreamingBoard(
+        [
+            [outcome[:25].encode(), outcome[25:].encode(), sse("dropped", '{"reason": "behind"}').encode()],
+            [outcome.encode(), final.encode(), sse("end", "{}").encode()],
+        ]
+    )
+    agent = MarketAgent(board, None, _NoneWaiting())  # type: ignore[arg-type]  # doubles
+
+    updates = [update async for update in agent._follow("t-1", seen=1)]
+
+    assert board.asked == ["1", "2"], "resumed after the last event passed on"
+    kinds = [type(u).__name__ for u in updates]
+    assert kinds == ["TaskArtifactUpdateEvent", "TaskStatusUpdateEvent"], kinds
+    last = updates[-1]
+    assert isinstance(last, TaskStatusUpdateEvent) and last.status.state == TaskState.TASK_STATE_FAILED
+    assert pending.startswith("id: 1\n")

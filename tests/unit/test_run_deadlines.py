@@ -329,7 +329,8 @@ async def test_the_deadline_timer_waits_for_a_run_going_on_here_and_records_no_s
         return progress
 
     running = asyncio.create_task(execute())
-    await asyncio.sleep(0.05)
+    while f"run.{TASK}" not in cast(Any, deadlines)._runs:  # the run under way here
+        await asyncio.sleep(0.01)
     timer = await deadlines.passed(start(deadline))  # the engine's timer, a little early
 
     stopped = await running

@@ -21,6 +21,7 @@ from agora.core.messages import TaskCancel, Topic
 from agora.core.task_events import TaskEvent, TaskEventKind
 from agora.core.task_lifecycle import TaskRecord
 from agora.harness.system import app_id_hosting
+from agora.runtime.event_streams import SseReader
 
 __all__ = [
     "cmd_task_cancel",
@@ -149,17 +150,11 @@ def cmd_task_watch(args: argparse.Namespace) -> int:
 
 def server_sent_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
     """(event, data) of each event in a stream of Server-Sent Event lines (comments skipped)."""
-    kind = "message"
-    data: list[str] = []
+    reader = SseReader()
     for line in lines:
-        if not line:
-            if data:
-                yield kind, "\n".join(data)
-            kind, data = "message", []
-        elif line.startswith("event:"):
-            kind = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
+        event = reader.line(line)
+        if event is not None:
+            yield event.event, event.data
 
 
 def cmd_task_list(args: argparse.Namespace) -> int:

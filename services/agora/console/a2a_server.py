@@ -99,6 +99,7 @@ from agora.core.messages import TaskCancel
 from agora.core.task_events import FINAL_TASK_STATUSES, TaskEvent, TaskEventKind, task_events
 from agora.core.task_lifecycle import TaskNotCancellable, TaskRecord
 from agora.runtime.clients import EscalationClient, RegistryClient, TaskBoardClient
+from agora.runtime.event_streams import ServerSentEvent, sse_events
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
 
 __all__ = [
@@ -128,7 +129,8 @@ BLOCKING_WAIT_SECONDS = 30.0
 a person; after that it answers with the task as it is (SUBMITTED or WORKING), which GetTask or
 SubscribeToTask follow."""
 POLL_SECONDS = 0.5
-"""How often a waiting call or a stream reads the task's record (the board's own stream's pace)."""
+"""How often a waiting call reads the task's record (the board's own stream's pace), and how long
+a stream waits before it resumes one that broke."""
 ESCALATION_CHECK_SECONDS = 2.0
 """How often a stream of a task under way asks whether a person is deciding something of it."""
 MAX_STREAM_SECONDS = 3600.0
@@ -561,31 +563,69 @@ class MarketAgent(RequestHandler):
                 yield event
 
     async def _follow(self, task_id: str, seen: int) -> AsyncGenerator[Event]:
-        """What the task's record gains, as A2A events, until the task ends (or the stream has
-        been open for `MAX_STREAM_SECONDS`): a status update for each status it enters and
-        each award, INPUT_REQUIRED while a person decides, the outcome as an artifact."""
+        """What happens to the task after its `seen` events, as A2A events, until it ends (or
+        the stream has been open for `MAX_STREAM_SECONDS`): a status update for each status it
+        enters, each award and each progress note, INPUT_REQUIRED while a person decides, the
+        outcome as an artifact.
+
+        The events come from the board's own stream of the task (`GET /v1/tasks/{id}/events`,
+        which reads the task once a poll for all its watchers); a stream that breaks or drops
+        this watcher, or that finds the task not on the board yet (one just published), is
+        resumed after the last event passed on. Whether a person is deciding
+        something of it is asked every `ESCALATION_CHECK_SECONDS`."""
         opened = self._clock()
         waiting_on: str | None = None
-        asked_at = -ESCALATION_CHECK_SECONDS
-        while self._clock() - opened < MAX_STREAM_SECONDS:
-            record = await self._record(task_id)
-            if record is not None:
-                events = task_events(record)
-                for event in events[seen:]:
-                    for update in _updates(record, event):
-                        yield update
-                seen = len(events)
-                if record.status in FINAL_TASK_STATUSES:
-                    return
-                if self._clock() - asked_at >= ESCALATION_CHECK_SECONDS:
+        asked_at = self._clock()
+        record: TaskRecord | None = None
+        events = sse_events(self._board.events(task_id, str(seen)))
+        next_event: asyncio.Future[ServerSentEvent] | None = None
+        try:
+            while self._clock() - opened < MAX_STREAM_SECONDS:
+                if next_event is None:
+                    next_event = asyncio.ensure_future(anext(events))
+                check_in = max(0.0, asked_at + ESCALATION_CHECK_SECONDS - self._clock())
+                done, _ = await asyncio.wait({next_event}, timeout=check_in)
+                if not done:
                     asked_at = self._clock()
-                    now_waiting_on = await self._waiting_on(record)
-                    if now_waiting_on != waiting_on:
+                    record = await self._record(task_id) or record
+                    now_waiting_on = await self._waiting_on(record) if record is not None else None
+                    if record is not None and now_waiting_on != waiting_on:
                         waiting_on = now_waiting_on
                         yield TaskStatusUpdateEvent(
                             task_id=task_id, context_id=task_id, status=task_status(record, waiting_on)
                         )
-            await self._sleep(POLL_SECONDS)
+                    continue
+                arrived, next_event = next_event, None
+                try:
+                    sent = arrived.result()
+                except (StopAsyncIteration, SidecarUnavailable, ValueError, NotFound):
+                    # The stream broke, or the task just published is not on the board yet:
+                    # resumed below.
+                    sent = ServerSentEvent("dropped", "{}")
+                if sent.event == "end":
+                    return
+                if sent.event == "dropped":
+                    await events.aclose()
+                    await self._sleep(POLL_SECONDS)
+                    events = sse_events(self._board.events(task_id, str(seen)))
+                    continue
+                event = TaskEvent.model_validate_json(sent.data)
+                if event.seq <= seen:
+                    continue
+                seen = event.seq
+                if (
+                    record is None
+                    or event.kind is TaskEventKind.OUTCOME
+                    or event.status in FINAL_TASK_STATUSES
+                ):
+                    record = await self._record(task_id) or record
+                if record is not None:
+                    for update in _updates(record, event):
+                        yield update
+        finally:
+            if next_event is not None:
+                next_event.cancel()
+            await events.aclose()
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         _person(context)

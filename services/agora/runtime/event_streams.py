@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -34,9 +34,12 @@ __all__ = [
     "EVENT_ROUTE",
     "HEARTBEAT_SECONDS",
     "EventStreams",
+    "ServerSentEvent",
+    "SseReader",
     "event_stream_response",
     "last_seen",
     "sse",
+    "sse_events",
     "state_streams",
 ]
 
@@ -54,6 +57,59 @@ def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One Server-Sent Event (`data` is one line of JSON)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {data}\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    """One event of a stream read back: its name, its data and its id (None: it has none)."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SseReader:
+    """Server-Sent Events out of a stream's lines, taken one line at a time (comments skipped)."""
+
+    def __init__(self) -> None:
+        self._event = "message"
+        self._data: list[str] = []
+        self._id: str | None = None
+
+    def line(self, line: str) -> ServerSentEvent | None:
+        """The event this line completes (a blank line after its fields), else None."""
+        if not line:
+            done = ServerSentEvent(self._event, "\n".join(self._data), self._id) if self._data else None
+            self._event, self._data, self._id = "message", [], None
+            return done
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id":
+            self._id = value
+        return None
+
+
+MAX_SSE_LINE_BYTES = 1024 * 1024
+"""The longest line a stream read back may send (an event's data is one line of JSON)."""
+
+
+async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncGenerator[ServerSentEvent]:
+    """The events of a stream as it arrives in chunks of bytes (a line longer than
+    `MAX_SSE_LINE_BYTES` is refused with `ValueError`)."""
+    reader, pending = SseReader(), b""
+    async for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if len(pending) > MAX_SSE_LINE_BYTES:
+            raise ValueError(f"an event stream sent a line of more than {MAX_SSE_LINE_BYTES} bytes")
+        for line in lines:
+            event = reader.line(line.decode("utf-8", errors="replace").removesuffix("\r"))
+            if event is not None:
+                yield event
 
 
 def last_seen(header: str | None) -> int:
