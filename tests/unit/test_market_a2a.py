@@ -114,15 +114,7 @@ def test_a_task_a_person_cancelled_is_canceled_with_who_and_why_in_its_status_an
 
 
 def test_board_events_become_status_updates_and_the_outcome_an_artifact() -> None:
-    outcome = TaskOutcome(
-        task_id="t-1",
-        agent_id="counter",
-        actual_success=False,
-        actual_cost_usd=0.0,
-        actual_steps=1,
-        summary="no",
-    )
-    ended = record(AllocationStatus.FAILED, outcome=outcome)
+    ended = failed_with_outcome()
     updates = [u for event in task_events(ended) for u in _updates(ended, event)]
     kinds = [type(u).__name__ for u in updates]
     assert kinds == ["TaskStatusUpdateEvent", "TaskArtifactUpdateEvent", "TaskStatusUpdateEvent"], kinds

@@ -35,6 +35,17 @@ class FailingOnce(RecordingPublisher):
         return await super().publish(channel, payload, **kwargs)  # type: ignore[arg-type]
 
 
+def done_by_a1(token: str | None) -> TaskOutcome:
+    return TaskOutcome(
+        task_id="t1",
+        agent_id="a1",
+        actual_success=True,
+        actual_cost_usd=0.1,
+        actual_steps=1,
+        award_token=token,
+    )
+
+
 async def new_task(publisher: RecordingPublisher) -> Task:
     actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index()))
     await actor._on_activate()
@@ -79,14 +90,7 @@ async def test_a_task_an_agent_holds_fails_its_token_is_void_and_the_cancel_is_a
     assert notice.disagreement_with(cancelled) is None
     assert notice.model_copy(update={"agent_id": "a2"}).disagreement_with(cancelled) is not None
     assert notice.model_copy(update={"cancelled_by": "mallory"}).disagreement_with(cancelled) is not None
-    outcome = TaskOutcome(
-        task_id="t1",
-        agent_id="a1",
-        actual_success=True,
-        actual_cost_usd=0.1,
-        actual_steps=1,
-        award_token=token,
-    )
+    outcome = done_by_a1(token)
     for refused in (
         answer_of(await actor.mark_outcome(outcome)),
         answer_of(await actor.acknowledge_award(AwardAcknowledgement(agent_id="a1", award_token=token))),
@@ -102,15 +106,7 @@ async def test_an_ended_task_is_refused_and_a_cancelled_one_answered_as_it_is() 
     actor = await new_task(publisher)
     await actor.record_allocation(result(("a1", 0.9)))
     token = actor.state.award_token
-    done = TaskOutcome(
-        task_id="t1",
-        agent_id="a1",
-        actual_success=True,
-        actual_cost_usd=0.1,
-        actual_steps=1,
-        award_token=token,
-    )
-    await actor.mark_outcome(done)
+    await actor.mark_outcome(done_by_a1(token))
 
     refused = answer_of(await actor.cancel(CANCEL))
     assert refused.error is not None and refused.error.error == "TASK_ENDED", refused
