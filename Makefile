@@ -28,7 +28,7 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run model-server redis chromium go-agent tools run test test-unit test-integration test-kubernetes-node bench chaos soak lint clean
+.PHONY: help venv dapr jaeger jaeger-run model-server redis postgres chromium go-agent tools run test test-unit test-integration test-postgres test-kubernetes-node bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0, MODEL=local to change;"
@@ -118,6 +118,11 @@ redis:
 
 # The browser the console's tests drive (through Playwright, which launches Debian's build:
 # no browser download).
+# The postgres profile's store and broker, from Debian: PostgreSQL and RabbitMQ (their
+# packages' services are not started here: the harness runs its own server of each).
+postgres:
+	@$(call apt_install,postgresql rabbitmq-server,--no-install-recommends)
+
 chromium:
 	@$(call apt_install,chromium)
 	@chromium --version 2>/dev/null | head -1
@@ -127,19 +132,22 @@ chromium:
 go-agent: venv
 	$(PY) -m agora.harness.gobuild
 
-tools: venv dapr jaeger redis chromium go-agent model-server
+tools: venv dapr jaeger redis postgres chromium go-agent model-server
 
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis) \
+		$(if $(filter postgres,$(PROFILE)),postgres) \
 		$(if $(filter local,$(MODEL)),model-server)
 	$(PY) -m agora.cli run --profile $(PROFILE) --model $(MODEL) $(if $(filter 1,$(JAEGER)),,--no-jaeger) \
 		$(if $(AGENTS),--agents $(abspath $(AGENTS)))
 
 # The tools are built two at a time: while one Go build links (one core) or downloads its
 # modules, the other compiles.
-# The slowest tests are listed at the end: where the suite's time goes.
+# The slowest tests are listed at the end: where the suite's time goes. Then the postgres
+# profile's share of them (`test-postgres`, about 3 minutes).
 test:
 	@$(MAKE) --no-print-directory -j2 tools kube-node
 	$(PY) -m pytest tests -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
+	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
@@ -147,6 +155,13 @@ test-unit: venv
 test-integration:
 	@$(MAKE) --no-print-directory -j2 tools kube-node
 	$(PY) -m pytest tests/integration -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# The market's, planner's, debate's, escalation's and agent apps' tests with PostgreSQL as the
+# state store and RabbitMQ as the broker (the postgres profile) instead of Redis.
+POSTGRES_TESTS := tests/integration/test_market_a2a.py tests/integration/test_planner.py \
+	tests/integration/test_debate.py tests/integration/test_escalation.py tests/integration/test_agent_app.py
+test-postgres: venv dapr postgres
+	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The node test alone: the kubelet, containerd and runc running pods (tests/integration/kubernetes/node.py).
 test-kubernetes-node: venv kube-node

@@ -11,7 +11,7 @@ from agora.harness import LocalCluster, ServiceSpec
 from agora.harness.system import EMBEDDED, RECORDER, REGISTRY, SERVICES, console_with
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.sidecar import DaprSidecar
-from tests.integration.helpers import write_console_api_keys, write_console_users
+from tests.integration.helpers import STORE_PROFILE, write_console_api_keys, write_console_users
 
 
 def _start(
@@ -41,12 +41,13 @@ def _start(
 
 
 @pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Redis profile: every service as its own app, two registry replicas sharing state and
-    pub/sub, a recorder on the dead-letter and task decision topics, and the console."""
+def apps_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Every service as its own app (the redis profile, or `STORE_PROFILE`'s), two registry
+    replicas sharing state and pub/sub, a recorder on the dead-letter and task decision topics,
+    and the console."""
     specs = [(spec, 2 if spec is REGISTRY else 1) for spec in SERVICES]
     yield from _start(
-        "redis", tmp_path_factory.mktemp("redis-cluster"), [*specs, (RECORDER, 1)], console=True
+        STORE_PROFILE, tmp_path_factory.mktemp("apps-cluster"), [*specs, (RECORDER, 1)], console=True
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -27,6 +28,18 @@ from agora.harness.cluster import LOCAL_MODEL
 from agora.llm import OpenAICompatibleClient
 
 T = TypeVar("T")
+
+STORE_PROFILE = os.environ.get("AGORA_TEST_STORE", "redis")
+"""The profile of the systems whose services are each their own app: `redis` (Redis as store
+and broker), or with AGORA_TEST_STORE=postgres, PostgreSQL as store and RabbitMQ as broker
+(`make test-postgres` runs the market's, planner's, debate's, escalation's and agent apps'
+tests so)."""
+if STORE_PROFILE not in ("redis", "postgres"):
+    raise ValueError(f"AGORA_TEST_STORE is redis or postgres, not {STORE_PROFILE!r}")
+uses_redis_itself = pytest.mark.skipif(
+    STORE_PROFILE != "redis", reason="reads or changes Redis itself (its own commands)"
+)
+"""For a test that talks to Redis directly: it runs only on the redis profile."""
 
 
 def eventually(check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.2) -> T:

@@ -31,12 +31,14 @@ from agora.sdk.crews import DaprMarket, MarketCrewResult
 from agora.sdk.runner import AgentDefinition, AgentRunner
 from tests.integration.apps.market_agents import RUNS_LOG
 from tests.integration.helpers import (
+    STORE_PROFILE,
     eventually,
     filter_ids,
     profile,
     publish_event,
     recorded_message,
     replicas_of,
+    uses_redis_itself,
 )
 from tests.integration.test_market import redis_command
 
@@ -66,7 +68,7 @@ TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 @pytest.fixture(scope="module")
 def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
-        "redis", run_dir=tmp_path_factory.mktemp("agent-app-cluster"), jaeger=True,
+        STORE_PROFILE, run_dir=tmp_path_factory.mktemp("agent-app-cluster"), jaeger=True,
         # An award's window of 90 s instead of 30: the kill tests restart the agent app within
         # it, and a restart on a busy machine (two test workers, each with its systems) was
         # seen to take 30 s. No test here waits for a window to pass.
@@ -291,6 +293,7 @@ def test_killing_the_agent_app_mid_run_loses_no_task(market: LocalCluster, momen
         assert starts == 2, f"the run started {starts} times: once before the kill, once after"
 
 
+@uses_redis_itself
 def test_an_outcome_the_board_recorded_but_could_not_announce_is_announced_by_the_award_s_redelivery_once(
     market: LocalCluster,
 ) -> None:

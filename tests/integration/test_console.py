@@ -431,12 +431,12 @@ def test_a_task_s_page_follows_the_task_s_event_stream(
 
 
 def test_a_tasks_trace_is_drawn_across_the_services_it_went_through(
-    redis_cluster: LocalCluster, browser: Browser
+    apps_cluster: LocalCluster, browser: Browser
 ) -> None:
     """Every service its own app (the redis profile): the trace of one task, from publication to
     outcome, is drawn from the trace store with the spans of the services it went through."""
-    [console] = replicas_of(redis_cluster, "console")
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    [console] = replicas_of(apps_cluster, "console")
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     task_id = f"console-trace-{uuid.uuid4().hex[:6]}"
     spec = TaskSpec(
         task_id=task_id,
@@ -445,7 +445,7 @@ def test_a_tasks_trace_is_drawn_across_the_services_it_went_through(
         min_success_threshold=0.0,
     )
     publish_event(allocator.dapr_http, "agora.tasks", spec.model_dump(mode="json"))
-    board = replicas_of(redis_cluster, "taskboard")[0]
+    board = replicas_of(apps_cluster, "taskboard")[0]
 
     def settled() -> bool:
         answer = httpx.get(board.invoke_url(f"v1/tasks/{task_id}"), timeout=30)

@@ -26,6 +26,7 @@ from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripte
 from agora.harness.system import CONSOLE, DEBATE, RECORDER, SERVICES
 from agora.runtime.settings import ServiceSettings
 from tests.integration.helpers import (
+    STORE_PROFILE,
     error_line,
     eventually,
     record_at,
@@ -84,7 +85,7 @@ def debates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Debates]:
                  "BROKEN_ACTIVITY": "debate.round", "BROKEN_MARKER": BREAKS_ANSWERS},
         )  # fmt: skip
         with LocalCluster(
-            "redis",
+            STORE_PROFILE,
             run_dir=tmp_path_factory.mktemp("debate-cluster"),
             jaeger=True,
             extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},

@@ -165,44 +165,44 @@ def test_deadline_applies_the_default_decision(default_cluster: LocalCluster) ->
     assert resume(default_cluster, escalation_id, {"action": "retry"}).status_code == 409
 
 
-def test_parked_escalation_survives_restart_of_its_app_and_sidecar(redis_cluster: LocalCluster) -> None:
-    session, escalation_id = pause(redis_cluster)
-    escalation = replicas_of(redis_cluster, "escalation")[0]
+def test_parked_escalation_survives_restart_of_its_app_and_sidecar(apps_cluster: LocalCluster) -> None:
+    session, escalation_id = pause(apps_cluster)
+    escalation = replicas_of(apps_cluster, "escalation")[0]
     escalation.kill()
     escalation.start()
-    shown = httpx.get(url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}"), timeout=30).json()
+    shown = httpx.get(url(apps_cluster, "escalation", f"v1/escalations/{escalation_id}"), timeout=30).json()
     assert shown["status"] == "WAITING_FOR_HUMAN"
-    listed = httpx.get(url(redis_cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
+    listed = httpx.get(url(apps_cluster, "escalation", "v1/escalations"), timeout=30).json()["escalations"]
     assert escalation_id in [e["escalation_id"] for e in listed]
-    assert resume(redis_cluster, escalation_id, {"action": "retry"}).status_code == 200
-    eventually(lambda: session_state(redis_cluster, session)["status"] == "RUNNING")
+    assert resume(apps_cluster, escalation_id, {"action": "retry"}).status_code == 200
+    eventually(lambda: session_state(apps_cluster, session)["status"] == "RUNNING")
 
 
-def test_resume_needs_the_api_token_when_one_is_set(redis_cluster: LocalCluster) -> None:
-    escalation = replicas_of(redis_cluster, "escalation")[0]
+def test_resume_needs_the_api_token_when_one_is_set(apps_cluster: LocalCluster) -> None:
+    escalation = replicas_of(apps_cluster, "escalation")[0]
     escalation.stop()
     escalation.spec.env["AGORA_API_TOKEN"] = "s3cret"
     try:
         escalation.start()
-        _, escalation_id = pause(redis_cluster)
-        denied = resume(redis_cluster, escalation_id, {"action": "retry"})
+        _, escalation_id = pause(apps_cluster)
+        denied = resume(apps_cluster, escalation_id, {"action": "retry"})
         assert denied.status_code == 401 and denied.json()["error"] == "UNAUTHORIZED"
         allowed = httpx.post(
-            url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
+            url(apps_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
             json={"decision": {"kind": "escalation", "action": "retry"}, "who": "alice"},
             headers={"x-agora-token": "s3cret"},
             timeout=30,
         )
         assert allowed.status_code == 200
         forged = httpx.post(
-            url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
+            url(apps_cluster, "escalation", f"v1/escalations/{escalation_id}/resume"),
             json={"decision": {"kind": "escalation", "action": "retry"}, "who": "mallory"},
             headers={"x-agora-token": "guess-4711"},
             timeout=30,
         )
         assert forged.status_code == 401
         for log in (f"{escalation.name}.app.log", f"{escalation.name}.daprd.log"):
-            text = (redis_cluster.logs / log).read_text()
+            text = (apps_cluster.logs / log).read_text()
             assert "s3cret" not in text and "guess-4711" not in text, log  # tokens are never logged
     finally:
         escalation.stop()
@@ -277,7 +277,7 @@ def test_pre_execution_checkpoint_parks_the_same_way(default_cluster: LocalClust
 
 @pytest.mark.parametrize("kind", ["plan_step", "debate"])
 def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
-    redis_cluster: LocalCluster, kind: str
+    apps_cluster: LocalCluster, kind: str
 ) -> None:
     """Whatever waits (here a plan step or a debate, parked through the HTTP API) hears the
     decision on `agora.escalation.resolved`, addressed to it."""
@@ -290,18 +290,18 @@ def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
         output_summary="two proposals compared, one missing",
     )
     parked = httpx.put(
-        url(redis_cluster, "escalation", f"v1/escalations/{escalation_id}"),
+        url(apps_cluster, "escalation", f"v1/escalations/{escalation_id}"),
         json={"waiting_party": party, "context": context, "who": kind.replace("_", "-")},
         timeout=30,
     )
     parked.raise_for_status()
     assert parked.json()["status"] == "WAITING_FOR_HUMAN"
     prompt = "Compare only the two complete proposals"
-    decided = resume(redis_cluster, escalation_id, {"action": "modify_prompt", "modified_prompt": prompt})
+    decided = resume(apps_cluster, escalation_id, {"action": "modify_prompt", "modified_prompt": prompt})
     assert decided.status_code == 200, decided.text
 
     def told() -> dict[str, Any] | None:
-        return recorded_message(redis_cluster, "agora.escalation.resolved", "escalation_id", escalation_id)
+        return recorded_message(apps_cluster, "agora.escalation.resolved", "escalation_id", escalation_id)
 
     event = eventually(told, timeout=30)
     assert event["waiting_party"] == party
@@ -309,12 +309,12 @@ def test_any_waiting_party_is_told_the_decision_on_the_resolved_topic(
     assert event["decided_by"] == "alice"
 
 
-def test_only_the_console_may_resume_under_the_access_control_policy(redis_cluster: LocalCluster) -> None:
+def test_only_the_console_may_resume_under_the_access_control_policy(apps_cluster: LocalCluster) -> None:
     """mTLS gives every sidecar a SPIFFE identity; the escalation app's sidecar lets the
     console resume and refuses a service, which may still list and show."""
-    _, escalation_id = pause(redis_cluster)
-    worker = replicas_of(redis_cluster, "worker")[0]
-    console = replicas_of(redis_cluster, "console")[0]
+    _, escalation_id = pause(apps_cluster)
+    worker = replicas_of(apps_cluster, "worker")[0]
+    console = replicas_of(apps_cluster, "console")[0]
 
     listed = httpx.get(worker.invoke_url("v1/escalations", app_id="escalation"), timeout=30)
     assert listed.status_code == 200

@@ -188,10 +188,10 @@ def publish(cluster: LocalCluster, topic: str, body: bytes, content_type: str) -
 
 @pytest.mark.parametrize("topic", sorted(VALID))
 def test_every_payload_a_topic_refuses_is_dead_lettered_with_its_reason(
-    redis_cluster: LocalCluster, topic: str
+    apps_cluster: LocalCluster, topic: str
 ) -> None:
     refused: list[str] = []
-    apps = [r for r in redis_cluster.replicas if r.spec.module is not None]
+    apps = [r for r in apps_cluster.replicas if r.spec.module is not None]
     errors_before = {r.name: errors_in(r) for r in apps}
 
     @settings(max_examples=25, deadline=None, derandomize=True,
@@ -205,7 +205,7 @@ def test_every_payload_a_topic_refuses_is_dead_lettered_with_its_reason(
                 else payload
             )
         status, event_id = publish(
-            redis_cluster, topic, json.dumps(payload).encode(), "application/cloudevents+json"
+            apps_cluster, topic, json.dumps(payload).encode(), "application/cloudevents+json"
         )
         assert status < 500 and status in (200, 204), (status, payload)
         if refused_by_contract(topic, payload) or disowned(topic, payload):
@@ -214,14 +214,14 @@ def test_every_payload_a_topic_refuses_is_dead_lettered_with_its_reason(
     send()
     assert refused, "the fuzzing sent nothing the contract refuses"
     for event_id in refused:
-        letter = dead_letter_for(redis_cluster, event_id, timeout=30)
+        letter = dead_letter_for(apps_cluster, event_id, timeout=30)
         assert letter["reason"] and letter["topic"] == topic
         assert letter["errors"] or letter["reason"] != "payload failed validation"
 
-    status, _ = publish(redis_cluster, topic, b"this is not JSON {", "text/plain")
+    status, _ = publish(apps_cluster, topic, b"this is not JSON {", "text/plain")
     assert status in (200, 204)
     # What a subscriber keeps of the junk can still be shown (the recorder lists what it got).
-    recorder = replicas_of(redis_cluster, "recorder")[0]
+    recorder = replicas_of(apps_cluster, "recorder")[0]
     assert httpx.get(f"{recorder.app_url}/v1/messages/{topic}", timeout=10).status_code == 200
     for replica in apps:
         assert httpx.get(f"{replica.app_url}/healthz", timeout=5).status_code == 200, replica.name

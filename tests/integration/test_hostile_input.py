@@ -121,9 +121,9 @@ def test_a_decision_for_an_unknown_escalation_is_dead_lettered(default_cluster: 
     assert refusal["reason"].startswith("NOT_FOUND")
 
 
-def test_only_the_escalation_service_may_publish_decisions(redis_cluster: LocalCluster) -> None:
-    session, escalation_id = pause(redis_cluster)
-    [recorder] = replicas_of(redis_cluster, "recorder")
+def test_only_the_escalation_service_may_publish_decisions(apps_cluster: LocalCluster) -> None:
+    session, escalation_id = pause(apps_cluster)
+    [recorder] = replicas_of(apps_cluster, "recorder")
     forged = forged_decision(escalation_id, session)
     with pytest.raises(httpx.HTTPStatusError) as refused:
         publish_event(recorder.dapr_http, "agora.escalation.resolved", forged)
@@ -132,22 +132,22 @@ def test_only_the_escalation_service_may_publish_decisions(redis_cluster: LocalC
 
     # What slips past the scopes (here: published from the escalation app's own sidecar, as a
     # message injected into the broker would arrive) is checked against the record.
-    escalation_app = host(redis_cluster, "escalation")
+    escalation_app = host(apps_cluster, "escalation")
     event_id = publish_event(escalation_app.dapr_http, "agora.escalation.resolved", forged)
-    letter = dead_letter_for(redis_cluster, event_id)
+    letter = dead_letter_for(apps_cluster, event_id)
     assert letter["subscriber"] in {"uncertainty", "worker"}
     assert letter["reason"].startswith("UNVERIFIED_DECISION")
-    assert session_state(redis_cluster, session)["status"] == "WAITING_FOR_HUMAN"
-    assert escalation(redis_cluster, escalation_id)["status"] == "WAITING_FOR_HUMAN"
+    assert session_state(apps_cluster, session)["status"] == "WAITING_FOR_HUMAN"
+    assert escalation(apps_cluster, escalation_id)["status"] == "WAITING_FOR_HUMAN"
 
-    console = host(redis_cluster, "console")
+    console = host(apps_cluster, "console")
     answer = httpx.post(
         console.invoke_url(f"v1/escalations/{escalation_id}/resume", app_id="escalation"),
         json={"decision": {"kind": "escalation", "action": "retry"}, "who": "alice", "why": "checked"},
         timeout=30,
     )
     assert answer.status_code == 200, answer.text
-    eventually(lambda: session_state(redis_cluster, session)["status"] == "RUNNING")
+    eventually(lambda: session_state(apps_cluster, session)["status"] == "RUNNING")
 
 
 def test_a_bad_park_request_names_its_fields(default_cluster: LocalCluster) -> None:
@@ -257,10 +257,10 @@ def test_a_forged_outcome_is_refused_and_counts_nowhere(default_cluster: LocalCl
 
 
 def test_only_workers_may_report_outcomes_and_only_the_board_may_announce_recorded_ones(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    [recorder] = replicas_of(redis_cluster, "recorder")
-    [worker] = replicas_of(redis_cluster, "worker")
+    [recorder] = replicas_of(apps_cluster, "recorder")
+    [worker] = replicas_of(apps_cluster, "worker")
     outcome = {
         "task_id": "any",
         "agent_id": "any",
@@ -338,31 +338,31 @@ def test_an_oversized_registration_is_refused_fast_and_leaves_nothing(
     assert agent_id not in registry_index(cluster)
 
 
-def test_an_oversized_registration_on_the_topic_is_dead_lettered_fast(redis_cluster: LocalCluster) -> None:
-    registry = host(redis_cluster, "registry")
+def test_an_oversized_registration_on_the_topic_is_dead_lettered_fast(apps_cluster: LocalCluster) -> None:
+    registry = host(apps_cluster, "registry")
     agent_id = f"huge-{uuid.uuid4().hex[:6]}"
     started = time.monotonic()
     event_id = publish_event(
         registry.dapr_http, "agora.registry", {"kind": "register", "profile": huge_profile(agent_id)}
     )
-    letter = dead_letter_for(redis_cluster, event_id)
+    letter = dead_letter_for(apps_cluster, event_id)
     assert time.monotonic() - started < 5
     assert letter["reason"] == "payload failed validation"
     assert letter["errors"][0]["loc"][-1] == "skill_tags"
-    for replica in replicas_of(redis_cluster, "registry"):
+    for replica in replicas_of(apps_cluster, "registry"):
         assert httpx.get(f"{replica.app_url}/healthz", timeout=2).status_code == 200
         assert httpx.get(f"{replica.app_url}/v1/agents/{agent_id}", timeout=5).status_code == 404
-    assert agent_id not in registry_index(redis_cluster)
+    assert agent_id not in registry_index(apps_cluster)
 
 
-def test_a_task_over_its_bounds_is_dead_lettered(redis_cluster: LocalCluster) -> None:
-    allocator = host(redis_cluster, "allocator")
+def test_a_task_over_its_bounds_is_dead_lettered(apps_cluster: LocalCluster) -> None:
+    allocator = host(apps_cluster, "allocator")
     task_id = f"task-{uuid.uuid4().hex[:8]}"
     spec = {"task_id": task_id, "description": "x" * (MAX_TEXT_CHARS + 1), "required_skills": ["web_search"]}
     event_id = publish_event(allocator.dapr_http, "agora.tasks", spec)
-    letter = dead_letter_for(redis_cluster, event_id)
+    letter = dead_letter_for(apps_cluster, event_id)
     assert letter["errors"][0]["loc"][-1] == "description"
-    assert task_record(redis_cluster, task_id) is None
+    assert task_record(apps_cluster, task_id) is None
 
 
 def test_a_profile_and_a_task_at_every_bound_are_served_fast(default_cluster: LocalCluster) -> None:
@@ -406,18 +406,18 @@ def test_a_profile_and_a_task_at_every_bound_are_served_fast(default_cluster: Lo
 
 
 def test_an_outcome_for_an_unknown_escalation_is_dead_lettered_on_first_delivery(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    uncertainty = host(redis_cluster, "uncertainty")
+    uncertainty = host(apps_cluster, "uncertainty")
     event_id = publish_event(
         uncertainty.dapr_http,
         "agora.escalation.outcome",
         {"escalation_id": f"nope-{uuid.uuid4().hex[:6]}", "succeeded": True},
     )
-    letter = dead_letter_for(redis_cluster, event_id, timeout=10)
+    letter = dead_letter_for(apps_cluster, event_id, timeout=10)
     assert letter["subscriber"] == "escalation"
     assert letter["reason"].startswith("NOT_FOUND")
-    escalation_app = host(redis_cluster, "escalation")
+    escalation_app = host(apps_cluster, "escalation")
     retried = [
         line
         for line in log_lines(escalation_app)
@@ -429,10 +429,10 @@ def test_an_outcome_for_an_unknown_escalation_is_dead_lettered_on_first_delivery
 # -- who may change the registry -----------------------------------------------------------------
 
 
-def test_only_people_s_tools_may_deregister_or_overwrite_agents(redis_cluster: LocalCluster) -> None:
+def test_only_people_s_tools_may_deregister_or_overwrite_agents(apps_cluster: LocalCluster) -> None:
     """The registry's sidecar applies its access-control policy to each caller's identity."""
     console, worker, allocator, recorder = (
-        host(redis_cluster, name) for name in ("console", "worker", "allocator", "recorder")
+        host(apps_cluster, name) for name in ("console", "worker", "allocator", "recorder")
     )
     skill = f"guarded-{uuid.uuid4().hex[:6]}"
     victim = f"victim-{uuid.uuid4().hex[:6]}"

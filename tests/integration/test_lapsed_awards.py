@@ -36,7 +36,7 @@ def _caller(cluster: LocalCluster) -> tuple[ServiceReplica, str]:
     return replicas_of(cluster, "console")[0], "registry"
 
 
-@pytest.mark.parametrize("cluster_name", ["default_cluster", "redis_cluster"])
+@pytest.mark.parametrize("cluster_name", ["default_cluster", "apps_cluster"])
 def test_a_burst_of_awards_won_by_a_registration_with_nothing_behind_it_all_end(
     cluster_name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -109,14 +109,14 @@ def _won_by(cluster: LocalCluster, task_ids: list[str], agent_id: str) -> list[s
 
 
 def test_a_task_read_whose_sidecar_does_not_answer_is_a_typed_503_in_bounded_time(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     """The board's own sidecar paused (alive, holding its sockets, answering nothing): showing a
     task answers 503 UNAVAILABLE with its reason within the read timeout, not a 500 with a
     traceback after the actor call's minute; once the sidecar is back, the board answers."""
-    [board] = replicas_of(redis_cluster, "taskboard")
+    [board] = replicas_of(apps_cluster, "taskboard")
     assert board.daprd is not None
-    log_lines_before = board_log(redis_cluster, board).count("\n")
+    log_lines_before = board_log(apps_cluster, board).count("\n")
     board.daprd.pause()
     try:
         started = time.monotonic()
@@ -129,7 +129,7 @@ def test_a_task_read_whose_sidecar_does_not_answer_is_a_typed_503_in_bounded_tim
     assert set(body) == {"error", "message", "details"} and body["error"] == "UNAVAILABLE", body
     assert "did not answer in time" in body["message"] and "get_task" in body["message"]
     assert took < READ_TIMEOUT_S + 5, f"answered after {took:.1f} s"
-    new_lines = board_log(redis_cluster, board).splitlines()[log_lines_before:]
+    new_lines = board_log(apps_cluster, board).splitlines()[log_lines_before:]
     assert not [line for line in new_lines if "Traceback" in line or "Exception in ASGI" in line]
     # Back: an unknown task is a 404 again, through the sidecar as people's tools call it.
     eventually(

@@ -162,12 +162,12 @@ def test_redelivered_task_is_allocated_once(default_cluster: LocalCluster) -> No
     assert len(record["allocation"]["all_bids"]) == 2
 
 
-def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalCluster) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
-    [recorder] = replicas_of(redis_cluster, "recorder")
+def test_same_task_id_with_another_spec_is_dead_lettered(apps_cluster: LocalCluster) -> None:
+    allocator = replicas_of(apps_cluster, "allocator")[0]
+    [recorder] = replicas_of(apps_cluster, "recorder")
     spec = task()
     publish_task(allocator, spec)
-    settled(redis_cluster, spec["task_id"], {"ALLOCATED", "COMPLETED", "FAILED"})
+    settled(apps_cluster, spec["task_id"], {"ALLOCATED", "COMPLETED", "FAILED"})
     publish_task(allocator, {**spec, "description": "something else entirely"})
 
     def letter() -> dict[str, Any] | None:
@@ -179,9 +179,9 @@ def test_same_task_id_with_another_spec_is_dead_lettered(redis_cluster: LocalClu
     assert "CONFLICTING_TASK" in eventually(letter)["reason"]
 
 
-def test_malformed_task_spec_is_dead_lettered_with_its_error(redis_cluster: LocalCluster) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
-    [recorder] = replicas_of(redis_cluster, "recorder")
+def test_malformed_task_spec_is_dead_lettered_with_its_error(apps_cluster: LocalCluster) -> None:
+    allocator = replicas_of(apps_cluster, "allocator")[0]
+    [recorder] = replicas_of(apps_cluster, "recorder")
     bad: dict[str, Any] = {
         "task_id": f"bad-{uuid.uuid4().hex[:8]}",
         "description": "",
@@ -199,27 +199,27 @@ def test_malformed_task_spec_is_dead_lettered_with_its_error(redis_cluster: Loca
     found = eventually(letter)
     assert found["topic"] == "agora.tasks" and found["subscriber"] == "allocator"
     assert {e["loc"][-1] for e in found["errors"]} == {"description", "required_skills", "budget_usd"}
-    assert show(redis_cluster, bad["task_id"]) is None, "nothing was posted for it"
+    assert show(apps_cluster, bad["task_id"]) is None, "nothing was posted for it"
 
 
 def test_award_reaches_subscribers_and_the_pipeline_spans_separate_services(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     spec = task()
     publish_task(allocator, spec)
-    record = settled(redis_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
+    record = settled(apps_cluster, spec["task_id"], {"COMPLETED", "FAILED"})
 
     def award() -> dict[str, Any] | None:
-        return recorded_message(redis_cluster, "agora.task.awarded", "task_id", spec["task_id"])
+        return recorded_message(apps_cluster, "agora.task.awarded", "task_id", spec["task_id"])
 
     awarded = eventually(award)
     assert awarded["agent_id"] == record["allocation"]["winning_agent_id"] == record["outcome"]["agent_id"]
     assert awarded["score"]["final_score"] >= 0
 
 
-async def test_concurrent_outcomes_for_one_agent_lose_no_update(redis_cluster: LocalCluster) -> None:
-    replica = replicas_of(redis_cluster, "allocator")[0]
+async def test_concurrent_outcomes_for_one_agent_lose_no_update(apps_cluster: LocalCluster) -> None:
+    replica = replicas_of(apps_cluster, "allocator")[0]
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
     reputation = reputation_actors(ActorClient(sidecar))
     agent = f"agent-{uuid.uuid4().hex[:8]}"
@@ -292,27 +292,27 @@ def redis_ttl(cluster: LocalCluster, key: str) -> int:
 
 
 def test_a_finished_task_and_its_listing_expire_by_a_state_ttl_with_no_reminder(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     """Dapr keeps a finished task's record for the retention by a state TTL on the actor's state
     (the `ActorStateTTL` feature) and its status listing by one on the listing of the period
     it ended in; its listing under that status is read through the board's API."""
-    [console] = replicas_of(redis_cluster, "console")
+    [console] = replicas_of(apps_cluster, "console")
     spec = task()
     publish_task(console, spec)
-    record = settled(redis_cluster, spec["task_id"])
+    record = settled(apps_cluster, spec["task_id"])
     retention = 7 * 24 * 3600  # AGORA_RETENTION_SECONDS's default
 
-    record_ttl = redis_ttl(redis_cluster, f"taskboard||Task||{spec['task_id']}||state")
+    record_ttl = redis_ttl(apps_cluster, f"taskboard||Task||{spec['task_id']}||state")
     assert retention - 120 < record_ttl <= retention, record_ttl
     period = retention // 16
     ended = int(datetime.fromisoformat(record["history"][-1]["at"]).timestamp()) // period * period
     pattern = f"taskboard||taskboard:status:{record['status']}@{ended}:*"
-    keys = [line for line in redis_command(redis_cluster, "KEYS", pattern).split(b"\r\n") if b"||" in line]
+    keys = [line for line in redis_command(apps_cluster, "KEYS", pattern).split(b"\r\n") if b"||" in line]
     assert keys, pattern
     for key in keys:
-        assert retention < redis_ttl(redis_cluster, key.decode()) <= retention + 2 * period
+        assert retention < redis_ttl(apps_cluster, key.decode()) <= retention + 2 * period
     listed = httpx.get(
-        board(redis_cluster).invoke_url("v1/tasks", app_id="taskboard"), params={"status": record["status"]}
+        board(apps_cluster).invoke_url("v1/tasks", app_id="taskboard"), params={"status": record["status"]}
     )
     assert spec["task_id"] in listed.json()["task_ids"]

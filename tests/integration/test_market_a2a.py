@@ -70,9 +70,9 @@ def board_record(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
     return answer.json() if answer.status_code == 200 else None
 
 
-async def test_the_card_lists_the_market_s_skills_and_asks_for_a_key(redis_cluster: LocalCluster) -> None:
+async def test_the_card_lists_the_market_s_skills_and_asks_for_a_key(apps_cluster: LocalCluster) -> None:
     async with httpx.AsyncClient(timeout=30) as http:  # no key: the card is public
-        card = await A2ACardResolver(http, console_url(redis_cluster)).get_agent_card()
+        card = await A2ACardResolver(http, console_url(apps_cluster)).get_agent_card()
     assert "web_search" in {skill.id for skill in card.skills}
     [interface] = card.supported_interfaces
     assert interface.url.endswith("/a2a") and interface.protocol_binding == "JSONRPC"
@@ -81,13 +81,13 @@ async def test_the_card_lists_the_market_s_skills_and_asks_for_a_key(redis_clust
 
 
 async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_back(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     request = SendMessageRequest(
         message=task_message("Summarise this week's papers on agent coordination", ["web_search"])
     )
     seen: list[StreamResponse] = []
-    async with a2a_client(redis_cluster, CONSOLE_DECIDER) as client:
+    async with a2a_client(apps_cluster, CONSOLE_DECIDER) as client:
         async for response in client.send_message(request):
             seen.append(response)
         first = seen[0]
@@ -98,7 +98,7 @@ async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_ba
         assert states[-1] in FINAL, states
         # The outcome came as the task's artifact before the final status.
         [artifact] = [r.artifact_update.artifact for r in seen if r.HasField("artifact_update")]
-        record = board_record(redis_cluster, task_id)
+        record = board_record(apps_cluster, task_id)
         assert record is not None and record["outcome"] is not None
         assert record["spec"]["min_success_threshold"] == 0.0, "the metadata's terms are the task's"
         assert artifact.parts[0].text == record["outcome"]["summary"]
@@ -114,7 +114,7 @@ async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_ba
         assert again[0].task.id == task_id
 
 
-async def test_the_0_3_wire_reaches_the_same_market(redis_cluster: LocalCluster) -> None:
+async def test_the_0_3_wire_reaches_the_same_market(apps_cluster: LocalCluster) -> None:
     message_id = uuid.uuid4().hex
     body = {
         "jsonrpc": "2.0",
@@ -131,7 +131,7 @@ async def test_the_0_3_wire_reaches_the_same_market(redis_cluster: LocalCluster)
         },
     }
     headers = {"authorization": f"Bearer {CONSOLE_KEYS[CONSOLE_DECIDER]}"}
-    answer = httpx.post(f"{console_url(redis_cluster)}/a2a", json=body, headers=headers, timeout=60)
+    answer = httpx.post(f"{console_url(apps_cluster)}/a2a", json=body, headers=headers, timeout=60)
     assert answer.status_code == 200, answer.text
     result = answer.json()["result"]
     # The 0.3 wire's answer: the task in 0.3's words, as the board has it (the market may have
@@ -139,21 +139,21 @@ async def test_the_0_3_wire_reaches_the_same_market(redis_cluster: LocalCluster)
     assert result["kind"] == "task" and result["id"] == task_id_of(Message(message_id=message_id)), result
     assert result["status"]["state"] in {"submitted", "working", "completed", "failed", "rejected"}, result
     # Skills named in the text: the market took the task and decides it.
-    record = eventually(lambda: board_record(redis_cluster, result["id"]), timeout=60)
+    record = eventually(lambda: board_record(apps_cluster, result["id"]), timeout=60)
     assert record["spec"]["required_skills"] == ["web_search"]
 
 
-async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(redis_cluster: LocalCluster) -> None:
-    async with a2a_client(redis_cluster, CONSOLE_VIEWER, streaming=False) as viewer:
+async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(apps_cluster: LocalCluster) -> None:
+    async with a2a_client(apps_cluster, CONSOLE_VIEWER, streaming=False) as viewer:
         message = task_message("Summarise the papers", ["web_search"])
         with pytest.raises(A2AError, match="FORBIDDEN: victor is a viewer"):
             [r async for r in viewer.send_message(SendMessageRequest(message=message))]
         listed = await viewer.list_tasks(ListTasksRequest(page_size=5))
         assert listed.page_size == 5
-    assert board_record(redis_cluster, task_id_of(message)) is None
+    assert board_record(apps_cluster, task_id_of(message)) is None
 
     refused = httpx.post(
-        f"{console_url(redis_cluster)}/a2a",
+        f"{console_url(apps_cluster)}/a2a",
         json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
         timeout=30,
     )
@@ -163,9 +163,9 @@ async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(redis_cluster:
 
 
 async def test_a_message_the_market_cannot_take_is_refused_with_what_to_send(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    async with a2a_client(redis_cluster, CONSOLE_DECIDER, streaming=False) as client:
+    async with a2a_client(apps_cluster, CONSOLE_DECIDER, streaming=False) as client:
         vague = task_message("Do something nice")
         with pytest.raises(A2AError, match=r"name the skills the task needs in metadata\.skills"):
             [r async for r in client.send_message(SendMessageRequest(message=vague))]

@@ -18,8 +18,8 @@ BURST = 100
 RESUMABLE = {"PENDING", "BIDDING", "ALLOCATED"}
 
 
-def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: LocalCluster) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(apps_cluster: LocalCluster) -> None:
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     batch = uuid.uuid4().hex[:6]
     specs = [task(task_id=f"burst-{batch}-{i:03d}") for i in range(BURST)]
 
@@ -27,7 +27,7 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
         publishing = [pool.submit(publish_task, allocator, spec) for spec in specs]
         # Kill once the board shows the burst is under way, mid-flight.
         eventually(
-            lambda: sum(show(redis_cluster, s["task_id"]) is not None for s in specs[:20]) >= 5, timeout=30
+            lambda: sum(show(apps_cluster, s["task_id"]) is not None for s in specs[:20]) >= 5, timeout=30
         )
         allocator.kill_app()
         killed_at = time.monotonic()
@@ -36,7 +36,7 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
 
     # While the app is down, whatever reached the board is terminal or resumable.
     records: dict[str, dict[str, Any] | None] = {
-        s["task_id"]: show(redis_cluster, s["task_id"]) for s in specs
+        s["task_id"]: show(apps_cluster, s["task_id"]) for s in specs
     }
     for task_id, record in records.items():
         assert record is None or record["status"] in TERMINAL | RESUMABLE, (task_id, record)
@@ -45,7 +45,7 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
     assert time.monotonic() - killed_at < 60, "restart within the delivery retry window"
 
     def all_settled() -> dict[str, dict[str, Any]] | None:
-        settled = {s["task_id"]: show(redis_cluster, s["task_id"]) for s in specs}
+        settled = {s["task_id"]: show(apps_cluster, s["task_id"]) for s in specs}
         open_tasks = {
             task_id: r and {k: r[k] for k in ("status", "award_published", "history", "awards", "outcome")}
             for task_id, r in settled.items()
@@ -65,13 +65,13 @@ def test_killed_allocator_leaves_no_task_lost_or_allocated_twice(redis_cluster: 
 
 
 def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_returns(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     """The allocator's background run fails part way (no registry answers); it keeps the task
     undecided (PENDING) on the board, retries with backoff, and decides it once the registry is
     back."""
-    allocator = replicas_of(redis_cluster, "allocator")[0]
-    registries = replicas_of(redis_cluster, "registry")
+    allocator = replicas_of(apps_cluster, "allocator")[0]
+    registries = replicas_of(apps_cluster, "registry")
     spec = task()
     for registry in registries:
         registry.kill_app()
@@ -81,10 +81,10 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
         # can hand a message to its previous subscription, which cancels it; the stream's
         # pending entry is then claimed again after `processingTimeout`.
         eventually(
-            lambda: (record := show(redis_cluster, spec["task_id"])) and record["status"] == "PENDING",
+            lambda: (record := show(apps_cluster, spec["task_id"])) and record["status"] == "PENDING",
             timeout=60,
         )
-        app_log = redis_cluster.logs / f"{allocator.name}.app.log"
+        app_log = apps_cluster.logs / f"{allocator.name}.app.log"
 
         def attempt_failed() -> bool:
             return any(
@@ -93,13 +93,13 @@ def test_allocation_interrupted_by_an_unreachable_registry_completes_when_it_ret
             )
 
         eventually(attempt_failed, timeout=60)
-        assert present(show(redis_cluster, spec["task_id"]))["status"] == "PENDING"
+        assert present(show(apps_cluster, spec["task_id"]))["status"] == "PENDING"
     finally:
         for registry in registries:
             registry.start_app()
 
     def terminal() -> dict[str, Any] | None:
-        r = show(redis_cluster, spec["task_id"])
+        r = show(apps_cluster, spec["task_id"])
         return r if r and r["status"] in TERMINAL else None
 
     record = eventually(terminal, timeout=90)

@@ -81,10 +81,10 @@ async def eventually_async(check: Any, timeout: float = 40.0) -> Any:
 
 
 async def test_a_decider_publishes_a_task_and_reads_it_decided_by_the_market(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     task_id = f"mcp-{uuid.uuid4().hex[:10]}"
-    async with connected(redis_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
+    async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
         assert {t.name for t in (await session.list_tools()).tools} == EXPECTED_TOOLS
         agents = await call(session, "list_agents")
         assert {"researcher", "scout"} <= {a["agent_id"] for a in agents["agents"]}
@@ -114,11 +114,11 @@ async def test_a_decider_publishes_a_task_and_reads_it_decided_by_the_market(
 
 
 async def test_a_viewer_reads_an_escalation_but_only_a_decider_decides_it(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    session_id, escalation_id = pause(redis_cluster)
+    session_id, escalation_id = pause(apps_cluster)
 
-    async with connected(redis_cluster, CONSOLE_KEYS[CONSOLE_VIEWER]) as viewer:
+    async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_VIEWER]) as viewer:
         waiting = await call(viewer, "list_escalations", status="WAITING_FOR_HUMAN", limit=100)
         assert escalation_id in [e["escalation_id"] for e in waiting["escalations"]]
         shown = await call(viewer, "show_escalation", escalation_id=escalation_id)
@@ -132,7 +132,7 @@ async def test_a_viewer_reads_an_escalation_but_only_a_decider_decides_it(
             "status"
         ] == "WAITING_FOR_HUMAN"
 
-    async with connected(redis_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as decider:
+    async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as decider:
         decided = await call(
             decider,
             "decide_escalation",
@@ -148,25 +148,25 @@ async def test_a_viewer_reads_an_escalation_but_only_a_decider_decides_it(
         )
         assert again.isError, "a decided escalation is decided once"
 
-    state = session_state(redis_cluster, session_id)
+    state = session_state(apps_cluster, session_id)
     assert state["status"] == "RUNNING", state
 
 
 @pytest.mark.parametrize(
     "key", [None, "agora_nobody-has-this-key-at-the-console-mcp"], ids=["none", "unknown"]
 )
-def test_a_request_without_a_known_key_is_refused(redis_cluster: LocalCluster, key: str | None) -> None:
+def test_a_request_without_a_known_key_is_refused(apps_cluster: LocalCluster, key: str | None) -> None:
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     if key is not None:
         headers["authorization"] = f"Bearer {key}"
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    answer = httpx.post(mcp_url(redis_cluster), json=body, headers=headers, timeout=10)
+    answer = httpx.post(mcp_url(apps_cluster), json=body, headers=headers, timeout=10)
     assert answer.status_code == 401, answer.text
     assert answer.headers["www-authenticate"].lower().startswith("bearer")
 
 
-async def test_bad_arguments_are_the_tools_error_not_a_trace(redis_cluster: LocalCluster) -> None:
-    async with connected(redis_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
+async def test_bad_arguments_are_the_tools_error_not_a_trace(apps_cluster: LocalCluster) -> None:
+    async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
         cases: dict[str, dict[str, Any]] = {
             "show_task": {"task_id": "not an id/" * 50},
             "cancel_task": {"task_id": f"missing-{uuid.uuid4().hex[:8]}"},

@@ -29,6 +29,7 @@ from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.scripted_model import ScriptedModel, model_env, serve_scripted_model
 from agora.harness.system import CONSOLE, PLANNER, RECORDER, SERVICES
 from tests.integration.helpers import (
+    STORE_PROFILE,
     error_line,
     eventually,
     filter_ids,
@@ -96,7 +97,7 @@ def planner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planner]:
         )  # fmt: skip
         services = [scripted if spec is PLANNER else spec for spec in SERVICES]
         with LocalCluster(
-            "redis",
+            STORE_PROFILE,
             run_dir=tmp_path_factory.mktemp("planner-cluster"),
             jaeger=True,
             extra_env={"OTEL_BSP_SCHEDULE_DELAY": "200"},

@@ -16,8 +16,8 @@ from tests.integration.helpers import eventually, filter_ids, profile, publish_e
 REPLICATION_S = 60
 
 
-def test_registration_through_one_replica_is_seen_by_the_other(redis_cluster: LocalCluster) -> None:
-    a, b = replicas_of(redis_cluster, "registry")
+def test_registration_through_one_replica_is_seen_by_the_other(apps_cluster: LocalCluster) -> None:
+    a, b = replicas_of(apps_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
     for agent in (profile("alpha-" + skill, skill, "summarize"), profile("beta-" + skill, skill)):
         httpx.post(f"{a.app_url}/v1/agents", json=agent, timeout=10).raise_for_status()
@@ -36,8 +36,8 @@ def test_registration_through_one_replica_is_seen_by_the_other(redis_cluster: Lo
     eventually(lambda: filter_ids(a.app_url, [skill]) == ["beta-" + skill], timeout=REPLICATION_S)
 
 
-def test_registration_by_topic_reaches_every_replica(redis_cluster: LocalCluster) -> None:
-    replicas = replicas_of(redis_cluster, "registry")
+def test_registration_by_topic_reaches_every_replica(apps_cluster: LocalCluster) -> None:
+    replicas = replicas_of(apps_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
     publish_event(
         replicas[0].dapr_http, "agora.registry", {"kind": "register", "profile": profile("gamma", skill)}
@@ -50,8 +50,8 @@ def test_registration_by_topic_reaches_every_replica(redis_cluster: LocalCluster
         eventually(functools.partial(finds_gamma, replica), timeout=REPLICATION_S)
 
 
-def test_profile_survives_restart_of_app_and_sidecar(redis_cluster: LocalCluster) -> None:
-    a, b = replicas_of(redis_cluster, "registry")
+def test_profile_survives_restart_of_app_and_sidecar(apps_cluster: LocalCluster) -> None:
+    a, b = replicas_of(apps_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
     httpx.post(f"{a.app_url}/v1/agents", json=profile("durable", skill, cost_per_step_usd=0.5), timeout=10)
     eventually(lambda: filter_ids(b.app_url, [skill]) == ["durable"], timeout=REPLICATION_S)
@@ -62,9 +62,9 @@ def test_profile_survives_restart_of_app_and_sidecar(redis_cluster: LocalCluster
     assert stored["cost_per_step_usd"] == 0.5
 
 
-def test_malformed_command_is_dead_lettered_and_service_keeps_serving(redis_cluster: LocalCluster) -> None:
-    registry = replicas_of(redis_cluster, "registry")[0]
-    [recorder] = replicas_of(redis_cluster, "recorder")
+def test_malformed_command_is_dead_lettered_and_service_keeps_serving(apps_cluster: LocalCluster) -> None:
+    registry = replicas_of(apps_cluster, "registry")[0]
+    [recorder] = replicas_of(apps_cluster, "recorder")
     bad = {"kind": "register", "profile": {"agent_id": "", "agent_name": "Nobody", "skill_tags": []}}
     event_id = publish_event(registry.dapr_http, "agora.registry", bad)
 
@@ -92,9 +92,9 @@ def test_malformed_command_is_dead_lettered_and_service_keeps_serving(redis_clus
     assert filter_ids(registry.app_url, [skill]) == ["after-bad"]
 
 
-def test_not_a_cloud_event_is_dead_lettered_too(redis_cluster: LocalCluster) -> None:
-    registry = replicas_of(redis_cluster, "registry")[0]
-    [recorder] = replicas_of(redis_cluster, "recorder")
+def test_not_a_cloud_event_is_dead_lettered_too(apps_cluster: LocalCluster) -> None:
+    registry = replicas_of(apps_cluster, "registry")[0]
+    [recorder] = replicas_of(apps_cluster, "recorder")
     marker = uuid.uuid4().hex
     # Raw text published with a non-JSON content type arrives as a CloudEvent whose data is text.
     httpx.post(
@@ -113,8 +113,8 @@ def test_not_a_cloud_event_is_dead_lettered_too(redis_cluster: LocalCluster) -> 
     assert eventually(dead_letter)["reason"] == "payload failed validation"
 
 
-def test_redelivered_command_is_applied_once(redis_cluster: LocalCluster) -> None:
-    a, b = replicas_of(redis_cluster, "registry")
+def test_redelivered_command_is_applied_once(apps_cluster: LocalCluster) -> None:
+    a, b = replicas_of(apps_cluster, "registry")
     skill = f"skill-{uuid.uuid4().hex[:6]}"
     event_id = str(uuid.uuid4())
     publish_event(

@@ -73,20 +73,20 @@ def seconds_ahead(text: str) -> float:
 
 
 def test_a_registration_lapses_without_renewal_and_the_default_lease_applies(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
-    replicas = replicas_of(redis_cluster, "registry")
+    replicas = replicas_of(apps_cluster, "registry")
     skill = f"leased-{uuid.uuid4().hex[:6]}"
     brief, default, by_topic = (f"{name}-{skill}" for name in ("brief", "default", "topic"))
 
-    answer = register(redis_cluster, profile(brief, skill), lease_seconds=MIN_LEASE_SECONDS)
+    answer = register(apps_cluster, profile(brief, skill), lease_seconds=MIN_LEASE_SECONDS)
     assert answer.status_code == 200, answer.text
     assert 0 < seconds_ahead(answer.json()["lease_expires_at"]) <= MIN_LEASE_SECONDS
     registered_from = datetime.now(UTC)
-    answer = register(redis_cluster, profile(default, skill))  # no lease named
+    answer = register(apps_cluster, profile(default, skill))  # no lease named
     assert answer.status_code == 200, answer.text
     publish_event(  # the register command names no lease either
-        console(redis_cluster).dapr_http,
+        console(apps_cluster).dapr_http,
         "agora.registry",
         {"kind": "register", "profile": profile(by_topic, skill)},
     )
@@ -108,22 +108,22 @@ def test_a_registration_lapses_without_renewal_and_the_default_lease_applies(
         listed = httpx.get(f"{replica.app_url}/v1/agents", timeout=10).json()["agents"]
         assert brief not in {a["agent_id"] for a in listed}
 
-    refused = register(redis_cluster, profile(f"never-{skill}", skill), lease_seconds=MIN_LEASE_SECONDS - 1)
+    refused = register(apps_cluster, profile(f"never-{skill}", skill), lease_seconds=MIN_LEASE_SECONDS - 1)
     assert refused.status_code == 422, refused.text
 
     for agent_id in (default, by_topic):
-        httpx.delete(console(redis_cluster).invoke_url(f"v1/agents/{agent_id}", "registry"), timeout=30)
+        httpx.delete(console(apps_cluster).invoke_url(f"v1/agents/{agent_id}", "registry"), timeout=30)
 
 
-def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(redis_cluster: LocalCluster) -> None:
-    replicas = replicas_of(redis_cluster, "registry")
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(apps_cluster: LocalCluster) -> None:
+    replicas = replicas_of(apps_cluster, "registry")
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     skill = f"haunting-{uuid.uuid4().hex[:6]}"
     phantom = f"phantom-{uuid.uuid4().hex[:6]}"
     # A profile with nothing behind it: no runtime will ever acknowledge its awards. It also
     # has the sample agents' `web_search`, and a skill of its own that tasks prefer, so it is
     # the first candidate for the second task unless it is suspended.
-    answer = register(redis_cluster, profile(phantom, skill, "web_search"))
+    answer = register(apps_cluster, profile(phantom, skill, "web_search"))
     assert answer.status_code == 200, answer.text
     try:
         for replica in replicas:
@@ -138,7 +138,7 @@ def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(redis_clust
             {"task_id": first, "description": "Haunt the data warehouse", "required_skills": [skill],
              "min_success_threshold": 0.0, "deadline_ms": 3000},
         )  # fmt: skip
-        failed = task_in(redis_cluster, first, "FAILED", timeout=SETTLE_S)
+        failed = task_in(apps_cluster, first, "FAILED", timeout=SETTLE_S)
         assert failed["failure_reason"] == f"no agent acknowledged the award in time (tried {phantom})"
         [lapsed] = failed["awards"]
         assert lapsed["acknowledged_at"] is None and lapsed["expired_at"] is not None
@@ -155,7 +155,7 @@ def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(redis_clust
             assert phantom in {a["agent_id"] for a in listed}
         # Renewing its lease (as a runtime that renews but never acknowledges would) does not
         # lift the suspension.
-        renewed = register(redis_cluster, profile(phantom, skill, "web_search"))
+        renewed = register(apps_cluster, profile(phantom, skill, "web_search"))
         assert renewed.status_code == 200 and renewed.json()["suspended_until"] == suspended_until
 
         # Second task: the phantom would be the first candidate, but a live agent wins it and
@@ -168,7 +168,7 @@ def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(redis_clust
             {"task_id": second, "description": "Summarise this week's papers on agent coordination",
              "required_skills": ["web_search"], "preferred_skills": [skill], "min_success_threshold": 0.0},
         )  # fmt: skip
-        done = task_in(redis_cluster, second, "COMPLETED", "FAILED", timeout=SETTLE_S)
+        done = task_in(apps_cluster, second, "COMPLETED", "FAILED", timeout=SETTLE_S)
         allocation = done["allocation"]
         assert allocation["winning_agent_id"] in {"researcher", "scout"}
         assert phantom not in {b["agent_id"] for b in allocation["all_bids"]}
@@ -180,11 +180,11 @@ def test_an_agent_that_let_an_award_lapse_does_not_win_the_next_task(redis_clust
         taken_after = moment(award["acknowledged_at"]) - published_at
         assert taken_after < timedelta(seconds=DEFAULT_ACK_SECONDS), f"taken {taken_after} after publishing"
     finally:
-        httpx.delete(console(redis_cluster).invoke_url(f"v1/agents/{phantom}", "registry"), timeout=30)
+        httpx.delete(console(apps_cluster).invoke_url(f"v1/agents/{phantom}", "registry"), timeout=30)
 
 
 def test_only_the_task_board_announces_lapses_and_a_lapse_the_board_disowns_suspends_nobody(
-    redis_cluster: LocalCluster,
+    apps_cluster: LocalCluster,
 ) -> None:
     now = datetime.now(UTC)
     notice = {
@@ -194,7 +194,7 @@ def test_only_the_task_board_announces_lapses_and_a_lapse_the_board_disowns_susp
         "awarded_at": (now - timedelta(seconds=30)).isoformat(),
         "lapsed_at": now.isoformat(),
     }
-    [recorder] = replicas_of(redis_cluster, "recorder")
+    [recorder] = replicas_of(apps_cluster, "recorder")
     with pytest.raises(httpx.HTTPStatusError) as refused:
         publish_event(recorder.dapr_http, "agora.task.award_lapsed", notice)
     assert refused.value.response.status_code == 403
@@ -202,13 +202,13 @@ def test_only_the_task_board_announces_lapses_and_a_lapse_the_board_disowns_susp
 
     # What slips past the scopes (published from the task board's own sidecar, as a message
     # injected into the broker would arrive) is checked against the task's record.
-    board = replicas_of(redis_cluster, "taskboard")[0]
+    board = replicas_of(apps_cluster, "taskboard")[0]
     unknown_task = publish_event(board.dapr_http, "agora.task.award_lapsed", notice)
-    letter = dead_letter_for(redis_cluster, unknown_task, timeout=30)
+    letter = dead_letter_for(apps_cluster, unknown_task, timeout=30)
     assert letter["subscriber"] == "registry" and letter["reason"].startswith("NOT_FOUND")
 
     # A real task whose winner took the award: a lapse notice for it is refused too.
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     task_id = f"task-{uuid.uuid4().hex[:8]}"
     publish_event(
         allocator.dapr_http,
@@ -216,14 +216,14 @@ def test_only_the_task_board_announces_lapses_and_a_lapse_the_board_disowns_susp
         {"task_id": task_id, "description": "Find this week's papers on agent coordination",
          "required_skills": ["web_search"], "min_success_threshold": 0.0},
     )  # fmt: skip
-    done = task_in(redis_cluster, task_id, "COMPLETED", "FAILED", timeout=40)
+    done = task_in(apps_cluster, task_id, "COMPLETED", "FAILED", timeout=40)
     [award] = done["awards"]
     forged = {**notice, "task_id": task_id, "agent_id": award["agent_id"], "awarded_at": award["awarded_at"]}
     disowned = publish_event(board.dapr_http, "agora.task.award_lapsed", forged)
-    letter = dead_letter_for(redis_cluster, disowned, timeout=30)
+    letter = dead_letter_for(apps_cluster, disowned, timeout=30)
     assert letter["reason"].startswith("UNVERIFIED_LAPSE") and "acknowledged" in letter["reason"]
 
-    for replica in replicas_of(redis_cluster, "registry"):
+    for replica in replicas_of(apps_cluster, "registry"):
         for agent_id in ("researcher", award["agent_id"]):
             entry = agent_at(replica, agent_id)
             assert entry is not None and entry["suspended_until"] is None, (replica.name, entry)

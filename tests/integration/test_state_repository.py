@@ -21,9 +21,9 @@ class Tally(BaseModel):
 
 @pytest.fixture(params=["default", "redis"])
 async def repository(
-    request: pytest.FixtureRequest, default_cluster: LocalCluster, redis_cluster: LocalCluster
+    request: pytest.FixtureRequest, default_cluster: LocalCluster, apps_cluster: LocalCluster
 ) -> AsyncIterator[StateRepository[Tally]]:
-    cluster = default_cluster if request.param == "default" else redis_cluster
+    cluster = default_cluster if request.param == "default" else apps_cluster
     replica = cluster.replicas[0]
     sidecar = DaprSidecar(ServiceSettings(dapr_http_port=replica.endpoints.dapr_http_port))
     yield StateRepository(sidecar, "agora-state", f"test-{uuid.uuid4().hex[:8]}", Tally)

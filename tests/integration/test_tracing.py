@@ -30,9 +30,9 @@ Span = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def test_tracer(redis_cluster: LocalCluster, tracer_provider: TracerProvider) -> Iterator[TracerProvider]:
+def test_tracer(apps_cluster: LocalCluster, tracer_provider: TracerProvider) -> Iterator[TracerProvider]:
     """The test process exports its spans to the cluster's Jaeger, like any service does."""
-    exporter = OTLPSpanExporter(endpoint=redis_cluster.otlp_grpc_endpoint, insecure=True)
+    exporter = OTLPSpanExporter(endpoint=apps_cluster.otlp_grpc_endpoint, insecure=True)
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield tracer_provider
     tracer_provider.force_flush()
@@ -88,16 +88,16 @@ async def publish_traced(replica: ServiceReplica, topic: Channel[P], payload: P,
 
 
 async def test_publish_to_state_save_is_one_linked_trace(
-    redis_cluster: LocalCluster, test_tracer: TracerProvider
+    apps_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
-    registry = replicas_of(redis_cluster, "registry")[0]
+    registry = replicas_of(apps_cluster, "registry")[0]
     command = RegisterAgent(
         profile=CapabilityProfile(agent_id="traced-agent", agent_name="Traced", skill_tags=["tracing"])
     )
     trace_id = await publish_traced(registry, topics.REGISTRY_COMMANDS, command, "client request")
     test_tracer.force_flush()
 
-    eventually(lambda: _linked_chain(_trace(redis_cluster, trace_id)), timeout=30)
+    eventually(lambda: _linked_chain(_trace(apps_cluster, trace_id)), timeout=30)
 
 
 def _linked_chain(spans: list[Span]) -> bool:
@@ -133,15 +133,15 @@ def _linked_chain(spans: list[Span]) -> bool:
     return True
 
 
-def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCluster) -> None:
-    registry = replicas_of(redis_cluster, "registry")[0]
+def test_jaeger_lists_app_and_sidecar_spans_for_a_service(apps_cluster: LocalCluster) -> None:
+    registry = replicas_of(apps_cluster, "registry")[0]
     httpx.post(
         registry.invoke_url("v1/agents/filter"), json={"required_skills": ["anything"]}, timeout=10
     ).raise_for_status()
 
     def spans_by_origin() -> tuple[list[str], list[str]] | None:
         response = httpx.get(
-            f"{redis_cluster.jaeger_query_url}/api/traces",
+            f"{apps_cluster.jaeger_query_url}/api/traces",
             params={"service": "registry", "limit": 200},
             timeout=10,
         )
@@ -160,9 +160,9 @@ def test_jaeger_lists_app_and_sidecar_spans_for_a_service(redis_cluster: LocalCl
 
 
 async def test_a_task_is_one_trace_from_publication_to_outcome(
-    redis_cluster: LocalCluster, test_tracer: TracerProvider
+    apps_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     spec = TaskSpec(
         task_id=f"traced-{uuid.uuid4().hex[:8]}",
         description="Summarise the week's papers",
@@ -174,7 +174,7 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
     test_tracer.force_flush()
 
     def whole_path() -> bool:
-        spans = _trace(redis_cluster, trace_id)
+        spans = _trace(apps_cluster, trace_id)
         by_name: dict[str, list[Span]] = {}
         for span in spans:
             by_name.setdefault(span["operationName"], []).append(span)
@@ -216,10 +216,10 @@ async def test_a_task_is_one_trace_from_publication_to_outcome(
 
 
 def test_pause_decision_and_continuation_are_one_trace(
-    redis_cluster: LocalCluster, test_tracer: TracerProvider
+    apps_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
-    uncertainty = replicas_of(redis_cluster, "uncertainty")[0]
-    escalation = replicas_of(redis_cluster, "escalation")[0]
+    uncertainty = replicas_of(apps_cluster, "uncertainty")[0]
+    escalation = replicas_of(apps_cluster, "escalation")[0]
     session = f"traced-{uuid.uuid4().hex[:8]}"
     with tracer("tests").start_as_current_span("agent step") as root:
         trace_id = format(root.get_span_context().trace_id, "032x")
@@ -243,7 +243,7 @@ def test_pause_decision_and_continuation_are_one_trace(
     test_tracer.force_flush()
 
     def whole_path() -> bool:
-        spans = _trace(redis_cluster, trace_id)
+        spans = _trace(apps_cluster, trace_id)
         names = [s["operationName"] for s in spans]
         by_id = {s["spanID"]: s for s in spans}
         assert "escalation.resolve" in names, "the decision joined the parked trace"
@@ -260,13 +260,13 @@ def test_pause_decision_and_continuation_are_one_trace(
 
 
 async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
-    redis_cluster: LocalCluster, test_tracer: TracerProvider
+    apps_cluster: LocalCluster, test_tracer: TracerProvider
 ) -> None:
     """task → per-step uncertainty check → escalation parked → person decides → the worker
     continues the task → outcome, all one trace."""
-    worker = replicas_of(redis_cluster, "worker")[0]
-    escalation = replicas_of(redis_cluster, "escalation")[0]
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    worker = replicas_of(apps_cluster, "worker")[0]
+    escalation = replicas_of(apps_cluster, "escalation")[0]
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     worker.stop()
     worker.spec.env["AGORA_UNCERTAINTY_CHECKS"] = "true"
     try:
@@ -290,7 +290,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
 
         waiting = eventually(parked, timeout=60)
         task_id = waiting["waiting_party"]["id"]
-        board = replicas_of(redis_cluster, "taskboard")[0]
+        board = replicas_of(apps_cluster, "taskboard")[0]
         assert httpx.get(board.invoke_url(f"v1/tasks/{task_id}"), timeout=30).json()["status"] == "ALLOCATED"
 
         httpx.post(
@@ -308,7 +308,7 @@ async def test_task_paused_by_uncertainty_resumes_after_a_decision_in_one_trace(
         test_tracer.force_flush()
 
         def one_trace() -> bool:
-            names = [s["operationName"] for s in _trace(redis_cluster, traces[task_id])]
+            names = [s["operationName"] for s in _trace(apps_cluster, traces[task_id])]
             for name in (
                 "market.allocate",
                 "agent.execute",

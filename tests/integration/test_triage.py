@@ -22,9 +22,9 @@ TASKS = 30
 
 
 @pytest.fixture
-def triaging_worker(redis_cluster: LocalCluster) -> Iterator[ServiceReplica]:
+def triaging_worker(apps_cluster: LocalCluster) -> Iterator[ServiceReplica]:
     """The worker with triage on and one automatic recovery per failure type."""
-    worker = replicas_of(redis_cluster, "worker")[0]
+    worker = replicas_of(apps_cluster, "worker")[0]
     overrides = {"AGORA_TRIAGE_FAILURES": "true", "AGORA_TRIAGE_REPEAT_LIMIT": "1"}
     worker.stop()
     worker.spec.env.update(overrides)
@@ -77,9 +77,9 @@ def decide(cluster: LocalCluster, escalation_id: str, action: str) -> dict[str, 
 
 
 def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
-    redis_cluster: LocalCluster, triaging_worker: ServiceReplica
+    apps_cluster: LocalCluster, triaging_worker: ServiceReplica
 ) -> None:
-    allocator = replicas_of(redis_cluster, "allocator")[0]
+    allocator = replicas_of(apps_cluster, "allocator")[0]
     batch = uuid.uuid4().hex[:6]
     specs = [
         task(task_id=f"triaged-{batch}-{i:02d}", description=f"Compile quarterly report {i} from the ledgers")
@@ -91,9 +91,9 @@ def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
 
     def sorted_out() -> list[dict[str, Any]]:
         """Every task either completed (first or second attempt) or waits for a person."""
-        waiting = escalations(redis_cluster, task_ids)
+        waiting = escalations(apps_cluster, task_ids)
         parked = {e["waiting_party"]["id"] for e in waiting}
-        records = {task_id: show(redis_cluster, task_id) for task_id in task_ids - parked}
+        records = {task_id: show(apps_cluster, task_id) for task_id in task_ids - parked}
         unsettled = {t: r and r["status"] for t, r in records.items() if not r or r["status"] != "COMPLETED"}
         assert not unsettled, f"neither completed nor parked: {unsettled}"
         return waiting or [{}]
@@ -102,12 +102,12 @@ def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
     assert len(waiting) >= 2, "with the offline model about a third of the tasks fail twice"
 
     # Every finished run is kept for the agent's learning, with the failures it went through.
-    learnt = [learning(redis_cluster, agent_id) for agent_id in SAMPLE_AGENT_IDS]
+    learnt = [learning(apps_cluster, agent_id) for agent_id in SAMPLE_AGENT_IDS]
     completed = TASKS - len(waiting)
     assert sum(report["outcomes"] for report in learnt) >= completed
 
     for parked in waiting:
-        record = show(redis_cluster, parked["waiting_party"]["id"])
+        record = show(apps_cluster, parked["waiting_party"]["id"])
         assert record is not None and record["status"] == "ALLOCATED"
         attempts = failed_attempts(parked)
         history = parked["context"]["error_history"]
@@ -117,11 +117,11 @@ def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
         assert parked["audit"][0]["who"].startswith("agent:")
 
     skipped, retried = waiting[0], waiting[1]
-    decide(redis_cluster, skipped["escalation_id"], "skip")
-    decide(redis_cluster, retried["escalation_id"], "retry")
+    decide(apps_cluster, skipped["escalation_id"], "skip")
+    decide(apps_cluster, retried["escalation_id"], "retry")
 
     def ended(task_id: str) -> dict[str, Any] | None:
-        record = show(redis_cluster, task_id)
+        record = show(apps_cluster, task_id)
         return record if record and record["status"] in {"COMPLETED", "FAILED", "PARTIAL"} else None
 
     skipped_task = eventually(lambda: ended(skipped["waiting_party"]["id"]), timeout=60)
@@ -138,7 +138,7 @@ def test_failed_attempts_are_recovered_then_escalated_and_continue_as_decided(
             return "completed"
         again = [
             e
-            for e in escalations(redis_cluster, {retried_id})
+            for e in escalations(apps_cluster, {retried_id})
             if e["escalation_id"].endswith(f".attempt-{next_attempt}")
         ]
         return "escalated again" if again else None

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="start the whole system locally (Ctrl-C stops it)")
-    run.add_argument("--profile", choices=["default", "redis"], default="default")
+    run.add_argument("--profile", choices=["default", "redis", "postgres"], default="default")
     run.add_argument("--no-jaeger", action="store_true", help="do not start Jaeger")
     run.add_argument(
         "--model",

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -25,7 +26,7 @@ from agora.harness.toolchain import Toolchain
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS_DIR = REPO_ROOT / "components"
-PROFILES = ("default", "redis")
+PROFILES = ("default", "redis", "postgres")
 MODELS = ("offline", "local")
 LOCAL_MODEL = "smollm2-135m"
 """The name the local model server gives its model (`/v1/models`, the `model` of requests)."""
@@ -274,10 +275,11 @@ class LocalCluster:
         `conversation.openai` pointed at it (for `AGORA_MODEL_BACKEND=dapr`)."""
         self.model_slots = model_slots
         self.model_port: int | None = None
-        self.mtls = profile == "redis" if mtls is None else mtls
+        self.mtls = profile != "default" if mtls is None else mtls
         """Sentry issues every sidecar and the control plane a SPIFFE certificate; sidecars
         then enforce the access-control policies in components/access-control/. On for the
-        redis profile (every service its own app, as deployed), off for the embedded one."""
+        redis and postgres profiles (every service its own app, as deployed), off for the
+        embedded one."""
         self.redis_persistence = redis_persistence
         """Redis appends every write to its log and syncs it before answering, so a SIGKILLed
         Redis comes back with everything it acknowledged (the fault tests restart it)."""
@@ -299,6 +301,9 @@ class LocalCluster:
         self.placement_port = 0
         self.scheduler_port = 0
         self.redis_port: int | None = None
+        self.postgres_port: int | None = None
+        self.rabbitmq_port: int | None = None
+        self._postgres_dir: Path | None = None
         self.jaeger_ports: dict[str, int] = {}
         self._preferred_jaeger_ports = jaeger_ports or {}
         self.config_file = self.run_dir / "config.yaml"
@@ -337,6 +342,9 @@ class LocalCluster:
             self._start_model_server()
         if self.profile == "redis":
             self._start_redis()
+        if self.profile == "postgres":
+            self._start_postgres()
+            self._start_rabbitmq()
         self._render_resources()
         if self.mtls:
             self._start_sentry()
@@ -354,6 +362,8 @@ class LocalCluster:
             for proc in reversed(self._infra):
                 with contextlib.suppress(Exception):
                     proc.stop()
+            if self._postgres_dir is not None:
+                shutil.rmtree(self._postgres_dir, ignore_errors=True)
 
     def child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPR_", "OTEL_", "APP_"))}
@@ -657,6 +667,69 @@ class LocalCluster:
         )
         self._ready_when(proc, port_open(self.redis_port), "redis listening", 20)
 
+    def _start_postgres(self) -> None:
+        """PostgreSQL (Debian's), on a loopback port of this run, its data in a folder of its
+        own (removed at stop). The server refuses to run as root: as root, it runs as the
+        `postgres` user its package made, in a folder that user owns outside the run folder
+        (which may be private to root)."""
+        self.postgres_port = self.ports.take()
+        bin_dir = self.toolchain.postgres_bin
+        self._postgres_dir = Path(tempfile.mkdtemp(prefix=f"agora-postgres-{self.run_id}-"))
+        data, sockets = self._postgres_dir / "data", self._postgres_dir / "sockets"
+        sockets.mkdir()
+        as_postgres: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self._postgres_dir, "postgres", "postgres")
+            shutil.chown(sockets, "postgres", "postgres")
+            as_postgres = ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"]
+        initdb_log = self.logs / "postgres-initdb.log"
+        with initdb_log.open("w") as log:
+            made = subprocess.run(
+                [*as_postgres, str(bin_dir / "initdb"), "-D", str(data), "-U", "agora", "-A", "trust",
+                 "-E", "UTF8", "--no-sync"],
+                stdout=log, stderr=subprocess.STDOUT, env=self.child_env(), timeout=120, check=False,
+            )  # fmt: skip
+        if made.returncode != 0:
+            raise ProcessFailed(f"initdb failed ({made.returncode}):\n{initdb_log.read_text()[-2000:]}")
+        proc = self._infra_process(
+            "postgres",
+            [*as_postgres, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.postgres_port),
+             "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400"],
+        )  # fmt: skip
+        self._ready_when(proc, port_open(self.postgres_port), "postgres listening", 30)
+
+    def _start_rabbitmq(self) -> None:
+        """RabbitMQ (Debian's), on loopback ports of this run, its node registered with an
+        Erlang port mapper of its own (not the machine's), its data in the run folder."""
+        self.rabbitmq_port = self.ports.take()
+        epmd_port, dist_port = self.ports.take(), self.ports.take()
+        base = self.run_dir / "rabbitmq"
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "enabled_plugins").write_text("[].\n")
+        epmd = self._infra_process(
+            "epmd", [str(self.toolchain.epmd), "-port", str(epmd_port), "-address", "127.0.0.1"]
+        )
+        self._ready_when(epmd, port_open(epmd_port), "epmd listening", 20)
+        env = {
+            "HOME": str(base),
+            "ERL_EPMD_PORT": str(epmd_port),
+            "RABBITMQ_NODENAME": f"agora-{self.run_id}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.rabbitmq_port),
+            "RABBITMQ_DIST_PORT": str(dist_port),
+            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(base / "log"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+            # Its own port mapper (started above), and node traffic on the loopback only.
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": (
+                "-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}"
+            ),
+        }
+        proc = self._infra_process("rabbitmq", [str(self.toolchain.rabbitmq_server)], env)
+        self._ready_when(proc, port_open(self.rabbitmq_port), "rabbitmq listening", 90)
+
     def _start_model_server(self) -> None:
         self.model_port = self.ports.take()
         proc = self._infra_process(
@@ -703,7 +776,7 @@ class LocalCluster:
             for path in sorted(source.glob("*.yaml")):
                 docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
                 for doc in docs:
-                    self._point_at_local_redis(doc)
+                    self._point_at_local_stores(doc)
                     self._point_at_local_model(doc)
                 (target / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
             self.resource_dirs.append(target)
@@ -732,11 +805,20 @@ class LocalCluster:
             tracing["samplingRate"] = "0"
         self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
-    def _point_at_local_redis(self, doc: dict[str, Any]) -> None:
+    def _point_at_local_stores(self, doc: dict[str, Any]) -> None:
         if doc.get("kind") == "Component" and doc["spec"].get("type") == "secretstores.local.file":
-            # The run's own secrets: the local Redis runs without a password.
+            # The run's own secrets: the local Redis runs without a password, the local
+            # PostgreSQL trusts its loopback clients, the local RabbitMQ takes its default
+            # user from the loopback only.
             secrets = self.run_dir / "secrets.json"
-            secrets.write_text(json.dumps({"redis-password": ""}))
+            values = {"redis-password": ""}
+            if self.postgres_port is not None:
+                values["postgres-connection"] = (
+                    f"host=127.0.0.1 port={self.postgres_port} user=agora dbname=postgres sslmode=disable"
+                )
+            if self.rabbitmq_port is not None:
+                values["rabbitmq-connection"] = f"amqp://guest:guest@127.0.0.1:{self.rabbitmq_port}"
+            secrets.write_text(json.dumps(values))
             for item in doc["spec"].get("metadata", []):
                 if item.get("name") == "secretsFile":
                     item["value"] = str(secrets)

@@ -48,6 +48,7 @@ SERVICES: tuple[ServiceSpec, ...] = (
 SERVICES_BY_PROFILE: dict[str, tuple[ServiceSpec, ...]] = {
     "default": (EMBEDDED,),  # in-memory pub/sub is per sidecar: one app hosts every service
     "redis": (*SERVICES, CONSOLE),
+    "postgres": (*SERVICES, CONSOLE),
 }
 
 

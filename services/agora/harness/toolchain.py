@@ -89,3 +89,21 @@ class Toolchain:
     def redis_server(self) -> Path:
         found = shutil.which("redis-server") or "/usr/bin/redis-server"
         return self._require(Path(found), "redis")
+
+    @property
+    def postgres_bin(self) -> Path:
+        """Debian's PostgreSQL server programs (`initdb`, `postgres`), of the newest version
+        installed."""
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+        return self._require(
+            found[-1] if found else Path("/usr/lib/postgresql/bin/postgres"), "postgres"
+        ).parent
+
+    @property
+    def rabbitmq_server(self) -> Path:
+        return self._require(Path("/usr/lib/rabbitmq/bin/rabbitmq-server"), "postgres")
+
+    @property
+    def epmd(self) -> Path:
+        """Erlang's port mapper, which a RabbitMQ node registers with."""
+        return self._require(Path(shutil.which("epmd") or "/usr/bin/epmd"), "postgres")
