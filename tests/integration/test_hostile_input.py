@@ -302,11 +302,11 @@ def registry_index(cluster: LocalCluster) -> list[str]:
     return asyncio.run(ids())
 
 
-@pytest.mark.parametrize("profile_name", ["default", "redis"])
+@pytest.mark.parametrize("cluster_name", ["default_cluster", "apps_cluster"])
 def test_an_oversized_registration_is_refused_fast_and_leaves_nothing(
-    profile_name: str, request: pytest.FixtureRequest
+    cluster_name: str, request: pytest.FixtureRequest
 ) -> None:
-    cluster: LocalCluster = request.getfixturevalue(f"{profile_name}_cluster")
+    cluster: LocalCluster = request.getfixturevalue(cluster_name)
     registry = host(cluster, "registry")
     agent_id = f"huge-{uuid.uuid4().hex[:6]}"
     body = huge_profile(agent_id)

@@ -48,6 +48,7 @@ from dapr.ext.workflow import (
     TaskFailedError,
     WorkflowActivityContext,
     WorkflowRuntime,
+    WorkflowState,
     WorkflowStatus,
     when_all,
     when_any,
@@ -338,7 +339,7 @@ class WorkflowHost:
     async def wake_if_pending(self, instance_id: str) -> bool:
         """Whether an instance of that id exists; one that has not started yet is woken with
         an event (a request for it again, a redelivery: see `start_once`)."""
-        existing = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
+        existing = await self._state(instance_id, fetch_payloads=False)
         if existing is None:
             return False
         if existing.runtime_status is WorkflowStatus.PENDING:
@@ -349,7 +350,7 @@ class WorkflowHost:
     async def terminate_if_running(self, instance_id: str, reason: str) -> bool:
         """End an instance that has not ended (scheduled, running or suspended) where it stands,
         its steps not run further; whether there was one."""
-        state = await self.client.get_workflow_state(instance_id, fetch_payloads=False)
+        state = await self._state(instance_id, fetch_payloads=False)
         if state is None or state.runtime_status not in (
             WorkflowStatus.PENDING, WorkflowStatus.RUNNING, WorkflowStatus.SUSPENDED
         ):  # fmt: skip
@@ -362,7 +363,7 @@ class WorkflowHost:
         None when there is no such instance or it has ended. A run's record is saved by its
         first step, so a run scheduled a moment ago has none yet: its reader shows it as just
         started instead of unknown."""
-        state = await self.client.get_workflow_state(instance_id, fetch_payloads=True)
+        state = await self._state(instance_id, fetch_payloads=True)
         if (
             state is None
             or state.serialized_input is None
@@ -375,10 +376,17 @@ class WorkflowHost:
 
     async def input_of(self, instance_id: str, model: type[M]) -> M | None:
         """The input an existing instance was scheduled with (None: no such instance)."""
-        state = await self.client.get_workflow_state(instance_id, fetch_payloads=True)
+        state = await self._state(instance_id, fetch_payloads=True)
         if state is None or state.serialized_input is None:
             return None
         return model.model_validate_json(state.serialized_input)
+
+    async def _state(self, instance_id: str, *, fetch_payloads: bool) -> WorkflowState | None:
+        """An instance's state, as the engine has it (None: no such instance); a read that
+        overlapped the instance's own save is asked again (`read_again_if_torn`)."""
+        return await read_again_if_torn(
+            lambda: self.client.get_workflow_state(instance_id, fetch_payloads=fetch_payloads)
+        )
 
     async def start(self) -> None:
         """Connect to the sidecar and take work (from the app's loop, once it is warm)."""
@@ -397,6 +405,26 @@ class WorkflowHost:
         if self._started:
             self._started = False
             await asyncio.to_thread(self._runtime.shutdown)
+
+
+TORN_READ = "transient store read failure"
+"""What daprd 1.18 says when a read of an instance's state overlapped a save of it (`inbox key
+... declared in metadata ... but missing from state store (transient store read failure or
+partial save?)`): the state is whole a moment later."""
+TORN_READ_ATTEMPTS = 4
+
+
+async def read_again_if_torn(read: Callable[[], Awaitable[T]]) -> T:
+    """`read`'s answer; a read refused as torn (`TORN_READ`) is asked again, up to
+    `TORN_READ_ATTEMPTS` times, 50 ms later and then twice as long each time."""
+    for attempt in range(TORN_READ_ATTEMPTS):
+        try:
+            return await read()
+        except grpc.aio.AioRpcError as error:
+            if attempt + 1 == TORN_READ_ATTEMPTS or TORN_READ not in (error.details() or ""):
+                raise
+            await asyncio.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 ENGINE_LOGGERS = ("durabletask-worker", "durabletask-client", "WorkflowRuntime", "DaprWorkflowClient")
