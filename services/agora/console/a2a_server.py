@@ -423,6 +423,8 @@ async def _answered(call: Awaitable[T]) -> T:
         return await call
     except NotFound as exc:
         raise TaskNotFoundError(message=exc.message) from None
+    except TaskNotCancellable as exc:
+        raise TaskNotCancelableError(message=f"{exc.code}: {exc.message}") from None
     except AgoraError as exc:
         raise InvalidParamsError(message=f"{exc.code}: {exc.message}") from None
     except DaprError as exc:
@@ -676,10 +678,6 @@ class MarketAgent(RequestHandler):
             record = await _answered(self._board.cancel(params.id, cancel))
         except TaskNotFoundError:
             raise TaskNotFoundError(message=f"no task {params.id} on the market") from None
-        except InvalidParamsError as exc:
-            if TaskNotCancellable.code not in (exc.message or ""):
-                raise
-            raise TaskNotCancelableError(message=exc.message) from None
         return a2a_task(record)
 
     async def on_create_task_push_notification_config(

@@ -62,10 +62,7 @@ class AgentLeases:
         if self.joined is not None and agents is None:
             await self.joined.sync()
             for agent_id in sorted(self.joined.left):
-                left = self._registered.pop(agent_id, None)
-                if left is not None:
-                    await registry.register(left, lease_seconds=MIN_LEASE_SECONDS)
-                self.joined.left.discard(agent_id)
+                await self._cut_lease(registry, agent_id)
         for profile in await self.offered(agents):
             await registry.register(profile, lease_seconds=self._settings.agent_lease_seconds)
             self._registered[profile.agent_id] = profile
@@ -77,12 +74,17 @@ class AgentLeases:
             return  # not warm yet: warm-up registers it
         agent = self._agents.get(agent_id)
         if self.joined is not None and agent_id in self.joined.left:
-            left = self._registered.pop(agent_id, None)
-            if left is not None:
-                await self._registry.register(left, lease_seconds=MIN_LEASE_SECONDS)
-            self.joined.left.discard(agent_id)
+            await self._cut_lease(self._registry, agent_id)
         elif agent is not None:
             await self.register(self._registry, [agent])
+
+    async def _cut_lease(self, registry: RegistryClient, agent_id: str) -> None:
+        """A joined agent taken off the list leaves the market: its lease cut to the shortest."""
+        assert self.joined is not None
+        left = self._registered.pop(agent_id, None)
+        if left is not None:
+            await registry.register(left, lease_seconds=MIN_LEASE_SECONDS)
+        self.joined.left.discard(agent_id)
 
     async def warm_up(self, ctx: ServiceContext) -> None:
         settings = self._settings
