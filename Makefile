@@ -13,7 +13,6 @@ CACHE       ?= $(HOME)/.cache/agora
 DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)-$(DAPR_BUILD)/bin
 JAEGER_BIN  := $(CACHE)/jaeger-$(JAEGER_VERSION)/bin
 MODEL_SERVER := $(CACHE)/model-server-$(XLLAMACPP_VERSION)-smollm2-$(SMOLLM2_VERSION)
-DAPR_TAGS   := stablecomponents,conversation_echo
 GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 JAEGER      ?= 1
 PROFILE     ?= default
@@ -64,11 +63,22 @@ $(DAPR_BIN)/daprd $(DAPR_BIN)/placement $(DAPR_BIN)/scheduler $(DAPR_BIN)/sentry
 		{ echo "deploy/dapr/go.mod does not pin dapr v$(DAPR_VERSION)"; exit 1; }
 	@echo "building Dapr $(DAPR_VERSION) (daprd, placement, scheduler, sentry) into $(DAPR_BIN)"
 	rm -rf $(DAPR_BIN).partial && mkdir -p $(DAPR_BIN).partial
-	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
+	# deploy/dapr/cmd/daprd registers its own components. Dapr's guard file refuses a daprd built
+	# without a component tag, so the build uses the pinned module's source with that one file
+	# emptied, through a workspace of its own (the module cache is read-only to overlays).
+	cd deploy/dapr && $(GO_ENV) go mod download github.com/dapr/dapr && \
+		cp -r "$$($(GO_ENV) go list -m -f '{{.Dir}}' github.com/dapr/dapr)" $(DAPR_BIN).partial/dapr-src
+	chmod -R u+w $(DAPR_BIN).partial/dapr-src
+	echo 'package components' > $(DAPR_BIN).partial/dapr-src/cmd/daprd/components/zz_notag.go
+	printf 'go %s\nuse %s\nreplace github.com/dapr/dapr v$(DAPR_VERSION) => %s\n' \
+		"$$(sed -n 's/^go //p' deploy/dapr/go.mod)" "$(CURDIR)/deploy/dapr" \
+		"$(DAPR_BIN).partial/dapr-src" > $(DAPR_BIN).partial/go.work
+	cd deploy/dapr && time $(GO_ENV) GOWORK=$(DAPR_BIN).partial/go.work go build -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
 		-o $(DAPR_BIN).partial/ \
 		./cmd/daprd github.com/dapr/dapr/cmd/placement github.com/dapr/dapr/cmd/scheduler \
 		github.com/dapr/dapr/cmd/sentry
+	rm -rf $(DAPR_BIN).partial/dapr-src $(DAPR_BIN).partial/go.work*
 	rm -rf $(DAPR_BIN) && mv $(DAPR_BIN).partial $(DAPR_BIN)
 	$(DAPR_BIN)/daprd --version
 

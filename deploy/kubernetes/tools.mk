@@ -125,7 +125,7 @@ $(HELM_BIN)/helm:
 $(DAPR_BIN)/operator $(DAPR_BIN)/injector &: | $(DAPR_BIN)/daprd
 	@echo "building Dapr $(DAPR_VERSION) operator and injector into $(DAPR_BIN)"
 	rm -rf $(DAPR_BIN)/k8s.partial && mkdir -p $(DAPR_BIN)/k8s.partial
-	cd deploy/dapr && time $(GO_ENV) go build -tags $(DAPR_TAGS) -trimpath \
+	cd deploy/dapr && time $(GO_ENV) go build -trimpath \
 		-ldflags "-s -w -X github.com/dapr/dapr/pkg/buildinfo.version=$(DAPR_VERSION)" \
 		-o $(DAPR_BIN)/k8s.partial/ github.com/dapr/dapr/cmd/operator github.com/dapr/dapr/cmd/injector
 	mv $(DAPR_BIN)/k8s.partial/operator $(DAPR_BIN)/k8s.partial/injector $(DAPR_BIN)/ && rmdir $(DAPR_BIN)/k8s.partial

@@ -1,5 +1,12 @@
-// daprd as Dapr releases it (the stable components, built from the pinned module), plus two
-// components of components-contrib that the stable component set leaves out:
+// daprd with the components Agora's profiles, its chart and its tests name, and no others.
+//
+// Dapr's release build registers every stable component (`-tags stablecomponents`): the cloud
+// vendors' SDKs are most of what it compiles. This build registers its components here instead;
+// the Makefile hides Dapr's guard file (`zz_notag.go`, which refuses a build with no component
+// tag) through `go build -overlay`. A component type not listed here is refused by daprd as
+// unknown: a cluster that needs others runs Dapr's own released images.
+//
+// Two of these are outside Dapr's stable set:
 //
 //   - the SQLite name resolver: local systems resolve app ids through a SQLite file in their
 //     own run folder instead of machine-wide mDNS, so two systems started side by side on one
@@ -10,15 +17,50 @@
 package main
 
 import (
+	"github.com/dapr/components-contrib/conversation/echo"
 	"github.com/dapr/components-contrib/conversation/openai"
+	nrkubernetes "github.com/dapr/components-contrib/nameresolution/kubernetes"
+	"github.com/dapr/components-contrib/nameresolution/mdns"
 	"github.com/dapr/components-contrib/nameresolution/sqlite"
+	pubsubmemory "github.com/dapr/components-contrib/pubsub/in-memory"
+	"github.com/dapr/components-contrib/pubsub/rabbitmq"
+	pubsubredis "github.com/dapr/components-contrib/pubsub/redis"
+	secretskubernetes "github.com/dapr/components-contrib/secretstores/kubernetes"
+	"github.com/dapr/components-contrib/secretstores/local/file"
+	statememory "github.com/dapr/components-contrib/state/in-memory"
+	postgresql "github.com/dapr/components-contrib/state/postgresql/v2"
+	stateredis "github.com/dapr/components-contrib/state/redis"
 	"github.com/dapr/dapr/cmd/daprd/app"
+	"github.com/dapr/dapr/pkg/components"
 	"github.com/dapr/dapr/pkg/components/conversation"
-	nameresolution "github.com/dapr/dapr/pkg/components/nameresolution"
+	"github.com/dapr/dapr/pkg/components/nameresolution"
+	"github.com/dapr/dapr/pkg/components/pubsub"
+	"github.com/dapr/dapr/pkg/components/secretstores"
+	"github.com/dapr/dapr/pkg/components/state"
 )
 
 func init() {
+	// The three profiles' stores and brokers (components/default, redis, postgres) and the chart's.
+	state.DefaultRegistry.RegisterComponent(statememory.NewInMemoryStateStore, "in-memory")
+	state.DefaultRegistry.RegisterComponent(stateredis.NewRedisStateStore, "redis")
+	// Only PostgreSQL's v2 table layout: the postgres profile names `version: v2`.
+	state.DefaultRegistry.RegisterComponentWithVersions("postgresql", components.Versioning{
+		Preferred: components.VersionConstructor{Version: "v2", Constructor: postgresql.NewPostgreSQLStateStore},
+		Default:   "v2",
+	})
+	pubsub.DefaultRegistry.RegisterComponent(pubsubmemory.New, "in-memory")
+	pubsub.DefaultRegistry.RegisterComponent(pubsubredis.NewRedisStreams, "redis")
+	pubsub.DefaultRegistry.RegisterComponent(rabbitmq.NewRabbitMQ, "rabbitmq")
+
+	secretstores.DefaultRegistry.RegisterComponent(file.NewLocalSecretStore, "local.file")
+	secretstores.DefaultRegistry.RegisterComponent(secretskubernetes.NewKubernetesSecretStore, "kubernetes")
+
+	// sqlite for local systems, mdns for the Dapr CLI's `dapr run -f`, kubernetes on a node.
 	nameresolution.DefaultRegistry.RegisterComponent(sqlite.NewResolver, "sqlite")
+	nameresolution.DefaultRegistry.RegisterComponent(mdns.NewResolver, "mdns")
+	nameresolution.DefaultRegistry.RegisterComponent(nrkubernetes.NewResolver, "kubernetes")
+
+	conversation.DefaultRegistry.RegisterComponent(echo.NewEcho, "echo")
 	conversation.DefaultRegistry.RegisterComponent(openai.NewOpenAI, "openai")
 }
 
