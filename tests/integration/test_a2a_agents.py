@@ -373,14 +373,21 @@ def test_a_person_joins_an_a2a_agent_to_the_running_app_it_wins_work_stays_throu
     assert gone.returncode == 1 and "no A2A agent a2a-latecomer joined" in gone.stderr, gone.stderr
 
 
-@pytest.mark.parametrize("back", ["while-the-agent-works", "after-the-agent-finished"])
+@pytest.mark.parametrize(
+    ("peer", "back"),
+    [
+        ("poet", "while-the-agent-works"),
+        ("poet", "after-the-agent-finished"),
+        ("clerk", "while-the-agent-works"),  # the 0.3 wire, no stream: its task is read
+    ],
+)
 def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_completes(
-    market: LocalCluster, peers: Peers, back: str
+    market: LocalCluster, peers: Peers, peer: str, back: str
 ) -> None:
-    eventually(lambda: registered(market, "a2a-poet"), timeout=60)
-    task_id = publish(market, "poet", "slow")
+    eventually(lambda: registered(market, f"a2a-{peer}"), timeout=60)
+    task_id = publish(market, peer, "slow")
     sent = f"message agora-{task_id}-1 agora-{task_id}-1"
-    eventually(lambda: sent in peers.log("poet"), timeout=60, interval=0.05)
+    eventually(lambda: sent in peers.log(peer), timeout=60, interval=0.05)
     [app] = replicas_of(market, "agents")
     app.kill_app()  # while the agent works on it (SLOW_SECONDS)
     time.sleep(1 if back == "while-the-agent-works" else SLOW_SECONDS + 2)
@@ -388,8 +395,8 @@ def test_the_agent_app_killed_mid_task_sends_the_task_once_and_the_task_complete
     record = settled(market, task_id, timeout=150)
 
     assert record["status"] == "COMPLETED", (record["outcome"]["summary"], record["awards"])
-    assert record["outcome"]["summary"] == "a haiku by poet about slow"
-    reached = [line for line in peers.log("poet") if f" agora-{task_id}" in line]
+    assert record["outcome"]["summary"] == f"a haiku by {peer} about slow"
+    reached = [line for line in peers.log(peer) if f" agora-{task_id}" in line]
     assert reached == [sent], "the run taken up again followed the agent's task instead of sending it again"
 
 

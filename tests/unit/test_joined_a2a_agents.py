@@ -34,6 +34,10 @@ class Registry:
         self.leases.append((profile.agent_id, lease_seconds))
 
 
+equipped: list[Agent] = []
+"""Agents given the app's stores and services (the app's `equip`), in order."""
+
+
 class Offered(A2AAgent):
     """An A2A agent whose card reads as its provisional profile (no network in a unit test)."""
 
@@ -45,7 +49,7 @@ def replica(
     store: MemoryRepository[A2AAgentsJoined], own: list[Agent]
 ) -> tuple[JoinedA2AAgents, AgentLeases]:
     agents = {agent.agent_id: agent for agent in own}
-    joined = JoinedA2AAgents(store.typed(), agents, "http://127.0.0.1:3500")
+    joined = JoinedA2AAgents(store.typed(), agents, "http://127.0.0.1:3500", equipped.append)
     leases = AgentLeases(agents, AgentAppSettings(app_id="agents", agent_lease_seconds=60), joined)
     return joined, leases
 
@@ -62,8 +66,10 @@ async def test_each_replica_serves_the_stored_list_and_one_taken_off_leaves_with
         JOINED_KEY, A2AAgentsJoined(agents=[entry])
     )  # as the replica that took the request wrote it
 
+    equipped.clear()
     await other_leases.register(cast(RegistryClient, registry))
     assert registry.leases == [("poet", 60)] and other.serves("poet")
+    assert [agent.agent_id for agent in equipped] == ["poet"], "given the app's stores as its own agents are"
     assert (await other.listed()).agents == [entry]
 
     await store.save(JOINED_KEY, A2AAgentsJoined())  # taken off by the other replica

@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -94,7 +94,9 @@ __all__ = [
     "MAX_REPLY_EVENTS",
     "A2AAgent",
     "A2AReply",
+    "A2ASent",
     "CardUnreadable",
+    "SentMessages",
     "bid_offer_in",
     "card_location",
     "card_profile",
@@ -325,11 +327,12 @@ class A2AReply:
         self.task_id = task_id
 
     def _status(self, state: int, message: Message) -> None:
+        # A task read again (an agent that does not stream) repeats its status: told once.
+        said = self._text(message.parts)[:MAX_NOTE_CHARS]
+        if said and (state, said) != (self.state, self.status_text):
+            self.said.append(f"{_state_name(state)}: {said}"[:MAX_NOTE_CHARS])
         self.state = state
-        said = self._text(message.parts)
-        if said:
-            self.status_text = said[:MAX_NOTE_CHARS]
-            self.said.append(f"{_state_name(state)}: {self.status_text}"[:MAX_NOTE_CHARS])
+        self.status_text = said or self.status_text
 
     def _artifact(self, artifact_id: str, parts: Any, *, append: bool) -> None:
         chunks = self._artifacts.setdefault(artifact_id, [])
@@ -349,6 +352,23 @@ class A2AReply:
 
 
 MAX_QUESTION_CHARS = 512
+
+
+class A2ASent(BaseModel):
+    """A message the app began to send to an A2A agent (kept before it is sent), and the agent's
+    task once the agent has named it: a run taken up again after its app was lost tells by it
+    whether the agent may have the message already."""
+
+    message_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    a2a_task_id: str = Field(default="", max_length=MAX_ID_CHARS)
+
+
+class SentMessages(Protocol):
+    """Where an A2A agent's app keeps what it sent (the state store, in an agent app)."""
+
+    async def sent(self, message_id: str) -> A2ASent | None: ...
+
+    async def keep(self, sent: A2ASent) -> None: ...
 
 
 class QuestionLink(BaseModel):
@@ -414,6 +434,9 @@ class A2AAgent(Agent):
         # started again by the workflow would send the agent the task twice.
         self.runs_inline = False
         self.decision_handler = self._answer
+        self.sent: SentMessages | None = None
+        """What the app sent the agent (its agent app attaches it): without it, a run taken up
+        again asks the agent whether it has the message, and sends it when the agent cannot say."""
         self._dapr_http_endpoint = ""
 
     def __repr__(self) -> str:
@@ -569,30 +592,40 @@ class A2AAgent(Agent):
         input; a failed `HandlerResult` when the agent cannot be reached, fails or answers out
         of protocol. Stopped (the run's deadline, the app stopping), it cancels the agent's task.
 
-        A message the agent already has (the step run again after the app was lost mid-run) is
-        not sent again: its task is followed from where it is."""
+        A message the agent may have already (the step run again after the app was lost mid-run)
+        is not sent again: its task is followed from where it is (`_sent_before`). A message is
+        kept as sent before it is sent, and its task as soon as the agent names it: an agent
+        that does not stream is asked to answer at once with its task (`return_immediately`),
+        which is then read until it settles."""
         try:
             card = await self._known_card()
         except CardUnreadable as exc:
             return self._failed(str(exc))
+        streaming = card.capabilities.streaming
         reply = A2AReply(self.agent_id, task_id=message.task_id)
         http = self._http()
         request = SendMessageRequest(
             message=message,
-            configuration=SendMessageConfiguration(accepted_output_modes=["text/plain", "application/json"]),
+            configuration=SendMessageConfiguration(
+                accepted_output_modes=["text/plain", "application/json"], return_immediately=not streaming
+            ),
         )
         try:
-            client = self._client(card, http, streaming=card.capabilities.streaming)
-            sent_before = await _task_that_has(client, message)
-            events = (
-                client.send_message(request)
-                if sent_before is None
-                else _followed(
-                    client, sent_before, streaming=card.capabilities.streaming, idle_seconds=self.idle_seconds
-                )
-            )
+            client = self._client(card, http, streaming=streaming)
+            before = await self._sent_before(client, message)
+            if isinstance(before, str):
+                return self._failed(before)
+            if before is None:
+                await self._keep(A2ASent(message_id=message.message_id, a2a_task_id=message.task_id))
+                events = _sent(client, request, streaming=streaming, idle_seconds=self.idle_seconds)
+            else:
+                events = _followed(client, before, streaming=streaming, idle_seconds=self.idle_seconds)
+            task_kept = bool(message.task_id) or before is not None
             async for event in events:
                 reply.take(event)
+                if reply.task_id and not task_kept:
+                    await self._keep(A2ASent(message_id=message.message_id, a2a_task_id=reply.task_id))
+                    task_kept = True
                 await self._note_progress(award, reply)
                 if reply.ended:
                     break
@@ -613,6 +646,39 @@ class A2AAgent(Agent):
                 reply, f"its reply ended while its task was {_state_name(reply.state)}"
             )
         return reply
+
+    async def _sent_before(self, client: Client, message: Message) -> Task | str | None:
+        """The agent's task that has `message` already; None when the message is to be sent;
+        the reason the run cannot go on when the agent may have it but cannot say.
+
+        - Never begun to be sent (nothing kept): sent.
+        - Kept with its task: that task, unless the message is an answer its task still waits
+          for (it never reached the agent): then sent.
+        - Kept without a task (the app was lost between sending a task's first message and the
+          agent naming its task): the task the agent made in the message's context, asked by
+          A2A 1.0's `ListTasks`; an agent that cannot say (the 0.3 wire has no `ListTasks`) is
+          not sent the message twice, and the run ends FAILED with that reason."""
+        if self.sent is None:
+            return await _task_that_has(client, message)
+        kept = await self.sent.sent(message.message_id)
+        if kept is None:
+            return None
+        if kept.a2a_task_id:
+            asked = GetTaskRequest(id=kept.a2a_task_id, history_length=MAX_HISTORY_LOOKED_AT)
+            task = await client.get_task(asked)
+            waits = task.status.state in INTERRUPTED_STATES and not _holds(task, message)
+            return None if message.task_id and waits else task
+        found = await _task_that_has(client, message)
+        if found is not None:
+            return found
+        return (
+            "its app was lost while it sent the agent the task, and the agent cannot say whether "
+            "it has it (it lists no tasks): the task is not sent twice"
+        )
+
+    async def _keep(self, sent: A2ASent) -> None:
+        if self.sent is not None:
+            await self.sent.keep(sent)
 
     async def _given_up(self, reply: A2AReply, reason: str) -> HandlerResult:
         """The run gives up on the agent: its task, if it made one, is cancelled (it may still be
@@ -693,6 +759,26 @@ class A2AAgent(Agent):
         return HandlerResult(success=False, summary=said[:MAX_TEXT_CHARS], cost_usd=0.0)
 
 
+async def _sent(
+    client: Client, request: SendMessageRequest, *, streaming: bool, idle_seconds: float
+) -> AsyncIterator[StreamResponse]:
+    """The events of a message sent: its stream; or the answer of an agent that does not stream
+    (its task, at once when it honours `return_immediately`), then that task read until it
+    settles."""
+    last: StreamResponse | None = None
+    async for event in client.send_message(request):
+        last = event
+        yield event
+    if streaming or last is None or last.WhichOneof("payload") != "task" or _settled(last.task):
+        return
+    async for event in _polled(client, last.task, idle_seconds=idle_seconds):
+        yield event
+
+
+def _holds(task: Task, message: Message) -> bool:
+    return any(m.message_id == message.message_id for m in task.history)
+
+
 async def _task_that_has(client: Client, message: Message) -> Task | None:
     """The agent's task that already holds `message`: for a task's first message, the task the
     agent made in the message's context (A2A 1.0's `ListTasks`); for an answer, its task when
@@ -707,7 +793,7 @@ async def _task_that_has(client: Client, message: Message) -> Task | None:
     except (A2AError, httpx.HTTPError, NotImplementedError) as exc:
         log.info("an A2A agent could not say whether it has a message", extra={"reason": repr(exc)[:300]})
         return None
-    return task if any(m.message_id == message.message_id for m in task.history) else None
+    return task if _holds(task, message) else None
 
 
 async def _followed(

@@ -34,8 +34,10 @@ from agora.core.task_waits import TaskLink
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import DebateClient, PlannerClient, escalation_actors, task_actors
 from agora.runtime.service import ServiceContext, ServiceModule, create_service_app, serve
+from agora.sdk._a2a import A2AAgent, A2ASent
 from agora.sdk._agent import Agent
 from agora.sdk._app_a2a_joined import JOINED_NAMESPACE, JoinedA2AAgents
+from agora.sdk._app_a2a_sent import SENT_NAMESPACE, StoredSentMessages
 from agora.sdk._app_activities import RunActivities
 from agora.sdk._app_deadlines import RunDeadlines
 from agora.sdk._app_decisions import DecisionRelay
@@ -96,12 +98,21 @@ def agent_app_module(
         meter = RunMeter(ctx.publisher)
         tasks = task_actors(actors)
         progress = BoardProgress(tasks)
-        for agent in agents:
+        sent = StoredSentMessages(ctx.repository(SENT_NAMESPACE, A2ASent), settings.retention_seconds)
+
+        def equip(agent: Agent) -> None:
+            """The app's stores and services, given to an agent it serves (at the start, or
+            joined later through its API)."""
             agent.escalator = escalator
             agent.progress = progress
+            if isinstance(agent, A2AAgent):
+                agent.sent = sent
             if agent.runner is not None:
                 agent.runner.attach(state_store=store, cost_publisher=meter, monitor=monitor,
                                     escalator=escalator, outcomes=outcomes)  # fmt: skip
+
+        for agent in agents:
+            equip(agent)
         deadlines = RunDeadlines(by_id, store, meter, tasks)
         feeds = RunFeeds()
         activities = RunActivities(
@@ -137,7 +148,7 @@ def agent_app_module(
         graph_runs.register()
         graph_runs.subscribe(ctx.subscriptions)
         joined = JoinedA2AAgents(
-            ctx.repository(JOINED_NAMESPACE, A2AAgentsJoined), by_id, settings.dapr_http_endpoint
+            ctx.repository(JOINED_NAMESPACE, A2AAgentsJoined), by_id, settings.dapr_http_endpoint, equip
         )
         leases.joined = joined
         add_routes(app, by_id, graph_runs, joined, leases, run_event_streams(feeds), feeds)

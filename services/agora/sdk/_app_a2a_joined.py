@@ -10,6 +10,7 @@ the list at each renewal of their agents' leases. An agent taken off the list le
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from agora.core.contracts import MAX_JOINED_A2A_AGENTS, A2AAgentJoin, A2AAgentJoined, A2AAgentsJoined
 from agora.core.errors import Conflict, InvalidArgument, NotFound
@@ -29,9 +30,15 @@ class JoinedA2AAgents:
     """The A2A agents this app took on through its API: in the store, and served here."""
 
     def __init__(
-        self, repository: StateRepository[A2AAgentsJoined], agents: dict[str, Agent], dapr_http_endpoint: str
+        self,
+        repository: StateRepository[A2AAgentsJoined],
+        agents: dict[str, Agent],
+        dapr_http_endpoint: str,
+        equip: Callable[[Agent], None],
     ) -> None:
         self._repository = repository
+        self._equip = equip
+        """Gives an agent joined the app's stores and services, as its own agents have."""
         self._agents = agents
         """Every agent the app serves, by id (its runs look theirs up here)."""
         self._fixed = frozenset(agents)
@@ -103,6 +110,7 @@ class JoinedA2AAgents:
 
     def _serve(self, entry: A2AAgentJoined, agent: Agent) -> None:
         # A run of the agent it replaces keeps its own object; new runs take this one.
+        self._equip(agent)
         self._agents[entry.agent_id] = agent
         self._served[entry.agent_id] = entry
         self._retired.discard(entry.agent_id)
