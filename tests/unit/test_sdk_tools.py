@@ -89,3 +89,25 @@ async def test_whatever_goes_wrong_comes_back_as_the_call_s_result(call: ToolCal
 def test_two_tools_of_one_name_are_refused() -> None:
     with pytest.raises(ValueError, match="two tools are named 'add'"):
         ToolExecutor([add, Tool(add.function)])
+
+
+@tool
+async def at_once() -> str:
+    """Answers after one turn of the event loop."""
+    await asyncio.sleep(0)
+    return "done"
+
+
+async def test_a_run_cancelled_as_its_tool_finishes_is_cancelled_not_carried_on() -> None:
+    # A run's deadline cancels it; the cancel may land in the very turn its tool finishes
+    # (Python 3.11's asyncio.wait_for then returned the tool's result and dropped the cancel).
+    executor = ToolExecutor([at_once])
+    for turns in range(12):
+        running = asyncio.create_task(executor.execute(ToolCall(name="at_once")))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if running.done():
+            continue
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running

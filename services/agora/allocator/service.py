@@ -78,10 +78,9 @@ class AgentBids:
         answer says they are); raises when the app fails, answers late or out of contract."""
         deadline_ms = self.deadline_ms(spec)
         solicitation = BidSolicitation(agent_id=profile.agent_id, task=spec, respond_within_ms=deadline_ms)
-        answer = await asyncio.wait_for(
-            self._sidecar.invoke(app_id, "v1/bids", json_body=solicitation.model_dump(mode="json")),
-            deadline_ms / 1000,
-        )
+        asked = solicitation.model_dump(mode="json")
+        async with asyncio.timeout(deadline_ms / 1000):
+            answer = await self._sidecar.invoke(app_id, "v1/bids", json_body=asked)
         offer = BidOffer.model_validate(answer)
         return Bid(
             task_id=spec.task_id,

@@ -85,9 +85,9 @@ async def _solicit(
         span.set_attribute("agent_id", profile.agent_id)
         answer: Bid | str
         try:
-            answer = _checked(
-                await asyncio.wait_for(ports.solicit_bid(profile, spec), timeout_s), profile, spec
-            )
+            async with asyncio.timeout(timeout_s):
+                offered = await ports.solicit_bid(profile, spec)
+            answer = _checked(offered, profile, spec)
         except TimeoutError:
             answer = f"no bid within {timeout_s:g}s"
         except Exception as error:  # any failure of one bidder is that bidder's, not the market's

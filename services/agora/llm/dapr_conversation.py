@@ -111,10 +111,10 @@ class DaprConversationClient(TracedModelClient):
         )
         path = f"/v1.0-alpha2/conversation/{self.component}/converse"
         try:
-            response = await asyncio.wait_for(
-                self.sidecar.request("POST", path, json_body=body, timeout=self.timeout_s, idempotent=False),
-                timeout=self.timeout_s,
-            )
+            async with asyncio.timeout(self.timeout_s):
+                response = await self.sidecar.request(
+                    "POST", path, json_body=body, timeout=self.timeout_s, idempotent=False
+                )
         except TimeoutError as exc:
             raise ModelUnavailable(
                 f"conversation component {self.component!r} did not answer within {self.timeout_s}s"

@@ -234,7 +234,8 @@ class EventStreams(Generic[R, E]):
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
+                    async with asyncio.timeout(HEARTBEAT_SECONDS):
+                        item = await queue.get()
                 except TimeoutError:
                     yield ": still watching\n\n"
                     continue

@@ -147,7 +147,8 @@ async def _stop_modules(ctx: ServiceContext, modules: Sequence[ServiceModule], g
         if module.stop is None:
             continue
         try:
-            await asyncio.wait_for(module.stop(ctx), timeout=grace_seconds)
+            async with asyncio.timeout(grace_seconds):
+                await module.stop(ctx)
         except Exception as exc:  # shutting down goes on: the module's own work decides the rest
             log.warning("a module's stop failed", extra={"module": module.name, "reason": repr(exc)[:500]})
 

@@ -705,7 +705,8 @@ class A2AAgent(Agent):
         try:
             card = await self._known_card()
             client = self._client(card, http, streaming=False)
-            await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=a2a_task_id)), CANCEL_SECONDS)
+            async with asyncio.timeout(CANCEL_SECONDS):
+                await client.cancel_task(CancelTaskRequest(id=a2a_task_id))
         except Exception as exc:  # gone, refusing, slow: logged, nothing more to do
             log.warning(
                 "an A2A agent's task could not be cancelled",

@@ -47,7 +47,8 @@ async def agent_bid(agents: dict[str, Agent], solicitation: BidSolicitation) -> 
     ):
         raise InvalidArgument(f"agent {agent.agent_id} lacks a required skill of the task")
     try:
-        return await asyncio.wait_for(agent.bid(solicitation.task), solicitation.respond_within_ms / 1000)
+        async with asyncio.timeout(solicitation.respond_within_ms / 1000):
+            return await agent.bid(solicitation.task)
     except TimeoutError:
         raise BidTooLate(
             f"agent {agent.agent_id} did not estimate the task within {solicitation.respond_within_ms} ms",

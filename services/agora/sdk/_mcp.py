@@ -148,7 +148,8 @@ class McpServer:
             client: _Transport = _AppTransport(f"{endpoint}/v1.0/invoke/{self.name}/method/{self.method}")
         else:
             client = _ResourceTransport(endpoint, self.name)
-        listed = await asyncio.wait_for(client.list_tools(), timeout=max(self.timeout_s, 10.0))
+        async with asyncio.timeout(max(self.timeout_s, 10.0)):
+            listed = await client.list_tools()
         chosen = [t for t in listed if self.only is None or t.name in self.only]
         missing = sorted((self.only or frozenset()) - {t.name for t in listed})
         if missing:

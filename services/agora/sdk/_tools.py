@@ -226,7 +226,10 @@ class ToolExecutor:
             known = ", ".join(sorted(self._tools)) or "none"
             return "", f"UnknownTool: no tool named {call.name!r} (tools: {known})"
         try:
-            output = await asyncio.wait_for(chosen(call.arguments), timeout=chosen.timeout_s)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation of the
+            # run that arrives as the tool finishes, and the run then outlives its deadline.
+            async with asyncio.timeout(chosen.timeout_s):
+                output = await chosen(call.arguments)
         except ValidationError as exc:
             errors = field_errors(exc.errors())
             return "", f"InvalidArguments: {describe_field_errors(errors, exc.error_count())}"

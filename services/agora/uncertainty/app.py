@@ -138,7 +138,8 @@ def confidence_model(client: ModelClient, timeout_s: float = CONFIDENCE_CALL_SEC
         chat = [ChatMessage(role=m.role, content=m.content) for m in messages]
         asked = client.complete(chat, temperature=temperature, max_tokens=CONFIDENCE_ANSWER_TOKENS)
         try:
-            return (await asyncio.wait_for(asked, timeout_s)).text
+            async with asyncio.timeout(timeout_s):
+                return (await asked).text
         except TimeoutError:
             raise ModelUnavailable(f"the model did not answer within {timeout_s:g}s") from None
 

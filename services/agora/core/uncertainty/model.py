@@ -42,7 +42,8 @@ class ConfidenceModel(Protocol):
         async def ask(messages: list[ModelMessage], *, temperature: float) -> str:
             chat = [ChatMessage(role=m.role, content=m.content) for m in messages]
             asked = client.complete(chat, temperature=temperature, max_tokens=128)
-            return (await asyncio.wait_for(asked, timeout=3.0)).text
+            async with asyncio.timeout(3.0):
+                return (await asked).text
 
     A call that fails or times out raises; the estimator leaves its signal out.
     """
