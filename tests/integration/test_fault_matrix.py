@@ -33,7 +33,9 @@ from agora.core.debate.config import DebateConfig
 from agora.core.debate.request import DebateSubmission
 from agora.core.plans.request import PlanSubmission
 from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.netns import TestHost
 from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER
+from agora.harness.toxiproxy import StoreProxy
 from agora.worker.app import SAMPLE_AGENTS, load_profiles
 from tests.integration.helpers import STORE_PROFILE, eventually, publish_event, replicas_of
 
@@ -98,6 +100,62 @@ def _paused(name: str, what: str) -> Fault:
     return Fault(f"{name}-pause", what, pause, lambda c: c.infra(name).resume())
 
 
+def _failover() -> Fault:
+    """SIGKILL of the Redis primary of a set with Sentinel (LocalCluster(redis_failover=True)):
+    down until the Sentinels have promoted a replica, then started again (it rejoins as a
+    replica)."""
+    killed: list[str] = []
+
+    def promoted(cluster: LocalCluster) -> bool:
+        try:
+            return cluster.redis_primary() != killed[0]
+        except RuntimeError:  # the Sentinels do not agree yet
+            return False
+
+    def kill_primary(cluster: LocalCluster) -> None:
+        killed[:] = [cluster.redis_primary()]
+        cluster.infra(killed[0]).kill()
+        eventually(lambda: promoted(cluster), timeout=60, interval=0.2)
+
+    return Fault(
+        "redis-failover",
+        "SIGKILL of the Redis primary (two replicas, three Sentinels); a replica promoted, the old "
+        "primary started again as a replica",
+        kill_primary,
+        lambda c: c.restart_infra(killed[0]),
+    )
+
+
+NETWORK_FAULT_SECONDS = 20.0
+"""How long a network fault between the sidecars and the store lasts before it heals."""
+LOSS_PERCENT = 5.0
+LATENCY_MS = 50
+JITTER_MS = 20
+
+
+def _network_fault(
+    name: str, what: str, start: Callable[[LocalCluster], None], heal: Callable[[LocalCluster], None]
+) -> Fault:
+    """A fault of the network between every sidecar and Redis on its own host
+    (LocalCluster(store_host=True)): for `NETWORK_FAULT_SECONDS`, then healed."""
+
+    def inject(cluster: LocalCluster) -> None:
+        start(cluster)
+        time.sleep(NETWORK_FAULT_SECONDS - DOWN_SECONDS)
+
+    return Fault(name, what, inject, heal)
+
+
+def _store_host(cluster: LocalCluster) -> TestHost:
+    assert cluster.store_host is not None, "the store is not on a host of its own"
+    return cluster.store_host
+
+
+def _store_proxy(cluster: LocalCluster) -> StoreProxy:
+    assert cluster.store_proxy is not None, "the store is not behind a proxy"
+    return cluster.store_proxy
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
@@ -113,13 +171,37 @@ FAULTS: dict[str, Fault] = {
         _paused("postgres", f"PostgreSQL paused (SIGSTOP) for {PAUSE_SECONDS:.0f} s"),
         _infra_fault("rabbitmq", f"SIGKILL of RabbitMQ, started again after {DOWN_SECONDS:.0f} s"),
         _paused("rabbitmq", f"RabbitMQ paused (SIGSTOP) for {PAUSE_SECONDS:.0f} s"),
+        _failover(),
+        _network_fault(
+            "store-latency",
+            f"Redis's answers {LATENCY_MS} ± {JITTER_MS} ms late for {NETWORK_FAULT_SECONDS:.0f} s",
+            lambda c: _store_proxy(c).delay(LATENCY_MS, JITTER_MS),
+            lambda c: _store_proxy(c).clear(),
+        ),
+        _network_fault(
+            "store-loss",
+            f"{LOSS_PERCENT:.0f} % of the packets to and from Redis (on a host of its own) lost for "
+            f"{NETWORK_FAULT_SECONDS:.0f} s",
+            lambda c: _store_host(c).lose(LOSS_PERCENT),
+            lambda c: _store_host(c).heal(),
+        ),
+        _network_fault(
+            "store-partition",
+            f"Redis (on a host of its own) cut off from every sidecar for {NETWORK_FAULT_SECONDS:.0f} s",
+            lambda c: _store_host(c).partition(),
+            lambda c: _store_host(c).heal(),
+        ),
     ]
 }
 STORE_ROWS = {
     "redis": {"redis", "redis-pause"},
     "postgres": {"postgres", "postgres-pause", "rabbitmq", "rabbitmq-pause"},
+    "redis-failover": {"redis-failover"},
+    "store-host": {"store-latency", "store-loss", "store-partition"},
 }
-"""The rows of each profile's store and broker (the others' are not in its system)."""
+"""The rows of each store and broker (the others' are not in its system). The failover and
+network rows run on systems of their own (tests/integration/test_store_failover.py,
+test_network_faults.py)."""
 SUBSETS = {
     "redis": ("app:taskboard", "sidecar:allocator", "app:worker", "placement", "redis"),
     "postgres": ("postgres",),
@@ -172,6 +254,8 @@ class RowResult:
     unsettled: list[str]
     """What had not settled (ids and states of unfinished tasks, plans, debates) and the dead
     letters' topics and reasons: what a failed row says about where to look."""
+    runs: int = 1
+    """Runs of the row summed in this result (`combined`)."""
 
 
 class Matrix:
@@ -381,23 +465,62 @@ class Matrix:
         publish_event(self.console.dapr_http, "agora.tasks", spec, event_id=f"publish:{task_id}")
 
 
+@contextlib.contextmanager
+def matrix_on(cluster: LocalCluster) -> Iterator[Matrix]:
+    """The matrix's services on `cluster`, and its rows' results written when it is done: into
+    docs/guarantees.md's table with AGORA_FAULT_TABLE, and always into the run folder."""
+    checked_worker = ServiceSpec(WORKER.app_id, WORKER.module, env={"AGORA_UNCERTAINTY_CHECKS": "true"})
+    for spec in [*SERVICES, RECORDER, CONSOLE]:
+        cluster.add_service(checked_worker if spec is WORKER else spec)
+    found = Matrix(cluster)
+    yield found
+    found.http.close()
+    table = os.environ.get("AGORA_FAULT_TABLE")
+    if table and found.results:
+        write_table(Path(table), found.results)
+    (cluster.run_dir / "fault-matrix.json").write_text(
+        json.dumps([asdict(r) for r in found.results], indent=2)
+    )
+
+
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
-    checked_worker = ServiceSpec(WORKER.app_id, WORKER.module, env={"AGORA_UNCERTAINTY_CHECKS": "true"})
-    with LocalCluster(
-        STORE_PROFILE, run_dir=tmp_path_factory.mktemp("fault-matrix"), redis_persistence=True
-    ) as cluster:
-        for spec in [*SERVICES, RECORDER, CONSOLE]:
-            cluster.add_service(checked_worker if spec is WORKER else spec)
-        found = Matrix(cluster)
+    with (
+        LocalCluster(
+            STORE_PROFILE, run_dir=tmp_path_factory.mktemp("fault-matrix"), redis_persistence=True
+        ) as cluster,
+        matrix_on(cluster) as found,
+    ):
         yield found
-        found.http.close()
-        table = os.environ.get("AGORA_FAULT_TABLE")
-        if table and found.results:
-            write_table(Path(table), found.results)
-        (cluster.run_dir / "fault-matrix.json").write_text(
-            json.dumps([asdict(r) for r in found.results], indent=2)
+
+
+def combined(results: list[RowResult]) -> list[RowResult]:
+    """One result per row: a row run several times (the failover's) as the sum of its runs, its
+    time to settle the longest."""
+    by_fault: dict[str, list[RowResult]] = {}
+    for r in results:
+        by_fault.setdefault(r.fault, []).append(r)
+    rows = []
+    for runs in by_fault.values():
+        if len(runs) == 1:
+            rows += runs
+            continue
+        total = {
+            name: sum(getattr(r, name) for r in runs)
+            for name in ("tasks_in", "terminal", "doubled", "lost", "refused", "dead_letters",
+                         "escalations_decided", "plans_and_debates")
+        }  # fmt: skip
+        rows.append(
+            RowResult(
+                fault=runs[0].fault,
+                what=runs[0].what,
+                recover_seconds=max(r.recover_seconds for r in runs),
+                unsettled=[u for r in runs for u in r.unsettled],
+                runs=len(runs),
+                **total,
+            )
         )
+    return rows
 
 
 def write_table(path: Path, results: list[RowResult]) -> None:
@@ -408,10 +531,11 @@ def write_table(path: Path, results: list[RowResult]) -> None:
     found = pattern.search(text)
     assert found, f"{path} has no fault-matrix markers"
     by_what = {line.split(" | ")[0].removeprefix("| "): line for line in found.group(1).splitlines()[2:]}
-    for r in results:
+    for r in combined(results):
         by_what[r.what] = (
             f"| {r.what} | {r.tasks_in} | {r.terminal} | {r.doubled} | {r.lost} | {r.refused} "
-            f"| {r.dead_letters} | {r.escalations_decided} | {r.plans_and_debates}/{PLANS + DEBATES} "
+            f"| {r.dead_letters} | {r.escalations_decided} "
+            f"| {r.plans_and_debates}/{(PLANS + DEBATES) * r.runs} "
             f"| {r.recover_seconds} |"
         )
     rows = [

@@ -21,8 +21,11 @@ from typing import Any
 
 import yaml
 
+import agora.harness.sentinel as sentinel
+from agora.harness.netns import TestHost
 from agora.harness.processes import ManagedProcess, PortAllocator, ProcessFailed, http_ok, port_open
 from agora.harness.toolchain import Toolchain
+from agora.harness.toxiproxy import StoreProxy
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS_DIR = REPO_ROOT / "components"
@@ -260,6 +263,8 @@ class LocalCluster:
         jaeger_ports: dict[str, int] | None = None,
         mtls: bool | None = None,
         redis_persistence: bool = False,
+        redis_failover: bool = False,
+        store_host: bool = False,
         trace_sampling_rate: str | None = None,
         model: str = "offline",
         model_slots: int = 2,
@@ -283,9 +288,21 @@ class LocalCluster:
         self.redis_persistence = redis_persistence
         """Redis appends every write to its log and syncs it before answering, so a SIGKILLed
         Redis comes back with everything it acknowledged (the fault tests restart it)."""
+        if redis_failover and profile != "redis":
+            raise ValueError("redis_failover is for the redis profile")
+        self.redis_failover = redis_failover
+        """Redis as a primary, two replicas and three Sentinels (harness/sentinel.py), the
+        components in their failover mode: a store that fails over."""
+        self.sentinel_ports: list[int] = []
+        if store_host and profile != "redis":
+            raise ValueError("store_host is for the redis profile")
         self.sentry_port = 0
         self.trust_anchors = ""
         self.run_id = os.environ.get("AGORA_RUN_ID") or uuid.uuid4().hex[:12]
+        self.store_host: TestHost | None = TestHost(self.run_id, "store") if store_host else None
+        """Redis on a host of its own (harness/netns.py), across a veth pair whose faults a test
+        controls, behind a proxy that can delay its answers (harness/toxiproxy.py). Needs root."""
+        self.store_proxy: StoreProxy | None = None
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix=f"agora-{self.run_id}-"))
         self.logs = self.run_dir / "logs"
         self.toolchain = toolchain or Toolchain.from_environment()
@@ -342,6 +359,8 @@ class LocalCluster:
             self._start_model_server()
         if self.profile == "redis":
             self._start_redis()
+            if self.redis_failover:
+                self._start_replicas_and_sentinels()
         if self.profile == "postgres":
             self._start_postgres()
             self._start_rabbitmq()
@@ -364,6 +383,8 @@ class LocalCluster:
                     proc.stop()
             if self._postgres_dir is not None:
                 shutil.rmtree(self._postgres_dir, ignore_errors=True)
+            if self.store_host is not None:
+                self.store_host.close()
 
     def child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPR_", "OTEL_", "APP_"))}
@@ -644,28 +665,96 @@ class LocalCluster:
         target.write_text(yaml.safe_dump(config, sort_keys=False))
         return target
 
+    @property
+    def redis_address(self) -> str:
+        """Where Redis listens: the loopback, or its own host's address."""
+        return "127.0.0.1" if self.store_host is None else self.store_host.address
+
+    @property
+    def redis_endpoint(self) -> str:
+        """Where the sidecars reach Redis: at its port, or through the proxy in front of its
+        own host."""
+        if self.store_proxy is not None:
+            return f"127.0.0.1:{self.store_proxy.listen_port}"
+        return f"{self.redis_address}:{self.redis_port}"
+
     def _start_redis(self) -> None:
         self.redis_port = self.ports.take()
-        proc = self._infra_process(
-            "redis",
-            [
-                str(self.toolchain.redis_server),
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                *(
-                    ["--appendonly", "yes", "--appendfsync", "always"]
-                    if self.redis_persistence
-                    else ["--appendonly", "no"]
-                ),
-                "--dir",
-                str(self.run_dir),
-            ],
-        )
-        self._ready_when(proc, port_open(self.redis_port), "redis listening", 20)
+        if self.store_host is not None:
+            self.store_host.open()
+        self._start_redis_server("redis", self.redis_port, self.run_dir)
+        if self.store_host is not None:
+            self._start_store_proxy()
+
+    def _start_store_proxy(self) -> None:
+        proxy = StoreProxy(self.ports.take(), self.ports.take(), f"{self.redis_address}:{self.redis_port}")
+        proc = self._infra_process("toxiproxy", proxy.argv(self.toolchain.toxiproxy_server, self.run_dir))
+        self._ready_when(proc, port_open(proxy.listen_port), "toxiproxy relaying to redis", 20)
+        self.store_proxy = proxy
+
+    def _start_redis_server(self, name: str, port: int, folder: Path, *extra: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        on_its_host = name == "redis" and self.store_host is not None
+        argv = [
+            str(self.toolchain.redis_server),
+            "--port",
+            str(port),
+            "--bind",
+            self.redis_address if on_its_host else "127.0.0.1",
+            "--save",
+            "",
+            *(
+                ["--appendonly", "yes", "--appendfsync", "always"]
+                if self.redis_persistence
+                else ["--appendonly", "no"]
+            ),
+            "--dir",
+            str(folder),
+            *(sentinel.replica_safety_args() if self.redis_failover else []),
+            *extra,
+        ]
+        if on_its_host:
+            assert self.store_host is not None
+            # Reached from the machine's end of the veth pair, not the loopback: Redis refuses
+            # such clients in its protected mode, which a server without a password is in.
+            argv = self.store_host.command([*argv, "--protected-mode", "no"])
+        proc = self._infra_process(name, argv)
+        address = self.redis_address if on_its_host else "127.0.0.1"
+        self._ready_when(proc, port_open(port, host=address), f"{name} listening", 20)
+
+    def _start_replicas_and_sentinels(self) -> None:
+        """Two replicas of the primary (`redis`), then three Sentinels watching the three; ready
+        once every Sentinel names the primary."""
+        assert self.redis_port is not None
+        for n in range(1, sentinel.REPLICAS + 1):
+            port = self.ports.take()
+            self._start_redis_server(
+                f"redis-replica-{n}", port, self.run_dir / f"redis-replica-{n}",
+                "--replicaof", "127.0.0.1", str(self.redis_port),
+            )  # fmt: skip
+        primary = self.redis_port
+        for n in range(1, sentinel.SENTINELS + 1):
+            port = self.ports.take()
+            self.sentinel_ports.append(port)
+            config = sentinel.sentinel_config(self.run_dir / f"sentinel-{n}", port, primary)
+            proc = self._infra_process(
+                f"sentinel-{n}", [str(self.toolchain.redis_server), str(config), "--sentinel"]
+            )
+            self._ready_when(proc, sentinel.names_a_primary(port), f"sentinel-{n} watching", 20)
+
+    def redis_primary(self) -> str:
+        """The name of the Redis process the Sentinels name the primary now (`redis` before any
+        failover)."""
+        named = {sentinel.master_port(port) for port in self.sentinel_ports} - {None}
+        if len(named) != 1:
+            raise RuntimeError(f"the Sentinels do not agree on a primary: {sorted(map(str, named))}")
+        [port] = named
+        by_port = {self.redis_port: "redis"} | {
+            int(p.argv[p.argv.index("--port") + 1]): p.name
+            for p in self._infra
+            if p.name.startswith("redis-replica-")
+        }
+        return by_port[port]
 
     def _start_postgres(self) -> None:
         """PostgreSQL (Debian's), on a loopback port of this run, its data in a folder of its
@@ -825,9 +914,20 @@ class LocalCluster:
             return
         if self.redis_port is None or doc.get("kind") != "Component":
             return
-        for item in doc["spec"].get("metadata", []):
+        metadata = doc["spec"].get("metadata", [])
+        for item in metadata:
             if item.get("name") == "redisHost":
-                item["value"] = f"127.0.0.1:{self.redis_port}"
+                if not self.redis_failover:
+                    item["value"] = self.redis_endpoint
+                    continue
+                # The component asks the Sentinels where the primary is, and again after a
+                # failover.
+                item["value"] = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+                metadata += [
+                    {"name": "failover", "value": "true"},
+                    {"name": "sentinelMasterName", "value": sentinel.SENTINEL_MASTER},
+                ]
+                break
 
     def _point_at_local_model(self, doc: dict[str, Any]) -> None:
         """With the local model server, the conversation component is Dapr's OpenAI one pointed

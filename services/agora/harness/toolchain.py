@@ -36,6 +36,7 @@ class Toolchain:
     jaeger_bin: Path
     model_server_env: Path
     """The local model server's own environment (`make model-server`)."""
+    toxiproxy_bin: Path
 
     @classmethod
     def from_environment(cls) -> Toolchain:
@@ -53,6 +54,7 @@ class Toolchain:
                 os.environ.get("AGORA_JAEGER_BIN", root / f"jaeger-{versions['JAEGER_VERSION']}" / "bin")
             ),
             model_server_env=Path(os.environ.get("AGORA_MODEL_SERVER_ENV", root / model_server)),
+            toxiproxy_bin=root / f"toxiproxy-{versions['TOXIPROXY_VERSION']}" / "bin",
         )
 
     def _require(self, path: Path, make_target: str) -> Path:
@@ -84,6 +86,10 @@ class Toolchain:
     def model_server_python(self) -> Path:
         self._require(self.model_server_env / ".installed", "model-server")
         return self.model_server_env / "bin" / "python"
+
+    @property
+    def toxiproxy_server(self) -> Path:
+        return self._require(self.toxiproxy_bin / "toxiproxy-server", "toxiproxy")
 
     @property
     def redis_server(self) -> Path:
