@@ -156,6 +156,14 @@ def _store_proxy(cluster: LocalCluster) -> StoreProxy:
     return cluster.store_proxy
 
 
+def _delay_store(cluster: LocalCluster) -> None:
+    """Redis's answers delayed, and a PING through the proxy shown to wait for it."""
+    proxy = _store_proxy(cluster)
+    proxy.delay(LATENCY_MS, JITTER_MS)
+    waited = proxy.round_trip_ms()
+    assert waited >= LATENCY_MS - JITTER_MS, f"a PING through the delaying proxy took {waited:.1f} ms"
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
@@ -175,7 +183,7 @@ FAULTS: dict[str, Fault] = {
         _network_fault(
             "store-latency",
             f"Redis's answers {LATENCY_MS} ± {JITTER_MS} ms late for {NETWORK_FAULT_SECONDS:.0f} s",
-            lambda c: _store_proxy(c).delay(LATENCY_MS, JITTER_MS),
+            _delay_store,
             lambda c: _store_proxy(c).clear(),
         ),
         _network_fault(

@@ -11,6 +11,8 @@ namespace's iptables rules behind it.
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -71,6 +73,16 @@ class StoreProxy:
         answer = httpx.get(f"{self._api}/proxies/{PROXY_NAME}/toxics", timeout=10)
         answer.raise_for_status()
         return any(t.get("name") == TOXIC_NAME for t in answer.json())
+
+    def round_trip_ms(self) -> float:
+        """One Redis `PING` through the proxy, in milliseconds (what a sidecar's call waits)."""
+        began = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", self.listen_port), timeout=10) as conn:
+            conn.sendall(b"PING\r\n")
+            answer = conn.recv(64)
+        if not answer.startswith(b"+PONG"):
+            raise RuntimeError(f"the store answered PING through the proxy with {answer!r}")
+        return (time.perf_counter() - began) * 1000
 
     @property
     def _api(self) -> str:
