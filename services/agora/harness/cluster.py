@@ -695,12 +695,13 @@ class LocalCluster:
     def _start_redis_server(self, name: str, port: int, folder: Path, *extra: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         on_its_host = name == "redis" and self.store_host is not None
+        address = self.redis_address if on_its_host else "127.0.0.1"
         argv = [
             str(self.toolchain.redis_server),
             "--port",
             str(port),
             "--bind",
-            self.redis_address if on_its_host else "127.0.0.1",
+            address,
             "--save",
             "",
             *(
@@ -719,7 +720,6 @@ class LocalCluster:
             # such clients in its protected mode, which a server without a password is in.
             argv = self.store_host.command([*argv, "--protected-mode", "no"])
         proc = self._infra_process(name, argv)
-        address = self.redis_address if on_its_host else "127.0.0.1"
         self._ready_when(proc, port_open(port, host=address), f"{name} listening", 20)
 
     def _start_replicas_and_sentinels(self) -> None:
