@@ -44,7 +44,7 @@ help:
 	@echo "make kube-node  make kube, plus kubelet, kube-proxy, kubectl, CoreDNS, the Agora image (once); containerd, runc, CNI, buildah from apt"
 	@echo "make test-kubernetes-node  a real node (kubelet, containerd) running Dapr and the Agora chart (about 8 minutes)"
 	@echo "make bench   run the benchmarks; results in bench/results/"
-	@echo "make chaos   the whole fault matrix on Redis and PostgreSQL, failovers, network faults (about two hours); docs/guarantees.md"
+	@echo "make chaos   the whole fault matrix on Redis and PostgreSQL, failovers, network faults, replicas (about three hours); docs/guarantees.md"
 	@echo "make soak    10,000 tasks at 15/s: memory and Redis keys over the run (about 10 min)"
 	@echo "make image   build the container image $(AGORA_IMAGE) (docker, podman or buildah)"
 	@echo "make lint    ruff + mypy"
@@ -207,6 +207,10 @@ chaos: venv dapr redis postgres toxiproxy
 		$(PY) -m pytest tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
 	AGORA_FAILOVER_RUNS=5 AGORA_NETWORK_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
 		$(PY) -m pytest tests/integration/test_store_failover.py tests/integration/test_network_faults.py $(PYTEST_ARGS)
+	AGORA_REPLICA_ROWS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_replicas.py $(PYTEST_ARGS)
+	AGORA_TEST_STORE=postgres AGORA_REPLICA_ROWS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_replicas.py $(PYTEST_ARGS)
 
 # 10,000 tasks at a steady 15/s: memory of every process and keys in Redis over the run
 # (also part of `make bench`); figures in bench/results/soak.json.

@@ -68,6 +68,9 @@ class Fault:
     what: str
     inject: Callable[[LocalCluster], object]
     recover: Callable[[LocalCluster], object]
+    restore: Callable[[LocalCluster], object] | None = None
+    """What puts the system back as it was for the next row, once this row's figures are taken
+    (a replica left down for the whole row is started again)."""
 
 
 def _replica(cluster: LocalCluster, app_id: str) -> ServiceReplica:
@@ -83,6 +86,20 @@ def _replica_fault(app_id: str, part: str) -> Fault:
         f"SIGKILL of the {app_id} {part}, started again after {DOWN_SECONDS:.0f} s",
         lambda c: kill(_replica(c, app_id)),
         lambda c: start(_replica(c, app_id)),
+    )
+
+
+def _one_of_two_replicas(app_id: str) -> Fault:
+    """SIGKILL of one of a service's two replicas (its app and its sidecar together, as a pod
+    dies), left down while the other carries the burst alone; started again once the row's
+    figures are taken. The replica killed is the second: the matrix reads through the first
+    console's sidecar, as a client whose balancer has already dropped the dead replica."""
+    return Fault(
+        f"replica:{app_id}",
+        f"SIGKILL of one of two {app_id} replicas (app and sidecar), the other carrying on alone",
+        lambda c: replicas_of(c, app_id)[1].kill(),
+        lambda c: None,
+        lambda c: replicas_of(c, app_id)[1].start(),
     )
 
 
@@ -169,6 +186,7 @@ FAULTS: dict[str, Fault] = {
     for f in [
         *(_replica_fault(s.app_id, "app") for s in SERVICES),
         *(_replica_fault(s.app_id, "sidecar") for s in SERVICES),
+        *(_one_of_two_replicas(s.app_id) for s in (*SERVICES, CONSOLE)),
         _infra_fault("placement", f"SIGKILL of placement, started again after {DOWN_SECONDS:.0f} s"),
         _infra_fault("scheduler", f"SIGKILL of the scheduler, started again after {DOWN_SECONDS:.0f} s"),
         _infra_fault(
@@ -206,10 +224,11 @@ STORE_ROWS = {
     "postgres": {"postgres", "postgres-pause", "rabbitmq", "rabbitmq-pause"},
     "redis-failover": {"redis-failover"},
     "store-host": {"store-latency", "store-loss", "store-partition"},
+    "replicas": {f"replica:{s.app_id}" for s in (*SERVICES, CONSOLE)},
 }
 """The rows of each store and broker (the others' are not in its system). The failover and
 network rows run on systems of their own (tests/integration/test_store_failover.py,
-test_network_faults.py)."""
+test_network_faults.py), as do the rows of two replicas of every service (test_replicas.py)."""
 SUBSETS = {
     "redis": ("app:taskboard", "sidecar:allocator", "app:worker", "placement", "redis"),
     "postgres": ("postgres",),
@@ -440,6 +459,8 @@ class Matrix:
             for run_id in run_ids:
                 doubled += len({json.dumps(e, sort_keys=True) for e in events if e[key] == run_id}) > 1
 
+        if fault.restore is not None:
+            fault.restore(self.cluster)
         result = RowResult(
             fault=fault.name,
             what=fault.what + PROFILE_NAMES[STORE_PROFILE],
@@ -474,12 +495,14 @@ class Matrix:
 
 
 @contextlib.contextmanager
-def matrix_on(cluster: LocalCluster) -> Iterator[Matrix]:
-    """The matrix's services on `cluster`, and its rows' results written when it is done: into
-    docs/guarantees.md's table with AGORA_FAULT_TABLE, and always into the run folder."""
+def matrix_on(cluster: LocalCluster, replicas: int = 1) -> Iterator[Matrix]:
+    """The matrix's services on `cluster`, `replicas` of each (the topic recorder, a part of the
+    harness, once), and its rows' results written when it is done: into docs/guarantees.md's
+    table with AGORA_FAULT_TABLE, and always into the run folder."""
     checked_worker = ServiceSpec(WORKER.app_id, WORKER.module, env={"AGORA_UNCERTAINTY_CHECKS": "true"})
     for spec in [*SERVICES, RECORDER, CONSOLE]:
-        cluster.add_service(checked_worker if spec is WORKER else spec)
+        count = 1 if spec is RECORDER else replicas
+        cluster.add_service(checked_worker if spec is WORKER else spec, count)
     found = Matrix(cluster)
     yield found
     found.http.close()
