@@ -170,11 +170,13 @@ def test_no_two_activities_or_workflows_share_a_name() -> None:
 HISTORY_NAMES = {
     "activity": [
         "agent.deadline", "agent.execute", "agent.report", "agent.resume",
-        "debate.announce", "debate.answer", "debate.calibrate", "debate.fail", "debate.gate",
-        "debate.judge", "debate.round", "debate.route", "debate.save", "debate.stop",
-        "graph.check_wait", "graph.decide", "graph.fail", "graph.step", "graph.wait_ended",
-        "plan.announce", "plan.draft", "plan.estimate", "plan.fail", "plan.replan", "plan.save",
-        "plan.start_wave", "plan.stop", "plan.synthesize",
+        "debate.announce", "debate.answer", "debate.calibrate", "debate.decision-on-record",
+        "debate.fail", "debate.gate", "debate.judge", "debate.round", "debate.route", "debate.save",
+        "debate.stop",
+        "graph.check_wait", "graph.decide", "graph.decision-on-record", "graph.fail", "graph.step",
+        "graph.wait_ended",
+        "plan.announce", "plan.decision-on-record", "plan.draft", "plan.estimate", "plan.fail",
+        "plan.replan", "plan.save", "plan.start_wave", "plan.stop", "plan.synthesize",
         "subgoal.check", "subgoal.dispatch", "subgoal.lookahead", "subgoal.verify",
     ],
     "workflow": ["agent_run", "debate_run", "graph_run", "plan_run", "subgoal_run"],

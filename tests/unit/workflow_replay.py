@@ -25,6 +25,8 @@ class Scheduled:
 
 
 Answer = Callable[[Scheduled], Any]
+NEVER = object()
+"""An answer that leaves its step waiting for good (an event whose signal never arrives)."""
 
 
 @dataclass
@@ -79,7 +81,9 @@ class ScriptedContext:
             outstanding, self._outstanding = self._outstanding, []
             self.waits.append([scheduled for scheduled, _ in outstanding])
             for scheduled, task in outstanding:
-                task.complete(self.answer(scheduled))
+                answer = self.answer(scheduled)
+                if answer is not NEVER:
+                    task.complete(answer)
             self.now += timedelta(milliseconds=10)
             sent = waited.get_result()
 

@@ -33,6 +33,7 @@ from agora.debate.activities import DebateActivities
 from agora.debate.workflow import (
     DEBATE_DECISIONS,
     DEBATE_RUN,
+    READ_DECISION,
     Calibrate,
     DebateStart,
     debate_failed,
@@ -99,6 +100,7 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
             model_for, ctx.publisher, debates, escalations, calibration, answers, BatchedWrites(answers)
         )
         activities.register(host)
+        host.activity(READ_DECISION, DEBATE_DECISIONS.reading(escalations))
 
         async def start(request: DebateRequest) -> DebateAccepted:
             """Start the debate's workflow unless a debate with this id exists (the same request

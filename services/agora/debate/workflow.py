@@ -42,10 +42,11 @@ from agora.core.debate.result import debate_result, gated, single_agent_result
 from agora.core.debate.rounds import DebateRound, Position, converged, debate_round
 from agora.core.messages import EscalationResolved
 from agora.core.planning import TokenUsage
-from agora.runtime.patches import ROUNDS_IN_ONE_STEP
+from agora.runtime.patches import DEBATE_DECISION_ON_RECORD, ROUNDS_IN_ONE_STEP
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
+    DecisionOnRecord,
     Decisions,
     DurableRun,
     FinishedSpan,
@@ -183,7 +184,11 @@ def debate_decision(event: EscalationResolved) -> DebateDecision:
     return DebateDecision(escalation_id=event.escalation_id, response=answer, decided_by=event.decided_by)
 
 
-DEBATE_DECISIONS = Decisions(DebateDecision, debate_decision)
+READ_DECISION = ActivityRef("debate.decision-on-record", DecisionOnRecord, DebateDecision | None)
+"""A waiting run's reading of its escalation's record (`Decisions`)."""
+DEBATE_DECISIONS = Decisions(
+    DebateDecision, debate_decision, on_record=READ_DECISION, patch=DEBATE_DECISION_ON_RECORD
+)
 
 
 def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None]:

@@ -33,6 +33,7 @@ from agora.planner.activities import PlannerActivities
 from agora.planner.workflow import (
     PLAN_DECISIONS,
     PLAN_RUN,
+    READ_DECISION,
     SUBGOAL_RUN,
     PlanStart,
     plan_failed,
@@ -92,6 +93,7 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
         host.workflow(PLAN_RUN, plan_run, on_failure=plan_failed)
         host.workflow(SUBGOAL_RUN, subgoal_run)
         PlannerActivities(model, ctx.publisher, plans, links, tasks, escalations).register(host)
+        host.activity(READ_DECISION, PLAN_DECISIONS.reading(escalations))
 
         async def earlier_request(plan_id: str) -> PlanSubmission | None:
             """What a plan of this id was asked for: its record, or (scheduled a moment ago, not

@@ -71,10 +71,16 @@ from agora.core.plans.run import (
 )
 from agora.core.plans.workflow import PlanDecision, SubGoalJob, SubGoalReport
 from agora.core.task_waits import TaskEnded
-from agora.runtime.patches import FIRST_ATTEMPTS_WITH_WAVE, NOT_PLANNED_STOPS, SAVES_RIDE_ALONG
+from agora.runtime.patches import (
+    FIRST_ATTEMPTS_WITH_WAVE,
+    NOT_PLANNED_STOPS,
+    PLAN_DECISION_ON_RECORD,
+    SAVES_RIDE_ALONG,
+)
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
+    DecisionOnRecord,
     Decisions,
     DurableRun,
     FinishedSpan,
@@ -263,7 +269,11 @@ def plan_decision(event: EscalationResolved) -> PlanDecision:
     return PlanDecision(escalation_id=event.escalation_id, response=answer, decided_by=event.decided_by)
 
 
-PLAN_DECISIONS = Decisions(PlanDecision, plan_decision)
+READ_DECISION = ActivityRef("plan.decision-on-record", DecisionOnRecord, PlanDecision | None)
+"""A waiting run's reading of its escalation's record (`Decisions`)."""
+PLAN_DECISIONS = Decisions(
+    PlanDecision, plan_decision, on_record=READ_DECISION, patch=PLAN_DECISION_ON_RECORD
+)
 
 
 # -- the workflows -------------------------------------------------------------------------------

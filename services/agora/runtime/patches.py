@@ -65,4 +65,22 @@ RUN_DEADLINES = WorkflowPatch(
     "at the run's deadline, and the run ends at its deadline when the timer fires first.",
 )
 
-PATCHES = (SAVES_RIDE_ALONG, FIRST_ATTEMPTS_WITH_WAVE, NOT_PLANNED_STOPS, ROUNDS_IN_ONE_STEP, RUN_DEADLINES)
+_ON_RECORD = (
+    "While it waits for a person's decision, the run also reads its escalation's record after a "
+    "minute, then at intervals doubling up to ten minutes, and goes on with the decision it finds "
+    "there when the decision's announcement has not reached it."
+)
+PLAN_DECISION_ON_RECORD = WorkflowPatch("plan.decision-on-record", "plan_run", _ON_RECORD)
+DEBATE_DECISION_ON_RECORD = WorkflowPatch("debate.decision-on-record", "debate_run", _ON_RECORD)
+GRAPH_DECISION_ON_RECORD = WorkflowPatch("graph_run.decision-on-record", "graph_run", _ON_RECORD)
+
+PATCHES = (
+    SAVES_RIDE_ALONG,
+    FIRST_ATTEMPTS_WITH_WAVE,
+    NOT_PLANNED_STOPS,
+    ROUNDS_IN_ONE_STEP,
+    RUN_DEADLINES,
+    PLAN_DECISION_ON_RECORD,
+    DEBATE_DECISION_ON_RECORD,
+    GRAPH_DECISION_ON_RECORD,
+)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeAlias, TypeVar
@@ -61,12 +61,13 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from agora.core.errors import AgoraError
 from agora.core.escalation.decisions import EscalationResponse
-from agora.core.limits import MAX_NOTE_CHARS
+from agora.core.limits import MAX_ID_CHARS, MAX_NOTE_CHARS
 from agora.core.messages import EscalationResolved
 from agora.core.topics import Channel
 from agora.runtime.clients import EscalationActors
 from agora.runtime.dapr_private import NonRetryableError, Task
 from agora.runtime.decisions import verified
+from agora.runtime.patches import WorkflowPatch
 from agora.runtime.pubsub import Publisher, RejectMessage
 from agora.runtime.sidecar import DaprError, SidecarUnavailable
 from agora.runtime.state import ConcurrencyConflict, StateRepository
@@ -697,25 +698,84 @@ def decision_event(escalation_id: str) -> str:
 
 D = TypeVar("D", bound=BaseModel)
 
+DECISION_ON_RECORD_FIRST = timedelta(seconds=60)
+"""How long a run waits for a decision's event before it first reads its escalation's record."""
+DECISION_ON_RECORD_AT_MOST = timedelta(minutes=10)
+"""The longest time between readings (each doubles the last): a wait of a day reads about 150 times."""
 
-@dataclass(frozen=True)
+
+class DecisionOnRecord(BaseModel):
+    """What a run waiting for a person reads now and then: its escalation's record."""
+
+    escalation_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
 class Decisions(Generic[D]):
     """How a person's decision reaches the workflow run it paused: announced on
     `agora.escalation.resolved`, checked against its escalation's record, raised to the run as the
-    event `decision.<escalation id>` carrying a `D` (`relay`), which the run waits for (`wait`)."""
+    event `decision.<escalation id>` carrying a `D` (`relay`), which the run waits for (`wait`).
 
-    data: type[D]
-    carried: Callable[[EscalationResolved], D]
-    """The event's data, made of the decision; it refuses (`RejectMessage`) a decision of a kind
-    the run cannot take."""
+    A run begun with `patch` also reads the record now and then while it waits (the activity
+    `on_record`, whose work `reading` gives its app to register): an announcement can be held up in
+    the broker for as long as a subscriber's connection lives (RabbitMQ, docs/guarantees.md),
+    and the record is the source of truth either way. Without them, `wait` waits for the event
+    alone (an agent's run, whose wait races its deadline)."""
+
+    def __init__(
+        self,
+        data: type[D],
+        carried: Callable[[EscalationResolved], D],
+        *,
+        on_record: ActivityRef[DecisionOnRecord, D | None] | None = None,
+        patch: WorkflowPatch | None = None,
+    ) -> None:
+        self.data = data
+        self.carried = carried
+        """The event's data, made of the decision; it refuses (`RejectMessage`) a decision of a
+        kind the run cannot take."""
+        self.on_record = on_record
+        self.patch = patch
 
     def waiting(self, ctx: DaprWorkflowContext, escalation_id: str) -> Pending[D]:
-        """The wait for the decision on `escalation_id`, to race with other steps."""
+        """The wait for the decision's event on `escalation_id`, to race with other steps."""
         return Pending(ctx.wait_for_external_event(decision_event(escalation_id)), self.data.model_validate)
 
     def wait(self, ctx: DaprWorkflowContext, escalation_id: str) -> Steps[D]:
-        """The decision on `escalation_id`, once it came."""
-        return (yield from self.waiting(ctx, escalation_id).wait())
+        """The decision on `escalation_id`, once its event came or its record holds it."""
+        if self.on_record is None or self.patch is None or not self.patch.applies(ctx):
+            return (yield from self.waiting(ctx, escalation_id).wait())
+        decided = yield from event_or_check(
+            ctx,
+            decision_event(escalation_id),
+            self.on_record,
+            DecisionOnRecord(escalation_id=escalation_id),
+            every=DECISION_ON_RECORD_FIRST,
+            at_most=DECISION_ON_RECORD_AT_MOST,
+            timeout=None,
+        )
+        assert decided is not None, "a wait without a timeout ends with a decision"
+        return decided
+
+    def reading(
+        self, escalations: EscalationActors
+    ) -> Callable[[DecisionOnRecord], Coroutine[Any, Any, D | None]]:
+        """The work of `on_record`: the decision the escalation's record holds, or None while it
+        holds none (or one the run cannot take, which its announcement is refused for too)."""
+
+        async def on_record(lookup: DecisionOnRecord) -> D | None:
+            record = await escalations(lookup.escalation_id).get()
+            if record.decision is None:
+                return None
+            try:
+                return self.carried(EscalationResolved.of(record))
+            except RejectMessage as refused:
+                log.warning(
+                    "a decision on record is not one this run can take; it waits on",
+                    extra={"escalation_id": lookup.escalation_id, "reason": str(refused)[:300]},
+                )
+                return None
+
+        return on_record
 
     async def relay(
         self, host: WorkflowHost, escalations: EscalationActors, event: EscalationResolved, instance_id: str

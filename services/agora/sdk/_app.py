@@ -57,7 +57,8 @@ from agora.sdk._app_stores import (
     RecentOutcomes,
 )
 from agora.sdk._graph import CompiledGraph
-from agora.sdk._graph_runs import GraphRunRecord, GraphRuns, WaitLink
+from agora.sdk._graph_runs import GRAPH_DECISIONS, GraphRunRecord, GraphRuns, WaitLink
+from agora.sdk._graph_runs import READ_DECISION as GRAPH_READ_DECISION
 from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import AgentState
 
@@ -146,6 +147,7 @@ def agent_app_module(
             debates=DebateClient(ctx.sidecar, settings.debate_app_id),
         )
         graph_runs.register()
+        host.activity(GRAPH_READ_DECISION, GRAPH_DECISIONS.reading(escalation_actors(actors)))
         graph_runs.subscribe(ctx.subscriptions)
         joined = JoinedA2AAgents(
             ctx.repository(JOINED_NAMESPACE, A2AAgentsJoined), by_id, settings.dapr_http_endpoint, equip

@@ -42,11 +42,13 @@ from agora.core.plans.record import FINAL_STATES, PlanCompleted, PlanRecord
 from agora.core.task_waits import TaskEnded, TaskLink
 from agora.llm import ChatMessage
 from agora.runtime.clients import DebateClient, PlannerClient, TaskActors
+from agora.runtime.patches import GRAPH_DECISION_ON_RECORD
 from agora.runtime.pubsub import Publisher, RejectMessage, Subscriptions
 from agora.runtime.state import StateRepository
 from agora.runtime.task_ends import TaskEndRelay
 from agora.runtime.workflows import (
     ActivityRef,
+    DecisionOnRecord,
     Decisions,
     FinishedSpan,
     RunFailure,
@@ -254,7 +256,11 @@ def graph_answer(event: EscalationResolved) -> EscalationResolved:
     return event
 
 
-GRAPH_DECISIONS = Decisions(EscalationResolved, graph_answer)
+READ_DECISION = ActivityRef("graph.decision-on-record", DecisionOnRecord, EscalationResolved | None)
+"""A waiting run's reading of its escalation's record (`Decisions`)."""
+GRAPH_DECISIONS = Decisions(
+    EscalationResolved, graph_answer, on_record=READ_DECISION, patch=GRAPH_DECISION_ON_RECORD
+)
 
 
 def graph_instance(run_id: str) -> str:
