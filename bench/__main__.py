@@ -15,6 +15,7 @@ from bench import (
     market_simulation,
     planner_plan,
     registry_filter,
+    replicas,
     soak,
     summary,
 )
@@ -24,6 +25,7 @@ if __name__ == "__main__":
     input_bounds.main()
     market_simulation.main()
     market_e2e.main()
+    replicas.main()
     market_agent_bids.main()
     market_bill.main()
     market_hops.main()

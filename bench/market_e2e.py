@@ -238,16 +238,18 @@ class MarketBurst:
     decided_twice: list[str]
 
 
-def _start_market(cluster: LocalCluster, warm_prefix: str) -> tuple[ServiceReplica, ServiceReplica]:
-    """Every service its own app, and the topic recorder; warmed up with a few tasks. Returns
-    the allocator (its sidecar takes the publishes) and the recorder."""
+def start_market(
+    cluster: LocalCluster, warm_prefix: str, replicas: int = 1
+) -> tuple[ServiceReplica, ServiceReplica]:
+    """Every service its own app (`replicas` of each), and the topic recorder; warmed up with a
+    few tasks. Returns an allocator (its sidecar takes the publishes) and the recorder."""
     recorder_spec = ServiceSpec(
         RECORDER.app_id,
         RECORDER.module,
         env={"AGORA_RECORD_TOPICS": ",".join(f"agora-pubsub/{t}" for t in (*DECISION_TOPICS, ECHO_TOPIC))},
     )
     for spec in SERVICES:
-        cluster.add_service(spec)
+        cluster.add_service(spec, replicas)
     [recorder] = cluster.add_service(recorder_spec)
     allocator = next(r for r in cluster.replicas if r.spec.app_id == "allocator")
     warm = task_payloads(warm_prefix, 20)
@@ -255,7 +257,7 @@ def _start_market(cluster: LocalCluster, warm_prefix: str) -> tuple[ServiceRepli
     return allocator, recorder
 
 
-def _market_burst(
+def market_burst(
     cluster: LocalCluster, allocator: ServiceReplica, recorder: ServiceReplica, prefix: str, count: int
 ) -> MarketBurst:
     processes = list(cluster.processes())
@@ -306,8 +308,8 @@ def _traced_burst(run: str, sampling_rate: str) -> tuple[MarketBurst, tuple[int,
         jaeger=True,
         trace_sampling_rate=sampling_rate,
     ) as cluster:
-        allocator, recorder = _start_market(cluster, f"warm-traced-{run}")
-        burst = _market_burst(cluster, allocator, recorder, f"traced-{run}", TRACED_TASKS)
+        allocator, recorder = start_market(cluster, f"warm-traced-{run}")
+        burst = market_burst(cluster, allocator, recorder, f"traced-{run}", TRACED_TASKS)
         return burst, _tasks_traced(cluster, burst.task_ids)
 
 
@@ -318,7 +320,7 @@ def _total(used: dict[str, float]) -> float:
 def main() -> None:
     run = uuid.uuid4().hex[:6]
     with LocalCluster("redis", run_dir=Path(tempfile.mkdtemp(prefix="agora-bench-"))) as cluster:
-        allocator, recorder = _start_market(cluster, f"warm-{run}")
+        allocator, recorder = start_market(cluster, f"warm-{run}")
 
         # One at a time first, while the system is idle (after a burst, its tasks' executions
         # and outcomes keep the services busy for a while).
@@ -339,7 +341,7 @@ def main() -> None:
         bulk_echo = _summary(bulk_sent, _wait_for(recorder, (ECHO_TOPIC,), "echo_id", set(bulk_sent)))
         bulk_echo_cpu = _per_task(cpu_before, cpu_seconds(processes), ECHOES)
 
-        untraced = _market_burst(cluster, allocator, recorder, f"burst-{run}", TASKS)
+        untraced = market_burst(cluster, allocator, recorder, f"burst-{run}", TASKS)
 
     sampling_rate = chart_sampling_rate()
     traced, (probed, probed_traced) = _traced_burst(run, sampling_rate)

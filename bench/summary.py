@@ -65,6 +65,18 @@ def rows() -> list[tuple[str, str, str]]:
                 f"bare {market['one_at_a_time']['bare_publish_to_subscribe_p50_ms']}",
             ),
         ]
+    scaled = _load("replicas")
+    if scaled:
+        one, two = scaled["one_replica"], scaled["two_replicas"]
+        table.append(
+            (
+                f"market, burst of {scaled['tasks']}, two replicas of every service: tasks decided per s",
+                f"{two['publish_to_decision']['per_second']}",
+                f"one replica {one['publish_to_decision']['per_second']}/s; CPU a task (ms) "
+                f"{two['cpu_ms_per_task_whole_life_total']}, "
+                f"one replica {one['cpu_ms_per_task_whole_life_total']}",
+            )
+        )
     plan = _load("planner_plan")
     if plan:
         table.append(
