@@ -150,10 +150,14 @@ LATENCY_MS = 50
 JITTER_MS = 20
 
 
+STORE_NAME = {"redis": "Redis", "postgres": "PostgreSQL"}[STORE_PROFILE]
+"""The state store of the profile, which the network rows put on a host of its own."""
+
+
 def _network_fault(
     name: str, what: str, start: Callable[[LocalCluster], None], heal: Callable[[LocalCluster], None]
 ) -> Fault:
-    """A fault of the network between every sidecar and Redis on its own host
+    """A fault of the network between every sidecar and the state store on its own host
     (LocalCluster(store_host=True)): for `NETWORK_FAULT_SECONDS`, then healed."""
 
     def inject(cluster: LocalCluster) -> None:
@@ -174,11 +178,13 @@ def _store_proxy(cluster: LocalCluster) -> StoreProxy:
 
 
 def _delay_store(cluster: LocalCluster) -> None:
-    """Redis's answers delayed, and a PING through the proxy shown to wait for it."""
+    """The store's answers delayed, and an exchange with it through the proxy shown to wait."""
     proxy = _store_proxy(cluster)
     proxy.delay(LATENCY_MS, JITTER_MS)
     waited = proxy.round_trip_ms()
-    assert waited >= LATENCY_MS - JITTER_MS, f"a PING through the delaying proxy took {waited:.1f} ms"
+    assert waited >= LATENCY_MS - JITTER_MS, (
+        f"a {proxy.probe.name} through the delaying proxy took {waited:.1f} ms"
+    )
 
 
 FAULTS: dict[str, Fault] = {
@@ -200,20 +206,21 @@ FAULTS: dict[str, Fault] = {
         _failover(),
         _network_fault(
             "store-latency",
-            f"Redis's answers {LATENCY_MS} ± {JITTER_MS} ms late for {NETWORK_FAULT_SECONDS:.0f} s",
+            f"{STORE_NAME}'s answers {LATENCY_MS} ± {JITTER_MS} ms late for {NETWORK_FAULT_SECONDS:.0f} s",
             _delay_store,
             lambda c: _store_proxy(c).clear(),
         ),
         _network_fault(
             "store-loss",
-            f"{LOSS_PERCENT:.0f} % of the packets to and from Redis (on a host of its own) lost for "
+            f"{LOSS_PERCENT:.0f} % of the packets to and from {STORE_NAME} (on a host of its own) lost for "
             f"{NETWORK_FAULT_SECONDS:.0f} s",
             lambda c: _store_host(c).lose(LOSS_PERCENT),
             lambda c: _store_host(c).heal(),
         ),
         _network_fault(
             "store-partition",
-            f"Redis (on a host of its own) cut off from every sidecar for {NETWORK_FAULT_SECONDS:.0f} s",
+            f"{STORE_NAME} (on a host of its own) cut off from every sidecar "
+            f"for {NETWORK_FAULT_SECONDS:.0f} s",
             lambda c: _store_host(c).partition(),
             lambda c: _store_host(c).heal(),
         ),

@@ -25,7 +25,7 @@ import agora.harness.sentinel as sentinel
 from agora.harness.netns import TestHost
 from agora.harness.processes import ManagedProcess, PortAllocator, ProcessFailed, http_ok, port_open
 from agora.harness.toolchain import Toolchain
-from agora.harness.toxiproxy import StoreProxy
+from agora.harness.toxiproxy import POSTGRES_SSL_REQUEST, REDIS_PING, StoreProbe, StoreProxy
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPONENTS_DIR = REPO_ROOT / "components"
@@ -294,14 +294,15 @@ class LocalCluster:
         """Redis as a primary, two replicas and three Sentinels (harness/sentinel.py), the
         components in their failover mode: a store that fails over."""
         self.sentinel_ports: list[int] = []
-        if store_host and profile != "redis":
-            raise ValueError("store_host is for the redis profile")
+        if store_host and profile not in ("redis", "postgres"):
+            raise ValueError("store_host is for the redis and postgres profiles")
         self.sentry_port = 0
         self.trust_anchors = ""
         self.run_id = os.environ.get("AGORA_RUN_ID") or uuid.uuid4().hex[:12]
         self.store_host: TestHost | None = TestHost(self.run_id, "store") if store_host else None
-        """Redis on a host of its own (harness/netns.py), across a veth pair whose faults a test
-        controls, behind a proxy that can delay its answers (harness/toxiproxy.py). Needs root."""
+        """The state store (Redis, or PostgreSQL on the postgres profile) on a host of its own
+        (harness/netns.py), across a veth pair whose faults a test controls, behind a proxy that
+        can delay its answers (harness/toxiproxy.py). Needs root."""
         self.store_proxy: StoreProxy | None = None
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix=f"agora-{self.run_id}-"))
         self.logs = self.run_dir / "logs"
@@ -684,12 +685,12 @@ class LocalCluster:
             self.store_host.open()
         self._start_redis_server("redis", self.redis_port, self.run_dir)
         if self.store_host is not None:
-            self._start_store_proxy()
+            self._start_store_proxy(f"{self.redis_address}:{self.redis_port}", REDIS_PING)
 
-    def _start_store_proxy(self) -> None:
-        proxy = StoreProxy(self.ports.take(), self.ports.take(), f"{self.redis_address}:{self.redis_port}")
+    def _start_store_proxy(self, upstream: str, probe: StoreProbe) -> None:
+        proxy = StoreProxy(self.ports.take(), self.ports.take(), upstream, probe)
         proc = self._infra_process("toxiproxy", proxy.argv(self.toolchain.toxiproxy_server, self.run_dir))
-        self._ready_when(proc, port_open(proxy.listen_port), "toxiproxy relaying to redis", 20)
+        self._ready_when(proc, port_open(proxy.listen_port), "toxiproxy relaying to the store", 20)
         self.store_proxy = proxy
 
     def _start_redis_server(self, name: str, port: int, folder: Path, *extra: str) -> None:
@@ -780,12 +781,21 @@ class LocalCluster:
             )  # fmt: skip
         if made.returncode != 0:
             raise ProcessFailed(f"initdb failed ({made.returncode}):\n{initdb_log.read_text()[-2000:]}")
-        proc = self._infra_process(
-            "postgres",
-            [*as_postgres, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.postgres_port),
-             "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400"],
-        )  # fmt: skip
-        self._ready_when(proc, port_open(self.postgres_port), "postgres listening", 30)
+        address = "127.0.0.1"
+        argv = [*as_postgres, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.postgres_port),
+                "-k", str(sockets), "-c", "max_connections=400"]  # fmt: skip
+        if self.store_host is not None:
+            # On a host of its own, reached from the machine's end of the veth pair (through the
+            # proxy), which initdb's rules do not let in.
+            host = self.store_host.open()
+            address = host.address
+            with (data / "pg_hba.conf").open("a") as rules:
+                rules.write(f"host all all {host.gateway}/32 trust\n")
+            argv = host.command(argv)
+        proc = self._infra_process("postgres", [*argv, "-c", f"listen_addresses={address}"])
+        self._ready_when(proc, port_open(self.postgres_port, host=address), "postgres listening", 30)
+        if self.store_host is not None:
+            self._start_store_proxy(f"{address}:{self.postgres_port}", POSTGRES_SSL_REQUEST)
 
     def _start_rabbitmq(self) -> None:
         """RabbitMQ (Debian's), on loopback ports of this run, its node registered with an
@@ -902,8 +912,9 @@ class LocalCluster:
             secrets = self.run_dir / "secrets.json"
             values = {"redis-password": ""}
             if self.postgres_port is not None:
+                port = self.postgres_port if self.store_proxy is None else self.store_proxy.listen_port
                 values["postgres-connection"] = (
-                    f"host=127.0.0.1 port={self.postgres_port} user=agora dbname=postgres sslmode=disable"
+                    f"host=127.0.0.1 port={port} user=agora dbname=postgres sslmode=disable"
                 )
             if self.rabbitmq_port is not None:
                 values["rabbitmq-connection"] = f"amqp://guest:guest@127.0.0.1:{self.rabbitmq_port}"
