@@ -207,6 +207,8 @@ chaos: venv dapr redis postgres toxiproxy
 		$(PY) -m pytest tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
 	AGORA_FAILOVER_RUNS=5 AGORA_NETWORK_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
 		$(PY) -m pytest tests/integration/test_store_failover.py tests/integration/test_network_faults.py $(PYTEST_ARGS)
+	AGORA_TEST_STORE=postgres AGORA_NETWORK_FAULTS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
+		$(PY) -m pytest tests/integration/test_network_faults.py $(PYTEST_ARGS)
 	AGORA_REPLICA_ROWS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
 		$(PY) -m pytest tests/integration/test_replicas.py $(PYTEST_ARGS)
 	AGORA_TEST_STORE=postgres AGORA_REPLICA_ROWS=all AGORA_FAULT_BURST=500 AGORA_FAULT_TABLE=docs/guarantees.md \
