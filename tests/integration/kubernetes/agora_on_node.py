@@ -74,6 +74,12 @@ POD_KILLS = (
     "its daprd) killed with SIGKILL through containerd mid-burst of 200 tasks: every task ends, "
     "none is decided or counted twice"
 )
+REPLICAS = (
+    "`helm upgrade` to two replicas of every service and of the console, each service with its "
+    "PodDisruptionBudget; one of the two task board pods' containers killed with SIGKILL through "
+    "containerd mid-burst of 200 tasks while the other carries on: every task ends, none is "
+    "decided or counted twice"
+)
 UPGRADE = (
     "`helm upgrade` to a new image tag rolls every Deployment while a trickle of tasks flows: "
     "every task of the trickle ends"
@@ -85,8 +91,11 @@ UNINSTALL = (
 # In the order they run.
 CHECKS = (
     PREPARED, LINT, DRY_RUN, AGORA_INSTALL, INJECTION, OPERATOR, COMPONENTS, NO_SECRETS, HELM_TEST,
-    CLI, TRACES, POD_KILLS, ONE_SERVICE_UPGRADE, ROLLBACK, BAD_VALUES, UPGRADE, UNINSTALL,
+    CLI, TRACES, POD_KILLS, ONE_SERVICE_UPGRADE, ROLLBACK, BAD_VALUES, UPGRADE, REPLICAS, UNINSTALL,
 )  # fmt: skip
+SERVICES = ("registry", "taskboard", "reputation", "allocator", "worker", "escalation", "uncertainty",
+            "planner", "debate")  # fmt: skip
+"""The chart's services (`agora.serviceNames`), each its own Deployment."""
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 PLAN_FINAL = {"COMPLETED", "FAILED", "ABORTED"}
 DEBATE_FINAL = {"COMPLETED", "ABORTED", "FAILED"}
@@ -654,66 +663,107 @@ class AgoraOnNode:
 
     def pod_kills(self) -> Obj:
         """One burst per stateful path; its pod is killed once a tenth of the burst has ended."""
-        bursts: list[Obj] = []
+        bursts = []
         for component in ("taskboard", "allocator", "worker"):
-            # The reputation counts every task's outcome: nothing else may be in flight.
-            self.wait_quiet(timeout=240)
-            prefix = f"node-burst-{component}-{uuid.uuid4().hex[:6]}-"
-            ids = {f"{prefix}{i:03d}" for i in range(BURST)}
-            counted_before = self.outcomes_counted()
-            started = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-                list(pool.map(self.publish, sorted(ids)))
-            deadline = time.monotonic() + 240
-            while len(ended_before_kill := self.terminal(ids)) < BURST // 10:
-                expect(
-                    time.monotonic() < deadline, f"a tenth of the burst did not end in 240 s ({component})"
-                )
-                time.sleep(0.2)
-            killed = self.hard_kill_pod_of(component)
-            expect(
-                len(ended_before_kill) < BURST,
-                f"the whole burst had ended before {killed['pod']} was killed: no task was in flight",
-            )
-            killed_at = time.monotonic()
-            exit_codes = self.killed_and_restarted(killed)
-            restarted_s = round(time.monotonic() - killed_at, 1)
-            ended = self.wait_until_ended(ids, prefix, timeout=420)
-            settled_s = round(time.monotonic() - killed_at, 1)
-            lost = sorted(ids - ended)
-            where = self.where_they_stopped(lost)
-            expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {where}")
-            doubled = self.decided_once(ids)
-            expect(not doubled, f"{component} killed: decided other than once: {doubled[:10]}")
-            records = [self.get("taskboard", f"v1/tasks/{t}") or {} for t in sorted(ids)]
-            outcomes = sum(1 for record in records if record.get("outcome"))
-            # The board announces every outcome it records, whoever was killed.
-            counting = time.monotonic() + 60
-            while (counted := self.outcomes_counted() - counted_before) < outcomes:
-                if time.monotonic() > counting:
-                    break
-                time.sleep(1)
-            expect(
-                counted == outcomes,
-                f"{component} killed: reputation counted {counted} outcomes for {outcomes} on the board",
-            )
-            bursts.append(
-                {
-                    "killed": killed["pod"],
-                    "exit_codes": exit_codes,
-                    "seconds_from_kill_to_containers_restarted": restarted_s,
-                    "seconds_from_kill_to_every_task_ended": settled_s,
-                    "tasks_ended_when_killed": len(ended_before_kill),
-                    "tasks": BURST,
-                    "ended": len(ended),
-                    "statuses": dict(Counter(str(record.get("status")) for record in records)),
-                    "outcomes_on_the_board": outcomes,
-                    "outcomes_counted_by_reputation": counted,
-                    "seconds": round(time.monotonic() - started, 1),
-                }
-            )
+            bursts.append(self.burst_with_a_kill(component))
             self.wait_all_ready(timeout=180)
         return {"bursts": bursts}
+
+    def burst_with_a_kill(self, component: str) -> Obj:
+        """A burst of `BURST` tasks; once a tenth has ended, the containers of a pod of
+        `component` are SIGKILLed: every task ends, decided once, its outcome counted once."""
+        # The reputation counts every task's outcome: nothing else may be in flight.
+        self.wait_quiet(timeout=240)
+        prefix = f"node-burst-{component}-{uuid.uuid4().hex[:6]}-"
+        ids = {f"{prefix}{i:03d}" for i in range(BURST)}
+        counted_before = self.outcomes_counted()
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(self.publish, sorted(ids)))
+        deadline = time.monotonic() + 240
+        while len(ended_before_kill := self.terminal(ids)) < BURST // 10:
+            expect(time.monotonic() < deadline, f"a tenth of the burst did not end in 240 s ({component})")
+            time.sleep(0.2)
+        killed = self.hard_kill_pod_of(component)
+        expect(
+            len(ended_before_kill) < BURST,
+            f"the whole burst had ended before {killed['pod']} was killed: no task was in flight",
+        )
+        killed_at = time.monotonic()
+        exit_codes = self.killed_and_restarted(killed)
+        restarted_s = round(time.monotonic() - killed_at, 1)
+        ended = self.wait_until_ended(ids, prefix, timeout=420)
+        settled_s = round(time.monotonic() - killed_at, 1)
+        lost = sorted(ids - ended)
+        where = self.where_they_stopped(lost)
+        expect(not lost, f"{component} killed: {len(lost)} of {BURST} tasks did not end: {where}")
+        doubled = self.decided_once(ids)
+        expect(not doubled, f"{component} killed: decided other than once: {doubled[:10]}")
+        records = [self.get("taskboard", f"v1/tasks/{t}") or {} for t in sorted(ids)]
+        outcomes = sum(1 for record in records if record.get("outcome"))
+        # The board announces every outcome it records, whoever was killed.
+        counting = time.monotonic() + 60
+        while (counted := self.outcomes_counted() - counted_before) < outcomes:
+            if time.monotonic() > counting:
+                break
+            time.sleep(1)
+        expect(
+            counted == outcomes,
+            f"{component} killed: reputation counted {counted} outcomes for {outcomes} on the board",
+        )
+        return {
+            "killed": killed["pod"],
+            "exit_codes": exit_codes,
+            "seconds_from_kill_to_containers_restarted": restarted_s,
+            "seconds_from_kill_to_every_task_ended": settled_s,
+            "tasks_ended_when_killed": len(ended_before_kill),
+            "tasks": BURST,
+            "ended": len(ended),
+            "statuses": dict(Counter(str(record.get("status")) for record in records)),
+            "outcomes_on_the_board": outcomes,
+            "outcomes_counted_by_reputation": counted,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
+    def replicas(self) -> Obj:
+        """Two replicas of every service and of the console, then a burst with one task board
+        pod killed while the other carries on."""
+        started = time.monotonic()
+        parts = [f"services.{name}" for name in SERVICES] + ["console"]
+        # The node has 2 cores: two of every pod at the chart's CPU requests would ask for more
+        # than it has, and the second replicas would stay Pending. Requests are what the
+        # scheduler books, so they are lowered first (a rolling update at one replica), then
+        # every Deployment is scaled (no new template, so nothing rolls).
+        lowered = [
+            setting
+            for part in parts
+            for setting in (f"{part}.resources.requests.cpu=20m", f"{part}.sidecar.cpuRequest=20m")
+        ]
+        doubled = [*lowered, *(f"{part}.replicaCount=2" for part in parts)]  # fmt: skip
+        for step, settings in (("lower the CPU requests", lowered), ("two replicas", doubled)):
+            sets = [arg for value in [*self.release_values(), *settings] for arg in ("--set", value)]
+            done = self.helm("upgrade", RELEASE, str(CHART), *sets, "--wait", "--timeout", "10m", timeout=700)
+            if done.returncode != 0:
+                raise CheckFailed(
+                    f"helm upgrade to {step}: {done.stderr.strip()[-1500:]}\n{self.failure_context()}"
+                )
+        scaled_s = round(time.monotonic() - started, 1)
+        ready_replicas = {
+            d["metadata"]["name"].removeprefix(f"{RELEASE}-"): d["status"].get("readyReplicas", 0)
+            for d in self.deployments()
+            if d["metadata"]["name"] != f"{RELEASE}-jaeger"
+        }
+        expect(all(n == 2 for n in ready_replicas.values()), f"ready replicas: {ready_replicas}")
+        budgets = self.kube.items(
+            f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
+            labelSelector=f"app.kubernetes.io/instance={RELEASE}",
+        )
+        guarded = sorted(b["metadata"]["name"].removeprefix(f"{RELEASE}-") for b in budgets)
+        expect(guarded == sorted(SERVICES), f"PodDisruptionBudgets of {guarded}")
+        burst = self.burst_with_a_kill("taskboard")
+        self.wait_all_ready(timeout=180)
+        return {"helm_upgrade_seconds": scaled_s, "ready_replicas": ready_replicas,
+                "pod_disruption_budgets": guarded, "burst": burst}  # fmt: skip
 
     def wait_quiet(self, timeout: float) -> None:
         """Until no task has waited for a decision or an outcome for three seconds running."""
@@ -932,6 +982,7 @@ class AgoraOnNode:
         self.report.run(ROLLBACK, release.rollback, needs=(ONE_SERVICE_UPGRADE,))
         self.report.run(BAD_VALUES, release.bad_values, needs=(AGORA_INSTALL,))
         self.report.run(UPGRADE, self.upgrade, needs=(AGORA_INSTALL,))
+        self.report.run(REPLICAS, self.replicas, needs=(AGORA_INSTALL,))
         self.report.run(UNINSTALL, self.uninstall, needs=(CLI,))
         if self._console is not None:
             self._console.close()

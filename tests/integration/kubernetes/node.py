@@ -449,9 +449,9 @@ disabled_plugins = [
             "staticPodPath": str(self.folder / "manifests"),
             "podPidsLimit": 1024,
             # Dapr's control plane (7 pods), the cluster DNS, the Agora chart (11 pods with
-            # Jaeger), Redis, the test's own pods and `helm test`'s, with room for a rolling
-            # update's surge.
-            "maxPods": 50,
+            # Jaeger, 21 with two replicas of each service), Redis, the test's own pods and
+            # `helm test`'s, with room for a rolling update's surge.
+            "maxPods": 80,
         }
         (self.folder / "manifests").mkdir(exist_ok=True)
         path = self.folder / "kubelet.yaml"
