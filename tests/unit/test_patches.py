@@ -17,6 +17,9 @@ def test_the_patch_names_are_those_runs_in_flight_recorded() -> None:
         "plan.not-planned-stops": "plan_run",
         "debate.rounds-in-one-step": "debate_run",
         "agent_run.deadline": "agent_run",
+        "plan.decision-on-record": "plan_run",
+        "debate.decision-on-record": "debate_run",
+        "graph_run.decision-on-record": "graph_run",
     }
 
 
