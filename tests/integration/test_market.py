@@ -16,10 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
+from agora.allocator.estimates import Ratings, rating_prompt, ratings_schema
 from agora.core.contracts import OutcomeReport
 from agora.core.market import TaskSpec
+from agora.core.models import CapabilityProfile
 from agora.core.scoring import MARKET_EXPLORATION
 from agora.harness import LocalCluster, ServiceReplica
+from agora.llm.offline import OfflineModelClient
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import reputation_actors, task_actors
 from agora.runtime.settings import ServiceSettings
@@ -109,21 +112,48 @@ def test_no_capable_agent_is_rejected_with_the_reason(default_cluster: LocalClus
     assert record["allocation"]["all_bids"] == []
 
 
+def rated_below_certain(threshold_task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A task for two new agents and those agents' profiles, such that the offline market model
+    rates neither of them 100 %, alone or together in either order (its rating is drawn from the
+    prompt, so one new pair in a hundred would otherwise be rated certain and reach 1.0)."""
+    while True:
+        skill = f"audit-{uuid.uuid4().hex[:6]}"
+        profiles = [
+            {"agent_id": agent_id, "agent_name": agent_id, "skill_tags": [skill], "max_steps": 3}
+            for agent_id in (f"{skill}-a", f"{skill}-b")
+        ]
+        spec = {**threshold_task, "required_skills": [skill], "preferred_skills": []}
+        first, second = (CapabilityProfile.model_validate(p) for p in profiles)
+        calls = ([first], [second], [first, second], [second, first])
+        parsed = TaskSpec.model_validate(spec)
+        if all(rating < 100 for call in calls for rating in offline_ratings(parsed, call)):
+            return spec, profiles
+
+
+def offline_ratings(spec: TaskSpec, profiles: list[CapabilityProfile]) -> list[int]:
+    model = OfflineModelClient()
+    answer = asyncio.run(model.complete(rating_prompt(spec, profiles), json_schema=ratings_schema(profiles)))
+    rated = Ratings.model_validate_json(answer.text).root
+    return [rated[p.agent_id].success_percent for p in profiles]
+
+
 def test_bids_below_threshold_are_rejected(default_cluster: LocalCluster) -> None:
     app = replicas_of(default_cluster, "agora")[0]
-    # Agents without history: calibration 1.0, so no self-report < 1.0 reaches threshold 1.0
+    # Agents without history: calibration 1.0, so no estimate below 100 % reaches threshold 1.0
     # (an agent that outperformed its claims could be calibrated up to exactly 1.0).
-    skill = f"audit-{uuid.uuid4().hex[:6]}"
-    for agent_id in (f"{skill}-a", f"{skill}-b"):
-        profile = {"agent_id": agent_id, "agent_name": agent_id, "skill_tags": [skill], "max_steps": 3}
+    spec, profiles = rated_below_certain(task(min_success_threshold=1.0))
+    for profile in profiles:
         httpx.post(app.invoke_url("v1/agents"), json=profile, timeout=10).raise_for_status()
-    spec = task(required_skills=[skill], preferred_skills=[], min_success_threshold=1.0)
     publish_task(app, spec)
     record = settled(default_cluster, spec["task_id"])
     assert record["status"] == "REJECTED"
     assert "below min_success_threshold" in record["allocation"]["reject_reason"]
     assert all(s["final_score"] == -1.0 for s in record["allocation"]["all_scores"])
     assert len(record["allocation"]["all_bids"]) == 2
+    # The market's model rated them as predicted: not a fallback, and below certain.
+    bids = record["allocation"]["all_bids"]
+    assert [b["fallback"] for b in bids] == [False, False]
+    assert all(b["self_reported_success_prob"] < 1.0 for b in bids)
     # Agents without history (N = 0): the plain UCB1 bonus sqrt(2 ln 2), weighted as configured.
     fresh_bonus = MARKET_EXPLORATION * math.sqrt(2 * math.log(2))
     assert [s["ucb_bonus"] for s in record["allocation"]["all_scores"]] == [pytest.approx(fresh_bonus)] * 2
