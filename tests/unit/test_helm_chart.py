@@ -424,6 +424,16 @@ def test_jaeger_ingress_and_autoscalers_are_optional(defaults: list[Doc], all_on
     assert {"name": "OTEL_TRACES_EXPORTER", "value": "none"} in env
 
 
+def test_a_console_of_more_than_one_pod_has_a_pod_disruption_budget() -> None:
+    budgets = of_kind(render("console.replicaCount=2"), "PodDisruptionBudget")
+    assert list(budgets) == [f"{FULLNAME}-console"]
+    spec = budgets[f"{FULLNAME}-console"]["spec"]
+    assert spec["maxUnavailable"] == 1
+    assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "console"
+    turned_off = render("console.replicaCount=2", "console.podDisruptionBudget.enabled=false")
+    assert not of_kind(turned_off, "PodDisruptionBudget")
+
+
 def _tracing_of(docs: list[Doc], apps: tuple[str, ...]) -> dict[str, tuple[str, str | None, str | None]]:
     """Per app: its sidecar's samplingRate, and its app container's OTEL_TRACES_SAMPLER and
     OTEL_TRACES_SAMPLER_ARG."""
