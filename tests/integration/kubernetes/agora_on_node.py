@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -75,7 +76,7 @@ POD_KILLS = (
     "none is decided or counted twice"
 )
 REPLICAS = (
-    "`helm upgrade` to two replicas of every service and of the console, each service with its "
+    "`helm upgrade` to two replicas of every service and of the console, each with its "
     "PodDisruptionBudget; one of the two task board pods' containers killed with SIGKILL through "
     "containerd mid-burst of 200 tasks while the other carries on: every task ends, none is "
     "decided or counted twice"
@@ -84,6 +85,12 @@ UPGRADE = (
     "`helm upgrade` to a new image tag rolls every Deployment while a trickle of tasks flows: "
     "every task of the trickle ends"
 )
+DRAIN = (
+    "a second kubelet node joins; `kubectl drain` of the first (the release's pods) under a "
+    "trickle of tasks moves every pod of the release to it while the PodDisruptionBudgets keep a "
+    "Ready pod of every service and of the console: every task of the trickle ends, none is "
+    "decided twice"
+)
 UNINSTALL = (
     "`helm uninstall` leaves no object of the release behind; Redis keeps the state, and a "
     "reinstall serves the tasks decided before"
@@ -91,7 +98,8 @@ UNINSTALL = (
 # In the order they run.
 CHECKS = (
     PREPARED, LINT, DRY_RUN, AGORA_INSTALL, INJECTION, OPERATOR, COMPONENTS, NO_SECRETS, HELM_TEST,
-    CLI, TRACES, POD_KILLS, ONE_SERVICE_UPGRADE, ROLLBACK, BAD_VALUES, UPGRADE, REPLICAS, UNINSTALL,
+    CLI, TRACES, POD_KILLS, ONE_SERVICE_UPGRADE, ROLLBACK, BAD_VALUES, UPGRADE, REPLICAS, DRAIN,
+    UNINSTALL,
 )  # fmt: skip
 SERVICES = ("registry", "taskboard", "reputation", "allocator", "worker", "escalation", "uncertainty",
             "planner", "debate")  # fmt: skip
@@ -102,6 +110,87 @@ DEBATE_FINAL = {"COMPLETED", "ABORTED", "FAILED"}
 # The reference worker's sample agents (agora.worker): every outcome is counted on one of them.
 WORKER_AGENTS = ("analyst", "researcher", "scout", "writer")
 BURST = 200
+
+
+class Trickle:
+    """A client publishing a task every half second, on a thread of its own, while the block
+    runs (and three seconds more). A publish refused for `PUBLISH_PATIENCE_S` is counted in
+    `refused`: its task may still have got in on an attempt whose answer was lost."""
+
+    def __init__(self, publish: Callable[..., None], prefix: str) -> None:
+        self.prefix = prefix
+        self.sent: list[str] = []
+        self.refused: list[str] = []
+        self._publish = publish
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._flow, name="trickle", daemon=True)
+
+    def __enter__(self) -> Trickle:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(3)
+        self._stop.set()
+        self._thread.join(PUBLISH_PATIENCE_S + 30)
+
+    def _flow(self) -> None:
+        while not self._stop.is_set():
+            task_id = f"{self.prefix}{len(self.sent):03d}"
+            self.sent.append(task_id)
+            try:
+                self._publish(task_id, patience_s=PUBLISH_PATIENCE_S)
+            except CheckFailed:
+                self.refused.append(task_id)
+            self._stop.wait(0.5)
+
+
+class ReadyWatch:
+    """Samples the release's pods every half second while the block runs: the fewest Ready pods
+    each part (service or console) had at once."""
+
+    def __init__(self, pods: Callable[[], list[Obj]]) -> None:
+        self.fewest: dict[str, int] = {}
+        self.samples = 0
+        self._pods = pods
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ready-watch", daemon=True)
+
+    def __enter__(self) -> ReadyWatch:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _sample(self) -> None:
+        counts: Counter[str] = Counter()
+        for pod in self._pods():
+            part = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component", "")
+            counts[part] += 0
+            if ready(pod) and "deletionTimestamp" not in pod["metadata"]:
+                counts[part] += 1
+        for part, count in counts.items():
+            self.fewest[part] = min(self.fewest.get(part, count), count)
+        self.samples += 1
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            with contextlib.suppress(KubeError, httpx.HTTPError):
+                self._sample()
+
+
+def containerd_name(image: str) -> str:
+    """The name containerd keeps an image under: a pod's `jaegertracing/jaeger:2.13.0` is
+    `docker.io/jaegertracing/jaeger:2.13.0` there (Docker's default registry and library)."""
+    first, _, rest = image.partition("/")
+    if not rest:
+        return f"docker.io/library/{image}"
+    if "." in first or ":" in first or first == "localhost":
+        return image
+    return f"docker.io/{image}"
 
 
 def image_archive() -> tuple[Path, str]:
@@ -145,9 +234,10 @@ def summary(pod: Obj) -> Obj:
 
 
 class AgoraOnNode:
-    def __init__(self, plane: ControlPlane, node: Node, report: Report) -> None:
+    def __init__(self, plane: ControlPlane, node: Node, report: Report, second_node: Node) -> None:
         self.plane = plane
         self.node = node
+        self.second_node = second_node
         self.report = report
         self.kube: Kube = plane.kube
         self.secret_values = chart_secrets()
@@ -160,12 +250,14 @@ class AgoraOnNode:
         """Every container log on the node as the check failed, under logs/: the pods a later
         check replaces or uninstalls take their logs with them."""
         slug = re.sub(r"[^a-z0-9]+", "-", check.lower())[:40].strip("-")
-        shutil.copytree(
-            "/var/log/pods",
-            self.plane.logs / f"pods-when-{slug}-failed",
-            ignore_dangling_symlinks=True,
-            dirs_exist_ok=True,
-        )
+        for node in (self.node, self.second_node):
+            if Path(node.pod_logs).is_dir():
+                shutil.copytree(
+                    node.pod_logs,
+                    self.plane.logs / f"pods-when-{slug}-failed" / node.name,
+                    ignore_dangling_symlinks=True,
+                    dirs_exist_ok=True,
+                )
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -759,7 +851,7 @@ class AgoraOnNode:
             labelSelector=f"app.kubernetes.io/instance={RELEASE}",
         )
         guarded = sorted(b["metadata"]["name"].removeprefix(f"{RELEASE}-") for b in budgets)
-        expect(guarded == sorted(SERVICES), f"PodDisruptionBudgets of {guarded}")
+        expect(guarded == sorted([*SERVICES, "console"]), f"PodDisruptionBudgets of {guarded}")
         burst = self.burst_with_a_kill("taskboard")
         self.wait_all_ready(timeout=180)
         return {"helm_upgrade_seconds": scaled_s, "ready_replicas": ready_replicas,
@@ -804,26 +896,8 @@ class AgoraOnNode:
         new_name = f"{repository}:{tag}-next"
         self.node.ctr("images", "tag", self.image_name, new_name)
         before = {d["metadata"]["name"]: d["metadata"]["generation"] for d in self.deployments()}
-        prefix = f"node-trickle-{uuid.uuid4().hex[:6]}-"
-        trickle: list[str] = []
-        """Every task the client tried to publish: one whose publish never got in is lost."""
-        refused: list[str] = []
-        stop = threading.Event()
-
-        def flow() -> None:
-            while not stop.is_set():
-                task_id = f"{prefix}{len(trickle):03d}"
-                trickle.append(task_id)
-                try:
-                    self.publish(task_id, patience_s=PUBLISH_PATIENCE_S)
-                except CheckFailed:
-                    refused.append(task_id)
-                stop.wait(0.5)
-
-        flowing = threading.Thread(target=flow, name="trickle", daemon=True)
-        flowing.start()
         started = time.monotonic()
-        try:
+        with Trickle(self.publish, f"node-trickle-{uuid.uuid4().hex[:6]}-") as trickle:
             sets = [arg for value in self.release_values() for arg in ("--set", value)]
             done = self.helm(
                 "upgrade",
@@ -837,10 +911,6 @@ class AgoraOnNode:
                 "10m",
                 timeout=700,
             )
-        finally:
-            time.sleep(3)
-            stop.set()
-            flowing.join(PUBLISH_PATIENCE_S + 30)
         if done.returncode != 0:
             raise CheckFailed(f"helm upgrade: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
         rolled_seconds = round(time.monotonic() - started, 1)
@@ -874,25 +944,103 @@ class AgoraOnNode:
             and "daprd" not in [c["name"] for c in p["spec"]["containers"]]
         ]
         expect(not without_sidecar, f"pods without daprd: {without_sidecar}")
-        ids = set(trickle)
-        expect(len(ids) >= 10, f"only {len(ids)} tasks trickled in during the upgrade")
-        ended = self.wait_until_ended(ids, prefix, timeout=300)
-        # A publish the client gave up on may still have got in on an attempt whose answer was
-        # lost: such a task ends like any other. One that never got in is lost all the same.
-        lost = sorted(ids - ended)
-        expect(
-            not lost,
-            f"{len(lost)} of {len(ids)} trickled tasks did not end ({len(refused)} publishes refused "
-            f"for {PUBLISH_PATIENCE_S} s): {self.where_they_stopped(lost)}",
-        )
-        doubled = self.decided_once(ids)
-        expect(not doubled, f"decided other than once: {doubled[:10]}")
+        ended = self.every_trickled_task_ended(trickle, "the upgrade")
         self.image_name = new_name
         return {
             "image": new_name,
             "helm_upgrade_seconds": rolled_seconds,
             "deployments_rolled": sorted(d["metadata"]["name"] for d in deployments),
-            "trickled_tasks": len(ids),
+            "trickled_tasks": len(trickle.sent),
+            "ended": len(ended),
+        }
+
+    def every_trickled_task_ended(self, trickle: Trickle, during: str) -> set[str]:
+        """Every task the trickle tried to publish ends, decided once. A publish the client gave up
+        on may still have got in on an attempt whose answer was lost: such a task ends like any
+        other. One that never got in is lost all the same."""
+        ids = set(trickle.sent)
+        expect(len(ids) >= 10, f"only {len(ids)} tasks trickled in during {during}")
+        ended = self.wait_until_ended(ids, trickle.prefix, timeout=300)
+        lost = sorted(ids - ended)
+        expect(
+            not lost,
+            f"{len(lost)} of {len(ids)} trickled tasks did not end ({len(trickle.refused)} publishes "
+            f"refused for {PUBLISH_PATIENCE_S} s): {self.where_they_stopped(lost)}",
+        )
+        doubled = self.decided_once(ids)
+        expect(not doubled, f"decided other than once: {doubled[:10]}")
+        return ended
+
+    def release_pods(self) -> list[Obj]:
+        return self.pods(f"app.kubernetes.io/instance={RELEASE}")
+
+    def drain(self) -> Obj:
+        """A second node joins with the release's images; the first is drained of the release's
+        pods (`kubectl drain --pod-selector`: Redis and Dapr's control plane stay where they are)
+        under a trickle, then opened again."""
+        started = time.monotonic()
+        second = self.second_node
+        second.start_containerd()
+        # Nothing can be pulled here: the second node gets what the release's pods run, exported
+        # from the first node's containerd.
+        images = sorted(
+            {containerd_name(c["image"]) for p in self.release_pods() for c in p["spec"]["containers"]}
+            | {
+                containerd_name(c["image"])
+                for p in self.release_pods()
+                for c in p["spec"].get("initContainers") or []
+            }
+            | {containerd_name(second.sandbox_image)}
+        )
+        archive = self.plane.workdir / "images" / "release-images.tar"
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        self.node.ctr("images", "export", "--platform", "linux/amd64", str(archive), *images, timeout=300)
+        archive_mb = round(archive.stat().st_size / 2**20, 1)
+        second.import_image(archive)
+        archive.unlink()
+        listed = second.images()
+        expect(all(name in listed for name in images), f"the second node lists {listed}, not all of {images}")
+        second.start_kubelet()
+        joined_s = round(time.monotonic() - started, 1)
+        draining = time.monotonic()
+        with (
+            ReadyWatch(self.release_pods) as watch,
+            Trickle(self.publish, f"node-drain-{uuid.uuid4().hex[:6]}-") as trickle,
+        ):
+            done = self.kubectl(
+                "drain",
+                NODE_NAME,
+                f"--pod-selector=app.kubernetes.io/instance={RELEASE}",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=10m",
+                timeout=700,
+            )
+            if done.returncode == 0:
+                self.wait_all_ready(timeout=300)
+        drained_s = round(time.monotonic() - draining, 1)
+        if done.returncode != 0:
+            raise CheckFailed(f"kubectl drain: {done.stderr.strip()[-1500:]}\n{self.failure_context()}")
+        pods = [p for p in self.release_pods() if "deletionTimestamp" not in p["metadata"]]
+        left = sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") != second.name)
+        expect(not left, f"pods of the release not on {second.name} after the drain: {left}")
+        guarded = [*SERVICES, "console"]
+        unguarded = {part: n for part, n in watch.fewest.items() if part in guarded and n < 1}
+        expect(not unguarded, f"parts with no Ready pod at some moment of the drain: {unguarded}")
+        ended = self.every_trickled_task_ended(trickle, "the drain")
+        opened = self.kubectl("uncordon", NODE_NAME)
+        expect(opened.returncode == 0, f"kubectl uncordon: {opened.stderr.strip()[-500:]}")
+        return {
+            "second_node": second.name,
+            "images_copied": images,
+            "image_archive_mb": archive_mb,
+            "seconds_to_join": joined_s,
+            "seconds_to_drain_and_be_ready": drained_s,
+            "evicted": sum(1 for line in done.stdout.splitlines() if line.rstrip().endswith("evicted")),
+            "fewest_ready_pods_at_once": dict(sorted(watch.fewest.items())),
+            "samples": watch.samples,
+            "trickled_tasks": len(trickle.sent),
+            "publishes_refused": len(trickle.refused),
             "ended": len(ended),
         }
 
@@ -983,6 +1131,7 @@ class AgoraOnNode:
         self.report.run(BAD_VALUES, release.bad_values, needs=(AGORA_INSTALL,))
         self.report.run(UPGRADE, self.upgrade, needs=(AGORA_INSTALL,))
         self.report.run(REPLICAS, self.replicas, needs=(AGORA_INSTALL,))
+        self.report.run(DRAIN, self.drain, needs=(REPLICAS,))
         self.report.run(UNINSTALL, self.uninstall, needs=(CLI,))
         if self._console is not None:
             self._console.close()

@@ -10,7 +10,7 @@ proxy (ServiceProxy, what kube-proxy's old userspace mode did) forwards to the e
 The parts: etcd, kube-apiserver (RBAC, a static admin token in system:masters, service-account
 signing keys, `--enable-aggregator-routing=true`), kube-controller-manager (service-account and
 token controllers, endpoints/endpointslices, replicasets, deployments, statefulsets, garbage
-collector, namespaces, root CA publisher, node lifecycle) and kube-scheduler. The node (the
+collector, namespaces, root CA publisher, disruption budgets, node lifecycle) and kube-scheduler. The node (the
 kubelet, containerd, kube-proxy) is node.py's.
 
 `--enable-aggregator-routing=true` makes the API server call admission webhooks (Dapr's
@@ -639,6 +639,9 @@ class ControlPlane:
             "statefulset-controller",
             "garbage-collector-controller",
             "namespace-controller",
+            # Keeps each PodDisruptionBudget's allowed disruptions: without it they stay 0 and
+            # every eviction (a drain) is refused for good.
+            "disruption-controller",
             # Takes the not-ready taint (TaintNodesByCondition puts it on every new node) off the
             # node once its kubelet reports it Ready.
             "node-lifecycle-controller",

@@ -24,11 +24,15 @@ fixed host paths whatever their configuration says, and leave things behind:
 The network: the node's address (NODE_IP) is one more /32 on `lo` (this kernel has no `dummy`
 link type) and pods get addresses from NODE_POD_CIDR on a bridge the CNI plugin makes in this
 namespace, whose gateway address makes them reachable from the namespace's other processes.
+A second node (`Node(index=1)`) is one more kubelet and containerd in the same namespaces, with
+the next address and pod range on a bridge of its own: the namespace routes between the two
+bridges, and node 0's kube-proxy serves the Services for both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -58,12 +62,12 @@ NODE_POD_CIDR = "10.244.1.0/24"
 # The kube-dns Service's address (the tenth of the Service range, as kubeadm chooses).
 CLUSTER_DNS_IP = "10.96.0.10"
 BRIDGE = "agora0"
+"""Node 0's bridge; node N's is agora<N>."""
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
 KUBE_PROXY_HEALTHZ = "127.0.0.1:10256"
 KUBE_PROXY_METRICS = "127.0.0.1:10249"
 CNI_BIN_DIR = Path("/usr/lib/cni")
-CONTAINERD_SOCKET = Path("/run/containerd/containerd.sock")
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")
 # The machine-wide kernel settings the kubelet's container manager sets when it starts
 # (pkg/kubelet/cm/container_manager_linux.go, setupKernelTunables), with the values it wants.
@@ -259,19 +263,35 @@ def kernel_settings() -> dict[str, str]:
 
 @dataclass
 class Node:
+    """Node `index` of the namespace: node 0 at the defaults (NODE_NAME, NODE_IP, NODE_POD_CIDR,
+    /run/containerd, /var/lib/kubelet, /var/log/pods); node N beside it with its own address,
+    pod range and bridge, containerd socket and folders, kubelet folders and health port, and
+    cgroup root (under node 0's, so one removal takes both). Two kubelets must not share a pod
+    log folder: each removes the folders of pods it does not know."""
+
     plane: ControlPlane
     tools: NodeTools
     run_id: str
     sandbox_image: str
-    name: str = NODE_NAME
-    ip: str = NODE_IP
+    index: int = 0
     processes: list[ManagedProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.folder = self.plane.workdir / "node"
+        self.suffix = suffix = f"-{self.index}" if self.index else ""
+        self.name = f"agora-node-{self.index}"
+        self.ip = str(ipaddress.ip_address(NODE_IP) + self.index)
+        self.pod_cidr = str(ipaddress.ip_network(NODE_POD_CIDR).network_address + 256 * self.index) + "/24"
+        self.bridge = BRIDGE.removesuffix("0") + str(self.index)
+        self.socket = Path(f"/run/containerd{suffix}/containerd.sock")
+        self.containerd_folders = (f"/var/lib/containerd{suffix}", f"/run/containerd{suffix}")
+        self.kubelet_root = f"/var/lib/kubelet{suffix}"
+        self.pod_logs = f"/var/log/pods{suffix}"
+        self.healthz_port = KUBELET_HEALTHZ_PORT + 10 * self.index
+        self.folder = self.plane.workdir / f"node{suffix}"
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.logs = self.plane.logs
-        self.cgroup_root = cgroup_root(self.run_id)
+        self.logs = self.plane.logs / f"node{suffix}" if self.index else self.plane.logs
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.cgroup_root = cgroup_root(self.run_id) + (f"/node-{self.index}" if self.index else "")
         self.containerd: ManagedProcess | None = None
         self.kubelet: ManagedProcess | None = None
         self.kube_proxy: ManagedProcess | None = None
@@ -283,27 +303,27 @@ class Node:
         cni_conf.mkdir(parents=True, exist_ok=True)
         network = {
             "cniVersion": "0.4.0",
-            "name": "agora-node",
+            "name": self.name,
             "plugins": [
                 {
                     "type": "bridge",
-                    "bridge": BRIDGE,
+                    "bridge": self.bridge,
                     "isGateway": True,
                     "ipMasq": False,
                     "hairpinMode": True,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": NODE_POD_CIDR}]],
+                        "ranges": [[{"subnet": self.pod_cidr}]],
                         "routes": [{"dst": "0.0.0.0/0"}],
                     },
                 }
             ],
         }
-        (cni_conf / "10-agora-node.conflist").write_text(json.dumps(network, indent=2))
+        (cni_conf / f"10-{self.name}.conflist").write_text(json.dumps(network, indent=2))
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         config = f"""version = 2
-root = "/var/lib/containerd"
-state = "/run/containerd"
+root = "{self.containerd_folders[0]}"
+state = "{self.containerd_folders[1]}"
 # The `opt` plugin would make /opt/containerd; the others need what this machine has not.
 disabled_plugins = [
   "io.containerd.internal.v1.opt",
@@ -315,7 +335,7 @@ disabled_plugins = [
 ]
 
 [grpc]
-  address = "{CONTAINERD_SOCKET}"
+  address = "{self.socket}"
 
 [{cri}]
   sandbox_image = "{self.sandbox_image}"
@@ -351,7 +371,7 @@ disabled_plugins = [
         config = self._containerd_config()
         env = {**os.environ, "PATH": f"{self.tools.containerd_shim.parent}:{os.environ.get('PATH', '')}"}
         self.containerd = ManagedProcess(
-            "containerd",
+            f"containerd{self.suffix}",
             [
                 str(self.tools.containerd),
                 "--config",
@@ -367,10 +387,10 @@ disabled_plugins = [
         self.containerd.wait_until(
             lambda: self.ctr_ok("version"), "containerd answering on its socket", timeout=60
         )
-        self.plane.timings["containerd"] = round(time.monotonic() - started, 1)
+        self.plane.timings[f"containerd{self.suffix}"] = round(time.monotonic() - started, 1)
 
     def ctr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return _run([self.tools.ctr, "--address", CONTAINERD_SOCKET, "--namespace", "k8s.io", *args], timeout)
+        return _run([self.tools.ctr, "--address", self.socket, "--namespace", "k8s.io", *args], timeout)
 
     def ctr_ok(self, *args: str) -> bool:
         try:
@@ -409,8 +429,9 @@ disabled_plugins = [
             "port": KUBELET_PORT,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
-            "healthzPort": KUBELET_HEALTHZ_PORT,
-            "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
+            "healthzPort": self.healthz_port,
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "podLogsDir": self.pod_logs,
             # This machine: cgroup v1 (hybrid), no systemd, swap allowed.
             "failCgroupV1": False,
             "failSwapOn": False,
@@ -473,13 +494,14 @@ disabled_plugins = [
         )
         env = {**os.environ, "PATH": f"{self.tools.iptables.parent}:{os.environ.get('PATH', '')}"}
         self.kubelet = ManagedProcess(
-            "kubelet",
+            f"kubelet{self.suffix}",
             [
                 str(self.tools.kubelet),
                 f"--config={self._kubelet_config()}",
                 f"--kubeconfig={kubeconfig}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.ip}",
+                f"--root-dir={self.kubelet_root}",
                 "--v=1",
             ],
             self.logs / "kubelet.log",
@@ -488,7 +510,7 @@ disabled_plugins = [
         self.processes.append(self.kubelet)
         self.kubelet.start()
         self.kubelet.wait_until(self.ready, f"node {self.name} Ready and untainted", timeout=180)
-        self.plane.timings["kubelet: node Ready"] = round(time.monotonic() - started, 1)
+        self.plane.timings[f"kubelet: node Ready{self.suffix}"] = round(time.monotonic() - started, 1)
 
     # -- kube-proxy ------------------------------------------------------------------------------
 

@@ -223,9 +223,12 @@ def in_cidr(ip: str, cidr: str) -> bool:
 
 
 class NodeScenario:
-    def __init__(self, plane: ControlPlane, node: Node, report: Report, binary: Path) -> None:
+    def __init__(
+        self, plane: ControlPlane, node: Node, report: Report, binary: Path, second_node: Node
+    ) -> None:
         self.plane = plane
         self.node = node
+        self.second_node = second_node
         self.kube = plane.kube
         self.report = report
         self.binary = binary
@@ -890,9 +893,11 @@ class NodeScenario:
         }
 
     def processes(self) -> Obj:
-        dead = self.plane.stopped() + [p.name for p in self.node.processes if not p.running()]
+        nodes = (self.node, self.second_node)
+        dead = self.plane.stopped() + [p.name for node in nodes for p in node.processes if not p.running()]
         expect(not dead, f"stopped: {dead}")
-        return {"running": [p.name for p in self.plane.processes] + self.node.running()}
+        running = [p.name for p in self.plane.processes] + [n for node in nodes for n in node.running()]
+        return {"running": running}
 
     def run(self) -> None:
         for name, check, needs in (
@@ -909,7 +914,7 @@ class NodeScenario:
             (DAPR, self.dapr, (DAPRD, DNS)),
         ):
             self.report.run(name, check, needs=needs)
-        AgoraOnNode(self.plane, self.node, self.report).run(needs=(DAPR, REDIS))
+        AgoraOnNode(self.plane, self.node, self.report, self.second_node).run(needs=(DAPR, REDIS))
         self.report.run(PROCESSES, self.processes)
 
 
@@ -972,6 +977,7 @@ def main(argv: list[str]) -> int:
         apiserver_args=["--kubelet-preferred-address-types=InternalIP"],
     )
     node: Node | None = None
+    second: Node | None = None
     code = 1
     try:
         refuse_to_run_outside_namespaces()
@@ -995,9 +1001,11 @@ def main(argv: list[str]) -> int:
             "pod_cidr": NODE_POD_CIDR,
         }
         node = Node(plane, node_tools, os.environ.get("AGORA_RUN_ID", "manual"), PAUSE_IMAGE)
+        # The second node starts only for the drain (agora_on_node.py), after everything else.
+        second = Node(plane, node_tools, node.run_id, PAUSE_IMAGE, index=1)
         report.extra["cgroup_root"] = node.cgroup_root
         node.start_containerd()
-        scenario = NodeScenario(plane, node, report, binary)
+        scenario = NodeScenario(plane, node, report, binary, second)
         scenario.archives = {PAUSE_IMAGE: pause.archive, TEST_IMAGE: test.archive}
         scenario.written = [pause.describe(), test.describe()]
         scenario.run()
@@ -1013,10 +1021,13 @@ def main(argv: list[str]) -> int:
             # The node's own logs first: a pod that does not start is told of there.
             report.extra["log_tails"] = {
                 **(node.log_tails(25) if node else {}),
+                **(second.log_tails(25) if second else {}),
                 **{p.name: p.log_tail(15) for p in plane.processes},
             }
         report.extra["timings_seconds"] = plane.timings
         report.write()
+        if second is not None:
+            second.stop()
         if node is not None:
             node.stop()
         plane.stop()
