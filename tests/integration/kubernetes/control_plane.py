@@ -10,8 +10,8 @@ proxy (ServiceProxy, what kube-proxy's old userspace mode did) forwards to the e
 The parts: etcd, kube-apiserver (RBAC, a static admin token in system:masters, service-account
 signing keys, `--enable-aggregator-routing=true`), kube-controller-manager (service-account and
 token controllers, endpoints/endpointslices, replicasets, deployments, statefulsets, garbage
-collector, namespaces, root CA publisher, disruption budgets, node lifecycle) and kube-scheduler. The node (the
-kubelet, containerd, kube-proxy) is node.py's.
+collector, namespaces, root CA publisher, disruption budgets, node lifecycle) and
+kube-scheduler. The nodes (the kubelet, containerd, kube-proxy) are node.py's.
 
 `--enable-aggregator-routing=true` makes the API server call admission webhooks (Dapr's
 injector) at an endpoint (the pod IP) instead of the Service's cluster IP: kube-apiserver builds
