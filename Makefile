@@ -166,11 +166,11 @@ run: venv dapr $(if $(filter 1,$(JAEGER)),jaeger) $(if $(filter redis,$(PROFILE)
 # The tools are built two at a time: while one Go build links (one core) or downloads its
 # modules, the other compiles.
 # The slowest tests are listed at the end: where the suite's time goes. Then the postgres
-# profile's share of them (`POSTGRES_CI_TESTS`, about 3 minutes).
+# profile's share of them (`POSTGRES_TESTS`, about 4 minutes).
 test:
 	@$(MAKE) --no-print-directory -j2 tools kube-node
 	$(PY) -m pytest tests -n $(PYTEST_WORKERS) --durations=20 $(PYTEST_ARGS)
-	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_CI_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
@@ -180,14 +180,11 @@ test-integration:
 	$(PY) -m pytest tests/integration -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The market's, planner's, debate's, escalation's and agent apps' tests, and the fault matrix's
-# rows of that profile, with PostgreSQL as the state store and RabbitMQ as the broker (the
-# postgres profile) instead of Redis.
+# rows of that profile (its subset; AGORA_FAULTS=all for every row), with PostgreSQL as the
+# state store and RabbitMQ as the broker (the postgres profile) instead of Redis.
 POSTGRES_TESTS := tests/integration/test_market_a2a.py tests/integration/test_planner.py \
 	tests/integration/test_debate.py tests/integration/test_escalation.py tests/integration/test_agent_app.py \
 	tests/integration/test_fault_matrix.py
-# `make test` leaves out the agent apps' tests, whose kill-and-restart rows can strand a delivery
-# on RabbitMQ (docs/guarantees.md).
-POSTGRES_CI_TESTS := $(filter-out tests/integration/test_agent_app.py,$(POSTGRES_TESTS))
 test-postgres: venv dapr postgres
 	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 

@@ -238,13 +238,12 @@ network rows run on systems of their own (tests/integration/test_store_failover.
 test_network_faults.py), as do the rows of two replicas of every service (test_replicas.py)."""
 SUBSETS = {
     "redis": ("app:taskboard", "sidecar:allocator", "app:worker", "placement", "redis"),
-    "postgres": ("postgres",),
+    "postgres": ("postgres", "rabbitmq"),
 }
 """The rows `make test` runs. On Redis: the task board's actor host, the allocator's sidecar,
 the worker mid-run, placement and a Redis restart; on PostgreSQL and RabbitMQ: a PostgreSQL
-restart. A RabbitMQ restart, and at times an app's restart beside its sidecar, strand
-deliveries in consumers Dapr's RabbitMQ component leaks (docs/guarantees.md): `make chaos` and
-AGORA_FAULTS run those rows."""
+restart and a RabbitMQ restart (the row Dapr's own RabbitMQ component failed, which
+`pubsub.agora.rabbitmq` replaced: docs/guarantees.md)."""
 PROFILE_NAMES = {"redis": "", "postgres": " [PostgreSQL + RabbitMQ]"}
 """What a row's fault is called in the table, after what was done: the profile it ran on."""
 

@@ -43,9 +43,8 @@ def test_its_store_keeps_actors_and_its_broker_loses_no_message_it_confirmed() -
     assert found["agora-state"]["spec"]["type"] == "state.postgresql"
     assert state["actorStateStore"]["value"] == "true"
     work, fan = metadata(found["agora-pubsub"]), metadata(found["agora-broadcast"])
-    assert (
-        found["agora-pubsub"]["spec"]["type"] == found["agora-broadcast"]["spec"]["type"] == "pubsub.rabbitmq"
-    )
+    types = {found[name]["spec"]["type"] for name in ("agora-pubsub", "agora-broadcast")}
+    assert types == {"pubsub.agora.rabbitmq"}
     assert {k: work[k]["value"] for k in ("durable", "deletedWhenUnused", "deliveryMode", "publisherConfirm",
                                           "requeueInFailure")} == {
         "durable": "true", "deletedWhenUnused": "false", "deliveryMode": "2", "publisherConfirm": "true",

@@ -6,14 +6,17 @@
 // tag) through `go build -overlay`. A component type not listed here is refused by daprd as
 // unknown: a cluster that needs others runs Dapr's own released images.
 //
-// Two of these are outside Dapr's stable set:
+// Three of these are outside Dapr's stable set:
 //
 //   - the SQLite name resolver: local systems resolve app ids through a SQLite file in their
 //     own run folder instead of machine-wide mDNS, so two systems started side by side on one
 //     machine (`make run` and `make test`, or two test sessions) never reach each other's apps;
 //   - the OpenAI conversation component (`conversation.openai`, with an `endpoint` for any
 //     OpenAI-compatible server): the Dapr Conversation path to a real model, the local model
-//     server of `make run MODEL=local` or a vendor.
+//     server of `make run MODEL=local` or a vendor;
+//   - Agora's RabbitMQ pub/sub (`pubsub.agora.rabbitmq`, deploy/dapr/rabbitmq), in which every
+//     subscription owns its channel: the postgres profile's broker. Dapr's `pubsub.rabbitmq`
+//     stays registered.
 package main
 
 import (
@@ -37,6 +40,8 @@ import (
 	"github.com/dapr/dapr/pkg/components/pubsub"
 	"github.com/dapr/dapr/pkg/components/secretstores"
 	"github.com/dapr/dapr/pkg/components/state"
+
+	agorarabbitmq "agora.dev/deploy/dapr/rabbitmq"
 )
 
 func init() {
@@ -51,6 +56,7 @@ func init() {
 	pubsub.DefaultRegistry.RegisterComponent(pubsubmemory.New, "in-memory")
 	pubsub.DefaultRegistry.RegisterComponent(pubsubredis.NewRedisStreams, "redis")
 	pubsub.DefaultRegistry.RegisterComponent(rabbitmq.NewRabbitMQ, "rabbitmq")
+	pubsub.DefaultRegistry.RegisterComponent(agorarabbitmq.New, "agora.rabbitmq")
 
 	secretstores.DefaultRegistry.RegisterComponent(file.NewLocalSecretStore, "local.file")
 	secretstores.DefaultRegistry.RegisterComponent(secretskubernetes.NewKubernetesSecretStore, "kubernetes")
