@@ -41,9 +41,9 @@ const (
 	// How long a subscription waits before connecting again; doubled per failure up to maxWait.
 	firstWait = 500 * time.Millisecond
 	maxWait   = 10 * time.Second
-	// Subscribe waits this long for the first consumer to be registered before reporting
-	// failure to the runtime (which tries the subscription again); the loop itself goes on
-	// until the subscription's context ends.
+	// Subscribe waits this long for the first consumer to be registered. It then returns
+	// without one, with a warning, and the subscription goes on trying: daprd does not try a
+	// subscription whose Subscribe failed again (dapr/components-contrib#4335).
 	subscribeTimeout = 30 * time.Second
 )
 
@@ -196,7 +196,7 @@ func (c *Component) Subscribe(ctx context.Context, req pubsub.SubscribeRequest, 
 		queue = c.opts.ConsumerID + "-" + req.Topic
 	}
 	subscription, cancel := context.WithCancel(ctx)
-	registered := make(chan struct{})
+	registered := make(chan struct{}) // closed once the first consumer is registered
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -216,8 +216,8 @@ func (c *Component) Subscribe(ctx context.Context, req pubsub.SubscribeRequest, 
 	case <-registered:
 		return nil
 	case <-time.After(subscribeTimeout):
-		cancel()
-		return fmt.Errorf("agora.rabbitmq: no consumer on %s after %s", queue, subscribeTimeout)
+		c.log.Warnf("agora.rabbitmq: no consumer on %s after %s; still trying", queue, subscribeTimeout)
+		return nil
 	case <-ctx.Done():
 		cancel()
 		return ctx.Err()
