@@ -265,6 +265,9 @@ class AgoraOnNode:
         params = {"labelSelector": selector} if selector else {}
         return self.kube.items(f"/api/v1/namespaces/{NAMESPACE}/pods", **params)
 
+    def release_pods(self) -> list[Obj]:
+        return self.pods(f"app.kubernetes.io/instance={RELEASE}")
+
     def log(self, pod: str, container: str, tail: int = 40) -> str:
         response = self.kube.http.get(
             f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log",
@@ -879,11 +882,7 @@ class AgoraOnNode:
 
     def wait_all_ready(self, timeout: float) -> None:
         def settled() -> bool:
-            pods = [
-                p
-                for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")
-                if "deletionTimestamp" not in p["metadata"]
-            ]
+            pods = [p for p in self.release_pods() if "deletionTimestamp" not in p["metadata"]]
             return bool(pods) and all(ready(p) for p in pods)
 
         try:
@@ -926,11 +925,7 @@ class AgoraOnNode:
             )
         ]
         expect(not not_rolled, f"Deployments not rolled to {new_name}: {not_rolled}")
-        pods = [
-            p
-            for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")
-            if "deletionTimestamp" not in p["metadata"]
-        ]
+        pods = [p for p in self.release_pods() if "deletionTimestamp" not in p["metadata"]]
         old = [
             p["metadata"]["name"]
             for p in pods
@@ -971,9 +966,6 @@ class AgoraOnNode:
         expect(not doubled, f"decided other than once: {doubled[:10]}")
         return ended
 
-    def release_pods(self) -> list[Obj]:
-        return self.pods(f"app.kubernetes.io/instance={RELEASE}")
-
     def drain(self) -> Obj:
         """A second node joins with the release's images; the first is drained of the release's
         pods (`kubectl drain --pod-selector`: Redis and Dapr's control plane stay where they are)
@@ -984,11 +976,10 @@ class AgoraOnNode:
         # Nothing can be pulled here: the second node gets what the release's pods run, exported
         # from the first node's containerd.
         images = sorted(
-            {containerd_name(c["image"]) for p in self.release_pods() for c in p["spec"]["containers"]}
-            | {
+            {
                 containerd_name(c["image"])
                 for p in self.release_pods()
-                for c in p["spec"].get("initContainers") or []
+                for c in [*p["spec"]["containers"], *(p["spec"].get("initContainers") or [])]
             }
             | {containerd_name(second.sandbox_image)}
         )
@@ -1060,12 +1051,12 @@ class AgoraOnNode:
         expect(done.returncode == 0, f"helm uninstall: {done.stderr.strip()[-1500:]}")
 
         def gone() -> bool:
-            return not self.pods(f"app.kubernetes.io/instance={RELEASE}")
+            return not self.release_pods()
 
         try:
             self.kube.wait_for("no pod of the release", gone, timeout=120, interval=1)
         except KubeError as exc:
-            left = [summary(p) for p in self.pods(f"app.kubernetes.io/instance={RELEASE}")]
+            left = [summary(p) for p in self.release_pods()]
             raise CheckFailed(f"{exc}: {left}") from exc
         nothing_left = self.release.wait_no_leftovers(kinds, self.made_by_the_test)
         uninstalled = round(time.monotonic() - started, 1)
