@@ -59,11 +59,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agora.core.acceptance import VerdictStatus
 from agora.core.allocation import allocate
 from agora.core.market import AllocationStatus, Bid, TaskOutcome, TaskSpec
 from agora.core.models import CapabilityProfile
-from agora.core.reputation import DEFAULT_EMA_WEIGHT, ReputationTracker
-from agora.core.scoring import MARKET_EXPLORATION, REFERENCE_EXPLORATION, BidScorer
+from agora.core.reputation import DEFAULT_EMA_WEIGHT, ReputationTracker, calibrated_success, claim_alone
+from agora.core.scoring import MARKET_EXPLORATION, REFERENCE_EXPLORATION, BidScorer, Calibration
 
 SEED = 20261122
 NUM_AGENTS = 20
@@ -93,9 +94,13 @@ class Scenario:
     key: str
     inflation: Inflation
     report_noise_sd: float
+    silent: bool = False
+    """Every claim 0: an estimator that rates every candidate 0 % (a small local model did)."""
 
     @property
     def title(self) -> str:
+        if self.silent:
+            return "silent estimator: every claim 0 % whatever the agent"
         reports = "steady" if self.report_noise_sd <= STEADY_REPORT_SD else "noisy"
         return f"{self.inflation} inflation, {reports} reports (per-bid sd {self.report_noise_sd:g})"
 
@@ -107,9 +112,13 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("overclaiming", "overclaiming", STEADY_REPORT_SD),
         Scenario("independent-noisy", "independent", NOISY_REPORT_SD),
         Scenario("overclaiming-noisy", "overclaiming", NOISY_REPORT_SD),
+        Scenario("silent", "independent", STEADY_REPORT_SD, silent=True),
     )
 }
 REFERENCE_UCB1 = "agora_reference_ucb1"
+CLAIM_ALONE = "agora_claim_alone"
+"""Agora with the reference formula's calibration, the corrected claim alone (`claim_alone`),
+measured beside the market's `calibrated_success` in the same run."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,7 @@ def make_tasks(
     report_noise_sd: float = STEADY_REPORT_SD,
     first: int = 0,
     shared_error: float = 0.0,
+    silent: bool = False,
 ) -> list[Task]:
     """`count` tasks numbered from `first`, with bids and outcomes drawn from `agents` as they are.
     `shared_error` is the share of a claim's noise variance common to every bid of a task (one
@@ -201,7 +211,7 @@ def make_tasks(
                 bid_id=f"{spec.task_id}-{i:02d}",
                 task_id=spec.task_id,
                 agent_id=agent.profile.agent_id,
-                self_reported_success_prob=min(1.0, max(0.0, report)),
+                self_reported_success_prob=0.0 if silent else min(1.0, max(0.0, report)),
                 estimated_cost_usd=agent.profile.cost_per_step_usd
                 * agent.steps
                 * rng.lognormvariate(0.0, 0.1),
@@ -307,6 +317,9 @@ class KnownCalibration:
     async def reputation_score(self, agent_id: str) -> float:
         return await self.tracker.reputation_score(agent_id)
 
+    async def track_record(self, agent_id: str) -> tuple[float, float]:
+        return await self.tracker.track_record(agent_id)
+
     async def calibration_factor(self, agent_id: str) -> float:
         agent = self.agents[agent_id]
         return agent.true_p / min(1.0, agent.true_p + agent.inflation)
@@ -329,10 +342,16 @@ async def run_agora(
     ema_weight: float = DEFAULT_EMA_WEIGHT,
     exploration_weight: float = MARKET_EXPLORATION,
     known_calibration: bool = False,
+    calibration: Calibration = calibrated_success,
+    overclaimers: frozenset[int] = frozenset(),
+    checked: bool = False,
 ) -> Tally:
+    """The production pipeline over `tasks`. The agents in `overclaimers` report every run a
+    success whatever happened; with `checked`, the market checks each outcome (the verdict is
+    the truth) and learns from the verdict, otherwise from the agent's word."""
     tracker = ReputationTracker(ema_weight=ema_weight)
     source = KnownCalibration(tracker, agents) if known_calibration else tracker
-    scorer = BidScorer(source, exploration_weight=exploration_weight)
+    scorer = BidScorer(source, exploration_weight=exploration_weight, calibration=calibration)
     ports = SimPorts(agents)
     index = {a.profile.agent_id: i for i, a in enumerate(agents)}
     tally = Tally(name)
@@ -344,15 +363,19 @@ async def run_agora(
             continue
         choice = index[result.winning_agent_id]
         success = settle(tally, task, choice)
-        await tracker.update(
-            TaskOutcome(
-                task_id=task.spec.task_id,
-                agent_id=result.winning_agent_id,
-                actual_success=success,
-                actual_cost_usd=task.actual_costs[choice],
-                actual_steps=agents[choice].steps,
-            )
+        claim = True if choice in overclaimers else success
+        outcome = TaskOutcome(
+            task_id=task.spec.task_id,
+            agent_id=result.winning_agent_id,
+            actual_success=claim,
+            actual_cost_usd=task.actual_costs[choice],
+            actual_steps=agents[choice].steps,
         )
+        if checked:
+            verdict = VerdictStatus.PASSED if success else VerdictStatus.FAILED
+            await tracker.update(outcome, counts_as_success=success, verdict=verdict)
+        else:
+            await tracker.update(outcome)
     return tally
 
 
@@ -401,7 +424,9 @@ def build(
     setting = SCENARIOS[scenario]
     rng = random.Random(seed)
     population = make_agents(rng, setting.inflation, agents)
-    task_list = make_tasks(population, rng, tasks, setting.report_noise_sd, shared_error=shared_error)
+    task_list = make_tasks(
+        population, rng, tasks, setting.report_noise_sd, shared_error=shared_error, silent=setting.silent
+    )
     return population, task_list, rng
 
 
@@ -430,6 +455,7 @@ def simulate(
         asyncio.run(
             run_agora(population, task_list, name=REFERENCE_UCB1, exploration_weight=REFERENCE_EXPLORATION)
         ),
+        asyncio.run(run_agora(population, task_list, name=CLAIM_ALONE, calibration=claim_alone)),
     ]
     tallies += [
         run_simple(name, population, task_list, f) for name, f in naive_policies(population, rng).items()
@@ -511,11 +537,55 @@ def improving_agent(
         }
 
     rows = [
-        row(asyncio.run(run_agora(before, task_list, exploration_weight=w)), exploration_weight=w)
+        row(
+            asyncio.run(run_agora(before, task_list, exploration_weight=w)),
+            exploration_weight=w,
+            calibration="calibrated_success",
+        )
         for w in (REFERENCE_EXPLORATION, MARKET_EXPLORATION, 0.0)
     ]
+    alone = run_agora(before, task_list, exploration_weight=MARKET_EXPLORATION, calibration=claim_alone)
+    rows.append(row(asyncio.run(alone), exploration_weight=MARKET_EXPLORATION, calibration="claim_alone"))
     oracle = run_simple("oracle", before, task_list, naive_policies(before, rng)["oracle"])
     return {"seed": seed, "oracle": row(oracle), "agora": rows}
+
+
+OVERCLAIMING_SHARE = 3
+"""One agent in this many reports every run a success, whatever it did."""
+
+
+def overclaiming_agents(seed: int, count: int = NUM_AGENTS) -> frozenset[int]:
+    """The agents that claim success whatever they did: a third, drawn from a stream of their own
+    (the same agents in every scenario of a seed)."""
+    return frozenset(random.Random(f"overclaimers-{seed}").sample(range(count), count // OVERCLAIMING_SHARE))
+
+
+def checked_outcomes(seed: int = SEED) -> list[dict[str, Any]]:
+    """A third of the agents claim success whatever they did. Per scenario, Agora learning from
+    the agents' word (today's outcomes) and from checked outcomes (the verdict is the truth),
+    and the oracle, on the same agents and tasks; late success relative to the oracle."""
+    liars = overclaiming_agents(seed)
+    rows = []
+    for key in SCENARIOS:
+        agents, tasks, rng = build(key, seed)
+        oracle = run_simple("oracle", agents, tasks, naive_policies(agents, rng)["oracle"]).summary()
+        runs = {
+            "word": run_agora(agents, tasks, overclaimers=liars),
+            "checked": run_agora(agents, tasks, overclaimers=liars, checked=True),
+            "honest_word": run_agora(agents, tasks),
+        }
+        found = {label: with_ratio([asyncio.run(run).summary()], oracle)[0] for label, run in runs.items()}
+        rows.append(
+            {
+                "scenario": key,
+                "seed": seed,
+                "overclaimers": sorted(agents[i].profile.agent_id for i in liars),
+                "oracle_late": oracle["success_rate_late"],
+                **{f"{label}_vs_oracle": row["vs_oracle_late"] for label, row in found.items()},
+                **{f"{label}_late": row["success_rate_late"] for label, row in found.items()},
+            }
+        )
+    return rows
 
 
 def seed_ranges(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[str, tuple[float, float]]:
@@ -569,6 +639,7 @@ def main() -> None:
         scenarios[key]["vs_oracle_range_over_seeds"] = seed_ranges([rows, *other_seeds.values()])
     improving = [improving_agent(seed) for seed in (SEED, *OTHER_SEEDS)]
     joint = {str(seed): joint_ratings(seed) for seed in (SEED, *OTHER_SEEDS)}
+    checked = [row for seed in (SEED, *OTHER_SEEDS) for row in checked_outcomes(seed)]
     elapsed = time.perf_counter() - start
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
@@ -597,6 +668,10 @@ def main() -> None:
                 "scenarios": scenarios,
                 "improving_agent": improving,
                 "joint_ratings": {"shared_error": JOINT_SHARED_ERROR, "by_seed": joint},
+                "checked_outcomes": {
+                    "overclaiming_share": f"1 in {OVERCLAIMING_SHARE}",
+                    "rows": checked,
+                },
             },
             indent=2,
         )
@@ -632,8 +707,8 @@ def main() -> None:
             f"  seed {study['seed']}: oracle {study['oracle']['share_won_after_change']:.2f} / "
             f"{study['oracle']['success_late']:.3f}; "
             + ", ".join(
-                f"weight {r['exploration_weight']:g}: {r['share_won_after_change']:.2f} / "
-                f"{r['success_late']:.3f}"
+                f"weight {r['exploration_weight']:g} ({r['calibration']}): "
+                f"{r['share_won_after_change']:.2f} / {r['success_late']:.3f}"
                 for r in study["agora"]
             )
         )
@@ -647,6 +722,15 @@ def main() -> None:
                 f"{r['policy']} {r['success_rate_late']:.4f} ({r['vs_oracle_late']:.3f} of the oracle)"
                 for r in rows
             ))  # fmt: skip
+    print(
+        f"\na third of the agents claim success whatever they did (1 in {OVERCLAIMING_SHARE}): late success "
+        "vs the oracle, learning from the agents' word / from checked outcomes / (no overclaimers)"
+    )
+    for r in checked:
+        print(
+            f"  seed {r['seed']}, {r['scenario']:<20} {r['word_vs_oracle']:.3f} / "
+            f"{r['checked_vs_oracle']:.3f} / ({r['honest_word_vs_oracle']:.3f})"
+        )
     print(f"\n({elapsed:.1f}s) written to {RESULTS}")
 
 

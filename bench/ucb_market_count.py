@@ -71,6 +71,9 @@ class CandidatesCount:
     async def reputation_score(self, agent_id: str) -> float:
         return await self.tracker.reputation_score(agent_id)
 
+    async def track_record(self, agent_id: str) -> tuple[float, float]:
+        return await self.tracker.track_record(agent_id)
+
     async def calibration_factor(self, agent_id: str) -> float:
         return await self.tracker.calibration_factor(agent_id)
 

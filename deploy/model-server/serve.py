@@ -38,7 +38,13 @@ def main() -> None:
     parser.add_argument("--alias", default="smollm2-135m", help="the model name /v1/models reports")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for generation")
     parser.add_argument("--slots", type=int, default=2, help="requests served at once")
-    parser.add_argument("--context", type=int, default=4096, help="tokens of context, shared by the slots")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=8192,
+        help="tokens of context, shared by the slots (8192: the model's own, 4096 a slot: an agent's step with its "
+        "tools runs past 2048)",
+    )
     parser.add_argument("--chat-template", type=Path, help="a Jinja chat template file")
     parser.add_argument(
         "--max-output",

@@ -19,7 +19,7 @@ from agora.debate.app import DebateSettings, debate_module
 from agora.escalation.app import EscalationSettings, escalation_module
 from agora.planner.app import PlannerSettings, planner_module
 from agora.registry.app import RegistrySettings, registry_module
-from agora.reputation.app import reputation_module
+from agora.reputation.app import ReputationSettings, reputation_module
 from agora.runtime.service import ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.sdk import Agent
@@ -51,7 +51,7 @@ def service_modules(app_id: str) -> list[ServiceModule]:
     return [
         registry_module(RegistrySettings(app_id=app_id)),
         taskboard_module(TaskBoardSettings(app_id=app_id)),
-        reputation_module(),
+        reputation_module(ReputationSettings(app_id=app_id)),
         allocator_module(AllocatorSettings(app_id=app_id, registry_app_id=app_id, taskboard_app_id=app_id)),
         worker_module(
             WorkerSettings(

@@ -34,6 +34,7 @@ from tests.integration.helpers import (
     recorded_message,
     replicas_of,
 )
+from tests.integration.test_task_event_streams import read_stream
 
 pytestmark = pytest.mark.integration
 
@@ -152,6 +153,40 @@ def test_a_split_debate_is_decided_by_a_person_through_the_cli(debates: Debates)
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "round 3: convergence 0.33" in shown.stdout and "(given by pat)" in shown.stdout
+
+
+def test_a_live_debate_s_stream_carries_each_round_as_it_is_written_and_resumes_after_the_person(
+    debates: Debates,
+) -> None:
+    """Watched from its start: the stream opens on the debate running and carries its record as
+    it is written (the stream reads the record every half second, so writes that come closer
+    together arrive as one), stops at the wait for a person, and resumed after the decision it
+    carries the rest."""
+    debate_id = debates.ask("live", "red | green | blue")
+    url = debates.console.invoke_url(f"v1/debates/{debate_id}/events", "debate")
+    live = read_stream(url, stop=frozenset({"WAITING_FOR_HUMAN"}))
+    records = [(data, event_id) for kind, data, event_id in live if kind == "debate"]
+    assert records[0][0]["state"] == "RUNNING", "the stream opened on a live debate"
+    rounds_seen = [len(data["rounds"]) for data, _ in records]
+    assert len(records) >= 2 and rounds_seen == sorted(rounds_seen) and rounds_seen[-1] == 3, rounds_seen
+    assert records[-1][0]["state"] == "WAITING_FOR_HUMAN"
+    last = records[-1][1]
+    assert last is not None
+
+    decided = httpx.post(
+        debates.console.invoke_url(f"v1/escalations/{records[-1][0]['escalation_id']}/resume", "escalation"),
+        json={"decision": {"kind": "escalation", "action": "modify_prompt", "modified_prompt": "green"},
+              "who": "pat"},
+        timeout=30,
+    )  # fmt: skip
+    assert decided.status_code == 200, decided.text
+    rest = read_stream(url, last_event_id=last)
+    after = [(data, event_id) for kind, data, event_id in rest if kind == "debate"]
+    assert after and all(event_id is not None and event_id > last for _, event_id in after), after
+    assert after[-1][0]["state"] == "COMPLETED" and after[-1][0]["final_answer"] == "green"
+    assert rest[-1][0] == "end"
+    whole = [e for e in read_stream(url) if e[0] == "debate"]
+    assert [e[2] for e in whole][-len(after) :] == [e for _, e in after], "the rest is the stream's end"
 
 
 def test_a_retry_debates_again_with_the_persons_guidance(debates: Debates) -> None:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import math
 import os
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
 from agora.harness.netns import TestHost
 from agora.harness.system import CONSOLE, RECORDER, SERVICES, WORKER
 from agora.harness.toxiproxy import StoreProxy
+from agora.sdk._app_run import run_instance
 from agora.worker.app import SAMPLE_AGENTS, load_profiles
 from tests.integration.helpers import STORE_PROFILE, eventually, publish_event, replicas_of
 
@@ -71,6 +74,9 @@ class Fault:
     restore: Callable[[LocalCluster], object] | None = None
     """What puts the system back as it was for the next row, once this row's figures are taken
     (a replica left down for the whole row is started again)."""
+    names: str = r"(?!)"
+    """What a refused task's reason says when the fault caused it (a regular expression, matched
+    without regard to case); by default it matches nothing: a row with no fault refuses nothing."""
 
 
 def _replica(cluster: LocalCluster, app_id: str) -> ServiceReplica:
@@ -86,6 +92,7 @@ def _replica_fault(app_id: str, part: str) -> Fault:
         f"SIGKILL of the {app_id} {part}, started again after {DOWN_SECONDS:.0f} s",
         lambda c: kill(_replica(c, app_id)),
         lambda c: start(_replica(c, app_id)),
+        names=_unreachable(app_id),
     )
 
 
@@ -100,11 +107,34 @@ def _one_of_two_replicas(app_id: str) -> Fault:
         lambda c: replicas_of(c, app_id)[1].kill(),
         lambda c: None,
         lambda c: replicas_of(c, app_id)[1].start(),
+        names=_unreachable(app_id),
     )
 
 
+UNREACHABLE = r"connection refused|unavailable|timed? ?out|deadline|reset by peer|broken pipe"
+"""How a refusal names a part that did not answer."""
+INFRA_NAMES = {
+    "placement": r"placement|actor",
+    "scheduler": r"scheduler|reminder|job",
+    "redis": r"redis|state store",
+    "postgres": r"postgres|pgx|state store",
+    "rabbitmq": r"rabbitmq|amqp|broker|publish",
+}
+"""What names each infrastructure part in a refusal's reason."""
+
+
+def _unreachable(part: str) -> str:
+    return rf"{part}|{UNREACHABLE}"
+
+
 def _infra_fault(name: str, what: str) -> Fault:
-    return Fault(name, what, lambda c: c.infra(name).kill(), lambda c: c.restart_infra(name))
+    return Fault(
+        name,
+        what,
+        lambda c: c.infra(name).kill(),
+        lambda c: c.restart_infra(name),
+        names=_unreachable(INFRA_NAMES[name]),
+    )
 
 
 def _paused(name: str, what: str) -> Fault:
@@ -114,7 +144,9 @@ def _paused(name: str, what: str) -> Fault:
         cluster.infra(name).pause()
         time.sleep(PAUSE_SECONDS - DOWN_SECONDS)
 
-    return Fault(f"{name}-pause", what, pause, lambda c: c.infra(name).resume())
+    return Fault(
+        f"{name}-pause", what, pause, lambda c: c.infra(name).resume(), names=_unreachable(INFRA_NAMES[name])
+    )
 
 
 def _failover() -> Fault:
@@ -140,6 +172,7 @@ def _failover() -> Fault:
         "primary started again as a replica",
         kill_primary,
         lambda c: c.restart_infra(killed[0]),
+        names=_unreachable(INFRA_NAMES["redis"]),
     )
 
 
@@ -164,7 +197,7 @@ def _network_fault(
         start(cluster)
         time.sleep(NETWORK_FAULT_SECONDS - DOWN_SECONDS)
 
-    return Fault(name, what, inject, heal)
+    return Fault(name, what, inject, heal, names=_unreachable(INFRA_NAMES[STORE_PROFILE]))
 
 
 def _store_host(cluster: LocalCluster) -> TestHost:
@@ -187,9 +220,15 @@ def _delay_store(cluster: LocalCluster) -> None:
     )
 
 
+NO_FAULT = Fault(
+    "none", "no fault (the baseline: the same burst, nothing done to it)", lambda c: None, lambda c: None
+)
+"""The burst with nothing done to it, run once on each system before its first row: what the
+rows' failures are judged against."""
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
+        NO_FAULT,
         *(_replica_fault(s.app_id, "app") for s in SERVICES),
         *(_replica_fault(s.app_id, "sidecar") for s in SERVICES),
         *(_one_of_two_replicas(s.app_id) for s in (*SERVICES, CONSOLE)),
@@ -250,7 +289,7 @@ PROFILE_NAMES = {"redis": "", "postgres": " [PostgreSQL + RabbitMQ]"}
 
 def _rows_of(profile: str) -> list[str]:
     others = set().union(*(rows for name, rows in STORE_ROWS.items() if name != profile))
-    return [name for name in FAULTS if name not in others]
+    return [name for name in FAULTS if name not in others and name != NO_FAULT.name]
 
 
 def _selected() -> list[str]:
@@ -277,6 +316,8 @@ class RowResult:
     lost: int
     refused: int
     """Tasks whose intake message was refused (dead-lettered with its reason) instead of ending."""
+    failed: int
+    """Tasks that ended FAILED, or REJECTED (judged against the baseline's)."""
     dead_letters: int
     """Messages about the burst refused on the way (late awards, outcomes for a passed-on award,
     ...), each in the dead-letter topic with its reason."""
@@ -287,6 +328,13 @@ class RowResult:
     unsettled: list[str]
     """What had not settled (ids and states of unfinished tasks, plans, debates) and the dead
     letters' topics and reasons: what a failed row says about where to look."""
+    why_failed: dict[str, int] = field(default_factory=dict)
+    why_doubled: list[str] = field(default_factory=list)
+    """What counted as doubled: each task decided other than once, escalation announced with two
+    decisions, plan or debate announced twice, and the outcomes counted against those recorded."""
+    """The tasks that ended FAILED or REJECTED, by what their records say of why."""
+    refusals_not_naming_the_fault: list[str] = field(default_factory=list)
+    """The reasons of refused tasks that do not say the fault caused them."""
     runs: int = 1
     """Runs of the row summed in this result (`combined`)."""
 
@@ -299,6 +347,17 @@ class Matrix:
         self.agents = [p.agent_id for p in load_profiles(SAMPLE_AGENTS)]
         self.results: list[RowResult] = []
         self.http = httpx.Client(timeout=30)
+        self._baseline: RowResult | None = None
+
+    def baseline(self) -> RowResult:
+        """The burst without a fault on this system, run once before its first row."""
+        if self._baseline is None:
+            self._baseline = self.run(NO_FAULT)
+            assert self._baseline.lost == self._baseline.refused == self._baseline.doubled == 0, (
+                self._baseline
+            )
+            assert self._baseline.plans_and_debates == PLANS + DEBATES, self._baseline
+        return self._baseline
 
     def get(self, app_id: str, path: str) -> dict[str, Any] | None:
         """A record through the console's sidecar (None for 404). A busy or just restarted
@@ -420,21 +479,35 @@ class Matrix:
         dead = [m for m in self.recorded("agora.deadletter")[dead_before:] if batch in json.dumps(m)]
         for letter in dead:
             assert letter.get("reason"), f"a dead letter without its reason: {letter}"
-        refused = {
-            letter["payload"]["task_id"]
+        refusals = {
+            letter["payload"]["task_id"]: str(letter["reason"])
             for letter in dead
             if letter["topic"] == "agora.tasks" and isinstance(letter.get("payload"), dict)
-        } & (ids - terminal)
+        }
+        refused = set(refusals) & (ids - terminal)
+        not_naming = sorted(
+            {refusals[t][:200] for t in refused if not re.search(fault.names, refusals[t], re.IGNORECASE)}
+        )
 
-        doubled = 0
+        why_doubled: list[str] = []
         outcomes = 0
+        why_failed: Counter[str] = Counter()
         for task_id in sorted(terminal):
             record = self.get("taskboard", f"v1/tasks/{task_id}")
             assert record is not None
+            if record["status"] in {"FAILED", "REJECTED"}:
+                why_failed[failure_kind(record, batch)] += 1
             board_decisions = [h for h in record["history"] if h["status"] in {"ALLOCATED", "REJECTED"}]
-            doubled += len(board_decisions) != 1
+            if len(board_decisions) != 1:
+                why_doubled.append(f"task {task_id} decided {len(board_decisions)} times")
             outcomes += record["outcome"] is not None
+        # The reputation counts an outcome after the board announced it: a count still short
+        # of the outcomes is read again until it is not (an outcome counted twice stays over).
+        with contextlib.suppress(AssertionError):
+            eventually(lambda: self.outcomes_counted() - counted_before >= outcomes, timeout=60, interval=1.0)
         counted = self.outcomes_counted() - counted_before
+        if counted != outcomes:
+            why_doubled.append(f"{counted} outcomes counted by the reputation of {outcomes} recorded")
 
         resolved = [m for m in self.recorded("agora.escalation.resolved") if m["escalation_id"] in decided]
         for escalation_id in decided:
@@ -445,17 +518,18 @@ class Matrix:
                 for m in resolved
                 if m["escalation_id"] == escalation_id
             }
-            doubled += len(announced) > 1
+            if len(announced) > 1:
+                why_doubled.append(f"escalation {escalation_id} announced with {len(announced)} decisions")
 
         finished = sum(self._finished(*run) for run in runs)
         unsettled = [
-            f"{app_id} {path}: {(self.get(app_id, path) or {}).get('state')}"
+            f"{app_id} {path}: {(self.get(app_id, path) or {}).get('state')}; "
+            f"its workflow: {self.workflow_status(app_id, path.rsplit('/', 1)[1])}"
             for app_id, path, states in runs
             if not self._finished(app_id, path, states)
         ]
         for task_id in sorted(ids - terminal)[:10]:
-            record = self.get("taskboard", f"v1/tasks/{task_id}") or {}
-            unsettled.append(f"task {task_id}: {record.get('status')}")
+            unsettled.append(self.where_the_task_stands(task_id))
         unsettled += [f"dead letter on {m.get('topic')}: {str(m.get('reason'))[:200]}" for m in dead]
         for topic, key, run_ids in (
             ("agora.plan.completed", "plan_id", plans),
@@ -463,7 +537,8 @@ class Matrix:
         ):
             events = self.recorded(topic)
             for run_id in run_ids:
-                doubled += len({json.dumps(e, sort_keys=True) for e in events if e[key] == run_id}) > 1
+                if len({json.dumps(e, sort_keys=True) for e in events if e[key] == run_id}) > 1:
+                    why_doubled.append(f"{topic} announced {run_id} twice, differently")
 
         if fault.restore is not None:
             fault.restore(self.cluster)
@@ -472,17 +547,54 @@ class Matrix:
             what=fault.what + PROFILE_NAMES[STORE_PROFILE],
             tasks_in=len(ids),
             terminal=len(terminal),
-            doubled=doubled + abs(counted - outcomes),
+            # Each thing done twice once; outcomes counted other than once, each.
+            doubled=len(why_doubled) - (counted != outcomes) + abs(counted - outcomes),
             lost=len(ids - terminal - refused),
             refused=len(refused),
+            failed=sum(why_failed.values()),
             dead_letters=len(dead),
             escalations_decided=len(decided),
             plans_and_debates=finished,
             recover_seconds=round(recover_seconds, 1),
             unsettled=unsettled,
+            refusals_not_naming_the_fault=not_naming,
+            why_failed=dict(why_failed.most_common()),
+            why_doubled=why_doubled,
         )
         self.results.append(result)
         return result
+
+    def workflow_status(self, app_id: str, instance_id: str) -> str:
+        """The engine's account of a run's workflow (its status, and its failure if any), read
+        from its app's sidecar: where to look when a run did not settle."""
+        sidecar = replicas_of(self.cluster, app_id)[0]
+        try:
+            answer = self.http.get(f"{sidecar.dapr_http}/v1.0/workflows/dapr/{instance_id}", timeout=10)
+        except httpx.HTTPError as exc:
+            return f"unreadable: {exc!r}"
+        if answer.status_code != 200:
+            return f"{answer.status_code} {answer.text[:300]}"
+        found = answer.json()
+        properties = found.get("properties") or {}
+        failure = {k: v for k, v in properties.items() if "failure" in k.lower() or "error" in k.lower()}
+        return f"{found.get('runtimeStatus')} since {found.get('lastUpdatedAt')} {failure or ''}".strip()
+
+    def where_the_task_stands(self, task_id: str) -> str:
+        """A task that did not settle: its status, its award's turn and whether the award was
+        acknowledged, and the engine's account of that turn's run in the worker."""
+        record = self.get("taskboard", f"v1/tasks/{task_id}") or {}
+        awards = record.get("awards") or []
+        if not awards:
+            return f"task {task_id}: {record.get('status')}, no award"
+        turn = len(awards)
+        held = awards[-1]
+        instance = run_instance(task_id, turn)
+        return (
+            f"task {task_id}: {record.get('status')}, award {turn} to {held.get('agent_id')} "
+            f"{'acknowledged' if held.get('acknowledged_at') else 'not acknowledged'}, "
+            f"announced: {record.get('award_published')}; "
+            f"its run: {self.workflow_status(WORKER.app_id, instance)}"
+        )
 
     def _finished(self, app_id: str, path: str, states: set[str]) -> bool:
         record = self.get(app_id, path)
@@ -498,6 +610,16 @@ class Matrix:
             "min_success_threshold": 0.0,
         }
         publish_event(self.console.dapr_http, "agora.tasks", spec, event_id=f"publish:{task_id}")
+
+
+def failure_kind(record: dict[str, Any], batch: str) -> str:
+    """Why a task failed or was rejected, with its ids and numbers left out, so that the tasks
+    of a row that failed alike are counted together."""
+    outcome = record.get("outcome") or {}
+    allocation = record.get("allocation") or {}
+    why = outcome.get("summary") or record.get("failure_reason") or allocation.get("reject_reason") or ""
+    why = re.sub(rf"chaos-{batch}-\d+|\d+(\.\d+)?", "#", str(why))
+    return f"{record['status']}: {why[:80]}"
 
 
 @contextlib.contextmanager
@@ -544,7 +666,7 @@ def combined(results: list[RowResult]) -> list[RowResult]:
             continue
         total = {
             name: sum(getattr(r, name) for r in runs)
-            for name in ("tasks_in", "terminal", "doubled", "lost", "refused", "dead_letters",
+            for name in ("tasks_in", "terminal", "doubled", "lost", "refused", "failed", "dead_letters",
                          "escalations_decided", "plans_and_debates")
         }  # fmt: skip
         rows.append(
@@ -553,6 +675,7 @@ def combined(results: list[RowResult]) -> list[RowResult]:
                 what=runs[0].what,
                 recover_seconds=max(r.recover_seconds for r in runs),
                 unsettled=[u for r in runs for u in r.unsettled],
+                refusals_not_naming_the_fault=[u for r in runs for u in r.refusals_not_naming_the_fault],
                 runs=len(runs),
                 **total,
             )
@@ -570,15 +693,16 @@ def write_table(path: Path, results: list[RowResult]) -> None:
     by_what = {line.split(" | ")[0].removeprefix("| "): line for line in found.group(1).splitlines()[2:]}
     for r in combined(results):
         by_what[r.what] = (
-            f"| {r.what} | {r.tasks_in} | {r.terminal} | {r.doubled} | {r.lost} | {r.refused} "
+            f"| {r.what} | {r.tasks_in} | {r.terminal} | {r.failed} | {r.doubled} | {r.lost} | {r.refused} "
             f"| {r.dead_letters} | {r.escalations_decided} "
             f"| {r.plans_and_debates}/{(PLANS + DEBATES) * r.runs} "
             f"| {r.recover_seconds} |"
         )
     rows = [
-        "| fault | tasks in | terminal | doubled | lost | refused tasks | dead letters (with reasons) "
-        "| escalations decided | plans + debates finished | settled after recovery (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fault | tasks in | terminal | of which failed or rejected | doubled | lost | refused tasks "
+        "| dead letters (with reasons) | escalations decided | plans + debates finished "
+        "| settled after recovery (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *(
             by_what[named]
             for f in FAULTS.values()
@@ -590,10 +714,36 @@ def write_table(path: Path, results: list[RowResult]) -> None:
     path.write_text(pattern.sub(lambda _: block, text))
 
 
+def extra_failures_allowed(baseline_failed: int, tasks: int) -> int:
+    """How many more tasks a row may end FAILED or REJECTED than its baseline did and still be
+    chance: three standard deviations of the difference of two binomial counts of `tasks` at
+    the baseline's rate (the offline agents fail some tasks on their merits, which differ from
+    burst to burst), and at least one."""
+    rate = baseline_failed / tasks if tasks else 0.0
+    return max(1, math.ceil(3 * math.sqrt(2 * tasks * rate * (1 - rate))))
+
+
+def assert_the_row_holds(matrix: Matrix, result: RowResult) -> None:
+    """A row against the same burst without the fault, run on the same system before it: nothing
+    lost or doubled, every task ended or refused, every refusal naming the fault, no more
+    failures than chance allows beyond the baseline's (a failure says why: what the baseline
+    never gave is named when the row fails), every plan and debate finished."""
+    baseline = matrix.baseline()
+    assert result.lost == 0, result
+    assert result.doubled == 0, (result.why_doubled, result)
+    assert result.terminal + result.refused == result.tasks_in, result
+    assert result.refusals_not_naming_the_fault == [], result
+    allowed = extra_failures_allowed(baseline.failed, baseline.tasks_in)
+    unlike = {why: n for why, n in result.why_failed.items() if why not in baseline.why_failed}
+    assert result.failed <= baseline.failed + allowed, (
+        f"{result.failed} tasks FAILED or REJECTED against the baseline's {baseline.failed} "
+        f"(at most {allowed} more by chance); reasons the baseline never gave: {unlike}; {result}"
+    )
+    assert result.plans_and_debates == PLANS + DEBATES, result
+
+
 @pytest.mark.parametrize("fault_name", _selected())
 def test_a_burst_survives_the_fault(matrix: Matrix, fault_name: str) -> None:
+    matrix.baseline()
     result = matrix.run(FAULTS[fault_name])
-    assert result.lost == 0, result
-    assert result.doubled == 0, result
-    assert result.terminal + result.refused == result.tasks_in, result
-    assert result.plans_and_debates == PLANS + DEBATES, result
+    assert_the_row_holds(matrix, result)

@@ -47,6 +47,7 @@ from tests.integration.kubernetes.node import (
     remove_cgroups,
 )
 from tests.integration.kubernetes.node_scenario import CHECKS
+from tests.required import cannot_run
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = float(os.environ.get("AGORA_KUBE_NODE_TEST_TIMEOUT", "1500"))
@@ -56,14 +57,15 @@ _ARCHIVE, _ = image_archive()
 if not _ARCHIVE.is_file():
     MISSING.append(f"the Agora image's OCI archive {_ARCHIVE}")
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.whole_system,
-    pytest.mark.skipif(
-        bool(MISSING), reason=f"not built or installed yet: {', '.join(MISSING)} (`make kube-node`)"
-    ),
-    pytest.mark.skipif(os.geteuid() != 0, reason="containerd and the kubelet need root"),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.whole_system]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _the_node_can_run() -> None:
+    if MISSING:
+        cannot_run(f"not built or installed yet: {', '.join(MISSING)} (`make kube-node`)")
+    if os.geteuid() != 0:
+        cannot_run("containerd and the kubelet need root")
 
 
 def _mounts_mentioning(folder: Path) -> list[str]:

@@ -71,11 +71,14 @@ def board_record(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
 async def test_the_card_lists_the_market_s_skills_and_asks_for_a_key(apps_cluster: LocalCluster) -> None:
     async with httpx.AsyncClient(timeout=30) as http:  # no key: the card is public
         card = await A2ACardResolver(http, console_url(apps_cluster)).get_agent_card()
+        # The same card relative to the endpoint, where the A2A test kit also looks.
+        beside = await http.get(f"{console_url(apps_cluster)}/a2a/.well-known/agent-card.json")
+        assert beside.status_code == 200 and beside.json()["name"] == card.name, beside.text
     assert "web_search" in {skill.id for skill in card.skills}
     [interface] = card.supported_interfaces
     assert interface.url.endswith("/a2a") and interface.protocol_binding == "JSONRPC"
     assert card.capabilities.streaming and not card.capabilities.push_notifications
-    assert card.security_schemes["agoraApiKey"].http_auth_security_scheme.scheme == "bearer"
+    assert card.security_schemes["consoleBearer"].http_auth_security_scheme.scheme == "bearer"
 
 
 async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_back(
@@ -104,8 +107,11 @@ async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_ba
         task = await client.get_task(GetTaskRequest(id=task_id))
         assert task.status.state == states[-1] and task.artifacts[0].artifact_id == f"{task_id}-outcome"
         assert task.history[0].parts[0].text.startswith("Summarise this week's papers")
-        listed = await client.list_tasks(ListTasksRequest(status=task.status.state, page_size=100))
-        assert task_id in [t.id for t in listed.tasks] or listed.next_page_token, listed
+        # Its context (the task's own) lists exactly it, in its state, and nothing after it.
+        listed = await client.list_tasks(
+            ListTasksRequest(context_id=task_id, status=task.status.state, page_size=100)
+        )
+        assert [t.id for t in listed.tasks] == [task_id] and not listed.next_page_token, listed
 
         # The same message again is the same task, not a second one.
         again = [r async for r in client.send_message(request)]
@@ -123,7 +129,8 @@ async def test_the_0_3_wire_reaches_the_same_market(apps_cluster: LocalCluster) 
                 "kind": "message",
                 "messageId": message_id,
                 "role": "user",
-                "parts": [{"kind": "text", "text": "Summarise the papers on web_search agents"}],
+                "parts": [{"kind": "text", "text": "Summarise this week's papers on agent coordination"}],
+                "metadata": {"skills": ["web_search"], "min_success_threshold": 0.0},
             },
             "configuration": {"blocking": False},
         },
@@ -135,10 +142,21 @@ async def test_the_0_3_wire_reaches_the_same_market(apps_cluster: LocalCluster) 
     # The 0.3 wire's answer: the task in 0.3's words, as the board has it (the market may have
     # decided it already).
     assert result["kind"] == "task" and result["id"] == task_id_of(Message(message_id=message_id)), result
-    assert result["status"]["state"] in {"submitted", "working", "completed", "failed", "rejected"}, result
-    # Skills named in the text: the market took the task and decides it.
+    assert result["status"]["state"] in {"submitted", "working", "completed"}, result
+    # The task the streamed test's market completes: taken and completed here too, as the 0.3
+    # wire's tasks/get reads it back.
     record = eventually(lambda: board_record(apps_cluster, result["id"]), timeout=60)
     assert record["spec"]["required_skills"] == ["web_search"]
+
+    def read_back() -> dict[str, Any] | None:
+        got = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": result["id"]}}
+        task = httpx.post(f"{console_url(apps_cluster)}/a2a", json=got, headers=headers, timeout=60).json()
+        state = task["result"]["status"]["state"]
+        assert state in {"submitted", "working", "completed"}, task
+        return task["result"] if state == "completed" else None
+
+    completed = eventually(read_back, timeout=120)
+    assert completed["kind"] == "task" and completed["artifacts"], completed
 
 
 async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(apps_cluster: LocalCluster) -> None:
@@ -147,8 +165,25 @@ async def test_a_viewer_reads_but_cannot_send_and_no_key_gets_401(apps_cluster: 
         with pytest.raises(A2AError, match="FORBIDDEN: victor is a viewer"):
             [r async for r in viewer.send_message(SendMessageRequest(message=message))]
         listed = await viewer.list_tasks(ListTasksRequest(page_size=5))
-        assert listed.page_size == 5
+        assert listed.page_size == len(listed.tasks) <= 5, "the page size the page holds"
+        for wrong, why in ((0, "pageSize is from 1 to"), (101, "pageSize is from 1 to")):
+            with pytest.raises(A2AError, match=why):
+                await viewer.list_tasks(ListTasksRequest(page_size=wrong))
+        with pytest.raises(A2AError, match="historyLength is 0 or more"):
+            await viewer.list_tasks(ListTasksRequest(history_length=-1))
+        for task in (await viewer.list_tasks(ListTasksRequest(page_size=5, history_length=0))).tasks:
+            assert not task.history, "historyLength 0: no history"
     assert board_record(apps_cluster, task_id_of(message)) is None
+
+    # A status that is no task state is refused, not read as "every state" (the SDK's parse).
+    headers = {"authorization": f"Bearer {CONSOLE_KEYS[CONSOLE_VIEWER]}", "a2a-version": "1.0"}
+    for status, is_refused in (("INVALID_STATUS", True), ("TASK_STATE_COMPLETED", False)):
+        call = {"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {"status": status}}
+        answer = httpx.post(f"{console_url(apps_cluster)}/a2a", json=call, headers=headers, timeout=30).json()
+        if is_refused:
+            assert answer["error"]["code"] == -32602 and "is not a task state" in answer["error"]["message"]
+        else:
+            assert "result" in answer, answer
 
     refused = httpx.post(
         f"{console_url(apps_cluster)}/a2a",
@@ -164,9 +199,18 @@ async def test_a_message_the_market_cannot_take_is_refused_with_what_to_send(
     apps_cluster: LocalCluster,
 ) -> None:
     async with a2a_client(apps_cluster, CONSOLE_DECIDER, streaming=False) as client:
+        # Work the market will not take is a task REJECTED with the reason (nothing published).
         vague = task_message("Do something nice")
-        with pytest.raises(A2AError, match=r"name the skills the task needs in metadata\.skills"):
-            [r async for r in client.send_message(SendMessageRequest(message=vague))]
+        [refused] = [r async for r in client.send_message(SendMessageRequest(message=vague))]
+        assert refused.task.status.state == TaskState.TASK_STATE_REJECTED, refused
+        assert (
+            "name the skills the task needs in metadata.skills" in refused.task.status.message.parts[0].text
+        )
+        assert board_record(apps_cluster, refused.task.id) is None
+        unknown = task_message("Summarise", ["web_search"])
+        unknown.task_id = "a2a-missing"
+        with pytest.raises(A2AError, match="no task a2a-missing on the market"):
+            [r async for r in client.send_message(SendMessageRequest(message=unknown))]
         wrong = task_message("Summarise", ["web_search"])
         wrong.metadata.update({"skills": "web_search"})
         with pytest.raises(A2AError, match="must be a list of skill tags"):

@@ -19,7 +19,12 @@ import pytest
 from agora.harness import LocalCluster
 from agora.harness.system import CONSOLE, SERVICES
 from tests.integration.helpers import STORE_PROFILE, replicas_of
-from tests.integration.test_fault_matrix import DEBATES, FAULTS, PLANS, Matrix, matrix_on
+from tests.integration.test_fault_matrix import (
+    FAULTS,
+    Matrix,
+    assert_the_row_holds,
+    matrix_on,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -41,12 +46,10 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
 def test_a_burst_goes_on_with_one_of_two_replicas_killed(matrix: Matrix, fault_name: str) -> None:
     app_id = fault_name.removeprefix("replica:")
     killed = replicas_of(matrix.cluster, app_id)[1]
+    matrix.baseline()
     result = matrix.run(FAULTS[fault_name])
     print(f"{fault_name}: {result}")
 
     assert all(len(replicas_of(matrix.cluster, s.app_id)) == 2 for s in (*SERVICES, CONSOLE))
     assert killed.app is not None and killed.app.running(), "the killed replica is back for the next row"
-    assert result.lost == 0, result
-    assert result.doubled == 0, result
-    assert result.terminal + result.refused == result.tasks_in, result
-    assert result.plans_and_debates == PLANS + DEBATES, result
+    assert_the_row_holds(matrix, result)

@@ -29,10 +29,14 @@ def events_url(cluster: LocalCluster, task_id: str) -> str:
 
 
 def read_stream(
-    url: str, last_event_id: int | None = None, stop: frozenset[str] = frozenset(), state_key: str = "state"
+    url: str,
+    last_event_id: int | None = None,
+    stop: frozenset[str] = frozenset(),
+    state_key: str = "state",
+    most: int | None = None,
 ) -> list[tuple[str, dict[str, Any], int | None]]:
-    """Every event of a stream until the server ends it, or until an event's data has its
-    `state_key` in `stop`: (event, data, id)."""
+    """Every event of a stream until the server ends it, until an event's data has its
+    `state_key` in `stop`, or `most` events: (event, data, id)."""
     headers = {"accept": "text/event-stream"}
     if last_event_id is not None:
         headers["last-event-id"] = str(last_event_id)
@@ -50,7 +54,7 @@ def read_stream(
                 data = line[5:].strip()
             elif not line and data:
                 found.append((kind, json.loads(data), event_id))
-                if found[-1][1].get(state_key) in stop:
+                if found[-1][1].get(state_key) in stop or len(found) == most:
                     return found
                 kind, data, event_id = "message", "", None
     return found
@@ -94,6 +98,57 @@ def test_a_stream_resumed_after_any_event_gives_exactly_the_rest(default_cluster
         rest = read_stream(url, last_event_id=seen)
         assert [e for e in rest if e[2] is not None] == whole[seen:], seen
         assert rest[-1][0] == "end"
+
+
+def test_a_live_run_s_stream_cut_after_k_events_and_resumed_from_k_has_no_gap_and_no_repeat(
+    default_cluster: LocalCluster,
+) -> None:
+    """The task's own checkpoint parks its run before the first step, so the task is still
+    running when the stream is cut; a person lets it go on, and the stream resumed from the
+    cut carries the rest."""
+    task_id = f"live-{uuid.uuid4().hex[:10]}"
+    spec = {
+        "task_id": task_id,
+        "description": "Summarise this week's papers on agent coordination, then stop",
+        "required_skills": ["web_search"],
+        "min_success_threshold": 0.0,
+        "checkpoints": [{"name": "before-the-run", "prompt_contains": ["papers"]}],
+    }
+    publish_event(app(default_cluster).dapr_http, "agora.tasks", spec)
+    url = events_url(default_cluster, task_id)
+    eventually(lambda: httpx.get(url.removesuffix("/events"), timeout=10).status_code == 200)
+
+    cut = read_stream(url, stop=frozenset({"acknowledged"}), state_key="kind")
+    k = cut[-1][2]
+    assert cut[-1][0] == "acknowledged" and k is not None, cut
+    assert [e[2] for e in cut] == list(range(1, k + 1)), cut
+    escalations = app(default_cluster).invoke_url(
+        "v1/escalations?status=WAITING_FOR_HUMAN&limit=500", app_id="agora"
+    )
+
+    def parked() -> str | None:
+        waiting = httpx.get(escalations, timeout=10).json()["escalations"]
+        return next((e["escalation_id"] for e in waiting if e["waiting_party"]["id"] == task_id), None)
+
+    escalation_id = eventually(parked, timeout=60)
+    live = httpx.get(url.removesuffix("/events"), timeout=10).json()
+    assert live["status"] == "ALLOCATED", "the run is live when its stream is cut"
+
+    decided = httpx.post(
+        app(default_cluster).invoke_url(f"v1/escalations/{escalation_id}/resume", app_id="agora"),
+        json={"decision": {"kind": "checkpoint", "action": "proceed"}, "who": "alice", "why": "go on"},
+        timeout=30,
+    )
+    assert decided.status_code == 200, decided.text
+    rest = read_stream(url, last_event_id=k)
+    whole = read_stream(url)
+
+    assert rest[-1][0] == "end" and whole[-1][0] == "end"
+    resumed = [e for e in cut + rest if e[2] is not None]
+    assert [e[2] for e in resumed] == list(range(1, len(resumed) + 1)), "no gap, no event twice"
+    assert resumed == [e for e in whole if e[2] is not None], "the cut and the rest are the whole stream"
+    assert resumed[-1][1]["status"] in {"COMPLETED", "FAILED"}, resumed[-1]
+    assert "outcome" in [kind for kind, _, _ in rest], "the run's end came after the cut"
 
 
 def test_agora_task_watch_prints_the_events_and_ends_with_the_task(default_cluster: LocalCluster) -> None:

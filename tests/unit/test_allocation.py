@@ -137,7 +137,7 @@ async def test_all_bids_below_the_threshold_are_rejected_with_the_nearest_miss()
     assert result.status is AllocationStatus.REJECTED
     assert (
         result.reject_reason
-        == "all 2 bids below min_success_threshold 0.5 (best calibrated 0.42 from agent-x)"
+        == "all 2 bids below min_success_threshold 0.5 (best calibrated 0.45 from agent-x)"
     )
     assert len(result.all_scores) == 2
     assert result.winning_agent_id is None
@@ -156,7 +156,7 @@ async def test_mixed_disqualifications_are_both_named() -> None:
     ports = FakePorts({"dear": answers(0.9, cost=0.5), "unsure": answers(0.2, cost=0.01)})
     result = await allocate(spec(budget_usd=0.1), ports, scorer)
     assert result.reject_reason == (
-        "no eligible bid among 2: 1 below min_success_threshold 0.5 (best calibrated 0.20 from unsure), "
+        "no eligible bid among 2: 1 below min_success_threshold 0.5 (best calibrated 0.30 from unsure), "
         "1 over budget $0.1 (cheapest $0.5 from dear)"
     )
 
@@ -297,7 +297,7 @@ async def test_an_award_emits_the_reference_spans(spans: InMemorySpanExporter) -
     assert award.attributes == {
         "winner_agent_id": "strong",
         "final_score": result.winning_score.final_score,
-        "calibrated_success_prob": 0.9,
+        "calibrated_success_prob": pytest.approx((4 * 0.9 + 1) / 6),
     }
 
 

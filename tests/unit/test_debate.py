@@ -23,7 +23,7 @@ from agora.core.debate.record import (
     new_debate_record,
     waiting,
 )
-from agora.core.debate.request import DebateRequest
+from agora.core.debate.request import DebateRequest, DebateSubmission
 from agora.core.debate.result import debate_result, single_agent_result
 from agora.core.debate.rounds import (
     SIMILARITY_THRESHOLD,
@@ -213,3 +213,22 @@ def test_a_persons_decision_on_a_split_debate() -> None:
     assert aborted.state is DebateState.ABORTED and aborted.final_answer is None
     record = record.model_copy(update={"earlier": [result] * MAX_RETRIES_BY_PERSON})
     assert decide("retry").state is DebateState.ABORTED
+
+
+def test_a_debate_s_options_are_data_at_least_two_distinct_lines_and_shown_in_its_question() -> None:
+    config = DebateConfig(debaters=[DebaterConfig(debater_id="a"), DebaterConfig(debater_id="b")])
+    asked = DebateSubmission(
+        question="Keep a backup?", config=config, options=[" keep a backup", "drop it now"]
+    )
+    assert asked.options == ["keep a backup", "drop it now"]
+    assert asked.question_as_asked == "Keep a backup?\nOptions: keep a backup | drop it now"
+    for options, why in (
+        (["yes"], "one option is no choice"),
+        (["Yes", "yes"], "options must differ"),
+        (["a | b", "c"], "String should match pattern"),
+        (["   ", "c"], "an option is blank"),
+    ):
+        with pytest.raises(ValidationError, match=why):
+            DebateSubmission(question="?", config=config, options=options)
+    plain = DebateSubmission(question="?", config=config)
+    assert "options" not in plain.model_dump(mode="json"), "left out when empty, as before"

@@ -190,3 +190,45 @@ async def test_a_judge_without_a_verdict_leaves_it_to_the_weighted_vote_and_its_
     assert len(silent.asked) == 2
     assert judged.usage.completion_tokens == 3 and judged.usage.prompt_tokens > 0
     assert judged.cost_usd == pytest.approx(judged.usage.total_tokens / 1000)
+
+
+class Schemas(ScriptedModel):
+    """A scripted model that keeps the schema each call asked for."""
+
+    def __init__(self, *answers: str) -> None:
+        super().__init__(*answers)
+        self.schemas: list[dict[str, Any] | None] = []
+
+    async def _complete(self, messages: list[ChatMessage], **options: Any) -> Completion:
+        self.schemas.append(options.get("json_schema"))
+        return await super()._complete(messages, **options)
+
+
+OPTIONS = ("keep a backup", "drop it now")
+
+
+async def test_a_debate_s_options_are_the_schema_s_enum_and_an_answer_outside_them_is_asked_again() -> None:
+    off_option = json.dumps({"answer": "no", "reasoning": "", "confidence": 1.0})
+    model = Schemas(off_option, json.dumps({"answer": "Keep a backup", "reasoning": "", "confidence": 0.8}))
+    given = await answer(model, DebaterConfig(debater_id="d0"), "Keep a backup?", None, OPTIONS)
+    assert given.answer == "keep a backup", "read as the option it names"
+    assert model.schemas[0] is not None and model.schemas[0]["properties"]["answer"]["enum"] == list(OPTIONS)
+    told = re_ask(model, 1)[1].content
+    assert "Input should be 'keep a backup' or 'drop it now'" in told, told
+
+
+async def test_a_debater_that_keeps_answering_outside_the_options_abstains_saying_so() -> None:
+    off_option = json.dumps({"answer": "no", "reasoning": "", "confidence": 1.0})
+    given = await answer(
+        ScriptedModel(off_option, off_option), DebaterConfig(debater_id="d0"), "?", None, OPTIONS
+    )
+    assert (given.answer, given.confidence) == ("", 0.0)
+    assert "Input should be 'keep a backup' or 'drop it now'" in given.reasoning
+    routed = await route(ScriptedModel(off_option, off_option), DebaterConfig(debater_id="r"), "?", OPTIONS)
+    assert (routed.answer, routed.confidence) == ("", 0.0), "a router outside the options: debated"
+
+
+async def test_without_options_any_answer_is_taken() -> None:
+    free = json.dumps({"answer": "no", "reasoning": "", "confidence": 1.0})
+    given = await answer(ScriptedModel(free), DebaterConfig(debater_id="d0"), "?", None)
+    assert given.answer == "no"

@@ -9,20 +9,24 @@ from typing import Any
 import pytest
 
 from agora.core.debate.config import DebateConfig, DebaterConfig
-from agora.core.debate.record import DebateRecord, DebateState, new_debate_record
+from agora.core.debate.record import DebateDecision, DebateRecord, DebateState, new_debate_record
 from agora.core.debate.request import DebateRequest
 from agora.core.debate.rounds import Position
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.debate.activities import ANSWER_RETENTION_SECONDS, DebateActivities
 from agora.debate.workflow import (
     ANNOUNCE,
     ANSWER,
     ROUND,
+    ROUTE,
     SAVE,
+    STOP,
     Answer,
     AskRound,
     DebateStart,
     RoundAnswers,
     SaveDebate,
+    Stopped,
     debate_run,
 )
 from agora.runtime.batched_writes import BatchedWrites
@@ -159,3 +163,59 @@ async def test_a_round_that_runs_again_asks_only_the_debaters_whose_answer_was_n
     assert [p.debater_id for p in again.positions] == ["d0", "d1", "d2"]
     assert answers_kept.ttls["debate-1|0|2|d2"] == ANSWER_RETENTION_SECONDS
     assert "debate-1" in records.values, "the record as it stood before the round is saved with it"
+
+
+def routed_start(confidence: float, threshold: float = 0.5) -> tuple[DebateStart, Any]:
+    """A debate whose router answers at `confidence` (above the routing threshold), its
+    debaters never agreeing."""
+    config = DebateConfig(
+        debaters=[DebaterConfig(debater_id=d) for d in SPLIT],
+        max_rounds=1,
+        routing_confidence_threshold=0.85,
+        escalate_threshold=threshold,
+    )
+    request = DebateRequest(
+        debate_id="debate-1", question="Which region?", config=config, options=list(SPLIT.values())
+    )
+
+    def answering(step: Scheduled) -> Any:
+        if step.name == ROUTE.name:
+            return Position(debater_id="d0", answer="eu-west", confidence=confidence)
+        if step.name == STOP.name:  # a split debate waits for a person, who ends it
+            return Stopped(escalation_id="e1")
+        if step.kind == "event":
+            abort = EscalationResponse(action=EscalationAction.ABORT)
+            return DebateDecision(escalation_id="e1", response=abort, decided_by="pat").model_dump(
+                mode="json"
+            )
+        return answers(step)
+
+    return DebateStart(request=request, traceparent=TRACE), answering
+
+
+def test_a_confident_router_s_calibrated_answer_is_acted_on_and_one_below_the_gate_is_debated() -> None:
+    """One voice is not agreement: the router's 0.95 is 0.71 calibrated, through the gate at
+    0.5 and acted on; with the gate at 0.8 the question is debated instead."""
+    begun, answering = routed_start(0.95)
+    ctx = ScriptedContext(answering)
+    ctx.run(debate_run, begun)
+    final: DebateRecord = ctx.activities(SAVE.name)[-1].record
+    assert final.routing_decision == "single_agent" and final.final_answer == "eu-west"
+    assert final.result is not None and final.result.confidence == pytest.approx(0.95 * 0.75)
+    assert ctx.activities(ROUND.name) == [], "not debated"
+
+    begun, answering = routed_start(0.95, threshold=0.8)
+    ctx = ScriptedContext(answering)
+    ctx.run(debate_run, begun)
+    asked: list[AskRound] = ctx.activities(ROUND.name)
+    assert len(asked) == 1 and asked[0].options == list(SPLIT.values()), "debated, with its options"
+    assert ctx.activities(ROUTE.name)[0].options == list(SPLIT.values())
+
+
+def test_a_run_begun_before_the_single_agent_was_gated_acts_on_the_router_at_once() -> None:
+    begun, answering = routed_start(0.95, threshold=0.8)
+    ctx = ScriptedContext(answering, patched=False)
+    ctx.run(debate_run, begun)
+    final: DebateRecord = ctx.activities(SAVE.name)[-1].record
+    assert final.routing_decision == "single_agent" and final.result is not None
+    assert final.result.confidence == 0.95

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agora.core.errors import AgoraError, IllegalTransition, NotFound
+from agora.core.errors import AgoraError, IllegalTransition, InvalidArgument, NotFound
 from agora.core.escalation.checkpoints import (
     CheckpointContext,
     CheckpointGate,
@@ -41,6 +41,7 @@ from agora.core.escalation.record import (
     EscalationRecord,
     EscalationStatus,
     InvalidDecision,
+    ParkRequest,
     PartialProgress,
     WaitingParty,
     WaitingPartyKind,
@@ -357,6 +358,12 @@ def test_park_is_idempotent_and_refuses_a_different_spec() -> None:
     assert info.value.code == "CONFLICTING_ESCALATION"
 
 
+def test_a_park_request_whose_default_answers_another_kind_of_context_is_invalid() -> None:
+    checkpoint_default = CheckpointResponse(action=CheckpointAction.PROCEED)
+    with pytest.raises(ValidationError, match="default_decision is a checkpoint answer"):
+        ParkRequest(waiting_party=PARTY, context=esc_context(), default_decision=checkpoint_default)
+
+
 def test_resolve_applies_a_decision_exactly_once() -> None:
     record = parked()
     decision = EscalationResponse(action="retry", guidance="the file path was wrong", confidence_boost=0.1)
@@ -403,13 +410,14 @@ def test_checkpoint_and_escalation_answers_do_not_mix() -> None:
 
 
 def test_deadline_and_default_decision_go_together() -> None:
-    with pytest.raises(ValidationError, match="deadline and default_decision"):
+    """Refused as invalid arguments (422 at the service), with why."""
+    with pytest.raises(InvalidArgument, match="deadline and default_decision"):
         parked(deadline=T0 + timedelta(hours=1))
-    with pytest.raises(ValidationError, match="deadline and default_decision"):
+    with pytest.raises(InvalidArgument, match="deadline and default_decision"):
         parked(default_decision=EscalationResponse(action="skip"))
-    with pytest.raises(ValidationError, match="later than created_at"):
+    with pytest.raises(InvalidArgument, match="later than created_at"):
         parked(deadline=T0, default_decision=EscalationResponse(action="skip"))
-    with pytest.raises(ValidationError, match="checkpoint answer"):
+    with pytest.raises(InvalidArgument, match="checkpoint answer"):
         parked(deadline=T0 + timedelta(hours=1), default_decision=CheckpointResponse(action="skip"))
 
 
@@ -447,7 +455,7 @@ def test_expire_without_deadline_or_after_resolution_is_a_no_op() -> None:
 
 
 def test_naive_times_are_refused() -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidArgument, match="timezone"):
         park("esc-1", PARTY, esc_context(), now=datetime(2026, 1, 1))
     record = parked(deadline=T0 + timedelta(hours=1), default_decision=EscalationResponse(action="skip"))
     with pytest.raises(ValueError, match="timezone-aware"):

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.required import cannot_run
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "agora"
 COMPONENTS = ROOT / "components"
@@ -62,9 +64,11 @@ def _helm_path() -> Path:
 
 HELM = _helm_path()
 
-pytestmark = pytest.mark.skipif(
-    not (HELM.is_file() and os.access(HELM, os.X_OK)), reason=f"helm is not built yet ({HELM}; `make kube`)"
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def _helm_is_built() -> None:
+    if not (HELM.is_file() and os.access(HELM, os.X_OK)):
+        cannot_run(f"helm is not built yet ({HELM}; `make kube`)")
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -242,6 +246,7 @@ def test_the_console_serves_its_web_page_beside_a_token_guarded_sidecar(defaults
     assert (env["APP_PORT"]["value"], env["AGORA_APP_HOST"]["value"]) == ("8080", "0.0.0.0")
     assert env["AGORA_CONSOLE_SECURE_COOKIES"]["value"] == "true"
     assert "AGORA_CONSOLE_PROXY_USER_HEADER" not in env and "AGORA_CONSOLE_USERS_FILE" not in env
+    assert "AGORA_CONSOLE_A2A_DEFAULT_SKILLS" not in env, "by default a message naming no skill is rejected"
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     service = of_kind(defaults, "Service")[f"{FULLNAME}-console"]
     ports = {port["name"]: port for port in service["spec"]["ports"]}
@@ -256,6 +261,7 @@ def test_the_console_signs_people_in_from_a_users_secret_or_a_trusted_proxy() ->
         "console.web.proxyUserHeader=X-Forwarded-User",
         "console.web.proxyDeciders[0]=alice",
         "console.web.proxyDeciders[1]=bob",
+        "console.web.a2aDefaultSkills[0]=web_search",
     )
     pod = deployments_by_app(rendered)["console"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -267,6 +273,7 @@ def test_the_console_signs_people_in_from_a_users_secret_or_a_trusted_proxy() ->
     }
     assert env["AGORA_CONSOLE_PROXY_USER_HEADER"]["value"] == "X-Forwarded-User"
     assert env["AGORA_CONSOLE_PROXY_DECIDERS"]["value"] == "alice,bob"
+    assert env["AGORA_CONSOLE_A2A_DEFAULT_SKILLS"]["value"] == "web_search"
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["users"]["secret"]["secretName"] == "agora-console-users"
     assert {"name": "users", "mountPath": "/etc/agora/console", "readOnly": True} in container["volumeMounts"]
@@ -500,6 +507,7 @@ def test_the_helm_test_speaks_as_the_console_through_its_service(defaults: list[
             ("stateStore",),
         ),
         (("model.backend=openai",), ("model",)),
+        (("console.web.a2aDefaultSkills[0]=web search",), ("a2aDefaultSkills", "does not match")),
     ],
 )
 def test_the_schema_refuses_wrong_values_readably(values: tuple[str, ...], expected: tuple[str, ...]) -> None:

@@ -5,6 +5,8 @@ and the card's skills."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +14,8 @@ from typing import Any
 import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -22,12 +26,16 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InternalError, InvalidParamsError
+from google.protobuf.json_format import MessageToDict
 
 from agora.console.a2a_server import (
     STATES,
     MarketAgent,
+    NoSkillNamed,
+    _history_cut,
     _updates,
     a2a_task,
+    list_status_refusal,
     market_card,
     market_skills,
     task_id_of,
@@ -136,7 +144,6 @@ def test_a_message_s_skills_come_from_its_metadata_else_from_the_skills_its_text
 @pytest.mark.parametrize(
     ("sent", "refusal"),
     [
-        (message("Do something nice"), "name the skills the task needs"),
         (message("Count", skills="word_count"), "must be a list of skill tags"),
         (message("   "), "at least one with text"),
         (Message(message_id="m-2", parts=[Part(url="https://example.test/file")]), "text parts only"),
@@ -148,6 +155,31 @@ def test_a_message_s_skills_come_from_its_metadata_else_from_the_skills_its_text
 def test_a_message_the_market_cannot_take_is_refused_with_what_to_send(sent: Message, refusal: str) -> None:
     with pytest.raises(InvalidParamsError, match=refusal):
         task_spec_of(sent, ["word_count"])
+
+
+def test_a_message_that_names_no_skill_is_a_task_rejected_with_the_reason_not_a_protocol_error() -> None:
+    sent = message("Do something nice")
+    with pytest.raises(NoSkillNamed) as refused:
+        task_spec_of(sent, ["word_count"])
+    task = refused.value.task()
+    assert task.id == task_id_of(sent) and task.status.state == TaskState.TASK_STATE_REJECTED
+    assert "name the skills the task needs" in task.status.message.parts[0].text
+
+
+def test_a_message_that_names_no_skill_takes_the_console_s_default_skills_when_it_has_some() -> None:
+    vague = task_spec_of(message("Do something nice"), ["word_count"], ["general"])
+    assert vague.required_skills == ["general"]
+    named = task_spec_of(message("word_count of this"), ["word_count"], ["general"])
+    assert named.required_skills == ["word_count"], "a skill the text names comes before the default"
+
+
+def test_a_message_s_metadata_may_say_how_its_result_is_checked_in_the_task_s_own_terms() -> None:
+    check = {"kind": "expected", "match": "number", "expected": "1325", "tolerance": 0.5}
+    spec = task_spec_of(message("What is 585 + 740?", skills=["sums"], acceptance={"check": check}), [])
+    assert spec.acceptance is not None and spec.acceptance.check.kind == "expected"
+    assert spec.acceptance.check.model_dump()["tolerance"] == 0.5
+    with pytest.raises(InvalidParamsError, match="acceptance"):
+        task_spec_of(message("x", skills=["sums"], acceptance={"check": {"kind": "telepathy"}}), [])
 
 
 def test_the_card_lists_one_skill_per_tag_offered_and_asks_for_a_bearer_key() -> None:
@@ -164,8 +196,38 @@ def test_the_card_lists_one_skill_per_tag_offered_and_asks_for_a_bearer_key() ->
     assert "2 agent(s)" in skills[1].description
     card = market_card("http://console.test/", "1.2.3", skills)
     assert card.supported_interfaces[0].url == "http://console.test/a2a"
-    assert card.security_schemes["agoraApiKey"].http_auth_security_scheme.scheme == "bearer"
-    assert list(card.security_requirements[0].schemes) == ["agoraApiKey"]
+    assert card.security_schemes["consoleBearer"].http_auth_security_scheme.scheme == "bearer"
+    assert list(card.security_requirements[0].schemes) == ["consoleBearer"]
+    # The public card names no credential, key or token (the A2A test kit's patterns for them).
+    text = json.dumps(MessageToDict(card)).lower()
+    assert not re.findall(r"api[_-]?key|secret|token|password|credential|bearer[_-]?token", text), text
+
+
+@pytest.mark.parametrize(
+    ("status", "refused"),
+    [("INVALID_STATUS", True), (99, True), ("TASK_STATE_WORKING", False), (3, False), (None, False)],
+)
+def test_a_list_filtered_by_a_status_that_is_no_task_state_is_refused(status: object, refused: bool) -> None:
+    params = {} if status is None else {"status": status}
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": params}).encode()
+    refusal = list_status_refusal(body)
+    assert (refusal is not None) is refused, refusal
+    if refusal is not None:
+        assert refusal[0] == 7 and "is not a task state" in refusal[1]
+    other = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "GetTask", "params": {"status": "X"}}).encode()
+    assert list_status_refusal(other) is None and list_status_refusal(b"not json") is None
+
+
+@pytest.mark.parametrize(("asked", "kept"), [(None, 3), (0, 0), (2, 2), (100, 3)])
+def test_history_length_keeps_the_newest_messages(asked: int | None, kept: int) -> None:
+    task = a2a_task(record(AllocationStatus.ALLOCATED))
+    for n in range(2):
+        task.history.append(Message(message_id=f"later-{n}", role=Role.ROLE_AGENT, parts=[Part(text="x")]))
+    for params in (ListTasksRequest(history_length=asked), GetTaskRequest(id="t-1", history_length=asked)):
+        cut = Task()
+        cut.CopyFrom(task)
+        ids = [m.message_id for m in _history_cut(cut, params).history]
+        assert ids == [m.message_id for m in task.history][len(task.history) - kept :], (asked, ids)
 
 
 class _Board:

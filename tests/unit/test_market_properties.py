@@ -32,6 +32,10 @@ class Source:
     reputation: float
     calibration: float
     bonus: float
+    record: tuple[int, int] = (0, 0)
+
+    async def track_record(self, agent_id: str) -> tuple[int, int]:
+        return self.record
 
     async def reputation_score(self, agent_id: str) -> float:
         return self.reputation

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from bench.market_simulation import (
+    CLAIM_ALONE,
     NOISY_REPORT_SD,
     REFERENCE_UCB1,
     SCENARIOS,
@@ -33,7 +34,15 @@ def test_oracle_is_an_upper_bound_with_zero_regret(
     results: dict[str, dict[str, dict[str, Any]]], scenario: str
 ) -> None:
     rows = results[scenario]
-    assert set(rows) == {"agora", REFERENCE_UCB1, "oracle", "random", "round_robin", "highest_self_report"}
+    assert set(rows) == {
+        "agora",
+        REFERENCE_UCB1,
+        CLAIM_ALONE,
+        "oracle",
+        "random",
+        "round_robin",
+        "highest_self_report",
+    }
     oracle = rows["oracle"]
     assert oracle["regret"] == 0.0
     assert oracle["regret_late"] == 0.0
@@ -60,6 +69,17 @@ def test_agora_beats_random_when_agents_overclaim(
     assert rows["agora"]["expected_success"] > rows["random"]["expected_success"]
     assert rows["agora"]["success_rate_late"] > rows["random"]["success_rate_late"]
     assert rows["agora"]["regret"] < rows["random"]["regret"]
+
+
+def test_a_silent_estimator_leaves_the_reference_formula_nothing_to_award_and_the_market_learns() -> None:
+    """Every claim 0 %, in a market of the benchmark's 20 agents: the claim alone rejects every
+    task; weighed beside the records, the claims count for nothing and the market learns who
+    delivers, above chance. (In a market of a few agents every one of them can fall below the
+    threshold on its early failures and is not tried again: docs/reference.md.)"""
+    rows = simulate("silent", agents=20, tasks=TASKS, seed=SEED)
+    assert rows[CLAIM_ALONE]["rejected"] == TASKS and rows[CLAIM_ALONE]["success_rate"] == 0.0
+    assert rows["agora"]["rejected"] < TASKS // 10, rows["agora"]
+    assert rows["agora"]["success_rate_late"] > rows["random"]["success_rate_late"], rows
 
 
 def assert_same_market(a: Task, b: Task) -> None:

@@ -13,7 +13,7 @@ import pytest
 from agora.core.contracts import OutcomeReport, OutcomeReports
 from agora.core.market import ReputationRecord, TaskOutcome
 from agora.core.reputation import ReputationTracker, ucb_bonus, with_ucb_confidence
-from agora.reputation.actors import Reputation
+from agora.reputation.actors import Reputation, ReputationDeps
 from agora.reputation.outcome_counts import AgentTotals, MarketOutcomes
 from agora.runtime.sidecar import DaprError
 from agora.sdk.testing import MemoryRepository
@@ -131,7 +131,7 @@ async def test_a_note_that_keeps_failing_raises() -> None:
 
 async def test_a_reputation_notes_its_agent_s_total_in_the_market_count_on_every_call() -> None:
     market, _ = counts()
-    a, b = hosted(Reputation, "a", market), hosted(Reputation, "b", market)
+    a, b = hosted(Reputation, "a", ReputationDeps(market)), hosted(Reputation, "b", ReputationDeps(market))
     for actor in (a, b):
         await actor._on_activate()
     await a.apply_outcomes(OutcomeReports(reports=[report("a", f"t{i}") for i in range(3)]))
@@ -147,7 +147,7 @@ async def test_a_reputation_notes_its_agent_s_total_in_the_market_count_on_every
 
 async def test_a_note_lost_to_a_failure_is_made_good_by_the_agent_s_next_call() -> None:
     market, repository = counts()
-    actor = hosted(Reputation, "a", market)
+    actor = hosted(Reputation, "a", ReputationDeps(market))
     await actor._on_activate()
     get_many = repository.get_many
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from agora.core.market import Bid, TaskSpec
-from agora.core.reputation import ReputationTracker
+from agora.core.reputation import ReputationTracker, claim_alone
 from agora.core.scoring import DISQUALIFIED, BidScorer, cost_score, disqualification
 
 
@@ -19,6 +19,10 @@ class FixedSource:
     reputation: dict[str, float] = field(default_factory=dict)
     calibration: dict[str, float] = field(default_factory=dict)
     bonus: dict[str, float] = field(default_factory=dict)
+    record: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    async def track_record(self, agent_id: str) -> tuple[int, int]:
+        return self.record.get(agent_id, (0, 0))
 
     async def reputation_score(self, agent_id: str) -> float:
         return self.reputation.get(agent_id, 0.5)
@@ -72,14 +76,18 @@ def test_weights_that_sum_to_one_up_to_rounding_are_accepted() -> None:
     assert (default.alpha, default.beta, default.gamma) == (0.35, 0.45, 0.20)
 
 
-async def test_score_follows_the_reference_formula() -> None:
-    source = FixedSource(reputation={"a": 0.9}, calibration={"a": 0.75}, bonus={"a": 0.2})
+async def test_score_follows_the_formula() -> None:
+    source = FixedSource(
+        reputation={"a": 0.9}, calibration={"a": 0.75}, bonus={"a": 0.2}, record={"a": (9, 10)}
+    )
     score = await BidScorer(source).score(bid(prob=0.8, cost=0.05), spec(budget_usd=0.10))
     assert score.raw_success_prob == 0.8
-    assert score.calibrated_success_prob == pytest.approx(0.6)
+    # The claim 0.8 x 0.75 = 0.6 weighs 4 outcomes, the record 9 of 10, the prior 0.5 two.
+    calibrated = (4 * 0.6 + 10 * 0.9 + 2 * 0.5) / (4 + 10 + 2)
+    assert score.calibrated_success_prob == pytest.approx(calibrated)
     assert score.reputation_score == 0.9
     assert score.cost_score == pytest.approx(1 / (1 + 0.5))
-    assert score.composite == pytest.approx(0.35 * 0.9 + 0.45 * 0.6 + 0.20 * (1 / 1.5))
+    assert score.composite == pytest.approx(0.35 * 0.9 + 0.45 * calibrated + 0.20 * (1 / 1.5))
     assert score.ucb_bonus == 0.2
     assert score.final_score == pytest.approx(score.composite + 0.2)
     assert score.agent_id == "a"
@@ -113,21 +121,66 @@ def test_the_exploration_weight_must_be_finite_and_non_negative(weight: float) -
 async def test_a_new_agent_has_neutral_reputation_and_a_positive_bonus() -> None:
     score = await BidScorer(ReputationTracker()).score(bid(), spec())
     assert score.reputation_score == 0.5
-    assert score.calibrated_success_prob == 0.8
+    assert score.calibrated_success_prob == pytest.approx((4 * 0.8 + 2 * 0.5) / 6), "pulled toward 0.5"
     assert score.ucb_bonus == pytest.approx(math.sqrt(2 * math.log(2)))
 
 
-async def test_calibration_is_clamped_to_a_probability() -> None:
+async def test_the_corrected_claim_is_clamped_to_a_probability() -> None:
     score = await BidScorer(FixedSource(calibration={"a": 3.0})).score(bid(prob=0.8), spec())
-    assert score.calibrated_success_prob == 1.0
+    assert score.calibrated_success_prob == pytest.approx((4 * 1.0 + 2 * 0.5) / 6)
+
+
+async def test_the_reference_formula_is_the_corrected_claim_alone() -> None:
+    source = FixedSource(calibration={"a": 0.75}, record={"a": (10, 10)})
+    score = await BidScorer(source, calibration=claim_alone).score(bid(prob=0.8), spec())
+    assert score.calibrated_success_prob == pytest.approx(0.6)
+    clamped = await BidScorer(FixedSource(calibration={"a": 3.0}), calibration=claim_alone).score(
+        bid(), spec()
+    )
+    assert clamped.calibrated_success_prob == 1.0
+
+
+async def test_a_record_of_successes_lifts_a_claim_of_zero_and_one_of_failures_lowers_a_sure_claim() -> None:
+    lifted = FixedSource(calibration={"a": 5.0}, record={"a": (20, 20)})
+    score = await BidScorer(lifted).score(bid(prob=0.0), spec())
+    assert score.calibrated_success_prob == pytest.approx((0 + 20 + 1) / 26)
+    assert score.final_score != DISQUALIFIED, "a claim of 0 with a record of successes is awarded"
+    lowered = FixedSource(record={"a": (0, 20)})
+    score = await BidScorer(lowered).score(bid(prob=1.0), spec())
+    assert score.calibrated_success_prob == pytest.approx((4 + 0 + 1) / 26)
+    assert score.final_score == DISQUALIFIED
+
+
+async def test_a_long_record_counts_as_twenty_outcomes_so_the_claim_keeps_its_say() -> None:
+    long = FixedSource(record={"a": (500, 1000)})
+    score = await BidScorer(long).score(bid(prob=0.9), spec())
+    assert score.calibrated_success_prob == pytest.approx((4 * 0.9 + 20 * 0.5 + 1) / 26)
+
+
+async def test_claims_all_alike_tell_nothing_and_the_records_decide() -> None:
+    """An estimator that rates every candidate 0 %: the claims count for nothing, so the agents
+    are judged on their records and the prior, not all rejected."""
+    source = FixedSource(record={"good": (8, 10), "poor": (1, 10)})
+    offers = [bid("good", prob=0.0, bid_id="g"), bid("new", prob=0.0, bid_id="n"), bid("poor", prob=0.0)]
+    scores = {s.agent_id: s for s in await BidScorer(source).score_all(offers, spec())}
+    assert scores["good"].calibrated_success_prob == pytest.approx((8 + 1) / 12)
+    assert scores["new"].calibrated_success_prob == pytest.approx(0.5)
+    assert scores["poor"].calibrated_success_prob == pytest.approx((1 + 1) / 12)
+    assert scores["poor"].final_score == DISQUALIFIED and scores["good"].final_score != DISQUALIFIED
+    # One bid, or claims that differ: the claim counts.
+    [alone] = await BidScorer(source).score_all([bid("new", prob=0.0)], spec())
+    assert alone.calibrated_success_prob == pytest.approx(1 / 6)
+    differing = [bid("good", prob=0.0, bid_id="g"), bid("new", prob=0.1, bid_id="n")]
+    apart = {s.agent_id: s for s in await BidScorer(source).score_all(differing, spec())}
+    assert apart["new"].calibrated_success_prob == pytest.approx((4 * 0.1 + 1) / 6)
 
 
 async def test_a_bid_below_the_threshold_after_calibration_is_disqualified() -> None:
-    """Moral-hazard guard: 0.9 claimed x 0.5 factor = 0.45 < 0.5."""
+    """Moral-hazard guard: 0.9 claimed x 0.5 factor = 0.45, pulled toward 0.5: 0.467 < 0.5."""
     task = spec()
     offer = bid(prob=0.9)
     score = await BidScorer(FixedSource(calibration={"a": 0.5})).score(offer, task)
-    assert score.calibrated_success_prob == pytest.approx(0.45)
+    assert score.calibrated_success_prob == pytest.approx((4 * 0.45 + 1) / 6)
     assert score.final_score == DISQUALIFIED
     assert score.composite > 0  # the parts are still reported
     reason = disqualification(offer, score, task)
@@ -179,7 +232,7 @@ def test_cost_score_edges() -> None:
 
 async def test_score_all_is_sorted_best_first() -> None:
     source = FixedSource(reputation={"good": 0.9, "bad": 0.1}, calibration={"gated": 0.1})
-    scores = await BidScorer(source).score_all([bid("bad"), bid("gated"), bid("good")], spec())
+    scores = await BidScorer(source).score_all([bid("bad"), bid("gated", prob=0.9), bid("good")], spec())
     assert [s.agent_id for s in scores] == ["good", "bad", "gated"]
     assert scores[-1].final_score == DISQUALIFIED
 
@@ -193,7 +246,7 @@ async def test_ties_break_on_calibrated_success_then_cost_then_agent_id() -> Non
     same = await scorer.score_all([bid("z", cost=0.0), bid("y", cost=0.0), bid("x", cost=0.0)], task)
     assert [s.agent_id for s in same] == ["x", "y", "z"]
     gated = await scorer.score_all(
-        [bid("dear", prob=0.1, cost=0.09), bid("cheap", prob=0.1, cost=0.01)], spec()
+        [bid("dear", prob=0.1, cost=0.09), bid("cheap", prob=0.1, cost=0.01)], spec(min_success_threshold=0.6)
     )
     assert [s.agent_id for s in gated] == ["cheap", "dear"]
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 from pydantic import BaseModel
 
+from agora.core.acceptance import Verdict, VerdictStatus
 from agora.core.contracts import OutcomeReport, OutcomeReports
 from agora.core.market import AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -21,16 +22,17 @@ from agora.core.messages import (
     TaskDecision,
     Topic,
 )
+from agora.core.reputation import OVERCLAIM_WEIGHT
 from agora.core.task_lifecycle import TaskRecord
 from agora.core.topics import Channel
-from agora.reputation.actors import Reputation
+from agora.reputation.actors import Reputation, ReputationDeps
 from agora.runtime.actor_host import EXPIRE_REMINDER, InvalidActorArgument, ModelSerializer
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import IdSet, StatusIndex
 from agora.sdk.testing import MemoryRepository, RecordingPublisher
 from agora.taskboard import actors as task_actors
 from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
-from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, parse_watch_entry
+from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, Outage, parse_watch_entry
 from agora.taskboard.listings import TaskListings
 from tests.unit.helpers import answer_of, hosted, mock_state
 from tests.unit.test_awards import awarded as result
@@ -340,7 +342,7 @@ async def test_an_argument_that_fails_validation_is_answered_with_the_typed_erro
 
 
 async def test_a_reputation_applies_a_tasks_outcome_once_calibrated_by_the_winning_bid() -> None:
-    actor = hosted(Reputation, "a1", None)
+    actor = hosted(Reputation, "a1", ReputationDeps())
     await actor._on_activate()
     bid, _ = scored("a1", 0.9)
     outcome = TaskOutcome(
@@ -458,8 +460,8 @@ async def test_a_task_is_posted_and_decided_in_one_call_and_keeps_its_first_deci
 
 
 async def test_outcomes_that_end_together_are_applied_in_one_write_each_once() -> None:
-    one_by_one = hosted(Reputation, "a1", None)
-    together = hosted(Reputation, "a1", None)
+    one_by_one = hosted(Reputation, "a1", ReputationDeps())
+    together = hosted(Reputation, "a1", ReputationDeps())
     for actor in (one_by_one, together):
         await actor._on_activate()
     reports = [
@@ -484,3 +486,47 @@ async def test_outcomes_that_end_together_are_applied_in_one_write_each_once() -
     )
     refused = answer_of(await together.apply_outcomes(OutcomeReports(reports=[stranger])))
     assert refused.error is not None and refused.error.error == "INVALID_ARGUMENT"
+
+
+def test_after_the_watch_could_not_read_its_store_awards_due_since_wait_a_whole_window() -> None:
+    outage = Outage(grace_s=30)
+    assert outage.cutoff_ms(1_000) == 1_000, "no outage: entries due by now"
+    outage.failed(10_000)
+    outage.failed(20_000)  # still the same outage
+    assert outage.cutoff_ms(25_000) == 10_000, "during it: only entries due before it began"
+    outage.succeeded(30_000)
+    assert outage.cutoff_ms(59_999) == 10_000, "a window after it: still only those"
+    assert outage.cutoff_ms(60_000) == 60_000, "then every entry due"
+    assert outage.cutoff_ms(61_000) == 61_000
+    outage.failed(70_000)
+    outage.succeeded(71_000)
+    outage.failed(72_000)  # failing again within its grace: the same outage goes on
+    outage.succeeded(73_000)
+    assert outage.cutoff_ms(102_999) == 70_000 and outage.cutoff_ms(103_000) == 103_000
+
+
+async def test_a_dispute_s_revision_corrects_the_reputation_once_delivered_twice_or_after_a_restart() -> None:
+    actor = hosted(Reputation, "a1", ReputationDeps())
+    await actor._on_activate()
+    outcome = TaskOutcome(
+        task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=1
+    )
+    passed = Verdict(status=VerdictStatus.PASSED, kind="expected", reason="ok", checked_by="taskboard")
+    failed = Verdict(
+        status=VerdictStatus.FAILED, kind="dispute", reason="disputed by ana", checked_by="taskboard"
+    )
+    recorded = OutcomeReport(outcome=outcome, counts_as_success=True, verdict=passed)
+    revised = OutcomeReport(outcome=outcome, counts_as_success=False, verdict=failed, revision=1)
+
+    first = answer_of(await actor.apply_outcome(recorded)).result
+    assert isinstance(first, ReputationRecord) and first.success_rate == 1.0
+    corrected = answer_of(await actor.apply_outcome(revised)).result
+    assert isinstance(corrected, ReputationRecord)
+    assert (corrected.total_tasks, corrected.successful_tasks, corrected.overclaims) == (1, 0, 1)
+    assert corrected.evidence == OVERCLAIM_WEIGHT and corrected.success_rate == 0.0
+    assert answer_of(await actor.apply_outcome(revised)).result == corrected, "delivered twice: once"
+    assert answer_of(await actor.apply_outcome(recorded)).result == corrected, "the original late: nothing"
+
+    restarted = hosted(Reputation, "a1", ReputationDeps(), initstate=dict(mock_state(actor)))  # as saved
+    await restarted._on_activate()
+    assert answer_of(await restarted.apply_outcome(revised)).result == corrected, "after a restart: once"

@@ -41,6 +41,7 @@ def cmd_debate_ask(args: argparse.Namespace) -> int:
     try:
         submission = DebateSubmission(
             question=args.question,
+            options=args.option or [],
             config=DebateConfig(
                 debaters=debaters,
                 max_rounds=args.max_rounds,

@@ -294,13 +294,14 @@ DEMO_DEBATERS = [
 DEMO_DEBATES = [
     DebateRequest(
         debate_id="demo-backup",
-        question="Should the migration keep a backup of the orders table? "
-        "Options: keep a backup | drop it now",
+        question="Should the migration keep a backup of the orders table?",
+        options=["keep a backup", "drop it now"],
         config=DebateConfig(debaters=DEMO_DEBATERS),
     ),
     DebateRequest(
         debate_id="demo-region",
-        question="Which region should host the new cluster? Options: eu-west | us-east | ap-south",
+        question="Which region should host the new cluster?",
+        options=["eu-west", "us-east", "ap-south"],
         config=DebateConfig(debaters=DEMO_DEBATERS),
     ),
 ]

@@ -19,7 +19,15 @@ from agora.cli.plans import cmd_plan_list, cmd_plan_show, cmd_plan_submit
 from agora.cli.problems import CliError, print_error
 from agora.cli.registry import cmd_deregister, cmd_filter, cmd_list, cmd_register
 from agora.cli.run import cmd_run
-from agora.cli.tasks import cmd_task_cancel, cmd_task_list, cmd_task_publish, cmd_task_show, cmd_task_watch
+from agora.cli.tasks import (
+    cmd_task_cancel,
+    cmd_task_dispute,
+    cmd_task_list,
+    cmd_task_publish,
+    cmd_task_show,
+    cmd_task_watch,
+)
+from agora.core.acceptance import DisputeVerdict
 from agora.core.debate.record import DebateState
 from agora.core.escalation.record import EscalationStatus, WaitingPartyKind
 from agora.core.market import AllocationStatus
@@ -119,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--who", default=os.environ.get("USER", "operator"))
     cancel.add_argument("--why", default="")
     cancel.set_defaults(func=cmd_task_cancel)
+    dispute = task.add_parser("dispute", help="dispute a finished task's outcome (within its window)")
+    dispute.add_argument("task_id")
+    dispute.add_argument("--verdict", required=True, choices=[v.value for v in DisputeVerdict])
+    dispute.add_argument("--why", required=True)
+    dispute.add_argument("--who", default=os.environ.get("USER", "operator"))
+    dispute.set_defaults(func=cmd_task_dispute)
     listing = task.add_parser("list", help="task ids in a status")
     listing.add_argument("--status", default="ALLOCATED", choices=[s.value for s in AllocationStatus])
     listing.set_defaults(func=cmd_task_list)
@@ -211,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask = debate.add_parser("ask", help="start a debate on a question (three offline debaters by default)")
     ask.add_argument("question")
+    ask.add_argument(
+        "--option",
+        action="append",
+        help="an answer the debate may give (again for each; at least two): every answer must be one",
+    )
     ask.add_argument("--debaters", help="a YAML/JSON file of DebaterConfigs (at least two)")
     ask.add_argument("--id", help="the debate id (default: a new one)")
     ask.add_argument("--max-rounds", type=int, default=3)

@@ -15,9 +15,10 @@ from agora.cli.problems import CliError, describe_refusal
 from agora.cli.sidecar import sidecar_for, token_header
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.cli.transport import invoke, send
+from agora.core.acceptance import DisputeVerdict
 from agora.core.contracts import TaskList
 from agora.core.market import TaskSpec
-from agora.core.messages import TaskCancel, Topic
+from agora.core.messages import TaskCancel, TaskDispute, Topic
 from agora.core.task_events import TaskEvent, TaskEventKind
 from agora.core.task_lifecycle import TaskRecord
 from agora.harness.system import app_id_hosting
@@ -87,6 +88,17 @@ def cmd_task_cancel(args: argparse.Namespace) -> int:
     stopped and fails; the task as it stands after."""
     cancel = TaskCancel(cancelled_by=args.who, reason=args.why)
     record = invoke(args, "POST", f"v1/tasks/{args.task_id}/cancel", TaskRecord, cancel, service="taskboard")
+    print("\n".join(task_lines(record)))
+    return 0
+
+
+def cmd_task_dispute(args: argparse.Namespace) -> int:
+    """Dispute a finished task's outcome within its window: its verdict and end become what the
+    dispute says, and the agent's reputation is corrected once; the task as it stands after."""
+    dispute = TaskDispute(disputed_by=args.who, reason=args.why, verdict=DisputeVerdict(args.verdict))
+    record = invoke(
+        args, "POST", f"v1/tasks/{args.task_id}/dispute", TaskRecord, dispute, service="taskboard"
+    )
     print("\n".join(task_lines(record)))
     return 0
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import re
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -86,6 +87,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message as AsgiMessage
 
 from agora.console.api_keys import ApiKeys
 from agora.console.auth import Person
@@ -117,7 +119,14 @@ __all__ = [
 A2A_PATH = "/a2a"
 SKILLS_METADATA_KEY = "skills"
 """A message's `metadata.skills`: the skill tags its task needs (a list of strings)."""
-TASK_TERMS = ("preferred_skills", "budget_usd", "min_success_threshold", "deadline_ms", "allow_partial")
+TASK_TERMS = (
+    "preferred_skills",
+    "budget_usd",
+    "min_success_threshold",
+    "deadline_ms",
+    "allow_partial",
+    "acceptance",
+)
 """What else a message's metadata may say of its task, by the task's own field names (other
 metadata keys are left alone: they may be another extension's)."""
 MAX_CARD_SKILLS = 500
@@ -134,11 +143,13 @@ a stream waits before it resumes one that broke."""
 ESCALATION_CHECK_SECONDS = 2.0
 """How often a stream of a task under way asks whether a person is deciding something of it."""
 MAX_STREAM_SECONDS = 3600.0
+"""The longest one stream stays open; the client subscribes again to follow a longer task."""
 MAX_STREAMS = 1_000
 """Streams one console replica follows at once (each reads its task's record every
 `POLL_SECONDS`); one more is refused UNAVAILABLE, and GetTask still answers."""
-"""The longest one stream stays open; the client subscribes again to follow a longer task."""
-SECURITY_SCHEME = "agoraApiKey"
+SECURITY_SCHEME = "consoleBearer"
+JSONRPC_INVALID_PARAMS = -32602
+"""JSON-RPC 2.0's code for invalid method parameters (A2A's InvalidParamsError)."""
 NO_PUSH = "no push notifications: follow a task with SubscribeToTask (streaming)"
 WAITING = EscalationStatus.WAITING_FOR_HUMAN
 
@@ -282,11 +293,30 @@ def _metadata_skills(message: Message) -> list[str] | None:
     return [v.string_value for v in value.list_value.values]
 
 
-def task_spec_of(message: Message, market_skills: list[str]) -> TaskSpec:
+class NoSkillNamed(Exception):
+    """A message the market will not take because it names no skill: A2A's answer is a task
+    REJECTED with the reason (the spec's `TASK_STATE_REJECTED`: "the agent has decided to not
+    perform the task"), not a protocol error. Nothing is published."""
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.task_id = task_id
+        self.reason = reason
+
+    def task(self) -> Task:
+        status = TaskStatus(
+            state=TaskState.TASK_STATE_REJECTED,
+            message=_agent_message(self.task_id, self.reason, f"{self.task_id}-rejected"),
+        )
+        return Task(id=self.task_id, context_id=self.task_id, status=status)
+
+
+def task_spec_of(message: Message, market_skills: list[str], default_skills: Sequence[str] = ()) -> TaskSpec:
     """The task a message asks the market for: its text the description; its skills from
-    `metadata.skills`, else the market's skills its text names (as whole words); its budget,
-    threshold, deadline and the like from the metadata's `TASK_TERMS`. A message
-    that names none, or is not text, is refused with what to send instead."""
+    `metadata.skills`, else the market's skills its text names (as whole words), else the
+    console's `default_skills`; its budget, threshold, deadline and the like from the metadata's
+    `TASK_TERMS`. A message that names no skill, with no default, is `NoSkillNamed` (a task
+    REJECTED with the reason); one that is not text is refused with what to send instead."""
     if not message.message_id:
         raise InvalidParamsError(message="the message needs a messageId")
     texts = [part.text for part in message.parts if part.HasField("text")]
@@ -300,11 +330,12 @@ def task_spec_of(message: Message, market_skills: list[str]) -> TaskSpec:
     skills = _metadata_skills(message)
     if skills is None:
         words = set(re.findall(r"[\w-]+", description.lower()))
-        skills = [skill for skill in market_skills if skill.lower() in words]
+        skills = [skill for skill in market_skills if skill.lower() in words] or list(default_skills)
         if not skills:
-            raise InvalidParamsError(
-                message=f"name the skills the task needs in metadata.{SKILLS_METADATA_KEY}, or in the text "
-                "(one of the Agent Card's skills)"
+            raise NoSkillNamed(
+                task_id_of(message),
+                f"no skill named: name the skills the task needs in metadata.{SKILLS_METADATA_KEY}, or "
+                "in the text (one of the Agent Card's skills)",
             )
     given = MessageToDict(message.metadata)
     terms = {name: given[name] for name in TASK_TERMS if name in given}
@@ -337,7 +368,7 @@ def market_card(public_url: str, version: str, skills: list[AgentSkill]) -> Agen
     card.security_schemes[SECURITY_SCHEME].CopyFrom(
         SecurityScheme(
             http_auth_security_scheme=HTTPAuthSecurityScheme(
-                scheme="bearer", description="A console API key (python -m agora.console.api_keys NAME ROLE)"
+                scheme="bearer", description="A person's console key, from the console's operator"
             )
         )
     )
@@ -364,6 +395,69 @@ def market_skills(agents: list[Any]) -> list[AgentSkill]:
         )
         for tag, ids in sorted(offered.items())[:MAX_CARD_SKILLS]
     ]
+
+
+# -- What the SDK reads leniently ----------------------------------------------------------------
+
+
+def list_status_refusal(body: bytes) -> tuple[Any, str] | None:
+    """A ListTasks call whose `status` names no task state: its request id and why. The SDK
+    parses a request with unknown enum values taken as the first (`TASK_STATE_UNSPECIFIED`,
+    "every state"), so such a filter would list every task instead of being refused."""
+    if b'"ListTasks"' not in body:
+        return None  # every other call is read once, by the SDK
+    try:
+        call = json.loads(body)
+    except ValueError:
+        return None  # not JSON: the SDK answers it as a parse error
+    if not isinstance(call, dict) or call.get("method") != "ListTasks":
+        return None
+    params = call.get("params")
+    status = params.get("status") if isinstance(params, dict) else None
+    if status is None:
+        return None
+    names = list(TaskState.keys())
+    known = status in names if isinstance(status, str) else status in TaskState.values()
+    if known:
+        return None
+    return call.get("id"), f"status {str(status)[:40]!r} is not a task state (one of {', '.join(names)})"
+
+
+class ListStatusCheck:
+    """Refuses a ListTasks call filtered by a status that is no task state, with InvalidParams
+    (-32602), before the SDK reads it as no filter (`list_status_refusal`). The body is
+    bounded already (the app's `BodyLimit`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        refusal = list_status_refusal(body)
+        if refusal is not None:
+            request_id, why = refusal
+            error = {"code": JSONRPC_INVALID_PARAMS, "message": why}
+            answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
+            await answer(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> AsgiMessage:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._app(scope, replay, send)
 
 
 # -- Who asks ------------------------------------------------------------------------------------
@@ -451,8 +545,10 @@ class MarketAgent(RequestHandler):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         max_streams: int = MAX_STREAMS,
+        default_skills: Sequence[str] = (),
     ) -> None:
         self._board = board
+        self._default_skills = tuple(default_skills)
         self._registry = registry
         self._escalations = escalations
         self._sleep = sleep
@@ -504,6 +600,8 @@ class MarketAgent(RequestHandler):
     async def _publish(self, params: SendMessageRequest, context: ServerCallContext) -> TaskSpec:
         _person(context, deciding="sending a task")
         if params.message.task_id:
+            if await self._record(params.message.task_id) is None:
+                raise TaskNotFoundError(message=f"no task {params.message.task_id} on the market")
             raise UnsupportedOperationError(
                 message="a task on the market takes no further messages: what it waits on is decided by a "
                 "person in the console (or with the MCP server's decide_escalation)"
@@ -512,12 +610,15 @@ class MarketAgent(RequestHandler):
         # asked (nor needed up) for a message that says what it needs.
         named = SKILLS_METADATA_KEY in params.message.metadata.fields
         market = [] if named else [skill.id for skill in await self.skills()]
-        spec = task_spec_of(params.message, market)
+        spec = task_spec_of(params.message, market, self._default_skills)
         await _answered(self._board.publish(spec))
         return spec
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        spec = await self._publish(params, context)
+        try:
+            spec = await self._publish(params, context)
+        except NoSkillNamed as refused:
+            return refused.task()
         if params.configuration.return_immediately:
             return (await self._task_if_recorded(spec.task_id)) or submitted_task(spec)
         deadline = self._clock() + BLOCKING_WAIT_SECONDS
@@ -543,7 +644,11 @@ class MarketAgent(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         with self._stream_slot():  # before the task is published: a refusal publishes nothing
-            spec = await self._publish(params, context)
+            try:
+                spec = await self._publish(params, context)
+            except NoSkillNamed as refused:
+                yield refused.task()
+                return
             yield submitted_task(spec)
             async for event in self._follow(spec.task_id, seen=0):
                 yield event
@@ -631,14 +736,18 @@ class MarketAgent(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         _person(context)
-        return await self._task(params.id)
+        if params.HasField("history_length") and params.history_length < 0:
+            raise InvalidParamsError(message="historyLength is 0 or more (0: no history)")
+        return _history_cut(await self._task(params.id), params)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The market's tasks in the asked state (every state by default), a page at a time
         (`page_token` is where the page starts)."""
         _person(context)
-        if params.page_size < 0 or params.page_size > MAX_LISTED:
-            raise InvalidParamsError(message=f"pageSize is at most {MAX_LISTED}")
+        if params.HasField("page_size") and not 1 <= params.page_size <= MAX_LISTED:
+            raise InvalidParamsError(message=f"pageSize is from 1 to {MAX_LISTED} (50 when left out)")
+        if params.HasField("history_length") and params.history_length < 0:
+            raise InvalidParamsError(message="historyLength is 0 or more (0: no history)")
         if params.page_token and not params.page_token.isdigit():
             raise InvalidParamsError(message="pageToken is the one a ListTasks answer gave")
         size = params.page_size or 50
@@ -657,14 +766,15 @@ class MarketAgent(RequestHandler):
         tasks = [
             task for task in [await self._task_if_recorded(task_id) for task_id in page] if task is not None
         ]
-        if not params.include_artifacts:
-            for task in tasks:
+        for task in tasks:
+            _history_cut(task, params)
+            if not params.include_artifacts:
                 del task.artifacts[:]
         following = start + size
         return ListTasksResponse(
             tasks=tasks,
             next_page_token=str(following) if following < len(ids) else "",
-            page_size=size,
+            page_size=len(tasks),  # the tasks this page holds, as the A2A test kit reads it (docs/a2a.md)
             total_size=len(ids),
         )
 
@@ -704,6 +814,17 @@ class MarketAgent(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError(message="the market's card is the public one")
+
+
+def _history_cut(task: Task, params: GetTaskRequest | ListTasksRequest) -> Task:
+    """The task with only the newest `historyLength` messages of its history, when asked (0:
+    none); all of it otherwise."""
+    if params.HasField("history_length"):
+        history = list(task.history)
+        kept = history[max(0, len(history) - params.history_length) :] if params.history_length else []
+        del task.history[:]
+        task.history.extend(kept)
+    return task
 
 
 def _updates(record: TaskRecord, event: TaskEvent) -> list[Event]:
@@ -754,5 +875,10 @@ def a2a_routes(agent: MarketAgent, keys: ApiKeys, public_url: str, version: str)
         return fresh
 
     [rpc] = create_jsonrpc_routes(agent, A2A_PATH, context_builder=_PersonContext(), enable_v0_3_compat=True)
-    gated = Route(A2A_PATH, endpoint=KeyGate(rpc.app, keys), methods=["POST"])
-    return [*create_agent_card_routes(card, card_modifier=live), gated]
+    gated = Route(A2A_PATH, endpoint=KeyGate(ListStatusCheck(rpc.app), keys), methods=["POST"])
+    # The card where A2A looks for it (the host's /.well-known) and relative to the endpoint
+    # (where the A2A test kit also looks).
+    beside = create_agent_card_routes(
+        card, card_modifier=live, card_url=f"{A2A_PATH}/.well-known/agent-card.json"
+    )
+    return [*create_agent_card_routes(card, card_modifier=live), *beside, gated]

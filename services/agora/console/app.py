@@ -107,6 +107,7 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
             TaskBoardClient(ctx.sidecar, settings.app_for("taskboard")),
             RegistryClient(ctx.sidecar, settings.app_for("registry")),
             escalations,
+            default_skills=settings.a2a_default_skills,
         )
         app.router.routes.extend(a2a_routes(agent, keys, settings.public_url, version("agora")))
         mcp["server"] = market_mcp(tools, keys, settings.public_url)

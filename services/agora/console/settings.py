@@ -31,6 +31,10 @@ class ConsoleSettings(ServiceSettings):
     """AGORA_CONSOLE_PUBLIC_URL: where clients reach the console (named in its MCP server's
     authorization metadata as the issuer of its keys, and in its A2A Agent Card as the market's
     endpoint); unset, the console's own address and port (`public_url`)."""
+    console_a2a_default_skills: str = Field(default="", max_length=1024)
+    """AGORA_CONSOLE_A2A_DEFAULT_SKILLS: comma-separated skill tags an A2A message that names
+    none is taken to need (a market whose clients do not know its tags); unset, such a message
+    is a task REJECTED with what to send."""
     console_proxy_user_header: str | None = None
     """AGORA_CONSOLE_PROXY_USER_HEADER: trust this request header (e.g. X-Forwarded-User) to
     name the person; set it only behind an authenticating proxy that always sets it."""
@@ -59,6 +63,10 @@ class ConsoleSettings(ServiceSettings):
     @property
     def deciders(self) -> list[str]:
         return [name.strip() for name in self.console_proxy_deciders.split(",") if name.strip()]
+
+    @property
+    def a2a_default_skills(self) -> list[str]:
+        return [tag.strip() for tag in self.console_a2a_default_skills.split(",") if tag.strip()]
 
     @property
     def public_url(self) -> str:

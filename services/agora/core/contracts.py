@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from agora.core.acceptance import Verdict
 from agora.core.escalation.checkpoints import CheckpointTrigger, CheckpointVerdict
 from agora.core.escalation.decisions import AnyResponse, CheckpointAction, EscalationAction
 from agora.core.escalation.digest import DIGEST_PATTERN
@@ -136,6 +137,20 @@ class OutcomeReport(BaseModel):
     outcome: TaskOutcome
     counts_as_success: bool
     winning_bid: Bid | None = None
+    verdict: Verdict | None = Field(
+        default=None,
+        description="What the task's check found of the outcome; the reputation learns from it "
+        "where there is one, and from the agent's own word otherwise.",
+        exclude_if=lambda verdict: verdict is None,
+    )
+    revision: int = Field(
+        default=0,
+        ge=0,
+        le=1,
+        description="0 for the outcome as the board recorded it; 1 for its verdict as a dispute "
+        "revised it (the reputation then corrects what it counted, once).",
+        exclude_if=lambda revision: revision == 0,
+    )
 
 
 MAX_OUTCOMES_APPLIED_AT_ONCE = 100

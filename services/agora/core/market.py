@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agora.core.acceptance import Acceptance
 from agora.core.escalation.checkpoints import CheckpointTrigger
 from agora.core.limits import (
     MAX_CANDIDATES,
@@ -89,6 +90,12 @@ class TaskSpec(BaseModel):
         # Left out when empty: a task without them reads as it did to apps of an earlier
         # version (which refuse fields they do not know) while a release rolls.
         exclude_if=lambda triggers: not triggers,
+    )
+    acceptance: Acceptance | None = Field(
+        default=None,
+        description="How the task's result is checked, on the market's side, and what follows a "
+        "failed check (agora.core.acceptance); without one the agent's own word stands.",
+        exclude_if=lambda acceptance: acceptance is None,
     )
 
     @field_validator("required_skills", "preferred_skills")
@@ -193,11 +200,34 @@ class ReputationRecord(BaseModel):
         description="The agent's self-reported success probability per task id it bid on, kept until "
         "that task's outcome arrives and calibrates it.",
     )
+    evidence: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="The outcomes as evidence: each counted with its weight (a checked one 1, a "
+        "success claim its check contradicted `OVERCLAIM_WEIGHT`, an unchecked one the "
+        "reputation's unchecked weight); `success_rate` is `evidence_of_success / evidence`.",
+    )
+    evidence_of_success: float = Field(default=0.0, ge=0.0)
+    overclaims: int = Field(default=0, ge=0, description="Success claims a check contradicted.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evidence_of_an_earlier_record(cls, data: object) -> object:
+        # A record kept before outcomes were weighed: each of its outcomes counted once.
+        if isinstance(data, dict) and "evidence" not in data and data.get("total_tasks"):
+            data = {
+                **data,
+                "evidence": data["total_tasks"],
+                "evidence_of_success": data.get("successful_tasks", 0),
+            }
+        return data
 
     @model_validator(mode="after")
     def _counts_agree(self) -> ReputationRecord:
         if self.successful_tasks > self.total_tasks:
             raise ValueError("successful_tasks cannot exceed total_tasks")
+        if self.evidence_of_success > self.evidence + 1e-9:
+            raise ValueError("evidence_of_success cannot exceed evidence")
         return self
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
+from agora.core.acceptance import DisputeVerdict
 from agora.core.escalation.decisions import AnyResponse
 from agora.core.escalation.record import (
     SYSTEM_ACTOR,
@@ -218,6 +219,17 @@ class TaskCancel(BaseModel):
 
     cancelled_by: Name
     reason: Note = ""
+
+
+class TaskDispute(BaseModel):
+    """A person disputes a finished task's outcome (`Task` actor `dispute`;
+    `POST /v1/tasks/{id}/dispute`): what the outcome was, by their word, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disputed_by: Name
+    reason: Note = Field(min_length=1)
+    verdict: DisputeVerdict
 
 
 class AwardLapsed(BaseModel):

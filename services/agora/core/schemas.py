@@ -64,6 +64,7 @@ from agora.core.messages import (
     TaskCancel,
     TaskCancelled,
     TaskDecision,
+    TaskDispute,
     TaskRejected,
 )
 from agora.core.models import CapabilityProfile, CapabilityQuery
@@ -123,6 +124,9 @@ CONTRACTS: dict[str, Contract] = {
     "hand_over": Contract(HandOver, "`Task` actor `hand_over`"),
     "task_cancel": Contract(
         TaskCancel, "`POST /v1/tasks/{id}/cancel` body (task board); `Task` actor `cancel`"
+    ),
+    "task_dispute": Contract(
+        TaskDispute, "`POST /v1/tasks/{id}/dispute` body (task board); `Task` actor `dispute`"
     ),
     "task_decision": Contract(TaskDecision, "`Task` actor `decide`"),
     "award_window_due": Contract(AwardWindowDue, "`Task` actor `award_window_due`"),

@@ -2,11 +2,17 @@
 
 Formulas:
 
-    calibrated_success = clamp(raw_prob * calibration_factor, 0, 1)
+    calibrated_success = (4 * clamp(raw_prob * calibration_factor, 0, 1)
+                          + n * success_rate + 2 * 0.5) / (4 + n + 2),  n = min(outcomes, 20)
     cost_score         = 1 / (1 + estimated_cost / budget)
     composite          = alpha*reputation + beta*calibrated_success + gamma*cost_score
     final_score        = composite + ucb_bonus
     final_score        = -1.0 when calibrated_success < min_success_threshold
+
+`agora.core.reputation.calibrated_success` says why the claim is weighed beside the agent's
+record and a prior instead of standing alone (docs/reference.md: the reference formula is the
+product alone). A claim that tells nothing, every bid of the task claiming the same number (an
+estimator that rates every candidate alike), counts for nothing there.
 
 Choices the formulas leave open:
 
@@ -39,6 +45,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from agora.core.market import Bid, BidScore, TaskSpec
+from agora.core.reputation import calibrated_success
 
 DISQUALIFIED = -1.0
 """Final score of a bid that may not be awarded (moral-hazard guard or budget cap)."""
@@ -60,12 +67,24 @@ mid-run, 0.1 hands it its tasks sooner than full weight does, while a weight of 
 for good (the benchmark's "improving agent" study)."""
 
 
+class Calibration(Protocol):
+    """How a claim becomes a calibrated success (`agora.core.reputation.calibrated_success`)."""
+
+    def __call__(
+        self, claim: float, factor: float, successes: float, total: float, *, claim_informative: bool = True
+    ) -> float: ...
+
+
 class ReputationSource(Protocol):
     """What the scorer needs to know about an agent's history (e.g. `ReputationTracker`)."""
 
     async def reputation_score(self, agent_id: str) -> float: ...
 
     async def calibration_factor(self, agent_id: str) -> float: ...
+
+    async def track_record(self, agent_id: str) -> tuple[float, float]:
+        """(successful, total) outcomes of the agent, as evidence (each with its weight)."""
+        ...
 
     async def ucb_bonus(self, agent_id: str) -> float: ...
 
@@ -78,6 +97,12 @@ def cost_score(estimated_cost_usd: float, reference_usd: float) -> float:
     if reference_usd <= 0.0 or math.isinf(estimated_cost_usd):
         return 0.0
     return 1.0 / (1.0 + estimated_cost_usd / reference_usd)
+
+
+def claims_informative(bids: Sequence[Bid]) -> bool:
+    """Whether the bids' claims can tell their agents apart: not when two or more bids all claim
+    the same number (an estimator that rated every candidate alike says nothing of any)."""
+    return len(bids) < 2 or len({bid.self_reported_success_prob for bid in bids}) > 1
 
 
 def over_budget(bid: Bid, spec: TaskSpec) -> bool:
@@ -108,6 +133,7 @@ class BidScorer:
         gamma: float = 0.20,
         *,
         exploration_weight: float = REFERENCE_EXPLORATION,
+        calibration: Calibration = calibrated_success,
     ) -> None:
         weights = {"alpha": alpha, "beta": beta, "gamma": gamma, "exploration_weight": exploration_weight}
         for name, weight in weights.items():
@@ -120,15 +146,17 @@ class BidScorer:
         self.beta = beta
         self.gamma = gamma
         self.exploration_weight = exploration_weight
+        self.calibration = calibration
 
     async def score(self, bid: Bid, spec: TaskSpec) -> BidScore:
         """Score one bid; without a budget its cost is normalised by itself (cost_score 0.5)."""
-        return await self._score(bid, spec, self._reference_cost([bid], spec))
+        return await self._score(bid, spec, self._reference_cost([bid], spec), claims_informative=True)
 
     async def score_all(self, bids: Sequence[Bid], spec: TaskSpec) -> list[BidScore]:
         """Score every bid against the same reference cost; best first, ties broken deterministically."""
         reference = self._reference_cost(bids, spec)
-        scored = [(await self._score(bid, spec, reference), bid) for bid in bids]
+        informative = claims_informative(bids)
+        scored = [(await self._score(bid, spec, reference, informative), bid) for bid in bids]
         scored.sort(
             key=lambda pair: (
                 -pair[0].final_score,
@@ -148,15 +176,18 @@ class BidScorer:
             return 0.0
         return statistics.median(bid.estimated_cost_usd for bid in bids)
 
-    async def _score(self, bid: Bid, spec: TaskSpec, reference_usd: float) -> BidScore:
+    async def _score(
+        self, bid: Bid, spec: TaskSpec, reference_usd: float, claims_informative: bool
+    ) -> BidScore:
         if bid.task_id != spec.task_id:
             raise ValueError(f"bid {bid.bid_id} is for task {bid.task_id!r}, not {spec.task_id!r}")
         source = self.reputation_tracker
         reputation = await source.reputation_score(bid.agent_id)
         factor = await source.calibration_factor(bid.agent_id)
         bonus = self.exploration_weight * await source.ucb_bonus(bid.agent_id)
+        successes, total = await source.track_record(bid.agent_id)
         raw = bid.self_reported_success_prob
-        calibrated = min(1.0, max(0.0, raw * factor))
+        calibrated = self.calibration(raw, factor, successes, total, claim_informative=claims_informative)
         cost = cost_score(bid.estimated_cost_usd, reference_usd)
         composite = self.alpha * reputation + self.beta * calibrated + self.gamma * cost
         eligible = calibrated >= spec.min_success_threshold and not over_budget(bid, spec)

@@ -31,6 +31,16 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
+from agora.core.acceptance import (
+    DEFAULT_DISPUTE_WINDOW_S,
+    Dispute,
+    DisputeVerdict,
+    ExpectedAnswer,
+    JsonSchemaCheck,
+    Verdict,
+    VerdictStatus,
+    judge_output,
+)
 from agora.core.errors import (
     AgoraError,
     ConflictingTask,
@@ -39,7 +49,7 @@ from agora.core.errors import (
     InvalidOutcome,
     error_table,
 )
-from agora.core.limits import MAX_CANDIDATES, Identifier, Name, Note
+from agora.core.limits import MAX_CANDIDATES, MAX_NOTE_CHARS, Identifier, Name, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
 S = AllocationStatus
@@ -49,6 +59,14 @@ DEFAULT_ACK_SECONDS = 30.0
 `deadline_ms` is shorter."""
 MAX_ACK_SECONDS = 86_400.0
 """The longest acknowledgment window a task board may be set to (a day)."""
+
+
+class NotDisputable(AgoraError):
+    """A dispute of a task that has no outcome to dispute, whose window has passed, or that was
+    disputed already (a task's outcome is disputed once)."""
+
+    code = "NOT_DISPUTABLE"
+    http_status = 409
 
 
 class AwardNotHeld(AgoraError):
@@ -155,9 +173,15 @@ class TaskRecord(BaseModel):
     bid at most, and a task gets at most `MAX_CANDIDATES` bids)."""
     failure_reason: Note | None = None
     """Why the task FAILED without an outcome (no agent acknowledged its award, or it was
-    cancelled)."""
+    cancelled), or with one its check failed (`check_failure_reason`)."""
     cancellation: Cancellation | None = None
     """Set when a person cancelled the task (`cancel`)."""
+    verdict: Verdict | None = None
+    """What the task's check found of its outcome, beside the agent's own claim
+    (`outcome.actual_success`); None when the task has no check the board runs. A dispute
+    replaces it (`dispute`), keeping the one before in the dispute."""
+    dispute: Dispute | None = None
+    """The publisher's dispute of the outcome, once, within the task's dispute window."""
 
     @property
     def current_award(self) -> AwardAttempt | None:
@@ -418,7 +442,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def outcome_status(spec: TaskSpec, outcome: TaskOutcome) -> AllocationStatus:
+def outcome_status(spec: TaskSpec, outcome: TaskOutcome, verdict: Verdict | None = None) -> AllocationStatus:
+    """How the task ended: as the check found, where it passed or failed; else as the agent
+    reported (a partial outcome is PARTIAL when the task allows it)."""
+    if verdict is not None and verdict.status is VerdictStatus.PASSED:
+        return AllocationStatus.COMPLETED
+    if verdict is not None and verdict.status is VerdictStatus.FAILED:
+        return AllocationStatus.FAILED
     if outcome.actual_success:
         return AllocationStatus.COMPLETED
     if outcome.partial and spec.allow_partial:
@@ -426,8 +456,33 @@ def outcome_status(spec: TaskSpec, outcome: TaskOutcome) -> AllocationStatus:
     return AllocationStatus.FAILED
 
 
-def counts_as_success(spec: TaskSpec, outcome: TaskOutcome) -> bool:
-    return outcome_status(spec, outcome) is not AllocationStatus.FAILED
+def counts_as_success(spec: TaskSpec, outcome: TaskOutcome, verdict: Verdict | None = None) -> bool:
+    return outcome_status(spec, outcome, verdict) is not AllocationStatus.FAILED
+
+
+CHECKED_BY_THE_BOARD = "taskboard"
+"""Who ran a check the task board runs itself (its app id)."""
+
+
+def verdict_on(spec: TaskSpec, outcome: TaskOutcome, now: datetime) -> Verdict | None:
+    """The verdict of the task's own check on the outcome's output, where the board runs it
+    itself (an output schema, an expected answer); None when the task has no such check. A run
+    that ended on an error of the market's (its deadline, its budget) is no answer to check: its
+    failure stands as reported."""
+    acceptance = spec.acceptance
+    if acceptance is None or not isinstance(acceptance.check, JsonSchemaCheck | ExpectedAnswer):
+        return None
+    if failure_code(outcome) is not None:
+        return None
+    verdict = judge_output(acceptance.check, outcome.summary, CHECKED_BY_THE_BOARD)
+    return verdict.model_copy(update={"at": now})
+
+
+def check_failure_reason(verdict: Verdict) -> str:
+    """A task that failed its check: why, as its record says."""
+    return f"CHECK_FAILED: the {verdict.kind} check by {verdict.checked_by} failed: {verdict.reason}"[
+        :MAX_NOTE_CHARS
+    ]
 
 
 def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> TaskRecord:
@@ -444,6 +499,58 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> T
             f"task {record.task_id} is not awarded to {outcome.agent_id} (it is {record.status})"
         )
     taken = acknowledge(record, outcome.agent_id, now)
-    moved = move(taken, outcome_status(record.spec, outcome))
+    verdict = verdict_on(record.spec, outcome, now)
+    moved = move(taken, outcome_status(record.spec, outcome, verdict))
+    update: dict[str, object] = {"outcome": outcome, "verdict": verdict}
+    if verdict is not None and verdict.status is VerdictStatus.FAILED:
+        update["failure_reason"] = check_failure_reason(verdict)
     # An outcome proves the award reached the worker, even if recording that was cut short.
-    return moved.model_copy(update={"outcome": outcome, "award_published": True})
+    return moved.model_copy(update={**update, "award_published": True})
+
+
+DISPUTED_BY_THE_PUBLISHER = "dispute"
+"""A verdict's kind when a dispute set it."""
+
+
+def dispute_window_seconds(spec: TaskSpec) -> int:
+    return spec.acceptance.dispute_window_s if spec.acceptance is not None else DEFAULT_DISPUTE_WINDOW_S
+
+
+def ended_at(record: TaskRecord) -> datetime:
+    """When the task reached its end (its last status change)."""
+    return record.history[-1].at
+
+
+def dispute(record: TaskRecord, by: str, reason: str, verdict: DisputeVerdict, now: datetime) -> TaskRecord:
+    """The publisher disputes the task's outcome within its window: the verdict becomes the
+    dispute's, the task's end follows it (COMPLETED for passed, FAILED for failed), and the
+    dispute is kept with the verdict it replaced. The same dispute again changes nothing; any
+    other second dispute, one past the window, or one of a task without an outcome is refused."""
+    if record.dispute is not None:
+        if record.dispute.by == by and record.dispute.reason == reason and record.dispute.verdict is verdict:
+            return record
+        raise NotDisputable(f"task {record.task_id} was disputed already, by {record.dispute.by}")
+    if record.outcome is None:
+        raise NotDisputable(f"task {record.task_id} has no outcome to dispute (it is {record.status})")
+    window = dispute_window_seconds(record.spec)
+    if now > ended_at(record) + timedelta(seconds=window):
+        raise NotDisputable(f"task {record.task_id}'s dispute window of {window} s has passed")
+    status = VerdictStatus.PASSED if verdict is DisputeVerdict.PASSED else VerdictStatus.FAILED
+    replaced = Verdict(
+        status=status,
+        kind=DISPUTED_BY_THE_PUBLISHER,
+        reason=f"disputed by {by}: {reason}"[:MAX_NOTE_CHARS],
+        checked_by=CHECKED_BY_THE_BOARD,
+        at=now,
+    )
+    target = AllocationStatus.COMPLETED if verdict is DisputeVerdict.PASSED else AllocationStatus.FAILED
+    update: dict[str, object] = {
+        "verdict": replaced,
+        "dispute": Dispute(by=by, reason=reason, at=now, verdict=verdict, before=record.verdict),
+        "failure_reason": None if target is AllocationStatus.COMPLETED else replaced.reason,
+    }
+    if target is not record.status:
+        # The one move out of an end: a dispute decides what the outcome was.
+        update["status"] = target
+        update["history"] = [*record.history, StatusChange(status=target, at=now)]
+    return record.model_copy(update=update)

@@ -123,7 +123,9 @@ class DebateActivities:
     async def route(self, step: Route) -> Position:
         with step_span("debate.route", step.traceparent, {"agora.debater": step.router.debater_id}) as span:
             try:
-                routed = await steps.route(self.model_for(step.router), step.router, step.question)
+                routed = await steps.route(
+                    self.model_for(step.router), step.router, step.question, step.options
+                )
             except ModelError as exc:  # the router cannot answer: debate it
                 span.set_attribute("agora.problem", str(exc)[:500])
                 return Position(debater_id=step.router.debater_id, answer="", confidence=0.0)
@@ -149,6 +151,7 @@ class DebateActivities:
                     previous=step.previous,
                     traceparent=step.traceparent,
                     debate_id=step.debate_id,
+                    options=step.options,
                 )
             )
             await self.answer_writes.save(key, given, ttl_seconds=ANSWER_RETENTION_SECONDS)
@@ -165,7 +168,9 @@ class DebateActivities:
                       "agora.round": step.round_number}  # fmt: skip
         with step_span("debate.answer", step.traceparent, attributes) as span:
             try:
-                given = await steps.answer(self.model_for(debater), debater, step.question, step.previous)
+                given = await steps.answer(
+                    self.model_for(debater), debater, step.question, step.previous, step.options
+                )
             except ModelError as exc:  # an unreachable debater abstains this round
                 span.set_attribute("agora.problem", str(exc)[:500])
                 why = f"no answer: {exc}"[:2048]
@@ -178,7 +183,9 @@ class DebateActivities:
         assert judge is not None
         with step_span("debate.judge", step.traceparent, {"agora.aggregation": "JUDGE"}) as span:
             try:
-                verdict, usage = await steps.judge(self.model_for(judge), step.question, step.final)
+                verdict, usage = await steps.judge(
+                    self.model_for(judge), step.question, step.final, step.options
+                )
             except ModelError as exc:  # no judge: the weighted vote decides
                 span.set_attribute("agora.problem", str(exc)[:500])
                 weighted = step.config.model_copy(update={"aggregation": AggregationStrategy.WEIGHTED_VOTE})

@@ -6,7 +6,7 @@ a person's decision on a split debate (`agora.escalation.resolved`, checked agai
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query
 from starlette.responses import StreamingResponse
@@ -43,6 +43,7 @@ from agora.llm import ModelClient, ModelSettings, model_client_from_settings
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.batched_writes import BatchedWrites
 from agora.runtime.clients import escalation_actors
+from agora.runtime.decision_watch import DecisionWatch
 from agora.runtime.event_streams import (
     EVENT_ROUTE,
     event_stream_response,
@@ -69,6 +70,8 @@ class DebateSettings(ServiceSettings):
 
 def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
     settings = settings or DebateSettings()
+
+    watches: list[DecisionWatch[Any, Any]] = []
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         escalations = escalation_actors(ActorClient(ctx.sidecar))
@@ -219,8 +222,22 @@ def debate_module(settings: DebateSettings | None = None) -> ServiceModule:
 
         ctx.subscriptions.subscribe(topics.DEBATES, on_debate)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
+        watch = DecisionWatch(
+            debates,
+            str(DebateState.WAITING_FOR_HUMAN),
+            lambda record: record.debate_id,
+            lambda record: record.escalation_id,
+            DEBATE_DECISIONS,
+            host,
+            escalations,
+        )
+        watches.append(watch)
 
-    return ServiceModule("debate", setup=setup)
+    async def warm_up(ctx: ServiceContext) -> None:
+        for watch in watches:
+            ctx.spawn_daemon(watch.watch_forever(), name="debate decision watch")
+
+    return ServiceModule("debate", setup=setup, warm_up=warm_up)
 
 
 def create_app(settings: DebateSettings | None = None) -> FastAPI:

@@ -15,13 +15,15 @@ options there are; a question with one option gets a confident routing answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from agora.core.debate.config import DebaterConfig
 from agora.core.debate.rounds import DebateRound, Position, transcript
@@ -45,6 +47,27 @@ class DebaterAnswer(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
+@functools.lru_cache(maxsize=256)
+def answer_type(options: tuple[str, ...]) -> type[DebaterAnswer]:
+    """What an answer to a debate with these options is: `DebaterAnswer` whose answer is one of
+    them (its schema an `enum`, which a server that turns schemas into grammars holds the model
+    to; an answer that differs only in case or spaces is read as the option). Without options,
+    `DebaterAnswer`."""
+    if not options:
+        return DebaterAnswer
+    canonical = {option.casefold(): option for option in options}
+
+    def as_option(value: object) -> object:
+        return canonical.get(value.strip().casefold(), value) if isinstance(value, str) else value
+
+    return create_model(
+        "DebaterAnswer",
+        __base__=DebaterAnswer,
+        answer=(Literal[options], Field(description="One of the debate's options, word for word.")),  # type: ignore[valid-type,arg-type]
+        __validators__={"_as_option": field_validator("answer", mode="before")(as_option)},
+    )
+
+
 def debater_messages(
     debater: DebaterConfig, question: str, previous: DebateRound | None
 ) -> list[ChatMessage]:
@@ -63,17 +86,23 @@ def debater_messages(
 
 
 async def answer(
-    model: ModelClient, debater: DebaterConfig, question: str, previous: DebateRound | None
+    model: ModelClient,
+    debater: DebaterConfig,
+    question: str,
+    previous: DebateRound | None,
+    options: Sequence[str] = (),
 ) -> Position:
     """The debater's position this round (an abstention, with the reason, when it gives no
-    valid answer)."""
+    valid answer: one of `options`, when the debate has them)."""
     metered = MeteredModel(model)
     messages = debater_messages(debater, question, previous)
-    given = await _asked(metered, messages, temperature=debater.temperature)
+    given = await _asked(metered, messages, temperature=debater.temperature, options=options)
     return _position(debater.debater_id, given, metered)
 
 
-async def route(model: ModelClient, router: DebaterConfig, question: str) -> Position:
+async def route(
+    model: ModelClient, router: DebaterConfig, question: str, options: Sequence[str] = ()
+) -> Position:
     """The routing model's answer and confidence (adaptive routing); without a valid answer,
     an abstention with the reason (the question is then debated)."""
     metered = MeteredModel(model)
@@ -81,11 +110,13 @@ async def route(model: ModelClient, router: DebaterConfig, question: str) -> Pos
         ChatMessage(role="system", content=f"{ROUTING_PROMPT} Give your confidence (0-1) honestly."),
         ChatMessage(role="user", content=f"Question: {question}"),
     ]
-    given = await _asked(metered, messages, temperature=router.temperature)
+    given = await _asked(metered, messages, temperature=router.temperature, options=options)
     return _position(router.debater_id, given, metered)
 
 
-async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[DebaterAnswer, TokenUsage]:
+async def judge(
+    model: ModelClient, question: str, final: DebateRound, options: Sequence[str] = ()
+) -> tuple[DebaterAnswer, TokenUsage]:
     """The judge's synthesis of the final round's positions (JUDGE aggregation);
     `ModelOutputInvalid` with the reason when it gives no valid verdict."""
     metered = MeteredModel(model)
@@ -97,7 +128,7 @@ async def judge(model: ModelClient, question: str, final: DebateRound) -> tuple[
         ),
         ChatMessage(role="user", content=f"Question: {question}\nPositions:\n{transcript(final)}"),
     ]
-    given = await _asked(metered, messages, temperature=0.0)
+    given = await _asked(metered, messages, temperature=0.0, options=options)
     if isinstance(given, _NoAnswer):
         raise ModelOutputInvalid(given.reason, given.text, usage=given.usage)
     return given, _usage(metered)
@@ -113,15 +144,15 @@ class _NoAnswer:
 
 
 async def _asked(
-    model: MeteredModel, messages: list[ChatMessage], *, temperature: float
+    model: MeteredModel, messages: list[ChatMessage], *, temperature: float, options: Sequence[str] = ()
 ) -> DebaterAnswer | _NoAnswer:
-    """The model's answer, asked again with what was wrong while attempts are left. A model
-    that cannot be reached raises (`ModelError`)."""
+    """The model's answer (one of `options`, when given), asked again with what was wrong while
+    attempts are left. A model that cannot be reached raises (`ModelError`)."""
     try:
         given, _ = await complete_json(
             model,
             messages,
-            DebaterAnswer,
+            answer_type(tuple(options)),
             temperature=temperature,
             attempts=ANSWER_ATTEMPTS,
             again=ANSWER_AGAIN,

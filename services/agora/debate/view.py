@@ -24,9 +24,9 @@ def debate_lines(record: DebateRecord, *, width: int = 100) -> list[str]:
     result = record.result
     if result is not None:
         verdict = "escalated to a person" if result.escalate_to_human else "acted on"
+        how = "single agent" if result.routing_decision == "single_agent" else config.aggregation.lower()
         lines.append(
-            f"  {config.aggregation.lower()}: {one_line(result.final_answer, 40)!r} "
-            f"(confidence {result.confidence:.2f}; {verdict})"
+            f"  {how}: {one_line(result.final_answer, 40)!r} (confidence {result.confidence:.2f}; {verdict})"
         )
     if record.escalation_id:
         lines.append(f"  waiting for a person: escalation {record.escalation_id}")

@@ -42,7 +42,7 @@ from agora.core.debate.result import debate_result, gated, single_agent_result
 from agora.core.debate.rounds import DebateRound, Position, converged, debate_round
 from agora.core.messages import EscalationResolved
 from agora.core.planning import TokenUsage
-from agora.runtime.patches import DEBATE_DECISION_ON_RECORD, ROUNDS_IN_ONE_STEP
+from agora.runtime.patches import DEBATE_DECISION_ON_RECORD, ROUNDS_IN_ONE_STEP, SINGLE_AGENT_GATED
 from agora.runtime.tracing import span_traceparent, stable_span_id
 from agora.runtime.workflows import (
     ActivityRef,
@@ -84,6 +84,8 @@ class Route(BaseModel):
     router: DebaterConfig
     question: str
     traceparent: str
+    options: list[str] = Field(default_factory=list)
+    """The debate's options: the answer must be one of them (none: any answer)."""
 
 
 class Answer(BaseModel):
@@ -93,6 +95,7 @@ class Answer(BaseModel):
     previous: DebateRound | None
     traceparent: str
     debate_id: str
+    options: list[str] = Field(default_factory=list)
 
 
 class AskRound(BaseModel):
@@ -108,6 +111,7 @@ class AskRound(BaseModel):
     previous: DebateRound | None
     traceparent: str
     save: SaveDebate | None = None
+    options: list[str] = Field(default_factory=list)
 
 
 class RoundAnswers(BaseModel):
@@ -119,6 +123,7 @@ class Judge(BaseModel):
     question: str
     final: DebateRound
     traceparent: str
+    options: list[str] = Field(default_factory=list)
 
 
 class Judged(BaseModel):
@@ -202,13 +207,27 @@ def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None
     yield from run.save_later(run.record)
     routed: Position | None = None
     if config.adaptive_routing:
-        routing = Route(router=config.router, question=request.question, traceparent=trace)
+        routing = Route(
+            router=config.router, question=run.record.question, traceparent=trace, options=request.options
+        )
         yield from run.flush()
         routed = yield from ROUTE.run(ctx, routing)
     if routed is not None and routed.confidence >= config.routing_confidence_threshold:
         elapsed = (workflow_now(ctx) - run.record.created_at).total_seconds()
-        result = single_agent_result(routed, duration_seconds=elapsed)
-        yield from run.save_later(answered(run.record, result, workflow_now(ctx)))
+        if SINGLE_AGENT_GATED.applies(ctx):
+            # One voice is not agreement: its calibrated answer passes the gate, or it is debated.
+            result = single_agent_result(
+                routed, duration_seconds=elapsed, escalate_threshold=config.escalate_threshold
+            )
+            if config.gate == "conformal":
+                check = GateCheck(config=config, final=debate_round(1, [routed]), traceparent=trace)
+                yield from run.flush()
+                result = gated(result, (yield from GATE.run(ctx, check)))
+            if not result.escalate_to_human:
+                yield from run.save_later(answered(run.record, result, workflow_now(ctx)))
+        else:
+            result = single_agent_result(routed, duration_seconds=elapsed)
+            yield from run.save_later(answered(run.record, result, workflow_now(ctx)))
     while run.record.state is DebateState.RUNNING:
         started = workflow_now(ctx)
         rounds: list[DebateRound] = []
@@ -231,6 +250,7 @@ def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None
                     previous=previous,
                     traceparent=round_trace,
                     save=run.held_save(),
+                    options=request.options,
                 )
                 answers = yield from ROUND.run(ctx, asking)
                 positions = answers.positions
@@ -245,6 +265,7 @@ def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None
                             previous=previous,
                             traceparent=round_trace,
                             debate_id=request.debate_id,
+                            options=request.options,
                         ),
                     )
                     for d in config.debaters
@@ -277,7 +298,8 @@ def debate_run(ctx: DaprWorkflowContext, start: DebateStart) -> Steps[str | None
         if not rounds:  # the budget was spent before any round: nothing to aggregate
             chosen = Aggregate(answer="", reasoning="the budget was spent before the debate", confidence=0.0)
         elif config.aggregation is AggregationStrategy.JUDGE and config.judge_config is not None:
-            judging = Judge(config=config, question=run.record.question, final=rounds[-1], traceparent=trace)
+            judging = Judge(config=config, question=run.record.question, final=rounds[-1], traceparent=trace,
+                            options=request.options)  # fmt: skip
             yield from run.flush()
             judged = yield from JUDGE.run(ctx, judging)
             chosen = judged.chosen

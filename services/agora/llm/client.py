@@ -131,14 +131,14 @@ class ModelOutputInvalid(ModelError):
         """What was wrong with the answer, as the model is told it when asked again: each field
         that does not fit (its name and why, five at most), cut off at the output limit (then:
         answer more briefly), or no JSON object."""
+        if self.cut_off and not isinstance(self.error, ValidationError):
+            return "it was cut off at the output limit before its JSON object ended. Answer more briefly."
         if isinstance(self.error, ValidationError):
             fields = "; ".join(
                 f"{'.'.join(str(part) for part in error['loc']) or 'the object'}: {error['msg']}"
                 for error in self.error.errors()[:5]
             )
             return f"{fields}."
-        if self.cut_off:
-            return "it was cut off at the output limit before its JSON object ended. Answer more briefly."
         return "it holds no JSON object."
 
     def asked_again(self, instruction: str = ANSWER_AGAIN) -> list[ChatMessage]:
@@ -409,9 +409,11 @@ class TracedModelClient(ABC):
         return None
 
 
-def extract_json_object(text: str) -> dict[str, Any]:
+def extract_json_object(text: str, *, outermost: bool = False) -> dict[str, Any]:
     """The first JSON object in `text`. Models wrap JSON in code fences or explanations even
-    when told not to, so this scans for the first `{` that starts a complete, valid object."""
+    when told not to, so this scans for the first `{` that starts a complete, valid object;
+    with `outermost`, only the first `{` is tried (an object nested in an unfinished one is
+    not taken for the answer)."""
     decoder = json.JSONDecoder()
     start = text.find("{")
     while start != -1:
@@ -422,6 +424,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
         else:
             if isinstance(value, dict):
                 return value
+        if outermost:
+            break
         start = text.find("{", start + 1)
     raise ValueError("no JSON object found in the model's answer")
 
@@ -489,7 +493,9 @@ async def _completed_json(
         max_tokens=max_tokens,
     )
     try:
-        raw = extract_json_object(completion.text)
+        # An answer cut off at its output limit has no object of its own to read: an object
+        # found inside it is one of its parts (a subgoal of an unfinished plan), never the answer.
+        raw = extract_json_object(completion.text, outermost=completion.cut_off)
     except ValueError as exc:
         reason = "was cut off at its output limit" if completion.cut_off else "holds no JSON object"
         raise ModelOutputInvalid(

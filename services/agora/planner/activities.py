@@ -231,7 +231,11 @@ class PlannerActivities:
         with step_span("planning.replan", record.traceparent, attributes) as span:
             try:
                 replanned = await steps.replan(
-                    model, plan, plan.subgoal(step.failed_subgoal), record.request.config
+                    model,
+                    plan,
+                    plan.subgoal(step.failed_subgoal),
+                    record.request.config,
+                    skills=record.request.skills,
                 )
             except (PlanNotMade, InvalidPlan) as exc:
                 span.set_attribute("agora.problem", exc.message)

@@ -13,7 +13,7 @@ posted (`planner:task:<task id>` names its workflow).
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query
 from starlette.responses import StreamingResponse
@@ -42,6 +42,7 @@ from agora.planner.workflow import (
 )
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import escalation_actors, task_actors
+from agora.runtime.decision_watch import DecisionWatch
 from agora.runtime.event_streams import (
     EVENT_ROUTE,
     event_stream_response,
@@ -75,6 +76,8 @@ class PlannerSettings(ServiceSettings):
 
 def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
     settings = settings or PlannerSettings()
+
+    watches: list[DecisionWatch[Any, Any]] = []
 
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         actors = ActorClient(ctx.sidecar)
@@ -191,8 +194,22 @@ def planner_module(settings: PlannerSettings | None = None) -> ServiceModule:
 
         ctx.subscriptions.subscribe(topics.PLANS, on_plan)
         ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
+        watch = DecisionWatch(
+            plans,
+            str(PlanState.WAITING_FOR_HUMAN),
+            lambda record: record.plan_id,
+            lambda record: record.stop.escalation_id if record.stop is not None else None,
+            PLAN_DECISIONS,
+            host,
+            escalations,
+        )
+        watches.append(watch)
 
-    return ServiceModule("planner", setup=setup)
+    async def warm_up(ctx: ServiceContext) -> None:
+        for watch in watches:
+            ctx.spawn_daemon(watch.watch_forever(), name="plan decision watch")
+
+    return ServiceModule("planner", setup=setup, warm_up=warm_up)
 
 
 def create_app(settings: PlannerSettings | None = None) -> FastAPI:

@@ -18,6 +18,7 @@ syntheses, so the embedded default and the tests plan without a network.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 from agora.core.limits import MAX_ITEMS, MAX_NOTE_CHARS, MAX_SKILL_TAG_CHARS, Text
 from agora.core.planning import (
     MAX_PLAN_SUBGOALS,
+    SUBGOAL_ID_CHARS,
     InvalidPlan,
     Plan,
     PlanningCall,
@@ -160,6 +162,64 @@ class PlanDraft(BaseModel):
     total_estimated_steps: int = Field(ge=0, le=10_000)
 
 
+DRAFT_TEXT_CHARS = 120
+"""The longest description, success criterion or fallback a draft's schema asks for: a subgoal
+is a line, and a small model held to the full text limit writes until its output limit."""
+DRAFT_TOKENS_PER_SUBGOAL = 200
+"""A subgoal of a draft at its schema's bounds, as a model lays JSON out: SmolLM2-135M wrote
+up to 180 tokens a subgoal (12 subgoals in 1,065 tokens, 4 in 729)."""
+DRAFT_TOKENS_CEILING = 3072
+"""The most a draft may write, whatever `max_subgoals` says: within a 4,096-token slot of the
+local model server beside the prompt. A plan of more subgoals than fit is asked for in fewer."""
+
+
+DRAFT_TOKENS_BASE = 64
+"""A draft's tokens beside its subgoals: its braces and its step count."""
+DRAFT_SUBGOALS_CEILING = (DRAFT_TOKENS_CEILING - DRAFT_TOKENS_BASE) // DRAFT_TOKENS_PER_SUBGOAL
+"""The most subgoals one draft is asked for (15): those that fit its output limit."""
+
+
+def drafted_subgoals(config: PlanningConfig) -> int:
+    """The most subgoals a draft is asked for: the plan's `max_subgoals`, as many as fit."""
+    return min(config.max_subgoals, DRAFT_SUBGOALS_CEILING)
+
+
+def draft_max_tokens(config: PlanningConfig) -> int:
+    """The output limit of a draft: room for each subgoal it may hold at its bounds (a limit
+    below that cuts off a model that writes as many as it is allowed)."""
+    return DRAFT_TOKENS_BASE + DRAFT_TOKENS_PER_SUBGOAL * drafted_subgoals(config)
+
+
+DRAFT_TOOL_HINTS = 3
+"""The most tool hints a draft's schema asks for per subgoal."""
+
+
+def draft_schema(config: PlanningConfig, skills: Sequence[str] = ()) -> dict[str, Any]:
+    """The schema a plan draft is asked for: `PlanDraft`'s, narrowed to what this plan may hold
+    (at most `config.max_subgoals` subgoals, a line of text each, the id's length in its
+    pattern, where llama.cpp's grammar, which drops `maxLength` beside a `pattern`, holds it),
+    with the step count first, so an answer cut off at its output limit is cut in its subgoals
+    rather than before its count; its tool hints among `skills` when the plan names some. The
+    answer is still validated as a `PlanDraft`."""
+    schema = copy.deepcopy(PlanDraft.model_json_schema())
+    subgoal = schema["$defs"]["SubGoalDraft"]["properties"]
+    slug = f"^[a-z][a-z0-9_]{{0,{SUBGOAL_ID_CHARS - 1}}}$"
+    subgoal["id"]["pattern"] = slug
+    subgoal["dependencies"]["items"]["pattern"] = slug
+    subgoal["dependencies"]["maxItems"] = drafted_subgoals(config)
+    for text in ("description", "success_criterion", "fallback_strategy"):
+        subgoal[text]["maxLength"] = DRAFT_TEXT_CHARS
+    subgoal["tool_hints"]["maxItems"] = DRAFT_TOOL_HINTS
+    if skills:
+        # A subgoal's hints are the skills its market task requires: one outside the skills the
+        # plan was given finds no agent.
+        subgoal["tool_hints"]["items"] = {"enum": list(dict.fromkeys(skills))}
+    properties = schema["properties"]
+    properties["subgoals"]["maxItems"] = drafted_subgoals(config)
+    schema["properties"] = {"total_estimated_steps": properties["total_estimated_steps"], **properties}
+    return schema
+
+
 class VerificationAnswer(BaseModel):
     result: VerificationResult
     reason: str = Field(default="", max_length=MAX_NOTE_CHARS)
@@ -192,7 +252,7 @@ async def estimate_complexity(model: ModelClient, task: str) -> int:
 
 def _rules(config: PlanningConfig) -> str:
     return (
-        f"Break the task into at most {config.max_subgoals} subgoals. Each has an id (a snake_case slug "
+        f"Break the task into at most {drafted_subgoals(config)} subgoals. Each has an id (a snake_case slug "
         "of at most 20 characters: a lower-case letter, then lower-case letters, digits or underscores), "
         "a description, a verifiable success criterion, the ids of the subgoals it depends on (no "
         "cycles), tool hints, and a fallback strategy. Subgoals that do not depend on each other run "
@@ -213,7 +273,7 @@ async def create_plan(
         ChatMessage(role="system", content=f"{PLAN_PROMPT} {_rules(config)}"),
         ChatMessage(role="user", content=f"Task: {task}\nSkills available: {', '.join(skills) or 'any'}"),
     ]
-    return await _drafted(model, messages, config, attempts, lambda draft: _plan_of(task, draft))
+    return await _drafted(model, messages, config, attempts, lambda draft: _plan_of(task, draft), skills)
 
 
 async def replan(
@@ -222,10 +282,12 @@ async def replan(
     failed: SubGoal,
     config: PlanningConfig,
     *,
+    skills: Sequence[str] = (),
     attempts: int = PLAN_ATTEMPTS,
 ) -> Plan:
     """The next version of `plan` after `failed` could not be completed: the model proposes the
-    remaining subgoals; completed ones are kept as they are (`merge_replan`)."""
+    remaining subgoals (their tool hints among `skills`, when given); completed ones are kept as
+    they are (`merge_replan`)."""
     current = json.dumps(
         [
             s.model_dump(mode="json", include={"id", "description", "dependencies", "tool_hints", "status"})
@@ -239,7 +301,8 @@ async def replan(
             content=(
                 f"Task: {plan.task}\nCurrent plan (version {plan.version}): {current}\n"
                 f"Failed subgoal: {failed.id}: {failed.failure_reason or 'no reason given'}\n"
-                f"Its fallback strategy: {failed.fallback_strategy or 'none'}"
+                f"Its fallback strategy: {failed.fallback_strategy or 'none'}\n"
+                f"Skills available: {', '.join(skills) or 'any'}"
             ),
         ),
     ]
@@ -249,6 +312,7 @@ async def replan(
         config,
         attempts,
         lambda draft: merge_replan(plan, _plan_of(plan.task, draft), config),
+        skills,
     )
 
 
@@ -258,11 +322,18 @@ async def _drafted(
     config: PlanningConfig,
     attempts: int,
     build: Callable[[PlanDraft], Plan],
+    skills: Sequence[str] = (),
 ) -> Plan:
     problems: list[str] = []
     for _ in range(attempts):
         try:
-            draft, completion = await complete_json(model, messages, PlanDraft)
+            draft, completion = await complete_json(
+                model,
+                messages,
+                PlanDraft,
+                json_schema=draft_schema(config, skills),
+                max_tokens=draft_max_tokens(config),
+            )
         except ModelOutputInvalid as exc:
             problems = [f"the answer is not a valid plan draft: {exc.problem[:500]}"]
             answer = exc.text
@@ -287,9 +358,35 @@ async def _drafted(
 def _plan_of(task: str, draft: PlanDraft) -> Plan:
     return Plan(
         task=task,
-        subgoals=[SubGoal(**d.model_dump()) for d in draft.subgoals],
+        subgoals=[SubGoal(**d.model_dump()) for d in unrepeated(draft.subgoals)],
         total_estimated_steps=draft.total_estimated_steps,
     )
+
+
+def unrepeated(subgoals: Sequence[SubGoalDraft]) -> list[SubGoalDraft]:
+    """The draft's subgoals with what a small model repeats taken out where its meaning is
+    plain: a subgoal that repeats an earlier one word for word is that one; one that reuses an
+    earlier id for other work, when no subgoal depends on that id, gets the id with a number.
+    An id that some subgoal depends on and that names two different subgoals is left for
+    `validate_plan` to refuse: which one was meant cannot be told."""
+    kept: list[SubGoalDraft] = []
+    for subgoal in subgoals:
+        if subgoal not in kept:
+            kept.append(subgoal)
+    depended_on = {dependency for s in kept for dependency in s.dependencies}
+    used = {s.id for s in kept}
+    seen: set[str] = set()
+    renamed: list[SubGoalDraft] = []
+    for subgoal in kept:
+        if subgoal.id in seen and subgoal.id not in depended_on:
+            number = 2
+            while (candidate := f"{subgoal.id[: SUBGOAL_ID_CHARS - 1 - len(str(number))]}_{number}") in used:
+                number += 1
+            used.add(candidate)
+            subgoal = subgoal.model_copy(update={"id": candidate})
+        seen.add(subgoal.id)
+        renamed.append(subgoal)
+    return renamed
 
 
 async def verify(model: ModelClient, subgoal: SubGoal, outcome: str, output: str) -> VerificationAnswer:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
+from pydantic import Field
 
 from agora.core.market import ReputationRecord
-from agora.core.reputation import with_ucb_confidence
-from agora.reputation.actors import Reputation
+from agora.core.reputation import DEFAULT_UNCHECKED_WEIGHT, with_ucb_confidence
+from agora.reputation.actors import Reputation, ReputationDeps
 from agora.reputation.outcome_counts import NAMESPACE, AgentTotals, MarketOutcomes
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.clients import reputation_actors
@@ -21,12 +22,15 @@ APP_ID = "reputation"
 
 class ReputationSettings(ServiceSettings):
     app_id: str = APP_ID
+    unchecked_outcome_weight: float = Field(default=DEFAULT_UNCHECKED_WEIGHT, ge=0.0, le=1.0)
+    """`AGORA_UNCHECKED_OUTCOME_WEIGHT`: what an outcome without a check's verdict counts as in
+    its agent's record, in outcomes (0: only checked outcomes count)."""
 
 
-def reputation_module() -> ServiceModule:
+def reputation_module(settings: ReputationSettings) -> ServiceModule:
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         outcomes = MarketOutcomes(ctx.repository(NAMESPACE, AgentTotals))
-        ctx.host_actor(Reputation, outcomes)
+        ctx.host_actor(Reputation, ReputationDeps(outcomes, settings.unchecked_outcome_weight))
         reputations = reputation_actors(ActorClient(ctx.sidecar))
 
         @app.get("/v1/reputation/{agent_id}", response_model=ReputationRecord)
@@ -39,7 +43,8 @@ def reputation_module() -> ServiceModule:
 
 
 def create_app(settings: ReputationSettings | None = None) -> FastAPI:
-    return create_service_app(settings or ReputationSettings(), [reputation_module()])
+    settings = settings or ReputationSettings()
+    return create_service_app(settings, [reputation_module(settings)])
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ from agora.core.messages import (
     ProgressNote,
     TaskCancel,
     TaskDecision,
+    TaskDispute,
 )
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor_interface import AgoraActorInterface, actor_method
@@ -87,6 +88,9 @@ class TaskInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("cancel")
     async def cancel(self, cancel: TaskCancel) -> TaskRecord: ...
+
+    @actor_method("dispute")
+    async def dispute(self, dispute: TaskDispute) -> TaskRecord: ...
 
     @actor_method("award_window_due")
     async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...

@@ -70,6 +70,13 @@ _ON_RECORD = (
     "minute, then at intervals doubling up to ten minutes, and goes on with the decision it finds "
     "there when the decision's announcement has not reached it."
 )
+SINGLE_AGENT_GATED = WorkflowPatch(
+    "debate.single-agent-gated",
+    "debate_run",
+    "A confident router's answer is acted on only when the gate lets it through (the conformal "
+    "gate on its one position, or its calibrated confidence at the escalate threshold); otherwise "
+    "the question is debated. Before: the router's answer was acted on at once.",
+)
 PLAN_DECISION_ON_RECORD = WorkflowPatch("plan.decision-on-record", "plan_run", _ON_RECORD)
 DEBATE_DECISION_ON_RECORD = WorkflowPatch("debate.decision-on-record", "debate_run", _ON_RECORD)
 GRAPH_DECISION_ON_RECORD = WorkflowPatch("graph_run.decision-on-record", "graph_run", _ON_RECORD)

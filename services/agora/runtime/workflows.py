@@ -468,10 +468,13 @@ class FinishedSpan(BaseModel):
 
 class RunRecord(Protocol):
     """What the shared parts of a run read of its record, a pydantic model (`PlanRecord`,
-    `DebateRecord`): its trace, and its revision, counted at every save."""
+    `DebateRecord`): its trace, its revision, counted at every save, and when it was saved."""
 
     @property
     def revision(self) -> int: ...
+
+    @property
+    def updated_at(self) -> datetime: ...
 
     @property
     def traceparent(self) -> str | None: ...

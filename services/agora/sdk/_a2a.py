@@ -296,9 +296,14 @@ class A2AReply:
             return
         raise OutOfProtocol("it sent an event that is neither a task, a message nor an update")
 
+    @property
+    def artifact_text(self) -> str:
+        """The text of the agent's artifacts so far, one after the other."""
+        return "\n\n".join("".join(chunks) for chunks in self._artifacts.values() if chunks)
+
     def result(self, price_per_step: float) -> HandlerResult:
         """The outcome of a reply that ended (or of what it came to when it was cut off)."""
-        text = "\n\n".join("".join(chunks) for chunks in self._artifacts.values() if chunks)
+        text = self.artifact_text
         note = f" (cut at {MAX_TEXT_CHARS} characters)" if self.cut else ""
         if self.answer is not None:
             return HandlerResult(success=True, summary=self.answer[:MAX_TEXT_CHARS], cost_usd=price_per_step)
@@ -352,6 +357,9 @@ class A2AReply:
 
 
 MAX_QUESTION_CHARS = 512
+MAX_SAME_QUESTION = 3
+"""Times in a row an A2A agent may ask the same question: once more, its task is cancelled and
+the run fails saying so (an agent that does not take its answers would ask for ever)."""
 
 
 class A2ASent(BaseModel):
@@ -378,6 +386,8 @@ class QuestionLink(BaseModel):
     a2a_task_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     asked: int = Field(ge=1, le=MAX_REPLY_EVENTS)
     question: str = Field(max_length=MAX_QUESTION_CHARS)
+    in_a_row: int = Field(default=1, ge=1, le=MAX_SAME_QUESTION)
+    """How many times in a row the agent has asked this question."""
 
 
 class A2AAgent(Agent):
@@ -516,7 +526,7 @@ class A2AAgent(Agent):
                 }
             }
         )
-        return await self._settle(award, await self._exchange(award, message), asked=0)
+        return await self._settle(award, await self._exchange(award, message), asked=None)
 
     async def _answer(
         self, award: TaskAwarded, decided: EscalationResolved, handle: str | None
@@ -543,7 +553,7 @@ class A2AAgent(Agent):
             text,
             task_id=link.a2a_task_id,
         )
-        return await self._settle(award, await self._exchange(award, message), asked=link.asked)
+        return await self._settle(award, await self._exchange(award, message), asked=link)
 
     async def stopped(self, award: TaskAwarded, handle: str | None) -> None:
         """A run that waited for a person's answer was ended at its deadline: the agent's task,
@@ -554,24 +564,40 @@ class A2AAgent(Agent):
             return
         await self._cancel_quietly(link.a2a_task_id)
 
-    async def _settle(self, award: TaskAwarded, reply: A2AReply | HandlerResult, asked: int) -> HandlerResult:
+    async def _settle(
+        self, award: TaskAwarded, reply: A2AReply | HandlerResult, asked: QuestionLink | None
+    ) -> HandlerResult:
         """What a reply comes to: its outcome, or, when the agent asks for input, the run parked
-        for a person on an escalation of the task, the question shown as the run's output."""
+        for a person on an escalation of the task, the question and what the agent produced so
+        far shown as the run's output (`asked`: the question answered before it, if any). The
+        same question more than `MAX_SAME_QUESTION` times in a row ends the run FAILED."""
         if isinstance(reply, HandlerResult):
             return reply
         if reply.state not in INTERRUPTED_STATES or self.escalator is None:
             return reply.result(self.profile.cost_per_step_usd)
-        question = reply.status_text or "(the agent said nothing more)"
-        escalation_id = f"{award.task_id}.a2a-question-{asked + 1}"
+        question = (reply.status_text or "(the agent said nothing more)")[:MAX_QUESTION_CHARS]
+        number = (asked.asked if asked is not None else 0) + 1
+        in_a_row = asked.in_a_row + 1 if asked is not None and asked.question == question else 1
+        if in_a_row > MAX_SAME_QUESTION:
+            await self._cancel_quietly(reply.task_id)
+            return self._failed(
+                f"the A2A agent {self.agent_id} asked the same question {in_a_row} times in a row, "
+                f"whatever it was answered: {question}"
+            )
+        so_far = reply.artifact_text
+        shown = f"The A2A agent {self.agent_id} asks: {question}"
+        if so_far:
+            shown += f"\n\nWhat it has produced so far:\n{so_far}"
+        escalation_id = f"{award.task_id}.a2a-question-{number}"
         context = EscalationContext(
             job_id=award.task_id,
-            step=asked + 1,
+            step=number,
             validation_results=[],
             confidence=0.0,
-            retry_count=asked,
+            retry_count=number - 1,
             error_history=[],
             prompt_used=award.spec.description,
-            output_summary=f"The A2A agent {self.agent_id} asks: {question}"[:MAX_TEXT_CHARS],
+            output_summary=shown[:MAX_TEXT_CHARS],
         )
         await self.escalator.park(
             escalation_id,
@@ -583,7 +609,7 @@ class A2AAgent(Agent):
             ),
         )
         asked_now = QuestionLink(
-            a2a_task_id=reply.task_id, asked=asked + 1, question=question[:MAX_QUESTION_CHARS]
+            a2a_task_id=reply.task_id, asked=number, question=question, in_a_row=in_a_row
         )
         return HandlerResult(success=False, waiting_on=escalation_id, handle=asked_now.model_dump_json())
 
@@ -723,10 +749,14 @@ class A2AAgent(Agent):
     @staticmethod
     def _message(award: TaskAwarded, message_id: str, text: str, task_id: str) -> Message:
         # The award's own ids: the context is the award's, so the agent's task in it is this run's.
+        # A follow-up names its task twice: as the task it continues, and among the tasks it
+        # refers to (`referenceTaskIds`), which is how some agents (the A2A samples') tell a
+        # continuation from a new task.
         return Message(
             message_id=message_id,
             context_id=f"agora-{award.task_id}-{award.attempt}",
             task_id=task_id,
+            reference_task_ids=[task_id] if task_id else [],
             role=Role.ROLE_USER,
             parts=[Part(text=text)],
             metadata=Struct(),

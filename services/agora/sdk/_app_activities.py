@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 from agora.core import topics
 from agora.core.errors import AgoraError
+from agora.core.market import TaskOutcome
 from agora.core.messages import DeadLetter
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
@@ -155,6 +156,14 @@ class RunActivities:
         await self.report(AgentRunReport(outcome=progress.outcome, traceparent=traceparent))
         return progress.model_copy(update={"reported": True})
 
+    async def _recorded_already(self, outcome: TaskOutcome) -> bool:
+        """Whether the board holds an outcome of this same award (its token) for the task."""
+        if outcome.award_token is None:
+            return False
+        board = await self._tasks(outcome.task_id).get_task()
+        recorded = board.outcome
+        return recorded is not None and recorded.award_token == outcome.award_token
+
     async def report(self, report: AgentRunReport) -> None:
         """The outcome on the board (it acknowledges the award, within its window), which
         announces what it records. One the board refuses goes to the dead-letter topic
@@ -166,6 +175,14 @@ class RunActivities:
             except AgoraError as exc:
                 if not exc.permanent:
                     raise
+                if await self._recorded_already(outcome):
+                    # Two steps of the run ended it at once (the run itself at its deadline, and
+                    # the workflow's timer): the board took the first. The run ended once.
+                    log.info(
+                        "the run's end was on the board already",
+                        extra={"task_id": outcome.task_id, "agent_id": outcome.agent_id},
+                    )
+                    return
                 reason = f"{exc.code}: {exc.message}"
                 log.warning(
                     "the board refused a run's outcome",

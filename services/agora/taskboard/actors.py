@@ -47,6 +47,7 @@ from agora.core.messages import (
     TaskCancel,
     TaskCancelled,
     TaskDecision,
+    TaskDispute,
     TaskRejected,
 )
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
@@ -268,17 +269,22 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         await self._announce_outcome(ended, outcome)
         return ended
 
-    async def _announce_outcome(self, record: TaskRecord, outcome: TaskOutcome) -> None:
+    async def _announce_outcome(self, record: TaskRecord, outcome: TaskOutcome, *, revision: int = 0) -> None:
+        """The outcome as recorded (revision 0, to the reputation and the app waiting for the
+        task), or as a dispute revised its verdict (revision 1, to the reputation only: the
+        waiting app had the task's end)."""
         allocation = record.allocation
         await self.deps.publisher.publish(
             topics.TASK_OUTCOME_RECORDED,
             OutcomeReport(
                 outcome=outcome,
-                counts_as_success=lifecycle.counts_as_success(record.spec, outcome),
+                counts_as_success=lifecycle.counts_as_success(record.spec, outcome, record.verdict),
                 winning_bid=allocation.winning_bid if allocation else None,
+                verdict=record.verdict,
+                revision=revision,
             ),
-            message_id=f"outcome:{record.task_id}",
-            reply_to=record.spec.reply_to,
+            message_id=f"outcome:{record.task_id}" + (":disputed" if revision else ""),
+            reply_to=None if revision else record.spec.reply_to,
         )
 
     @actor_endpoint
@@ -334,6 +340,24 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             self.state.cancel_to_announce = None
             await self.commit()
         return self._record()
+
+    @actor_endpoint
+    async def dispute(self, dispute: TaskDispute) -> TaskRecord:
+        """A person disputes the task's outcome (`lifecycle.dispute`): the verdict and the task's
+        end follow the dispute, and the outcome is announced again with its revised verdict
+        (event id `outcome:<task>:disputed`, to the reputation, not to the app that waited for
+        the task: it had its end). The same dispute asked again announces it again."""
+        record = self._record()
+        disputed = lifecycle.dispute(record, dispute.disputed_by, dispute.reason, dispute.verdict, _now())
+        if disputed is not record:
+            log.info(
+                "task outcome disputed",
+                extra={"task_id": self.id.id, "by": dispute.disputed_by, "verdict": str(dispute.verdict)},
+            )
+            disputed = await self._save(disputed)
+        assert disputed.outcome is not None
+        await self._announce_outcome(disputed, disputed.outcome, revision=1)
+        return disputed
 
     def _check_token(self, agent_id: str, token: str | None) -> None:
         expected = self.state.award_token

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from agora.core.contracts import TaskList, TaskPublished
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import TaskCancel
+from agora.core.messages import TaskCancel, TaskDispute
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 from agora.core.topics import TASKS
 from agora.runtime.actor_client import ActorClient
@@ -91,6 +91,14 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             (409 `TASK_ENDED`); a cancelled one is answered as it is."""
             return await tasks(task_id).cancel(cancel)
 
+        @app.post("/v1/tasks/{task_id}/dispute", response_model=TaskRecord)
+        async def dispute_task(task_id: PathId, dispute: TaskDispute) -> TaskRecord:
+            """A person disputes the task's finished outcome within its window (the console's
+            people): the task as it stands after, its verdict and end as the dispute says. One
+            without an outcome, past its window or disputed already is refused (409
+            `NOT_DISPUTABLE`); the same dispute again is answered as it is."""
+            return await tasks(task_id).dispute(dispute)
+
         streams = TaskEventStreams(
             lambda task_id: readers(task_id).get_task(),
             poll_seconds=settings.event_poll_seconds,
@@ -107,7 +115,10 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             return event_stream_response(streams.stream(task_id, record, last_seen(last_event_id)))
 
     async def warm_up(ctx: ServiceContext) -> None:
-        ctx.spawn_daemon(watch["watch"].sweep_forever(settings.award_sweep_seconds), name="award watch")
+        ctx.spawn_daemon(
+            watch["watch"].sweep_forever(settings.award_sweep_seconds, settings.award_ack_seconds),
+            name="award watch",
+        )
 
     return ServiceModule("taskboard", setup=setup, warm_up=warm_up)
 

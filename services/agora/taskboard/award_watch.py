@@ -19,6 +19,14 @@ next-best bid, or fail the task) when the entry names its current unacknowledged
 drops the entry otherwise. The listing is in the state store, so an award decided just before a
 crash is still watched after it; two replicas handing over the same entry are serialized by the
 actor, and the second finds nothing to do. A window therefore ends up to one sweep late.
+
+A window that ran out while the board could not read its own store (its sweeps failing) ran out
+while no acknowledgment could reach the board either: the agent's runtime acknowledges through
+the same store. So once its sweeps succeed again, a replica waits one whole window
+(`grace_s`, the board's acknowledgment window) before it hands over an entry that came due
+during or after its outage, so that runtimes whose acknowledgments failed meanwhile, and are
+retried by their broker's redelivery, are heard first. Entries due before the outage began are
+handed over as always.
 """
 
 from __future__ import annotations
@@ -64,17 +72,22 @@ class AwardWatch:
         self._handing_over: set[str] = set()
         """Entries whose actor call is still under way (a slow call is not repeated meanwhile)."""
 
-    async def sweep_forever(self, interval_s: float) -> None:
+    async def sweep_forever(self, interval_s: float, grace_s: float = 0.0) -> None:
+        outage = Outage(grace_s)
         while True:
             await asyncio.sleep(interval_s)
+            now_ms = _now_ms()
             try:
-                await self.sweep()
+                await self.sweep(outage.cutoff_ms(now_ms))
             except Exception as exc:  # the store away for a moment: the next sweep tries again
+                outage.failed(now_ms)
                 log.warning("sweeping the award watch failed", extra={"reason": repr(exc)[:300]})
+            else:
+                outage.succeeded(now_ms)
 
     async def sweep(self, now_ms: int | None = None) -> list[str]:
-        """Hand every entry past its due time to its actor; the entries handed over."""
-        now_ms = round(time.time() * 1000) if now_ms is None else now_ms
+        """Hand every entry due by `now_ms` (default: now) to its actor; the entries handed over."""
+        now_ms = _now_ms() if now_ms is None else now_ms
         due = [
             entry
             for entry in await self._index.list(AWARD_WATCH)
@@ -104,6 +117,45 @@ class AwardWatch:
                 "an award's window could not be closed; the next sweep tries again",
                 extra={"task_id": task_id, "reason": repr(exc)[:300]},
             )
+
+
+class Outage:
+    """A replica's account of its sweeps: since when they fail, and until when, after they
+    succeed again, entries that came due since the outage began wait (see the module)."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_ms = round(grace_s * 1000)
+        self.began_ms: int | None = None
+        """When the sweeps began to fail (None: they succeed)."""
+        self.ended_ms: int | None = None
+        """When they succeeded again after the last outage."""
+
+    def failed(self, now_ms: int) -> None:
+        # A failure within the grace of the last outage continues it: its entries wait still.
+        if self.began_ms is None:
+            self.began_ms = now_ms
+        self.ended_ms = None
+
+    def succeeded(self, now_ms: int) -> None:
+        if self.began_ms is not None and self.ended_ms is None:
+            self.ended_ms = now_ms
+            log.warning(
+                "the award watch reads its store again; awards due since it could not wait a window",
+                extra={"outage_s": (now_ms - self.began_ms) / 1000, "grace_s": self.grace_ms / 1000},
+            )
+
+    def cutoff_ms(self, now_ms: int) -> int:
+        """Entries due by this instant are handed over."""
+        if self.began_ms is None:
+            return now_ms
+        if self.ended_ms is not None and now_ms >= self.ended_ms + self.grace_ms:
+            self.began_ms = self.ended_ms = None
+            return now_ms
+        return min(now_ms, self.began_ms)
+
+
+def _now_ms() -> int:
+    return round(time.time() * 1000)
 
 
 def _is_due(entry: str, now_ms: int) -> bool:

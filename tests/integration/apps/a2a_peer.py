@@ -18,6 +18,10 @@ with a price. What it does with a task depends on the task's text:
 - `sprawl`: completes with an artifact of `SPRAWL_WORDS` words (60,000 characters);
 - `ask`: asks for input (INPUT_REQUIRED: `which season?`); the answer, the next message of the
   same task, is the theme of the haiku it then completes with.
+- `quiz`: as the A2A samples' number game: adds an artifact (`a draft by NAME`), then asks
+  `QUIZ_QUESTION`; it takes a follow-up as the answer only when the follow-up lists its task in
+  `referenceTaskIds` (logged `unreferenced <task id>` otherwise), and asks again until the
+  answer is `QUIZ_ANSWER`, then completes.
 
 With `--card broken|huge|skilless` it serves a card that is no use (`CARELESS_CARDS`).
 With `--bids own` its card says it bids itself, and it answers the market's bid requests with
@@ -68,6 +72,8 @@ PRICE_PER_STEP_USD = 0.002
 SLOW_SECONDS = 8.0
 CHATTER_UPDATES = 1_200
 SPRAWL_WORDS = 10_000
+QUIZ_QUESTION = "which number am I thinking of?"
+QUIZ_ANSWER = "7"
 
 
 BID_OFFER: dict[str, float | int | str] = {
@@ -96,6 +102,9 @@ class Peer(AgentExecutor):
             await event_queue.enqueue_event(self.bid_answer(message))
             return
         text = context.get_user_input()
+        if context.current_task is not None and "quiz" in _first_text(context.current_task):
+            await self.quizzed(context, message, text, event_queue)
+            return
         if context.current_task is None:
             await event_queue.enqueue_event(
                 Task(
@@ -128,8 +137,25 @@ class Peer(AgentExecutor):
         if "ask" in text:
             await updater.requires_input(self.said("which season?"))
             return
+        if "quiz" in text:
+            await updater.add_artifact([Part(text=f"a draft by {self.name}")], name="draft")
+            await updater.requires_input(self.said(QUIZ_QUESTION))
+            return
         await updater.add_artifact([Part(text=f"a haiku by {self.name} about {text}")], name="haiku")
         await updater.complete()
+
+    async def quizzed(self, context: RequestContext, message: Message, text: str, queue: EventQueue) -> None:
+        """A follow-up of a quiz task: its answer when it refers to the task, else asked again."""
+        assert context.task_id and context.context_id
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        if context.task_id not in message.reference_task_ids:
+            self.note(f"unreferenced {context.task_id}")
+        elif text.strip() == QUIZ_ANSWER:
+            found = Part(text=f"{self.name} was thinking of {QUIZ_ANSWER}")
+            await updater.add_artifact([found], name="found")
+            await updater.complete()
+            return
+        await updater.requires_input(self.said(QUIZ_QUESTION))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id and context.context_id
@@ -149,6 +175,12 @@ class Peer(AgentExecutor):
 
     def said(self, text: str) -> Message:
         return Message(message_id=os.urandom(8).hex(), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+
+
+def _first_text(task: Task) -> str:
+    """The text of the message that began the task."""
+    first = task.history[0] if task.history else None
+    return " ".join(part.text for part in first.parts) if first is not None else ""
 
 
 def card(name: str, url: str, wire: str, streaming: bool, bids: str) -> AgentCard:

@@ -145,41 +145,64 @@ class Trickle:
             self._stop.wait(0.5)
 
 
+WATCH_GAP_LIMIT_S = 5.0
+"""The longest the drain's Ready watch may go without a sample: a part could be without a Ready
+pod for less than that unseen (a pod becomes Ready in more)."""
+
+
 class ReadyWatch:
     """Samples the release's pods every half second while the block runs: the fewest Ready pods
-    each part (service or console) had at once."""
+    each of `parts` (services and the console) had at once. A part none of whose pods is listed
+    counts 0 at that sample, and a sample that could not be taken is counted, not dropped: the
+    longest time between two samples taken bounds what the watch can have missed."""
 
-    def __init__(self, pods: Callable[[], list[Obj]]) -> None:
+    def __init__(self, pods: Callable[[], list[Obj]], parts: list[str]) -> None:
+        self.parts = list(parts)
         self.fewest: dict[str, int] = {}
         self.samples = 0
+        self.failed_samples: list[str] = []
+        self.longest_gap_s = 0.0
+        self._last_taken: float | None = None
         self._pods = pods
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ready-watch", daemon=True)
 
     def __enter__(self) -> ReadyWatch:
-        self._sample()
+        self._sample()  # the first must succeed: a watch that never saw the pods shows nothing
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        self._sample_or_count()
+        self._note_gap(time.monotonic())
 
     def _sample(self) -> None:
-        counts: Counter[str] = Counter()
+        counts: Counter[str] = Counter({part: 0 for part in self.parts})
         for pod in self._pods():
             part = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component", "")
-            counts[part] += 0
             if ready(pod) and "deletionTimestamp" not in pod["metadata"]:
                 counts[part] += 1
         for part, count in counts.items():
             self.fewest[part] = min(self.fewest.get(part, count), count)
         self.samples += 1
+        self._note_gap(time.monotonic())
+
+    def _note_gap(self, now: float) -> None:
+        if self._last_taken is not None:
+            self.longest_gap_s = max(self.longest_gap_s, round(now - self._last_taken, 1))
+        self._last_taken = now
+
+    def _sample_or_count(self) -> None:
+        try:
+            self._sample()
+        except (KubeError, httpx.HTTPError) as exc:
+            self.failed_samples.append(f"{type(exc).__name__}: {str(exc)[:200]}")
 
     def _watch(self) -> None:
         while not self._stop.wait(0.5):
-            with contextlib.suppress(KubeError, httpx.HTTPError):
-                self._sample()
+            self._sample_or_count()
 
 
 def containerd_name(image: str) -> str:
@@ -995,7 +1018,7 @@ class AgoraOnNode:
         joined_s = round(time.monotonic() - started, 1)
         draining = time.monotonic()
         with (
-            ReadyWatch(self.release_pods) as watch,
+            ReadyWatch(self.release_pods, [*SERVICES, "console"]) as watch,
             Trickle(self.publish, f"node-drain-{uuid.uuid4().hex[:6]}-") as trickle,
         ):
             done = self.kubectl(
@@ -1015,9 +1038,13 @@ class AgoraOnNode:
         pods = [p for p in self.release_pods() if "deletionTimestamp" not in p["metadata"]]
         left = sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") != second.name)
         expect(not left, f"pods of the release not on {second.name} after the drain: {left}")
-        guarded = [*SERVICES, "console"]
-        unguarded = {part: n for part, n in watch.fewest.items() if part in guarded and n < 1}
+        unguarded = {part: n for part, n in watch.fewest.items() if part in watch.parts and n < 1}
         expect(not unguarded, f"parts with no Ready pod at some moment of the drain: {unguarded}")
+        expect(
+            watch.longest_gap_s <= WATCH_GAP_LIMIT_S,
+            f"the Ready watch went {watch.longest_gap_s} s without a sample "
+            f"({len(watch.failed_samples)} failed: {watch.failed_samples[:3]})",
+        )
         ended = self.every_trickled_task_ended(trickle, "the drain")
         opened = self.kubectl("uncordon", NODE_NAME)
         expect(opened.returncode == 0, f"kubectl uncordon: {opened.stderr.strip()[-500:]}")
@@ -1030,6 +1057,8 @@ class AgoraOnNode:
             "evicted": sum(1 for line in done.stdout.splitlines() if line.rstrip().endswith("evicted")),
             "fewest_ready_pods_at_once": dict(sorted(watch.fewest.items())),
             "samples": watch.samples,
+            "failed_samples": len(watch.failed_samples),
+            "longest_gap_between_samples_s": watch.longest_gap_s,
             "trickled_tasks": len(trickle.sent),
             "publishes_refused": len(trickle.refused),
             "ended": len(ended),

@@ -159,7 +159,7 @@ def new_debate_record(request: DebateRequest, now: datetime) -> DebateRecord:
     return DebateRecord(
         debate_id=request.debate_id,
         request=submission_of(request),
-        question=request.question,
+        question=request.question_as_asked,
         created_at=now,
         updated_at=now,
     )

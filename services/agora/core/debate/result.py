@@ -16,6 +16,7 @@ from agora.core.debate.gate import ConformalDecision, escalate_to_human
 from agora.core.debate.rounds import DebateRound, Position, converged
 from agora.core.limits import Text
 from agora.core.planning import TokenUsage
+from agora.core.uncertainty.fusion import VERBALIZED_CALIBRATION_BIAS, calibrate
 
 __all__ = ["DebateResult", "RoutingDecision", "debate_result", "gated", "single_agent_result"]
 
@@ -77,13 +78,26 @@ def debate_result(
     )
 
 
-def single_agent_result(routed: Position, *, duration_seconds: float) -> DebateResult:
-    """The result when adaptive routing skipped the debate: the routing model's confident answer."""
+def single_agent_result(
+    routed: Position, *, duration_seconds: float, escalate_threshold: float | None = None
+) -> DebateResult:
+    """The result when adaptive routing skipped the debate: the routing model's confident answer.
+
+    One voice is not agreement: with `escalate_threshold` (a run begun with the single agent
+    gated), its confidence is the answer's calibrated confidence, as the uncertainty monitor
+    calibrates a stated confidence (`fusion.calibrate`, over-confidence shrunk by
+    `VERBALIZED_CALIBRATION_BIAS`), and it is for a person (`escalate_to_human`) below the
+    threshold, as a split debate is; without, the router's own stated confidence, acted on."""
+    confidence = routed.confidence
+    escalate = False
+    if escalate_threshold is not None:
+        confidence = calibrate(routed.confidence, VERBALIZED_CALIBRATION_BIAS)
+        escalate = confidence < escalate_threshold
     return DebateResult(
         final_answer=routed.answer,
         final_reasoning=routed.reasoning,
-        confidence=routed.confidence,
-        escalate_to_human=False,
+        confidence=confidence,
+        escalate_to_human=escalate,
         rounds=[],
         routing_decision="single_agent",
         total_rounds_run=0,

@@ -13,9 +13,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
-from agora.core.errors import AgoraError, IllegalTransition, NotFound
+from agora.core.errors import AgoraError, IllegalTransition, InvalidArgument, NotFound
 from agora.core.escalation.checkpoints import CheckpointContext
 from agora.core.escalation.context import AnyContext, EscalationContext
 from agora.core.escalation.decisions import AnyResponse, CheckpointResponse, EscalationResponse
@@ -180,6 +180,15 @@ class ParkRequest(BaseModel):
     who: Name = SYSTEM_ACTOR
     why: Note = ""
 
+    @model_validator(mode="after")
+    def _default_answers_the_context(self) -> ParkRequest:
+        if self.default_decision is not None and self.default_decision.kind != self.context.kind:
+            raise ValueError(
+                f"default_decision is a {self.default_decision.kind} answer but the context is a "
+                f"{self.context.kind}"
+            )
+        return self
+
 
 class EscalationRecord(BaseModel):
     """One wait for a decision, as the `Escalation` actor stores it."""
@@ -274,15 +283,21 @@ def park(
                 f"escalation {escalation_id} is already parked with a different party, context or deadline"
             )
         return existing
-    return EscalationRecord(
-        escalation_id=escalation_id,
-        waiting_party=waiting_party,
-        context=context,
-        created_at=now,
-        deadline=deadline,
-        default_decision=default_decision,
-        audit=[AuditEntry(who=who, when=now, what="parked", why=why)],
-    )
+    try:
+        return EscalationRecord(
+            escalation_id=escalation_id,
+            waiting_party=waiting_party,
+            context=context,
+            created_at=now,
+            deadline=deadline,
+            default_decision=default_decision,
+            audit=[AuditEntry(who=who, when=now, what="parked", why=why)],
+        )
+    except ValidationError as exc:
+        # A request whose parts do not make one record (a deadline without its default, one
+        # already past): refused with why, as any invalid request.
+        problems = "; ".join(str(error["msg"]) for error in exc.errors()[:5])
+        raise InvalidArgument(f"escalation {escalation_id} cannot be parked: {problems}") from None
 
 
 def _context_step_and_error(context: EscalationContext | CheckpointContext) -> tuple[int, str | None]:

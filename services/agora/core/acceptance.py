@@ -1,0 +1,255 @@
+"""How a task's result is checked, and the verdict of the check.
+
+A task may carry an `Acceptance`: one check of the agent's output (the outcome's `summary`) and
+what follows when the check fails. The check runs on the market's side, after the agent's
+report: the agent's claim (`TaskOutcome.actual_success`) and the `Verdict` are recorded side by
+side, and the reputation learns from the verdict where there is one
+(`agora.core.reputation.outcome_weight`).
+
+The kinds:
+
+* `json_schema`: the output, read as JSON, satisfies a JSON Schema (Draft 2020-12);
+* `expected`: the output is an expected answer — the same text, a match of a regular
+  expression, or (its last number) a number within a tolerance.
+
+A check that cannot be carried out (a pattern that backtracks past its time) gives an UNCHECKED
+verdict with the reason, never a pass.
+
+Both are judged here (`judge_output`), by the task board as it records the outcome, with
+bounded work: the output is at most `MAX_TEXT_CHARS`, a pattern at most `MAX_PATTERN_CHARS`
+and matched within `REGEX_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+import regex  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agora.core.limits import MAX_JSON_DEPTH, MAX_NOTE_CHARS, Identifier, Name, Note
+
+__all__ = [
+    "Acceptance",
+    "AcceptanceCheck",
+    "Dispute",
+    "DisputeVerdict",
+    "ExpectedAnswer",
+    "JsonSchemaCheck",
+    "MatchMode",
+    "OnFailedCheck",
+    "Verdict",
+    "VerdictStatus",
+    "judge_output",
+]
+
+MAX_SCHEMA_BYTES = 16 * 1024
+"""A check's JSON Schema, serialized: a schema is a contract, not a document."""
+MAX_PATTERN_CHARS = 512
+REGEX_SECONDS = 0.5
+"""How long a pattern may take to match one output: a pattern that backtracks for longer gives
+an UNCHECKED verdict, not a hung task board."""
+MAX_DISPUTE_WINDOW_S = 30 * 86_400
+DEFAULT_DISPUTE_WINDOW_S = 86_400
+"""How long the publisher may dispute a finished outcome, unless the task says otherwise."""
+
+
+class JsonSchemaCheck(BaseModel):
+    """The output, read as JSON, satisfies `json_schema` (Draft 2020-12)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["json_schema"] = "json_schema"
+    json_schema: dict[str, Any]
+
+    @field_validator("json_schema")
+    @classmethod
+    def _is_a_bounded_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(schema))
+        if size > MAX_SCHEMA_BYTES:
+            raise ValueError(f"the schema is {size} bytes; at most {MAX_SCHEMA_BYTES}")
+        if _depth(schema) > MAX_JSON_DEPTH:
+            raise ValueError(f"the schema nests deeper than {MAX_JSON_DEPTH} levels")
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"not a JSON Schema: {exc.message[:300]}") from None
+        return schema
+
+
+class MatchMode(StrEnum):
+    EXACT = "exact"
+    """The output, stripped of surrounding whitespace, is the expected text."""
+    REGEX = "regex"
+    """The expected text is a regular expression the whole stripped output matches."""
+    NUMBER = "number"
+    """The output's last number is within `tolerance` of the expected number."""
+
+
+class ExpectedAnswer(BaseModel):
+    """The output is the expected answer (see `MatchMode` for how it is compared)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["expected"] = "expected"
+    match: MatchMode = MatchMode.EXACT
+    expected: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+    tolerance: float = Field(default=0.0, ge=0.0, description="How far a number may be (`number` only).")
+    case_sensitive: bool = True
+
+    @model_validator(mode="after")
+    def _expected_fits_its_mode(self) -> ExpectedAnswer:
+        if self.match is MatchMode.NUMBER:
+            if not math.isfinite(_as_number(self.expected)):
+                raise ValueError(f"expected {self.expected!r} is not a finite number")
+        elif self.tolerance:
+            raise ValueError("a tolerance is for numbers (match: number)")
+        if self.match is MatchMode.REGEX:
+            if len(self.expected) > MAX_PATTERN_CHARS:
+                raise ValueError(
+                    f"the pattern is {len(self.expected)} characters; at most {MAX_PATTERN_CHARS}"
+                )
+            try:
+                regex.compile(self.expected)
+            except regex.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return self
+
+
+AcceptanceCheck = Annotated[JsonSchemaCheck | ExpectedAnswer, Field(discriminator="kind")]
+
+
+class OnFailedCheck(StrEnum):
+    """What follows a failed check, as the publisher chose for the task."""
+
+    FAIL = "fail"
+    """The task ends FAILED, with the check's reason."""
+
+
+class Acceptance(BaseModel):
+    """How a task's result is checked, and what follows a failed check."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check: AcceptanceCheck
+    on_failure: OnFailedCheck = OnFailedCheck.FAIL
+    dispute_window_s: int = Field(default=DEFAULT_DISPUTE_WINDOW_S, ge=0, le=MAX_DISPUTE_WINDOW_S)
+
+
+class VerdictStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    UNCHECKED = "unchecked"
+    """The check could not run; the reason says why. Never counted as a pass."""
+
+
+class Verdict(BaseModel):
+    """What a check found of one outcome: who checked it, how, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: VerdictStatus
+    kind: str = Field(min_length=1, max_length=32, description="The check's kind.")
+    reason: Note
+    checked_by: Identifier = Field(description="The app that ran the check.")
+    at: datetime | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status is VerdictStatus.PASSED
+
+
+class DisputeVerdict(StrEnum):
+    """What a dispute says the outcome was."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+
+
+class Dispute(BaseModel):
+    """The publisher's word against a finished outcome's verdict: who, why, when, what the verdict
+    was before it (None: the outcome had none, the agent's word stood) and what it is now."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    by: Name
+    reason: Note = Field(min_length=1)
+    at: datetime
+    verdict: DisputeVerdict
+    before: Verdict | None = None
+
+
+def judge_output(check: JsonSchemaCheck | ExpectedAnswer, output: str, checked_by: str) -> Verdict:
+    """The verdict of a deterministic check on `output`."""
+    status, reason = (
+        _against_schema(check, output)
+        if isinstance(check, JsonSchemaCheck)
+        else _against_expected(check, output)
+    )
+    return Verdict(status=status, kind=check.kind, reason=reason[:MAX_NOTE_CHARS], checked_by=checked_by)
+
+
+def _against_schema(check: JsonSchemaCheck, output: str) -> tuple[VerdictStatus, str]:
+    try:
+        document = json.loads(output)
+    except ValueError as exc:
+        return VerdictStatus.FAILED, f"the output is not JSON: {exc}"
+    errors = sorted(Draft202012Validator(check.json_schema).iter_errors(document), key=lambda e: list(e.path))
+    if not errors:
+        return VerdictStatus.PASSED, "the output satisfies the schema"
+    first = errors[0]
+    where = "/".join(str(p) for p in first.absolute_path) or "(the document)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return VerdictStatus.FAILED, f"at {where}: {first.message[:300]}{more}"
+
+
+def _against_expected(check: ExpectedAnswer, output: str) -> tuple[VerdictStatus, str]:
+    answer = output.strip()
+    if check.match is MatchMode.NUMBER:
+        numbers = NUMBER.findall(answer)
+        if not numbers:
+            return VerdictStatus.FAILED, "the output holds no number"
+        got, wanted = _as_number(numbers[-1]), _as_number(check.expected)
+        if abs(got - wanted) <= check.tolerance:
+            return VerdictStatus.PASSED, f"{numbers[-1]} is within {check.tolerance:g} of {check.expected}"
+        return VerdictStatus.FAILED, f"{numbers[-1]} is not within {check.tolerance:g} of {check.expected}"
+    flags = 0 if check.case_sensitive else regex.IGNORECASE
+    if check.match is MatchMode.REGEX:
+        try:
+            matched = regex.fullmatch(check.expected, answer, flags=flags, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            return VerdictStatus.UNCHECKED, f"the pattern took longer than {REGEX_SECONDS:g} s to match"
+        if matched:
+            return VerdictStatus.PASSED, "the output matches the pattern"
+        return VerdictStatus.FAILED, f"the output does not match {check.expected[:200]!r}"
+    same = (
+        answer == check.expected if check.case_sensitive else answer.casefold() == check.expected.casefold()
+    )
+    if same:
+        return VerdictStatus.PASSED, "the output is the expected answer"
+    return VerdictStatus.FAILED, f"expected {check.expected[:200]!r}, got {answer[:200]!r}"
+
+
+NUMBER = regex.compile(r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+"""A number as people write one: digits with thousands commas, a decimal part, an exponent."""
+
+
+def _as_number(text: str) -> float:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return math.nan
+
+
+def _depth(value: Any, level: int = 1) -> int:
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level

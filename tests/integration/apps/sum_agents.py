@@ -1,0 +1,59 @@
+"""Two pairs of agents for sums, each pair one that adds right and one that always answers wrong
+and claims success all the same. The wrong one is also the surer bidder (it claims 0.95 against
+the right one's 0.7), so it wins first, and only what its outcomes teach the market can turn the
+work to the other. One pair takes the tasks that carry an expected-answer check
+(`sums-checked`), the other the tasks that carry none (`sums-unchecked`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+
+from agora.core.contracts import BidOffer
+from agora.core.market import TaskSpec
+from agora.core.messages import TaskAwarded
+from agora.core.models import CapabilityProfile
+from agora.sdk import Agent
+from agora.sdk.app import AgentLoad, HandlerResult
+
+RIGHT_CLAIM = 0.7
+WRONG_CLAIM = 0.95
+
+
+def operands(description: str) -> tuple[int, int]:
+    a, b = (int(n) for n in re.findall(r"\d+", description)[:2])
+    return a, b
+
+
+def bidding(claim: float) -> Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer]]:
+    async def bid(spec: TaskSpec, load: AgentLoad) -> BidOffer:
+        return BidOffer(self_reported_success_prob=claim, estimated_cost_usd=0.001, estimated_steps=1)
+
+    return bid
+
+
+async def add_right(award: TaskAwarded) -> HandlerResult:
+    a, b = operands(award.spec.description)
+    return HandlerResult(success=True, summary=f"{a} + {b} = {a + b}", steps=1, cost_usd=0.001)
+
+
+async def add_wrong(award: TaskAwarded) -> HandlerResult:
+    a, b = operands(award.spec.description)
+    return HandlerResult(success=True, summary=f"{a} + {b} = {a * b + 1}", steps=1, cost_usd=0.001)
+
+
+def summer(agent_id: str, skill: str, right: bool) -> Agent:
+    profile = CapabilityProfile(agent_id=agent_id, agent_name=agent_id, skill_tags=[skill], max_steps=2)
+    return Agent.from_profile(
+        profile,
+        handler=add_right if right else add_wrong,
+        estimate=bidding(RIGHT_CLAIM if right else WRONG_CLAIM),
+    )
+
+
+agents = [
+    summer("adder-checked", "sums-checked", right=True),
+    summer("bluffer-checked", "sums-checked", right=False),
+    summer("adder-unchecked", "sums-unchecked", right=True),
+    summer("bluffer-unchecked", "sums-unchecked", right=False),
+]

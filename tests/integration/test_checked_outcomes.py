@@ -1,0 +1,239 @@
+"""Outcomes the market checks (redis profile, every service its own app): two pairs of agents for
+sums, in each one that adds right and one that always answers wrong, claims success and bids
+surer (tests/integration/apps/sum_agents.py). Tasks with an expected-answer check: the board
+records the claim and the verdict side by side, the wrong one's reputation falls and the market
+sends the work to the right one. Tasks without a check, in the same run: the agents' word is all
+there is, the records cannot tell the pair apart, and the wrong one keeps the work. A verdict an
+agent's app forges is refused and counted nowhere."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agora.harness import LocalCluster, ServiceReplica, ServiceSpec
+from agora.harness.system import CONSOLE, RECORDER, SERVICES
+from tests.integration.helpers import STORE_PROFILE, eventually, publish_event, replicas_of
+
+pytestmark = pytest.mark.integration
+
+AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "sum_agents.py"
+AGENTS = ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": str(AGENTS_FILE)})
+TASKS = 40
+LAST = 20
+TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(STORE_PROFILE, run_dir=tmp_path_factory.mktemp("checked-outcomes")) as cluster:
+        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS]:
+            cluster.add_service(spec)
+        yield cluster
+
+
+def console(cluster: LocalCluster) -> ServiceReplica:
+    return replicas_of(cluster, "console")[0]
+
+
+def board_record(cluster: LocalCluster, task_id: str) -> dict[str, Any] | None:
+    answer = httpx.get(console(cluster).invoke_url(f"v1/tasks/{task_id}", "taskboard"), timeout=10)
+    return answer.json() if answer.status_code == 200 else None
+
+
+def reputation(cluster: LocalCluster, agent_id: str) -> dict[str, Any]:
+    answer = httpx.get(console(cluster).invoke_url(f"v1/reputation/{agent_id}", "reputation"), timeout=10)
+    assert answer.status_code == 200, answer.text
+    record: dict[str, Any] = answer.json()
+    return record
+
+
+def counted(cluster: LocalCluster, agents: tuple[str, str]) -> int:
+    """Outcomes the reputation counted for either agent of a pair."""
+    return sum(reputation(cluster, agent_id)["total_tasks"] for agent_id in agents)
+
+
+def run_sum(
+    cluster: LocalCluster, pair: tuple[str, str], skill: str, a: int, b: int, checked: bool
+) -> dict[str, Any]:
+    """One sum published and followed to its end, and its outcome counted by the reputation
+    (one at a time: each decision sees every earlier outcome)."""
+    task_id = f"sum-{uuid.uuid4().hex[:8]}"
+    spec: dict[str, Any] = {
+        "task_id": task_id,
+        "description": f"What is {a} + {b}?",
+        "required_skills": [skill],
+    }
+    if checked:
+        spec["acceptance"] = {"check": {"kind": "expected", "match": "number", "expected": str(a + b)}}
+    before = counted(cluster, pair)
+    publish_event(console(cluster).dapr_http, "agora.tasks", spec)
+
+    def ended() -> dict[str, Any] | None:
+        record = board_record(cluster, task_id)
+        return record if record and record["status"] in TERMINAL else None
+
+    record: dict[str, Any] = eventually(ended, timeout=60, interval=0.2)
+    if record["outcome"] is not None:
+        eventually(lambda: counted(cluster, pair) == before + 1, timeout=30, interval=0.2)
+    return record
+
+
+def run_sums(cluster: LocalCluster, pair: tuple[str, str], skill: str, checked: bool) -> list[dict[str, Any]]:
+    draw = random.Random(f"{skill}-{TASKS}")
+    return [
+        run_sum(cluster, pair, skill, draw.randint(100, 999), draw.randint(100, 999), checked)
+        for _ in range(TASKS)
+    ]
+
+
+def winners(records: list[dict[str, Any]]) -> list[str | None]:
+    return [(record.get("allocation") or {}).get("winning_agent_id") for record in records]
+
+
+def test_checked_sums_go_to_the_agent_that_adds_right_and_unchecked_ones_cannot_tell_the_pair_apart(
+    market: LocalCluster,
+) -> None:
+    checked_pair = ("adder-checked", "bluffer-checked")
+    unchecked_pair = ("adder-unchecked", "bluffer-unchecked")
+    checked = run_sums(market, checked_pair, "sums-checked", checked=True)
+    unchecked = run_sums(market, unchecked_pair, "sums-unchecked", checked=False)
+
+    # Checked: the claim and the verdict side by side, the verdict deciding the task's end.
+    bluffs = [r for r in checked if r["outcome"] and r["outcome"]["agent_id"] == "bluffer-checked"]
+    assert bluffs, "the bluffer was tried"
+    for record in bluffs:
+        assert record["outcome"]["actual_success"] is True, "the agent claimed success"
+        assert record["verdict"]["status"] == "failed" and record["verdict"]["checked_by"] == "taskboard"
+        assert record["status"] == "FAILED" and record["failure_reason"].startswith("CHECK_FAILED")
+    for record in checked:
+        if record["outcome"] and record["outcome"]["agent_id"] == "adder-checked":
+            assert record["status"] == "COMPLETED" and record["verdict"]["status"] == "passed", record
+    bluffer, adder = reputation(market, "bluffer-checked"), reputation(market, "adder-checked")
+    assert bluffer["success_rate"] == 0.0 and bluffer["overclaims"] == len(bluffs), bluffer
+    assert bluffer["calibration_factor"] < 1.0 < adder["calibration_factor"], (bluffer, adder)
+    assert adder["success_rate"] == 1.0 and adder["overclaims"] == 0, adder
+    last = winners(checked)[-LAST:]
+    adder_late = winners(unchecked)[-LAST:].count("adder-unchecked")
+    print(
+        f"checked: the bluffer ran {len(bluffs)} of {TASKS}, the adder {last.count('adder-checked')} "
+        f"of the last {LAST}; unchecked: the adder {adder_late} of the last {LAST}"
+    )
+    assert last.count("adder-checked") >= 0.9 * LAST, last
+
+    # Unchecked, in the same run: both say they succeeded every time and the records take their
+    # word, so the surer bidder keeps the work it does wrong.
+    assert all(r["verdict"] is None and r["status"] == "COMPLETED" for r in unchecked), "every claim stood"
+    unchecked_last = winners(unchecked)[-LAST:]
+    assert unchecked_last.count("adder-unchecked") < 0.9 * LAST, unchecked_last
+    for agent_id in unchecked_pair:
+        record = reputation(market, agent_id)
+        assert record["overclaims"] == 0 and record["success_rate"] in (0.0, 1.0), record
+        assert record["success_rate"] == 1.0 or record["total_tasks"] == 0, record
+
+
+def test_a_verdict_an_agent_s_app_sends_with_its_outcome_is_refused_and_counted_nowhere(
+    market: LocalCluster,
+) -> None:
+    """The agent's app reports through its own sidecar, as its runs do; an outcome that carries a
+    verdict of its own is no outcome (the contract has no such field), and the board's record
+    and the reputation stay as they were. Nor may the app announce a recorded outcome itself."""
+    pair = ("adder-checked", "bluffer-checked")
+    record = run_sum(market, pair, "sums-checked", 2, 2, checked=True)
+    task_id = record["spec"]["task_id"]
+    totals = {agent_id: counts(reputation(market, agent_id)) for agent_id in pair}
+    [app] = replicas_of(market, "agents")
+    forged = {
+        "task_id": task_id, "agent_id": "bluffer-checked", "actual_success": True, "actual_cost_usd": 0.0,
+        "actual_steps": 1, "summary": "2 + 2 = 5",
+        "verdict": {"status": "passed", "kind": "expected", "reason": "trust me", "checked_by": "taskboard"},
+    }  # fmt: skip
+    refused = httpx.put(
+        f"{app.dapr_http}/v1.0/actors/Task/{task_id}/method/mark_outcome", json=forged, timeout=30
+    )
+    # An actor's refusal comes in its answer's envelope (the call itself went through).
+    error = refused.json()["error"]
+    assert error["error"] == "INVALID_ARGUMENT" and "verdict" in error["message"], refused.text
+
+    announced = httpx.post(
+        f"{app.dapr_http}/v1.0/publish/agora-pubsub/agora.task.outcome.recorded",
+        json={"outcome": {k: v for k, v in forged.items() if k != "verdict"}, "counts_as_success": True,
+              "verdict": forged["verdict"]},
+        timeout=30,
+    )  # fmt: skip
+    assert announced.status_code == 403, announced.text
+
+    assert board_record(market, task_id) == record, "the board's record is as its check left it"
+    assert {agent_id: counts(reputation(market, agent_id)) for agent_id in pair} == totals, "counted nowhere"
+
+
+def counts(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: record[key] for key in ("total_tasks", "evidence", "evidence_of_success", "overclaims")}
+
+
+def dispute(cluster: LocalCluster, task_id: str, verdict: str, why: str) -> httpx.Response:
+    body = {"disputed_by": "ana@example.com", "reason": why, "verdict": verdict}
+    return httpx.post(
+        console(cluster).invoke_url(f"v1/tasks/{task_id}/dispute", "taskboard"), json=body, timeout=30
+    )
+
+
+def test_a_dispute_corrects_the_reputation_once_announced_twice_and_after_the_reputation_restarts(
+    market: LocalCluster,
+) -> None:
+    """A person disputes a passed outcome (through the console's identity, as the CLI does):
+    the board's record turns FAILED with the dispute's verdict and the one it replaced, and the
+    agent's record counts that outcome as an overclaim instead of a success, once. The same
+    dispute again (the board announces it again), and again after the reputation app was
+    restarted, changes nothing more; another dispute is refused."""
+    pair = ("adder-checked", "bluffer-checked")
+    record = run_sum(market, pair, "sums-checked", 40, 2, checked=True)
+    assert record["status"] == "COMPLETED", record
+    task_id, agent = record["spec"]["task_id"], record["outcome"]["agent_id"]
+    before = counts(reputation(market, agent))
+
+    answer = dispute(market, task_id, "failed", "the ledger shows 43")
+    assert answer.status_code == 200, answer.text
+    disputed = answer.json()
+    assert disputed["status"] == "FAILED" and disputed["verdict"]["kind"] == "dispute"
+    assert (
+        disputed["dispute"]["before"] == record["verdict"]
+        and "ana@example.com" in disputed["verdict"]["reason"]
+    )
+    expected = {
+        "total_tasks": before["total_tasks"],
+        "evidence": before["evidence"] - 1.0 + 2.0,  # a success counted once became an overclaim
+        "evidence_of_success": before["evidence_of_success"] - 1.0,
+        "overclaims": before["overclaims"] + 1,
+    }
+    eventually(lambda: counts(reputation(market, agent)) == expected, timeout=30, interval=0.2)
+
+    def settled_after_another_outcome() -> None:
+        # Outcomes of one agent are applied in the order they come: one counted after the
+        # repeated announcement shows the repeat was handled.
+        run_sum(market, pair, "sums-checked", 1, 1, checked=True)
+
+    again = dispute(market, task_id, "failed", "the ledger shows 43")
+    assert again.status_code == 200 and again.json() == disputed, again.text
+    settled_after_another_outcome()
+    [reputation_app] = replicas_of(market, "reputation")
+    reputation_app.restart()
+    assert dispute(market, task_id, "failed", "the ledger shows 43").status_code == 200
+    settled_after_another_outcome()
+    now = counts(reputation(market, agent))
+    assert (
+        now["overclaims"] == expected["overclaims"] and now["total_tasks"] == expected["total_tasks"] + 2
+    ), now
+    assert (
+        now["evidence"] == expected["evidence"] + 2.0
+        and now["evidence_of_success"] == expected["evidence_of_success"] + 2.0
+    ), now
+
+    refused = dispute(market, task_id, "passed", "no, 42 was right")
+    assert refused.status_code == 409 and refused.json()["error"] == "NOT_DISPUTABLE", refused.text
