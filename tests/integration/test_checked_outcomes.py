@@ -4,13 +4,18 @@ surer (tests/integration/apps/sum_agents.py). Tasks with an expected-answer chec
 records the claim and the verdict side by side, the wrong one's reputation falls and the market
 sends the work to the right one. Tasks without a check, in the same run: the agents' word is all
 there is, the records cannot tell the pair apart, and the wrong one keeps the work. A verdict an
-agent's app forges is refused and counted nowhere."""
+agent's app forges is refused and counted nowhere. Tasks a checker app checks
+(tests/integration/apps/sum_checker.py, written with the SDK): its answer decides, and a checker
+that is down, never there, or answers out of its contract leaves the outcome unchecked, never
+passed."""
 
 from __future__ import annotations
 
 import random
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,9 @@ pytestmark = pytest.mark.integration
 
 AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "sum_agents.py"
 AGENTS = ServiceSpec("agents", "agora.sdk", env={"AGORA_AGENTS_FILE": str(AGENTS_FILE)})
+CHECKER = ServiceSpec("checker", None, command=[sys.executable, str(AGENTS_FILE.with_name("sum_checker.py"))])
+CHECKER_RETRY_SECONDS = 1.0
+"""The board's first wait before asking a checker app again (then 4 s, 16 s: 21 s in all)."""
 TASKS = 40
 LAST = 20
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
@@ -32,8 +40,12 @@ TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 @pytest.fixture(scope="module")
 def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(STORE_PROFILE, run_dir=tmp_path_factory.mktemp("checked-outcomes")) as cluster:
-        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS]:
+    with LocalCluster(
+        STORE_PROFILE,
+        run_dir=tmp_path_factory.mktemp("checked-outcomes"),
+        extra_env={"AGORA_CHECKER_RETRY_SECONDS": str(CHECKER_RETRY_SECONDS)},
+    ) as cluster:
+        for spec in [*SERVICES, RECORDER, CONSOLE, AGENTS, CHECKER]:
             cluster.add_service(spec)
         yield cluster
 
@@ -60,26 +72,47 @@ def counted(cluster: LocalCluster, agents: tuple[str, str]) -> int:
 
 
 def run_sum(
-    cluster: LocalCluster, pair: tuple[str, str], skill: str, a: int, b: int, checked: bool
+    cluster: LocalCluster,
+    pair: tuple[str, str],
+    skill: str,
+    a: int,
+    b: int,
+    checked: bool,
+    check: dict[str, Any] | None = None,
+    *,
+    while_it_is_checked: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """One sum published and followed to its end, and its outcome counted by the reputation
-    (one at a time: each decision sees every earlier outcome)."""
+    (one at a time: each decision sees every earlier outcome). `check`: the task's own, else an
+    expected answer when `checked`; `while_it_is_checked` is called once the outcome is recorded
+    and the task waits for its checker app."""
     task_id = f"sum-{uuid.uuid4().hex[:8]}"
     spec: dict[str, Any] = {
         "task_id": task_id,
         "description": f"What is {a} + {b}?",
         "required_skills": [skill],
     }
-    if checked:
+    if check is not None:
+        spec["acceptance"] = {"check": check}
+    elif checked:
         spec["acceptance"] = {"check": {"kind": "expected", "match": "number", "expected": str(a + b)}}
     before = counted(cluster, pair)
     publish_event(console(cluster).dapr_http, "agora.tasks", spec)
+
+    if while_it_is_checked is not None:
+
+        def awaiting_its_verdict() -> bool:
+            record = board_record(cluster, task_id)
+            return bool(record and record["status"] == "ALLOCATED" and record["outcome"] is not None)
+
+        eventually(awaiting_its_verdict, timeout=60, interval=0.1)
+        while_it_is_checked(task_id)
 
     def ended() -> dict[str, Any] | None:
         record = board_record(cluster, task_id)
         return record if record and record["status"] in TERMINAL else None
 
-    record: dict[str, Any] = eventually(ended, timeout=60, interval=0.2)
+    record: dict[str, Any] = eventually(ended, timeout=90, interval=0.2)
     if record["outcome"] is not None:
         eventually(lambda: counted(cluster, pair) == before + 1, timeout=30, interval=0.2)
     return record
@@ -237,3 +270,111 @@ def test_a_dispute_corrects_the_reputation_once_announced_twice_and_after_the_re
 
     refused = dispute(market, task_id, "passed", "no, 42 was right")
     assert refused.status_code == 409 and refused.json()["error"] == "NOT_DISPUTABLE", refused.text
+
+
+BY_APP = ("adder-by-app", "bluffer-by-app")
+CHECKER_APP = {"kind": "checker_app", "app_id": "checker", "method": "check"}
+
+
+def test_a_checker_app_s_answer_decides_the_task_and_the_reputation_learns_it(market: LocalCluster) -> None:
+    """The board asks the checker app (by service invocation) about each outcome before the task
+    ends: its verdict and reason stand beside the agent's claim, signed with the checker's app id,
+    and the bluffer's claims it contradicts are counted as overclaims."""
+    draw = random.Random("sums-by-app")
+    records = [
+        run_sum(
+            market, BY_APP, "sums-by-app", draw.randint(100, 999), draw.randint(100, 999), True, CHECKER_APP
+        )
+        for _ in range(8)
+    ]
+    by_agent: dict[str, list[dict[str, Any]]] = {agent_id: [] for agent_id in BY_APP}
+    for record in records:
+        by_agent[record["outcome"]["agent_id"]].append(record)
+    bluffs, sums = by_agent["bluffer-by-app"], by_agent["adder-by-app"]
+    assert bluffs and sums, {agent_id: len(r) for agent_id, r in by_agent.items()}
+    for record in bluffs:
+        verdict = record["verdict"]
+        assert record["outcome"]["actual_success"] is True and record["status"] == "FAILED", record
+        assert (verdict["status"], verdict["kind"], verdict["checked_by"]) == (
+            "failed",
+            "checker_app",
+            "checker",
+        )
+        assert ", not " in verdict["reason"] and record["failure_reason"].startswith("CHECK_FAILED"), verdict
+    for record in sums:
+        assert record["status"] == "COMPLETED" and record["verdict"]["status"] == "passed", record
+        assert record["verdict"]["checked_by"] == "checker", record
+    assert reputation(market, "bluffer-by-app")["overclaims"] == len(bluffs)
+    assert reputation(market, "adder-by-app")["evidence_of_success"] == len(sums)
+
+    # Only the task board may ask: an agent's app asking the checker itself is refused.
+    [app] = replicas_of(market, "agents")
+    asked = httpx.post(app.invoke_url("check", "checker"), json={}, timeout=30)
+    assert asked.status_code == 403, asked.text
+
+
+def taskboard_log(cluster: LocalCluster) -> str:
+    return "".join(path.read_text(errors="replace") for path in cluster.logs.glob("taskboard-*.app.log"))
+
+
+def test_a_checker_app_that_is_down_is_asked_again_and_its_answer_decides_once_it_is_back(
+    market: LocalCluster,
+) -> None:
+    """The checker's app is killed (its sidecar stays, answering 500 for it) before the task is
+    published: the board's first try gets no answer and it waits to ask again; the app is
+    started, and the next try's answer ends the task."""
+    [checker] = replicas_of(market, "checker")
+
+    def back_after_a_failed_try(task_id: str) -> None:
+        eventually(
+            lambda: any(
+                "checker app did not answer" in line and task_id in line
+                for line in taskboard_log(market).splitlines()
+            ),
+            timeout=30,
+            interval=0.2,
+        )
+        checker.start_app()
+
+    checker.kill_app()
+    try:
+        record = run_sum(
+            market,
+            BY_APP,
+            "sums-by-app",
+            20,
+            22,
+            True,
+            CHECKER_APP,
+            while_it_is_checked=back_after_a_failed_try,
+        )
+    finally:
+        if checker.app is None or not checker.app.running():
+            checker.start_app()
+    verdict = record["verdict"]
+    assert (verdict["checked_by"], verdict["kind"]) == ("checker", "checker_app"), record
+    assert verdict["status"] == ("passed" if record["outcome"]["agent_id"] == "adder-by-app" else "failed")
+
+
+def test_a_checker_that_never_answers_or_answers_out_of_its_contract_leaves_the_outcome_unchecked(
+    market: LocalCluster,
+) -> None:
+    """No app of that id: asked four times with the backoff, then UNCHECKED with the last
+    reason; the agent's claim stands as the task's end and the reputation counts it as the
+    agent's word (weight 1 by default). A checker whose answer is no `CheckAnswer`: UNCHECKED at
+    once, with what was wrong."""
+    started = time.monotonic()
+    nowhere = run_sum(
+        market, BY_APP, "sums-by-app", 3, 4, True, {"kind": "checker_app", "app_id": "no-such-checker"}
+    )
+    took = time.monotonic() - started
+    verdict = nowhere["verdict"]
+    assert verdict["status"] == "unchecked" and verdict["checked_by"] == "taskboard", nowhere
+    assert "no answer after 4 tries" in verdict["reason"], verdict
+    assert nowhere["status"] == "COMPLETED", "the claim stands, marked unchecked"
+    assert took >= CHECKER_RETRY_SECONDS * (1 + 4 + 16), f"the tries' backoff took {took:.1f} s"
+
+    broken = run_sum(market, BY_APP, "sums-by-app", 5, 6, True, {**CHECKER_APP, "method": "out-of-contract"})
+    verdict = broken["verdict"]
+    assert verdict["status"] == "unchecked" and "out of its contract" in verdict["reason"], broken
+    assert "passed" in verdict["reason"] and "reason" in verdict["reason"], "names what was missing"

@@ -10,7 +10,10 @@ from dapr.actor import Actor
 from dapr.actor.runtime.mock_actor import create_mock_actor
 from dapr.actor.runtime.mock_state_manager import MockStateManager
 
+from agora.core.acceptance import CheckerApp
+from agora.core.contracts import CheckAnswer, CheckRequest
 from agora.runtime.actor_interface import ActorAnswer
+from agora.runtime.checkers import Checkers, CheckerUnreachable
 
 
 def mock_state(actor: Actor) -> dict[str, Any]:
@@ -19,6 +22,28 @@ def mock_state(actor: Actor) -> dict[str, Any]:
 
 
 A = TypeVar("A", bound=Actor)
+
+
+class ScriptedCheckers(Checkers):
+    """Checker apps that answer from a script, in order: a `CheckAnswer`, or an exception to
+    raise (`CheckerUnreachable`, `CheckerAnswerInvalid`); `asked` holds each request."""
+
+    def __init__(self, *script: CheckAnswer | Exception) -> None:
+        self.script = list(script)
+        self.asked: list[tuple[CheckerApp, CheckRequest]] = []
+
+    async def ask(self, check: CheckerApp, request: CheckRequest) -> CheckAnswer:
+        self.asked.append((check, request))
+        if not self.script:
+            raise CheckerUnreachable("the script has no answer left")
+        answer = self.script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+NO_CHECKERS = ScriptedCheckers()
+"""For boards whose tasks name no checker app."""
 
 
 def hosted(actor_type: type[A], actor_id: str, deps: object, initstate: dict[str, Any] | None = None) -> A:

@@ -34,7 +34,7 @@ from agora.taskboard import actors as task_actors
 from agora.taskboard.actors import AWARD_REMINDER, LAPSE_REMINDER, LAPSE_RETRY_SECONDS, Task, TaskBoardDeps
 from agora.taskboard.award_watch import AWARD_WATCH, AwardWatch, Outage, parse_watch_entry
 from agora.taskboard.listings import TaskListings
-from tests.unit.helpers import answer_of, hosted, mock_state
+from tests.unit.helpers import NO_CHECKERS, answer_of, hosted, mock_state
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_awards import scored
 
@@ -50,7 +50,9 @@ def board_index() -> StatusIndex:
 async def new_task(
     publisher: RecordingPublisher, ack_seconds: float = 30.0, index: StatusIndex | None = None
 ) -> Task:
-    deps = TaskBoardDeps(cast(Publisher, publisher), index or board_index(), ack_seconds=ack_seconds)
+    deps = TaskBoardDeps(
+        cast(Publisher, publisher), index or board_index(), NO_CHECKERS, ack_seconds=ack_seconds
+    )
     actor = hosted(Task, "t1", deps)
     await actor._on_activate()
     return actor
@@ -286,7 +288,9 @@ async def test_a_lapse_whose_announcement_failed_is_kept_and_announced_by_a_remi
 async def test_a_finished_task_is_kept_by_a_state_ttl_and_listed_under_the_period_it_ended_in() -> None:
     publisher = RecordingPublisher()
     index = board_index()
-    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, retention_seconds=3600))
+    actor = hosted(
+        Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, NO_CHECKERS, retention_seconds=3600)
+    )
     await actor._on_activate()
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9)))
@@ -308,7 +312,9 @@ async def test_a_finished_task_is_kept_by_a_state_ttl_and_listed_under_the_perio
 async def test_the_expire_reminder_of_an_earlier_version_still_drops_a_finished_task() -> None:
     publisher = RecordingPublisher()
     index = board_index()
-    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, retention_seconds=3600))
+    actor = hosted(
+        Task, "t1", TaskBoardDeps(cast(Publisher, publisher), index, NO_CHECKERS, retention_seconds=3600)
+    )
     await actor._on_activate()
     await actor.post_task(task_spec())
     await actor.record_allocation(result(("a1", 0.9)))

@@ -16,7 +16,7 @@ from agora.core.task_events import TaskEventKind, task_events
 from agora.runtime.pubsub import Publisher
 from agora.sdk.testing import RecordingPublisher
 from agora.taskboard.actors import Task, TaskBoardDeps
-from tests.unit.helpers import answer_of, hosted
+from tests.unit.helpers import NO_CHECKERS, answer_of, hosted
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_task_actor import board_index, record_of, task_spec, watched
 
@@ -47,7 +47,7 @@ def done_by_a1(token: str | None) -> TaskOutcome:
 
 
 async def new_task(publisher: RecordingPublisher) -> Task:
-    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index()))
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index(), NO_CHECKERS))
     await actor._on_activate()
     await actor.post_task(task_spec())
     return actor

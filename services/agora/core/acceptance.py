@@ -10,14 +10,19 @@ The kinds:
 
 * `json_schema`: the output, read as JSON, satisfies a JSON Schema (Draft 2020-12);
 * `expected`: the output is an expected answer — the same text, a match of a regular
-  expression, or (its last number) a number within a tolerance.
+  expression, or (its last number) a number within a tolerance;
+* `checker_app`: a Dapr app the publisher names answers pass or fail with its reason (how a team
+  plugs in its own tests): the task board calls it by service invocation with the task and the
+  outcome (`agora.core.contracts.CheckRequest`, answered by a `CheckAnswer`).
 
-A check that cannot be carried out (a pattern that backtracks past its time) gives an UNCHECKED
-verdict with the reason, never a pass.
+A check that cannot be carried out (a pattern that backtracks past its time, a checker app that
+does not answer after `CHECKER_ATTEMPTS` tries, or answers out of its contract) gives an
+UNCHECKED verdict with the reason, never a pass.
 
-Both are judged here (`judge_output`), by the task board as it records the outcome, with
-bounded work: the output is at most `MAX_TEXT_CHARS`, a pattern at most `MAX_PATTERN_CHARS`
-and matched within `REGEX_SECONDS`.
+The first two are judged here (`judge_output`), by the task board as it records the outcome,
+with bounded work: the output is at most `MAX_TEXT_CHARS`, a pattern at most
+`MAX_PATTERN_CHARS` and matched within `REGEX_SECONDS`. A checker app is asked after the
+outcome is recorded and before the task ends (`agora.core.task_lifecycle.awaiting_verdict`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from agora.core.limits import MAX_JSON_DEPTH, MAX_NOTE_CHARS, Identifier, Name, 
 __all__ = [
     "Acceptance",
     "AcceptanceCheck",
+    "CheckerApp",
     "Dispute",
     "DisputeVerdict",
     "ExpectedAnswer",
@@ -122,7 +128,42 @@ class ExpectedAnswer(BaseModel):
         return self
 
 
-AcceptanceCheck = Annotated[JsonSchemaCheck | ExpectedAnswer, Field(discriminator="kind")]
+CHECKER_ATTEMPTS = 4
+"""How many times the board asks a checker app before the outcome stays UNCHECKED."""
+CHECKER_FIRST_RETRY_S = 2.0
+"""How long the board waits before its second try of a checker app that did not answer; each
+next wait is four times the one before (2 s, 8 s, 32 s)."""
+
+
+def checker_backoff(first_retry_s: float = CHECKER_FIRST_RETRY_S) -> tuple[float, ...]:
+    """The waits before each next try of a checker app, from the first."""
+    return tuple(first_retry_s * 4**n for n in range(CHECKER_ATTEMPTS - 1))
+
+
+MAX_CHECKER_TIMEOUT_S = 60.0
+METHOD_PATTERN = r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+){0,7}$"
+"""A route on the checker app: path segments of letters, digits, `_` and `-` (no `..`, no
+query)."""
+
+
+class CheckerApp(BaseModel):
+    """A Dapr app the publisher names judges the output: the board calls its `method` (POST) by
+    service invocation with a `CheckRequest` and takes the `CheckAnswer` it answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["checker_app"] = "checker_app"
+    app_id: Identifier
+    method: str = Field(default="check", max_length=128, pattern=METHOD_PATTERN)
+    timeout_s: float = Field(
+        default=10.0, gt=0, le=MAX_CHECKER_TIMEOUT_S, description="How long one try may take."
+    )
+
+
+BoardCheck = JsonSchemaCheck | ExpectedAnswer
+"""The kinds the board judges itself, in the turn that records the outcome."""
+
+AcceptanceCheck = Annotated[JsonSchemaCheck | ExpectedAnswer | CheckerApp, Field(discriminator="kind")]
 
 
 class OnFailedCheck(StrEnum):
@@ -185,7 +226,7 @@ class Dispute(BaseModel):
     before: Verdict | None = None
 
 
-def judge_output(check: JsonSchemaCheck | ExpectedAnswer, output: str, checked_by: str) -> Verdict:
+def judge_output(check: BoardCheck, output: str, checked_by: str) -> Verdict:
     """The verdict of a deterministic check on `output`."""
     status, reason = (
         _against_schema(check, output)

@@ -126,6 +126,28 @@ class A2AAgentsJoined(BaseModel):
     agents: list[A2AAgentJoined] = Field(default_factory=list, max_length=MAX_JOINED_A2A_AGENTS)
 
 
+# -- checks ---------------------------------------------------------------------------------------
+
+
+class CheckRequest(BaseModel):
+    """`POST` to a task's checker app (`CheckerApp.method`, by service invocation from the task
+    board): the task and the outcome its agent reported (without the award's token)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: TaskSpec
+    outcome: TaskOutcome
+
+
+class CheckAnswer(BaseModel):
+    """A checker app's answer: whether the output passes the task's check, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    passed: bool
+    reason: Note = Field(min_length=1)
+
+
 # -- reputation ----------------------------------------------------------------------------------
 
 

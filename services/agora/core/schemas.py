@@ -25,8 +25,10 @@ from agora.core.contracts import (
     AgentList,
     BidOffer,
     BidSolicitation,
+    CheckAnswer,
     CheckpointAnswer,
     CheckpointRequest,
+    CheckRequest,
     DeadlineExtension,
     Decision,
     Deregistered,
@@ -128,6 +130,8 @@ CONTRACTS: dict[str, Contract] = {
     "task_dispute": Contract(
         TaskDispute, "`POST /v1/tasks/{id}/dispute` body (task board); `Task` actor `dispute`"
     ),
+    "check_request": Contract(CheckRequest, "`POST` to a task's checker app (`acceptance.check.method`)"),
+    "check_answer": Contract(CheckAnswer, "a checker app's answer to a `check_request`"),
     "task_decision": Contract(TaskDecision, "`Task` actor `decide`"),
     "award_window_due": Contract(AwardWindowDue, "`Task` actor `award_window_due`"),
     "escalation_park_request": Contract(

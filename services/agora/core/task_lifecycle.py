@@ -33,10 +33,10 @@ from pydantic import BaseModel, Field
 
 from agora.core.acceptance import (
     DEFAULT_DISPUTE_WINDOW_S,
+    BoardCheck,
+    CheckerApp,
     Dispute,
     DisputeVerdict,
-    ExpectedAnswer,
-    JsonSchemaCheck,
     Verdict,
     VerdictStatus,
     judge_output,
@@ -396,6 +396,8 @@ def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str,
         return record
     if holder is None or holder.agent_id != agent_id:
         raise AwardNotHeld(f"task {record.task_id} is not awarded to {agent_id}")
+    if record.outcome is not None:
+        raise InvalidOutcome(f"task {record.task_id} has its outcome already; its check is under way")
     chosen = successor(record, to_agent)
     assert record.allocation is not None
     bid = next(b for b in record.allocation.all_bids if b.agent_id == chosen.agent_id)
@@ -470,12 +472,59 @@ def verdict_on(spec: TaskSpec, outcome: TaskOutcome, now: datetime) -> Verdict |
     that ended on an error of the market's (its deadline, its budget) is no answer to check: its
     failure stands as reported."""
     acceptance = spec.acceptance
-    if acceptance is None or not isinstance(acceptance.check, JsonSchemaCheck | ExpectedAnswer):
+    if acceptance is None or not isinstance(acceptance.check, BoardCheck):
         return None
     if failure_code(outcome) is not None:
         return None
     verdict = judge_output(acceptance.check, outcome.summary, CHECKED_BY_THE_BOARD)
     return verdict.model_copy(update={"at": now})
+
+
+def checker_of(spec: TaskSpec, outcome: TaskOutcome) -> CheckerApp | None:
+    """The checker app to ask about the outcome before the task ends; None when the task names
+    none, or the run ended on the market's own error (nothing to check)."""
+    acceptance = spec.acceptance
+    if acceptance is None or not isinstance(acceptance.check, CheckerApp):
+        return None
+    return acceptance.check if failure_code(outcome) is None else None
+
+
+def awaiting_verdict(record: TaskRecord) -> bool:
+    """Whether the outcome is recorded and the task waits for its checker app's verdict."""
+    return record.status is AllocationStatus.ALLOCATED and record.outcome is not None
+
+
+def checker_verdict(check: CheckerApp, passed: bool, reason: str, now: datetime) -> Verdict:
+    """What the checker app answered, as the verdict of the check it ran."""
+    status = VerdictStatus.PASSED if passed else VerdictStatus.FAILED
+    return Verdict(
+        status=status, kind=check.kind, reason=reason[:MAX_NOTE_CHARS], checked_by=check.app_id, at=now
+    )
+
+
+def unchecked(check: CheckerApp, why: str, now: datetime) -> Verdict:
+    """A check that could not be carried out: the outcome stays unchecked, with the reason."""
+    return Verdict(
+        status=VerdictStatus.UNCHECKED,
+        kind=check.kind,
+        reason=f"checker app {check.app_id}: {why}"[:MAX_NOTE_CHARS],
+        checked_by=CHECKED_BY_THE_BOARD,
+        at=now,
+    )
+
+
+def apply_verdict(record: TaskRecord, verdict: Verdict) -> TaskRecord:
+    """The task ends as its checker app's verdict says (`outcome_status`). A task that no longer
+    waits for one (a person cancelled it meanwhile, or the verdict was applied before) is left
+    as it is."""
+    if not awaiting_verdict(record):
+        return record
+    assert record.outcome is not None
+    moved = move(record, outcome_status(record.spec, record.outcome, verdict))
+    update: dict[str, object] = {"verdict": verdict}
+    if verdict.status is VerdictStatus.FAILED:
+        update["failure_reason"] = check_failure_reason(verdict)
+    return moved.model_copy(update=update)
 
 
 def check_failure_reason(verdict: Verdict) -> str:
@@ -499,6 +548,9 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> T
             f"task {record.task_id} is not awarded to {outcome.agent_id} (it is {record.status})"
         )
     taken = acknowledge(record, outcome.agent_id, now)
+    if checker_of(record.spec, outcome) is not None:
+        # Recorded, and the task ends when its checker app's verdict is in (`apply_verdict`).
+        return taken.model_copy(update={"outcome": outcome, "award_published": True})
     verdict = verdict_on(record.spec, outcome, now)
     moved = move(taken, outcome_status(record.spec, outcome, verdict))
     update: dict[str, object] = {"outcome": outcome, "verdict": verdict}

@@ -241,10 +241,11 @@ class DaprSidecar:
         *,
         headers: dict[str, str] | None = None,
         idempotent: bool = True,
+        timeout: float | None = None,
     ) -> Any:
         """Call another app's route through service invocation. Its error answer (an
         `ErrorBody`) is raised as the same typed error it raised over there; the sidecar's own
-        refusals (the app unreachable, a policy) stay `DaprError`s."""
+        refusals (the app unreachable, a policy) stay `DaprError`s. `timeout`: per attempt."""
         try:
             response = await self.request(
                 http_method,
@@ -252,6 +253,7 @@ class DaprSidecar:
                 json_body=json_body,
                 headers=headers,
                 idempotent=idempotent,
+                timeout=timeout,
             )
         except DaprError as exc:
             raise exc.app_error or exc from None

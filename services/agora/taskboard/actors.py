@@ -34,7 +34,8 @@ from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
-from agora.core.contracts import OutcomeReport
+from agora.core.acceptance import CHECKER_ATTEMPTS, CheckerApp, checker_backoff
+from agora.core.contracts import CheckRequest, OutcomeReport
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import (
@@ -52,6 +53,7 @@ from agora.core.messages import (
 )
 from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
 from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
+from agora.runtime.checkers import CheckerAnswerInvalid, Checkers, CheckerUnreachable
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
@@ -68,6 +70,9 @@ the board's listing (`award_watch`)."""
 LAPSE_REMINDER = "lapsed"
 """Armed only when announcing a lapsed award failed: it tries again."""
 LAPSE_RETRY_SECONDS = 5
+CHECK_REMINDER = "check"
+"""Asks the task's checker app about the recorded outcome: armed as the outcome is recorded, and
+again, after a backoff, when a try gets no answer."""
 UNDER_WAY = (AllocationStatus.PENDING, AllocationStatus.BIDDING, AllocationStatus.ALLOCATED)
 
 
@@ -82,6 +87,8 @@ class TaskSlot(BaseModel):
     lapses_to_announce: list[AwardLapsed] = Field(default_factory=list)
     """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
     (or a crash right after the commit) is announced later, never lost."""
+    check_tries: int = 0
+    """Tries of the task's checker app that got no answer so far (`CHECK_REMINDER`)."""
     cancel_to_announce: TaskCancelled | None = None
     """The cancel of a task an agent held, not announced yet: committed with the cancel, so a
     failed publish is announced when the cancel is asked again (it answers with an error until
@@ -95,10 +102,14 @@ class TaskBoardDeps:
     publisher: Publisher
     status_index: StatusIndex
     """The listings by status, and the watch on unacknowledged awards."""
+    checkers: Checkers
+    """How the board asks a task's checker app (service invocation through its sidecar)."""
     ack_seconds: float = lifecycle.DEFAULT_ACK_SECONDS
     """How long a winner's runtime has to acknowledge an award (or the task's shorter deadline)."""
     retention_seconds: int | None = None
     """How long a task that reached its end is kept (None: for ever): its record's state TTL."""
+    checker_backoff_s: tuple[float, ...] = checker_backoff()
+    """The waits before each next try of a checker app that did not answer."""
 
     @cached_property
     def listings(self) -> TaskListings:
@@ -266,8 +277,63 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
         ended = await self._save(ended)
+        if lifecycle.awaiting_verdict(ended):
+            # Armed again when the same outcome comes again: a reporter whose call failed after
+            # the commit retries, and the check must not be lost with that call.
+            await self.register_reminder(CHECK_REMINDER, b"", timedelta(0))
+            return ended
         await self._announce_outcome(ended, outcome)
         return ended
+
+    async def _ask_checker(self) -> None:
+        """One try of the task's checker app. An answer ends the task as it says; no answer
+        (the app down, a refusal of its sidecar, a try past `timeout_s`) is tried again after
+        a backoff, `CHECKER_ATTEMPTS` times in all, and then the outcome stays UNCHECKED with
+        the last reason. An answer out of the `CheckAnswer` contract is no verdict: UNCHECKED
+        at once, with what was wrong."""
+        record = self._record()
+        if not lifecycle.awaiting_verdict(record):
+            return
+        assert record.outcome is not None and record.spec.acceptance is not None
+        check = record.spec.acceptance.check
+        assert isinstance(check, CheckerApp)
+        request = CheckRequest(
+            spec=record.spec, outcome=record.outcome.model_copy(update={"award_token": None})
+        )
+        with tracer("agora.taskboard").start_as_current_span(
+            "taskboard.check",
+            attributes={"task_id": self.id.id, "agora.checker_app": check.app_id,
+                        "agora.check_try": self.state.check_tries + 1},
+        ) as span:  # fmt: skip
+            try:
+                answer = await self.deps.checkers.ask(check, request)
+            except CheckerAnswerInvalid as exc:
+                verdict = lifecycle.unchecked(check, str(exc), _now())
+            except CheckerUnreachable as exc:
+                self.state.check_tries += 1
+                if self.state.check_tries < CHECKER_ATTEMPTS:
+                    backoff = self.deps.checker_backoff_s
+                    wait = backoff[min(self.state.check_tries, len(backoff)) - 1]
+                    log.warning(
+                        "the task's checker app did not answer; asking again",
+                        extra={"task_id": self.id.id, "checker_app": check.app_id, "reason": str(exc)[:500],
+                               "try": self.state.check_tries, "retry_in_s": wait},
+                    )  # fmt: skip
+                    await self.commit()
+                    await self.register_reminder(CHECK_REMINDER, b"", timedelta(seconds=wait))
+                    return
+                verdict = lifecycle.unchecked(
+                    check, f"no answer after {CHECKER_ATTEMPTS} tries; the last: {exc}", _now()
+                )
+            else:
+                verdict = lifecycle.checker_verdict(check, answer.passed, answer.reason, _now())
+            span.set_attribute("agora.verdict", str(verdict.status))
+        ended = await self._save(lifecycle.apply_verdict(record, verdict))
+        log.info(
+            "task checked",
+            extra={"task_id": self.id.id, "checker_app": check.app_id, "verdict": str(verdict.status)},
+        )
+        await self._announce_outcome(ended, record.outcome)
 
     async def _announce_outcome(self, record: TaskRecord, outcome: TaskOutcome, *, revision: int = 0) -> None:
         """The outcome as recorded (revision 0, to the reputation and the app waiting for the
@@ -386,6 +452,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             return
         if name == LAPSE_REMINDER:
             await self._announce_lapses()
+            return
+        if name == CHECK_REMINDER:
+            await self._ask_checker()
             return
         if name != AWARD_REMINDER or self.state.record is None:
             return

@@ -10,12 +10,14 @@ from fastapi import FastAPI, Header
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from agora.core.acceptance import CHECKER_FIRST_RETRY_S, checker_backoff
 from agora.core.contracts import TaskList, TaskPublished
 from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import TaskCancel, TaskDispute
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 from agora.core.topics import TASKS
 from agora.runtime.actor_client import ActorClient
+from agora.runtime.checkers import Checkers
 from agora.runtime.clients import task_actors
 from agora.runtime.event_streams import (
     DEFAULT_BUFFER_EVENTS,
@@ -46,6 +48,9 @@ class TaskBoardSettings(ServiceSettings):
     event_buffer: int = Field(default=DEFAULT_BUFFER_EVENTS, ge=1, le=10_000)
     """AGORA_EVENT_BUFFER: events a watcher may leave unread before it is dropped (with the
     reason; it resumes with Last-Event-ID)."""
+    checker_retry_seconds: float = Field(default=CHECKER_FIRST_RETRY_S, gt=0, le=60)
+    """AGORA_CHECKER_RETRY_SECONDS: how long the board waits before asking a task's checker app
+    again when it did not answer (each next wait four times longer; `CHECKER_ATTEMPTS` tries)."""
     award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
     """AGORA_AWARD_SWEEP_SECONDS: how often this replica looks for awards whose acknowledgment
     window has ended (a window ends up to this much late)."""
@@ -60,7 +65,15 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
         listings = TaskListings(settings.retention_seconds)
         index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet), ttl_seconds=listings.ttl_seconds)
         ctx.host_actor(
-            Task, TaskBoardDeps(ctx.publisher, index, settings.award_ack_seconds, settings.retention_seconds)
+            Task,
+            TaskBoardDeps(
+                ctx.publisher,
+                index,
+                Checkers(ctx.sidecar),
+                settings.award_ack_seconds,
+                settings.retention_seconds,
+                checker_backoff(settings.checker_retry_seconds),
+            ),
         )
         tasks = task_actors(ActorClient(ctx.sidecar))
         readers = task_actors(ActorClient.for_reads(ctx.sidecar))

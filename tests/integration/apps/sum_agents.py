@@ -1,8 +1,9 @@
-"""Two pairs of agents for sums, each pair one that adds right and one that always answers wrong
+"""Three pairs of agents for sums, each pair one that adds right and one that always answers wrong
 and claims success all the same. The wrong one is also the surer bidder (it claims 0.95 against
 the right one's 0.7), so it wins first, and only what its outcomes teach the market can turn the
 work to the other. One pair takes the tasks that carry an expected-answer check
-(`sums-checked`), the other the tasks that carry none (`sums-unchecked`)."""
+(`sums-checked`), one the tasks that carry none (`sums-unchecked`), and one the tasks a checker
+app checks (`sums-by-app`, tests/integration/apps/sum_checker.py)."""
 
 from __future__ import annotations
 
@@ -56,4 +57,6 @@ agents = [
     summer("bluffer-checked", "sums-checked", right=False),
     summer("adder-unchecked", "sums-unchecked", right=True),
     summer("bluffer-unchecked", "sums-unchecked", right=False),
+    summer("adder-by-app", "sums-by-app", right=True),
+    summer("bluffer-by-app", "sums-by-app", right=False),
 ]
