@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from agora.core.acceptance import Verdict, VerdictStatus
 from agora.core.escalation.context import EscalationContext
 from agora.core.escalation.record import ParkRequest
 from agora.core.market import TaskOutcome
@@ -81,6 +82,32 @@ async def test_each_model_step_reports_the_tokens_it_used() -> None:
         Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=outcome))
     )
     assert verified.verdict is VerificationResult.PASS and verified.usage.total_tokens > 0
+
+
+async def test_an_attempt_whose_check_failed_fails_with_the_check_s_reason_whatever_the_agent_claimed() -> (
+    None
+):
+    unused = cast(Any, None)
+    steps = PlannerActivities(
+        OfflineModelClient(overrides=offline_answers), unused, unused, unused, unused, unused
+    )
+    outcome = TaskOutcome(task_id="p1.collect.1.1", agent_id="analyst", actual_success=True,
+                          actual_cost_usd=0.01, actual_steps=2, summary="rows")  # fmt: skip
+    failed = Verdict(status=VerdictStatus.FAILED, kind="expected", reason="expected '12', got 'rows'",
+                     checked_by="taskboard")  # fmt: skip
+    verified = await steps.verify(
+        Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=outcome, verdict=failed))
+    )
+    assert verified.ended is AttemptEnd.FAILED and verified.verdict is VerificationResult.FAIL
+    assert verified.reason == "its check failed: expected '12', got 'rows'"
+    assert verified.usage.total_tokens == 0, "no model second-guesses the check"
+
+    passed = failed.model_copy(update={"status": VerdictStatus.PASSED, "reason": "12"})
+    claimed_failure = outcome.model_copy(update={"actual_success": False})
+    verified = await steps.verify(
+        Verify(job=job(), subgoal=GOAL, ended=TaskEnded(task_id="x", outcome=claimed_failure, verdict=passed))
+    )
+    assert verified.ended is AttemptEnd.SUCCEEDED, "the check passed what the agent called a failure"
 
 
 class PostedTasks:

@@ -20,12 +20,13 @@ import httpx
 from pydantic import BaseModel
 
 from agora.cli.problems import CliError, describe_refusal
+from agora.cli.tasks import verdict_text
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVerdict
 from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.debate.record import DebateRecord, DebateState
 from agora.core.debate.request import DebateRequest
-from agora.core.market import TERMINAL_STATUSES, ModelBill, TaskSpec
+from agora.core.market import TERMINAL_STATUSES, AllocationStatus, ModelBill, TaskSpec
 from agora.core.messages import Topic
 from agora.core.models import CapabilityQuery
 from agora.core.plans.record import FINAL_STATES, PlanRecord, PlanState
@@ -161,13 +162,13 @@ def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publi
             f"(p {bid.self_reported_success_prob:.2f}, ${bid.estimated_cost_usd:.4f})"
         )
     if outcome is not None:
-        verdict = "succeeded" if outcome.actual_success else "failed"
         tools = ", ".join(outcome.tools_called) or "none"
         tokens = outcome.input_tokens + outcome.output_tokens
         print(
-            f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, ${outcome.actual_cost_usd:.4f}, "
-            f"{tokens} tokens: {outcome.summary!r}; tools called: {tools}"
+            f"    outcome: {_how_it_ended(record)} in {_steps(outcome.actual_steps)}, "
+            f"${outcome.actual_cost_usd:.4f}, {tokens} tokens: {outcome.summary!r}; tools called: {tools}"
         )
+        _print_verdict(record)
 
 
 A2A_AGENT_TASK = TaskSpec(
@@ -198,8 +199,8 @@ def _a2a_agent_task(http: httpx.Client, invoke: Callable[[str, str], str], publi
         notes = "; ".join(note.text for note in attempt.progress) or "none"
         print(f"    {attempt.agent_id} said over A2A as it worked: {notes}")
     if record.outcome is not None:
-        verdict = "succeeded" if record.outcome.actual_success else "failed"
-        print(f"    outcome: {verdict}: {record.outcome.summary!r}")
+        print(f"    outcome: {_how_it_ended(record)}: {record.outcome.summary!r}")
+        _print_verdict(record)
 
 
 DEMO_GRAPH_RUN = "demo-review"
@@ -406,6 +407,23 @@ def _wait(fetch: Callable[[], Any], timeout: float = 30.0) -> Any:
     raise TimeoutError("the demo did not see the expected answer in time; see the logs")
 
 
+def _how_it_ended(record: TaskRecord) -> str:
+    """The task's end as the board decided it (its check's verdict where it has one), beside
+    what the agent claimed when the two differ."""
+    how = {AllocationStatus.COMPLETED: "succeeded", AllocationStatus.PARTIAL: "partial"}.get(
+        record.status, "failed"
+    )
+    outcome = record.outcome
+    if outcome is not None and outcome.actual_success != (record.status is AllocationStatus.COMPLETED):
+        how += f" (the agent claimed {'success' if outcome.actual_success else 'failure'})"
+    return how
+
+
+def _print_verdict(record: TaskRecord) -> None:
+    if record.verdict is not None:
+        print(f"    verdict: {verdict_text(record.verdict)}")
+
+
 def _print_task(record: TaskRecord) -> None:
     spec, allocation, outcome = record.spec, record.allocation, record.outcome
     history = " → ".join(change.status for change in record.history)
@@ -426,10 +444,10 @@ def _print_task(record: TaskRecord) -> None:
                 why = shorten(one_line(bid.fallback_reason or ""), 160)
                 print(f"    {bid.agent_id}'s bid is a fallback: {why}")
     if outcome is not None:
-        verdict = "succeeded" if outcome.actual_success else "failed"
         said = f": {shorten(one_line(outcome.summary), MAX_TEXT_CHARS)!r}" if outcome.summary else ""
         cost = f"${outcome.actual_cost_usd:.4f}"
-        print(f"    outcome: {verdict} in {_steps(outcome.actual_steps)}, {cost}{said}")
+        print(f"    outcome: {_how_it_ended(record)} in {_steps(outcome.actual_steps)}, {cost}{said}")
+        _print_verdict(record)
 
 
 def _bill_text(*bills: ModelBill) -> str:

@@ -15,9 +15,9 @@ from agora.cli.problems import CliError, describe_refusal
 from agora.cli.sidecar import sidecar_for, token_header
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
 from agora.cli.transport import invoke, send
-from agora.core.acceptance import DisputeVerdict
+from agora.core.acceptance import DisputeVerdict, Verdict
 from agora.core.contracts import TaskList
-from agora.core.market import TaskSpec
+from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import TaskCancel, TaskDispute, Topic
 from agora.core.task_events import TaskEvent, TaskEventKind
 from agora.core.task_lifecycle import TaskRecord
@@ -74,7 +74,22 @@ def task_lines(record: TaskRecord) -> list[str]:
         )
         if outcome.summary:
             lines.append(f"  summary: {shorten(one_line(outcome.summary), MAX_TEXT_CHARS)}")
+    if record.verdict is not None:
+        lines.append(f"  verdict: {verdict_text(record.verdict)}")
+    elif (
+        outcome is not None
+        and record.spec.acceptance is not None
+        and record.status is AllocationStatus.ALLOCATED
+    ):
+        lines.append("  verdict: waiting for the task's checker app")
+    if record.dispute is not None:
+        lines.append(f"  disputed by {record.dispute.by}: {one_line(record.dispute.reason)}")
     return lines
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """A check's verdict in a line: what it found, who checked, how, and why."""
+    return f"{verdict.status} by {verdict.checked_by} ({verdict.kind}): {one_line(verdict.reason)}"
 
 
 def cmd_task_show(args: argparse.Namespace) -> int:

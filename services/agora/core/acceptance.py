@@ -52,6 +52,7 @@ __all__ = [
     "OnFailedCheck",
     "Verdict",
     "VerdictStatus",
+    "claim_stands",
     "judge_output",
 ]
 
@@ -224,6 +225,14 @@ class Dispute(BaseModel):
     at: datetime
     verdict: DisputeVerdict
     before: Verdict | None = None
+
+
+def claim_stands(claimed_success: bool, verdict: Verdict | None) -> bool:
+    """Whether an outcome counts as a success: as its check found where the check passed or
+    failed, else (no check, or one that could not run) as the agent claimed."""
+    if verdict is not None and verdict.status is not VerdictStatus.UNCHECKED:
+        return verdict.passed
+    return claimed_success
 
 
 def judge_output(check: BoardCheck, output: str, checked_by: str) -> Verdict:

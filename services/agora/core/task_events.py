@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agora.core.acceptance import claim_stands
 from agora.core.limits import Identifier, Text
 from agora.core.market import AllocationStatus
 from agora.core.task_lifecycle import TaskRecord
@@ -56,7 +57,11 @@ class TaskEvent(BaseModel):
     at: datetime | None = Field(default=None, description="When it happened, when the record says.")
     status: AllocationStatus | None = Field(default=None, description="The status entered (`status` events).")
     agent_id: Identifier | None = None
-    success: bool | None = Field(default=None, description="Whether the run succeeded (`outcome` events).")
+    success: bool | None = Field(
+        default=None,
+        description="Whether the run succeeded (`outcome` events): as the task's check found where "
+        "it passed or failed, else as the agent reported.",
+    )
     detail: Text = ""
 
 
@@ -84,7 +89,7 @@ def task_events(record: TaskRecord) -> list[TaskEvent]:
             add(
                 TaskEventKind.OUTCOME,
                 agent_id=outcome.agent_id,
-                success=outcome.actual_success,
+                success=claim_stands(outcome.actual_success, record.verdict),
                 detail=outcome.summary,
             )
         add(TaskEventKind.STATUS, status=status, at=change.at, detail=detail)

@@ -425,9 +425,21 @@ class PlannerActivities:
                 agent_id=outcome.agent_id,
                 cost_usd=outcome.actual_cost_usd,
             )
+        if ended.check_failed:
+            # The task's own check failed the result: that is the attempt's end and reason,
+            # whatever the agent claimed; no model is asked to second-guess it.
+            assert ended.verdict is not None
+            return Verified(
+                usage=_usage(model),
+                ended=AttemptEnd.FAILED,
+                verdict=fail,
+                reason=f"its check failed: {ended.verdict.reason}"[:2048],
+                agent_id=outcome.agent_id,
+                cost_usd=outcome.actual_cost_usd,
+            )
         how = (
             AttemptEnd.SUCCEEDED
-            if outcome.actual_success
+            if ended.succeeded
             else AttemptEnd.PARTIAL
             if outcome.partial
             else AttemptEnd.FAILED

@@ -64,7 +64,9 @@ class TaskEndRelay:
         link = await self._link_reads.get(outcome.task_id)
         if link is None:
             return
-        await self._ended(link.value, TaskEnded(task_id=outcome.task_id, outcome=outcome))
+        await self._ended(
+            link.value, TaskEnded(task_id=outcome.task_id, outcome=outcome, verdict=report.verdict)
+        )
 
     async def end_on_board(self, task_id: str) -> TaskEnded | None:
         return await end_on_board(self._tasks, task_id)

@@ -131,6 +131,7 @@ class Agent:
         runner: AgentRunner | None = None,
         handler: Handler | None = None,
         workflows: Callable[[WorkflowRuntime], None] | None = None,
+        check_before_report: bool = True,
     ) -> None:
         given_tools = [t if isinstance(t, Tool | ToolSource) else Tool(t) for t in tools]
         if handler is not None and (model is not None or runner is not None or given_tools):
@@ -157,6 +158,7 @@ class Agent:
             max_concurrent_runs=max_concurrent_runs,
             handler=handler,
             workflows=workflows,
+            check_before_report=check_before_report,
         )
         if handler is None and runner is None:
             chosen = model if model is not None else _configured_model()
@@ -177,6 +179,7 @@ class Agent:
         bids: Literal["self", "market"] = "self",
         max_concurrent_runs: int = 4,
         workflows: Callable[[WorkflowRuntime], None] | None = None,
+        check_before_report: bool = True,
     ) -> Agent:
         """An agent of a capability profile a registry or another framework describes, with a
         runner or a handler (one of them)."""
@@ -192,6 +195,7 @@ class Agent:
             max_concurrent_runs=max_concurrent_runs,
             handler=handler,
             workflows=workflows,
+            check_before_report=check_before_report,
         )
         agent.runner = runner
         return agent
@@ -207,6 +211,7 @@ class Agent:
         max_concurrent_runs: int,
         handler: Handler | None,
         workflows: Callable[[WorkflowRuntime], None] | None,
+        check_before_report: bool = True,
     ) -> None:
         if max_concurrent_runs < 1:
             raise ValueError("max_concurrent_runs is at least 1")
@@ -224,6 +229,10 @@ class Agent:
         self.bids = bids
         self.max_concurrent_runs = max_concurrent_runs
         self.handler = handler
+        self.check_before_report = check_before_report
+        """Whether a run's output meets its task's own check (an expected answer, a JSON Schema)
+        before the agent claims success: one that does not is reported as the failure it is
+        (`agora.sdk._app_steps.claimed`). The market checks all the same."""
         self.workflows = workflows
         """Registers workflows and activities of the agent's own on its app's workflow runtime
         (an agent that runs on a workflow engine of its own, like a dapr-agents `DurableAgent`)."""

@@ -5,14 +5,17 @@ app."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
+from agora.core.acceptance import VerdictStatus
 from agora.core.errors import AgoraError, NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse, resume_message
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
 from agora.core.market import TaskOutcome
 from agora.core.messages import EscalationResolved, HandOver, TaskAwarded
-from agora.core.task_lifecycle import failure_summary
+from agora.core.task_lifecycle import failure_summary, verdict_on
 from agora.runtime.interfaces import TaskInterface
 from agora.sdk._agent import Agent, HandlerResult
 from agora.sdk._app_meter import RunMeter
@@ -21,6 +24,8 @@ from agora.sdk._monitor import UncertaintyStepMonitor
 from agora.sdk._runner import AgentState, AgentStateStore, ExecutionResult, RunEventSink, RunStatus
 
 __all__ = ["charged", "execute_award", "resume_award"]
+
+log = logging.getLogger(__name__)
 
 
 async def execute_award(
@@ -35,7 +40,7 @@ async def execute_award(
     that fails (its budget, its iteration limit, a model that is gone) ends as a failed outcome
     with the reason and what it spent; a run the step monitor paused waits for a person."""
     if agent.handler is not None:
-        return _handled(award, await agent.handler(award))
+        return _handled(agent, award, await agent.handler(award))
     assert agent.runner is not None
     saved = await store.load(agent.agent_id, award.task_id)
     if saved is not None and saved.status is RunStatus.WAITING_FOR_HUMAN:
@@ -117,24 +122,39 @@ async def resume_award(
     )
 
 
-def _handled(award: TaskAwarded, result: HandlerResult) -> RunProgress:
+def claimed(agent: Agent, award: TaskAwarded, outcome: TaskOutcome) -> TaskOutcome:
+    """The outcome as an honest agent claims it: a success whose output fails the task's own
+    check (one the SDK can run here, as the board will) is reported as the failure it is, its
+    output unchanged, instead of a success the check would contradict."""
+    if not agent.check_before_report or not outcome.actual_success:
+        return outcome
+    verdict = verdict_on(award.spec, outcome, datetime.now(UTC))
+    if verdict is None or verdict.status is not VerdictStatus.FAILED:
+        return outcome
+    log.info(
+        "the run's output fails its task's check; reporting a failure",
+        extra={"task_id": award.task_id, "agent_id": award.agent_id, "reason": verdict.reason[:300]},
+    )
+    return outcome.model_copy(update={"actual_success": False, "partial": False})
+
+
+def _handled(agent: Agent, award: TaskAwarded, result: HandlerResult) -> RunProgress:
     """Where a handler's result leaves the run: waiting for a person, or ended with it."""
     if result.waiting_on is not None:
         return RunProgress(waiting_on=result.waiting_on, handle=result.handle)
-    return RunProgress(
-        outcome=TaskOutcome(
-            task_id=award.task_id,
-            agent_id=award.agent_id,
-            actual_success=result.success,
-            actual_cost_usd=result.cost_usd,
-            actual_steps=result.steps,
-            partial=result.partial,
-            summary=result.summary,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            award_token=award.award_token,
-        )
+    outcome = TaskOutcome(
+        task_id=award.task_id,
+        agent_id=award.agent_id,
+        actual_success=result.success,
+        actual_cost_usd=result.cost_usd,
+        actual_steps=result.steps,
+        partial=result.partial,
+        summary=result.summary,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        award_token=award.award_token,
     )
+    return RunProgress(outcome=claimed(agent, award, outcome))
 
 
 async def _resume_handled(
@@ -153,7 +173,7 @@ async def _resume_handled(
         and decided.decision.action is EscalationAction.REASSIGN
     ):
         return await _hand_over(agent, award, decided, decided.decision, None, None, tasks)
-    return _handled(award, result)
+    return _handled(agent, award, result)
 
 
 async def _hand_over(
@@ -210,20 +230,19 @@ async def _progress(
         return RunProgress(outcome=_outcome_of(agent, award, failed))
     if run.status is RunStatus.WAITING_FOR_HUMAN:
         return RunProgress(waiting_on=run.escalation_id)
-    return RunProgress(
-        outcome=TaskOutcome(
-            task_id=award.task_id,
-            agent_id=award.agent_id,
-            actual_success=run.status is RunStatus.COMPLETED,
-            actual_cost_usd=charged(agent, run.total_cost_usd, run.iterations),
-            actual_steps=run.iterations,
-            summary=_summary(run.status, run.output, run.reason),
-            input_tokens=run.input_tokens,
-            output_tokens=run.output_tokens,
-            tools_called=run.tools_called,
-            award_token=award.award_token,
-        )
+    outcome = TaskOutcome(
+        task_id=award.task_id,
+        agent_id=award.agent_id,
+        actual_success=run.status is RunStatus.COMPLETED,
+        actual_cost_usd=charged(agent, run.total_cost_usd, run.iterations),
+        actual_steps=run.iterations,
+        summary=_summary(run.status, run.output, run.reason),
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        tools_called=run.tools_called,
+        award_token=award.award_token,
     )
+    return RunProgress(outcome=claimed(agent, award, outcome))
 
 
 def charged(agent: Agent, model_cost_usd: float, steps: int) -> float:
@@ -248,15 +267,19 @@ def _progress_of(agent: Agent, award: TaskAwarded, state: AgentState) -> RunProg
 
 def _outcome_of(agent: Agent, award: TaskAwarded, state: AgentState) -> TaskOutcome:
     """The outcome a saved run's state shows (a run that ended, or is ended now)."""
-    return TaskOutcome(
-        task_id=award.task_id,
-        agent_id=award.agent_id,
-        actual_success=state.status is RunStatus.COMPLETED,
-        actual_cost_usd=charged(agent, state.cost_usd, state.iterations),
-        actual_steps=state.iterations,
-        summary=_summary(state.status, state.output, state.reason),
-        input_tokens=state.input_tokens,
-        output_tokens=state.output_tokens,
-        tools_called=state.tools_called,
-        award_token=award.award_token,
+    return claimed(
+        agent,
+        award,
+        TaskOutcome(
+            task_id=award.task_id,
+            agent_id=award.agent_id,
+            actual_success=state.status is RunStatus.COMPLETED,
+            actual_cost_usd=charged(agent, state.cost_usd, state.iterations),
+            actual_steps=state.iterations,
+            summary=_summary(state.status, state.output, state.reason),
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            tools_called=state.tools_called,
+            award_token=award.award_token,
+        ),
     )

@@ -272,7 +272,7 @@ class MarketCrewResult(BaseModel):
 
     @property
     def succeeded(self) -> bool:
-        return self.task.outcome is not None and self.task.outcome.actual_success
+        return self.task.status is AllocationStatus.COMPLETED
 
     @property
     def output(self) -> str:

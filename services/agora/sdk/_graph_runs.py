@@ -661,7 +661,8 @@ def _market_result(wait: Wait, ended: TaskEnded | None) -> MarketResult:
     if outcome is None:
         reason = ended.rejected_reason or ""
         return MarketResult(task_id=wait.id, succeeded=False, status="REJECTED", summary=reason)
-    status = "COMPLETED" if outcome.actual_success else "PARTIAL" if outcome.partial else "FAILED"
-    return MarketResult(task_id=wait.id, succeeded=outcome.actual_success, status=status,
+    partial = outcome.partial and not ended.check_failed
+    status = "COMPLETED" if ended.succeeded else "PARTIAL" if partial else "FAILED"
+    return MarketResult(task_id=wait.id, succeeded=ended.succeeded, status=status,
                         agent_id=outcome.agent_id, summary=outcome.summary,
                         cost_usd=outcome.actual_cost_usd)  # fmt: skip

@@ -49,6 +49,8 @@ def summer(agent_id: str, skill: str, right: bool) -> Agent:
         profile,
         handler=add_right if right else add_wrong,
         estimate=bidding(RIGHT_CLAIM if right else WRONG_CLAIM),
+        # The wrong one never looks: it claims success whatever its task's check would say.
+        check_before_report=right,
     )
 
 
