@@ -13,7 +13,7 @@ from dapr.actor.runtime.mock_state_manager import MockStateManager
 from agora.core.acceptance import CheckerApp
 from agora.core.contracts import CheckAnswer, CheckRequest
 from agora.runtime.actor_interface import ActorAnswer
-from agora.runtime.checkers import Checkers, CheckerUnreachable
+from agora.runtime.checkers import Checkers, CheckNotAnswered
 
 
 def mock_state(actor: Actor) -> dict[str, Any]:
@@ -26,7 +26,7 @@ A = TypeVar("A", bound=Actor)
 
 class ScriptedCheckers(Checkers):
     """Checker apps that answer from a script, in order: a `CheckAnswer`, or an exception to
-    raise (`CheckerUnreachable`, `CheckerAnswerInvalid`); `asked` holds each request."""
+    raise (`CheckNotAnswered`, `CheckAnswerInvalid`); `asked` holds each request."""
 
     def __init__(self, *script: CheckAnswer | Exception) -> None:
         self.script = list(script)
@@ -35,7 +35,7 @@ class ScriptedCheckers(Checkers):
     async def ask(self, check: CheckerApp, request: CheckRequest) -> CheckAnswer:
         self.asked.append((check, request))
         if not self.script:
-            raise CheckerUnreachable("the script has no answer left")
+            raise CheckNotAnswered("the script has no answer left")
         answer = self.script.pop(0)
         if isinstance(answer, Exception):
             raise answer

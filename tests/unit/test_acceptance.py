@@ -16,7 +16,9 @@ from agora.core.acceptance import (
     ExpectedAnswer,
     JsonSchemaCheck,
     MatchMode,
+    Verdict,
     VerdictStatus,
+    claim_stands,
     judge_output,
 )
 from agora.core.market import (
@@ -261,3 +263,18 @@ def test_a_correction_leaves_the_counts_as_if_the_outcome_had_been_counted_so_fr
         "overclaims",
     ):
         assert getattr(corrected, field) == pytest.approx(getattr(straight, field)), field
+
+
+def test_a_judges_verdict_weighs_as_much_as_its_confidence() -> None:
+    assert outcome_weight(True, VerdictStatus.PASSED, 1.0, confidence=0.6) == 0.6
+    assert outcome_weight(True, VerdictStatus.FAILED, 1.0, confidence=0.5) == OVERCLAIM_WEIGHT * 0.5
+    assert outcome_weight(False, VerdictStatus.FAILED, 1.0, confidence=0.25) == 0.25
+    assert outcome_weight(True, None, 0.3, confidence=0.9) == 0.3, "no verdict: the agent's word"
+
+
+def test_a_claim_stands_where_the_check_could_not_say_otherwise() -> None:
+    verdict = Verdict(status=VerdictStatus.FAILED, kind="expected", reason="r", checked_by="taskboard")
+    assert claim_stands(True, verdict) is False
+    assert claim_stands(False, verdict.model_copy(update={"status": VerdictStatus.PASSED})) is True
+    assert claim_stands(True, verdict.model_copy(update={"status": VerdictStatus.UNCHECKED})) is True
+    assert claim_stands(False, None) is False

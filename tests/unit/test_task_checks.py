@@ -12,10 +12,11 @@ from agora.core.acceptance import CHECKER_ATTEMPTS, VerdictStatus, checker_backo
 from agora.core.contracts import CheckAnswer, OutcomeReport
 from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import TaskCancel
-from agora.runtime.checkers import CheckerAnswerInvalid, CheckerUnreachable
+from agora.runtime.checkers import CheckAnswerInvalid, CheckNotAnswered
 from agora.runtime.pubsub import Publisher
-from agora.sdk.testing import RecordingPublisher
+from agora.sdk.testing import RecordingPublisher, ScriptedModel
 from agora.taskboard.actors import CHECK_REMINDER, Task, TaskBoardDeps
+from agora.taskboard.judge import Judge
 from tests.unit.helpers import ScriptedCheckers, answer_of, hosted
 from tests.unit.test_awards import awarded as result
 from tests.unit.test_task_actor import board_index, record_of, task_spec
@@ -102,7 +103,7 @@ async def test_the_same_outcome_again_while_it_is_checked_arms_the_check_again_a
 
 async def test_a_silent_checker_app_is_asked_again_with_a_backoff_then_the_outcome_is_unchecked() -> None:
     publisher = RecordingPublisher()
-    script = [CheckerUnreachable(f"503 ERR_DIRECT_INVOKE try {n}") for n in range(CHECKER_ATTEMPTS)]
+    script = [CheckNotAnswered(f"503 ERR_DIRECT_INVOKE try {n}") for n in range(CHECKER_ATTEMPTS)]
     actor, outcome = await checked_task(ScriptedCheckers(*script), publisher)
     await actor.mark_outcome(outcome)
 
@@ -126,7 +127,7 @@ async def test_a_silent_checker_app_is_asked_again_with_a_backoff_then_the_outco
 
 async def test_an_answer_out_of_the_checkers_contract_leaves_the_outcome_unchecked_at_once() -> None:
     publisher = RecordingPublisher()
-    invalid = CheckerAnswerInvalid("answered out of its contract: passed: Field required")
+    invalid = CheckAnswerInvalid("answered out of its contract: passed: Field required")
     actor, outcome = await checked_task(ScriptedCheckers(invalid), publisher)
     await actor.mark_outcome(outcome)
     await fire_check(actor)
@@ -160,3 +161,160 @@ async def test_a_run_that_ended_on_the_markets_error_is_not_sent_to_the_checker(
     ended = record_of(await actor.mark_outcome(over))
     assert ended.status is AllocationStatus.FAILED and ended.verdict is None
     assert CHECK_REMINDER not in reminders(actor) and len(outcomes(publisher)) == 1
+
+
+JUDGE = {"kind": "judge", "rubric": "the answer names the ledger's balance"}
+
+
+async def judged_task(model: ScriptedModel, publisher: RecordingPublisher) -> tuple[Task, TaskOutcome]:
+    deps = TaskBoardDeps(cast(Publisher, publisher), board_index(), ScriptedCheckers(), judge=Judge(model))
+    actor = hosted(Task, "t1", deps)
+    await actor._on_activate()
+    await actor.post_task(task_spec(acceptance={"check": JUDGE}))
+    await actor.record_allocation(result(("a1", 0.9)))
+    outcome = TaskOutcome(
+        task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=2,
+        summary="the ledger balances at 1,200", award_token=actor.state.award_token,
+    )  # fmt: skip
+    return actor, outcome
+
+
+async def test_a_judges_opinion_ends_the_task_and_is_kept_as_an_opinion_with_its_confidence() -> None:
+    publisher = RecordingPublisher()
+    model = ScriptedModel('{"passed": false, "confidence": 0.6, "reason": "it names no balance"}')
+    actor, outcome = await judged_task(model, publisher)
+    await actor.mark_outcome(outcome)
+    await fire_check(actor)
+
+    ended = record_of(await actor.get_task())
+    verdict = ended.verdict
+    assert verdict is not None and (verdict.status, verdict.kind) == (VerdictStatus.FAILED, "judge")
+    assert verdict.confidence == 0.6 and verdict.checked_by == "taskboard"
+    assert ended.status is AllocationStatus.FAILED and "it names no balance" in (ended.failure_reason or "")
+    [asked] = model.asked
+    prompt = asked[-1].content
+    assert "Rubric: the answer names the ledger's balance" in prompt and "1,200" in prompt
+    [report] = outcomes(publisher)
+    assert report.verdict == verdict
+
+
+async def test_a_judge_that_answers_out_of_its_schema_twice_leaves_the_outcome_unchecked() -> None:
+    publisher = RecordingPublisher()
+    model = ScriptedModel("it looks fine to me", '{"passed": "yes"}')
+    actor, outcome = await judged_task(model, publisher)
+    await actor.mark_outcome(outcome)
+    await fire_check(actor)
+
+    ended = record_of(await actor.get_task())
+    assert ended.verdict is not None and ended.verdict.status is VerdictStatus.UNCHECKED
+    assert ended.verdict.reason.startswith("the judge: answered out of its contract 2 times")
+    assert len(model.asked) == 2 and CHECK_REMINDER not in reminders(actor)
+    assert ended.status is AllocationStatus.COMPLETED, "the claim stands, marked unchecked"
+
+
+async def test_a_judge_whose_model_cannot_be_reached_is_asked_again_then_the_outcome_is_unchecked() -> None:
+    publisher = RecordingPublisher()
+    actor, outcome = await judged_task(ScriptedModel(), publisher)  # every call: ModelUnavailable
+    await actor.mark_outcome(outcome)
+    for _ in range(CHECKER_ATTEMPTS - 1):
+        await fire_check(actor)
+        assert record_of(await actor.get_task()).status is AllocationStatus.ALLOCATED
+    await fire_check(actor)
+    ended = record_of(await actor.get_task())
+    assert ended.verdict is not None and ended.verdict.status is VerdictStatus.UNCHECKED
+    assert (
+        "no answer after 4 tries" in ended.verdict.reason and "could not be reached" in ended.verdict.reason
+    )
+
+
+NEXT_BID_ON_A_WRONG_SUM = {
+    "check": {"kind": "expected", "match": "number", "expected": "5"},
+    "on_failure": "next_bid",
+}
+
+
+async def next_bid_task(publisher: RecordingPublisher, **spec: object) -> Task:
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index(), ScriptedCheckers()))
+    await actor._on_activate()
+    await actor.post_task(task_spec(acceptance=NEXT_BID_ON_A_WRONG_SUM, **spec))
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    return actor
+
+
+def said(actor: Task, agent_id: str, summary: str, cost: float = 0.1) -> TaskOutcome:
+    return TaskOutcome(
+        task_id="t1", agent_id=agent_id, actual_success=True, actual_cost_usd=cost, actual_steps=1,
+        summary=summary, award_token=actor.state.award_token,
+    )  # fmt: skip
+
+
+async def test_a_failed_check_passes_the_task_on_and_counts_the_failed_turn_against_its_agent() -> None:
+    publisher = RecordingPublisher()
+    actor = await next_bid_task(publisher)
+    first_token = actor.state.award_token
+    wrong = said(actor, "a1", "2 + 3 = 6")
+
+    passed = record_of(await actor.mark_outcome(wrong))
+    assert passed.status is AllocationStatus.ALLOCATED and passed.outcome is None and passed.verdict is None
+    assert [turn.agent_id for turn in passed.awards] == ["a1", "a2"]
+    assert passed.awards[0].outcome == wrong and passed.awards[0].verdict is not None
+    assert passed.awards[0].verdict.status is VerdictStatus.FAILED
+    assert actor.state.award_token not in (None, first_token), "a new token for the new turn"
+    [report] = outcomes(publisher)
+    assert report.outcome == wrong and report.counts_as_success is False and report.verdict is not None
+    assert report.winning_bid is not None and report.winning_bid.agent_id == "a1"
+    assert publisher.sent[-2][2] == "outcome:t1.1" and publisher.replies_to[-2] is None, (
+        "to the reputation only"
+    )
+    [_, award] = publisher.on(topics.TASK_AWARDED)
+    assert award.agent_id == "a2" and award.attempt == 2
+
+    again = record_of(await actor.mark_outcome(wrong))  # the first turn's report, delivered again
+    assert again == passed and len(outcomes(publisher)) == 2 and publisher.sent[-1][2] == "outcome:t1.1"
+
+    done = record_of(await actor.mark_outcome(said(actor, "a2", "2 + 3 = 5")))
+    assert done.status is AllocationStatus.COMPLETED and done.verdict is not None and done.verdict.passed
+    assert done.outcome is not None and done.outcome.agent_id == "a2"
+    assert publisher.sent[-1][2] == "outcome:t1" and outcomes(publisher)[-1].counts_as_success
+
+
+async def test_a_failed_check_ends_the_task_when_no_bid_is_left_or_the_budget_would_not_cover_the_next() -> (
+    None
+):
+    publisher = RecordingPublisher()
+    actor = await next_bid_task(publisher, budget_usd=0.15)  # a1 spent 0.10; a2 estimates 0.10
+    ended = record_of(await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6")))
+    assert ended.status is AllocationStatus.FAILED and (ended.failure_reason or "").startswith("CHECK_FAILED")
+    assert [turn.agent_id for turn in ended.awards] == ["a1"]
+
+    publisher = RecordingPublisher()
+    actor = await next_bid_task(publisher)
+    await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6"))
+    ended = record_of(await actor.mark_outcome(said(actor, "a2", "2 + 3 = 7")))
+    assert ended.status is AllocationStatus.FAILED and [turn.agent_id for turn in ended.awards] == [
+        "a1",
+        "a2",
+    ]
+    assert ended.outcome is not None and ended.outcome.agent_id == "a2", (
+        "the last turn's outcome is the task's"
+    )
+    assert [message_id for _, _, message_id in publisher.sent if message_id and "outcome" in message_id] == [
+        "outcome:t1.1",
+        "outcome:t1",
+    ]
+
+
+async def test_a_checker_apps_failed_verdict_passes_the_task_on_too() -> None:
+    publisher = RecordingPublisher()
+    checkers = ScriptedCheckers(CheckAnswer(passed=False, reason="off by 3"))
+    actor = hosted(Task, "t1", TaskBoardDeps(cast(Publisher, publisher), board_index(), checkers))
+    await actor._on_activate()
+    await actor.post_task(task_spec(acceptance={"check": CHECKER, "on_failure": "next_bid"}))
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    await actor.mark_outcome(said(actor, "a1", "the ledger balances"))
+    await fire_check(actor)
+
+    passed = record_of(await actor.get_task())
+    assert passed.status is AllocationStatus.ALLOCATED and passed.awards[-1].agent_id == "a2"
+    assert passed.awards[0].verdict is not None and passed.awards[0].verdict.checked_by == "ledger-tests"
+    assert actor.state.check_tries == 0 and CHECK_REMINDER not in reminders(actor)

@@ -13,7 +13,9 @@ The kinds:
   expression, or (its last number) a number within a tolerance;
 * `checker_app`: a Dapr app the publisher names answers pass or fail with its reason (how a team
   plugs in its own tests): the task board calls it by service invocation with the task and the
-  outcome (`agora.core.contracts.CheckRequest`, answered by a `CheckAnswer`).
+  outcome (`agora.core.contracts.CheckRequest`, answered by a `CheckAnswer`);
+* `judge`: a model judges the output against a rubric; its verdict is an opinion with a
+  confidence, and counts as much as that confidence.
 
 A check that cannot be carried out (a pattern that backtracks past its time, a checker app that
 does not answer after `CHECKER_ATTEMPTS` tries, or answers out of its contract) gives an
@@ -48,6 +50,8 @@ __all__ = [
     "DisputeVerdict",
     "ExpectedAnswer",
     "JsonSchemaCheck",
+    "JudgeCheck",
+    "JudgeOpinion",
     "MatchMode",
     "OnFailedCheck",
     "Verdict",
@@ -161,10 +165,37 @@ class CheckerApp(BaseModel):
     )
 
 
+class JudgeCheck(BaseModel):
+    """A model judges the output against `rubric`: the board asks its own model (the one its
+    settings name) for a `JudgeOpinion`. The verdict is an opinion, kept with its confidence,
+    and it weighs in the agent's record as much as that confidence (`outcome_weight`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["judge"] = "judge"
+    rubric: Note = Field(min_length=1, description="What a result must be to pass.")
+
+
+class JudgeOpinion(BaseModel):
+    """What the judge model answers (model output: validated, and asked again once when it is
+    not one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    passed: bool
+    confidence: float = Field(ge=0.0, le=1.0, description="How sure the judge is, from 0 to 1.")
+    reason: Note = Field(min_length=1)
+
+
 BoardCheck = JsonSchemaCheck | ExpectedAnswer
 """The kinds the board judges itself, in the turn that records the outcome."""
+AskedCheck = CheckerApp | JudgeCheck
+"""The kinds the board asks someone about, after the outcome is recorded and before the task
+ends: a checker app, a judge model."""
 
-AcceptanceCheck = Annotated[JsonSchemaCheck | ExpectedAnswer | CheckerApp, Field(discriminator="kind")]
+AcceptanceCheck = Annotated[
+    JsonSchemaCheck | ExpectedAnswer | CheckerApp | JudgeCheck, Field(discriminator="kind")
+]
 
 
 class OnFailedCheck(StrEnum):
@@ -172,6 +203,10 @@ class OnFailedCheck(StrEnum):
 
     FAIL = "fail"
     """The task ends FAILED, with the check's reason."""
+    NEXT_BID = "next_bid"
+    """The next-best bid not tried yet gets the task, if the task's budget still covers its
+    estimate on top of what the failed turns cost and the task's deadline (counted from its
+    first award) has not passed; else the task ends FAILED, with the check's reason."""
 
 
 class Acceptance(BaseModel):
@@ -201,6 +236,13 @@ class Verdict(BaseModel):
     reason: Note
     checked_by: Identifier = Field(description="The app that ran the check.")
     at: datetime | None = None
+    confidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="A judge's confidence in its opinion (`judge` verdicts only): an opinion, not a fact.",
+        exclude_if=lambda confidence: confidence is None,
+    )
 
     @property
     def passed(self) -> bool:

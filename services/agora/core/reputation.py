@@ -142,14 +142,17 @@ def _ema(previous: float, sample: float, weight: float) -> float:
     return (1.0 - weight) * previous + weight * sample
 
 
-def outcome_weight(claimed_success: bool, verdict: VerdictStatus | None, unchecked_weight: float) -> float:
+def outcome_weight(
+    claimed_success: bool, verdict: VerdictStatus | None, unchecked_weight: float, confidence: float = 1.0
+) -> float:
     """What one outcome counts as in the agent's record: 1 when a check passed or failed it,
     `OVERCLAIM_WEIGHT` when the check failed a success the agent claimed, `unchecked_weight`
-    without a verdict (no check, or one that could not run: the agent's word alone)."""
+    without a verdict (no check, or one that could not run: the agent's word alone). A judge's
+    verdict is an opinion: it counts `confidence` times as much as a check's."""
     if verdict is VerdictStatus.FAILED and claimed_success:
-        return OVERCLAIM_WEIGHT
+        return OVERCLAIM_WEIGHT * confidence
     if verdict in (VerdictStatus.PASSED, VerdictStatus.FAILED):
-        return 1.0
+        return confidence
     return unchecked_weight
 
 
@@ -168,6 +171,7 @@ def apply_outcome(
     counts_as_success: bool | None = None,
     verdict: VerdictStatus | None = None,
     unchecked_weight: float = DEFAULT_UNCHECKED_WEIGHT,
+    confidence: float = 1.0,
 ) -> ReputationRecord:
     """Return a new record with one outcome folded in; `record` is left unchanged.
 
@@ -209,7 +213,7 @@ def apply_outcome(
     if not 0.0 <= unchecked_weight <= 1.0:
         raise ValueError(f"unchecked_weight must be in [0, 1], got {unchecked_weight!r}")
     success = outcome.actual_success if counts_as_success is None else counts_as_success
-    weight = outcome_weight(outcome.actual_success, verdict, unchecked_weight)
+    weight = outcome_weight(outcome.actual_success, verdict, unchecked_weight, confidence)
 
     total = record.total_tasks + 1
     successful = record.successful_tasks + (1 if success else 0)
@@ -259,8 +263,9 @@ def counted_outcome(
     verdict: VerdictStatus | None,
     unchecked_weight: float = DEFAULT_UNCHECKED_WEIGHT,
     revision: int = 0,
+    confidence: float = 1.0,
 ) -> CountedOutcome:
-    weight = outcome_weight(outcome.actual_success, verdict, unchecked_weight)
+    weight = outcome_weight(outcome.actual_success, verdict, unchecked_weight, confidence)
     overclaimed = verdict is VerdictStatus.FAILED and outcome.actual_success
     return CountedOutcome(
         success=counts_as_success, weight=weight, overclaimed=overclaimed, revision=revision

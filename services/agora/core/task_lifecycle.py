@@ -33,10 +33,13 @@ from pydantic import BaseModel, Field
 
 from agora.core.acceptance import (
     DEFAULT_DISPUTE_WINDOW_S,
+    AskedCheck,
     BoardCheck,
     CheckerApp,
     Dispute,
     DisputeVerdict,
+    JudgeCheck,
+    OnFailedCheck,
     Verdict,
     VerdictStatus,
     judge_output,
@@ -135,6 +138,11 @@ class AwardAttempt(BaseModel):
     progress: list[ProgressMade] = Field(default_factory=list, max_length=MAX_PROGRESS_NOTES)
     """What the agent said of its progress during this turn, in order (the first
     `MAX_PROGRESS_NOTES`; later ones are not kept)."""
+    outcome: TaskOutcome | None = Field(default=None, exclude_if=lambda outcome: outcome is None)
+    """The turn's outcome, kept here when its check failed and the task passed to the next bid
+    (`on_failure: next_bid`); the task's own `outcome` is its last turn's."""
+    verdict: Verdict | None = Field(default=None, exclude_if=lambda verdict: verdict is None)
+    """The failed verdict of that outcome."""
 
 
 LEGAL_TRANSITIONS: dict[AllocationStatus, frozenset[AllocationStatus]] = {
@@ -480,51 +488,122 @@ def verdict_on(spec: TaskSpec, outcome: TaskOutcome, now: datetime) -> Verdict |
     return verdict.model_copy(update={"at": now})
 
 
-def checker_of(spec: TaskSpec, outcome: TaskOutcome) -> CheckerApp | None:
-    """The checker app to ask about the outcome before the task ends; None when the task names
-    none, or the run ended on the market's own error (nothing to check)."""
+def asked_check_of(spec: TaskSpec, outcome: TaskOutcome) -> AskedCheck | None:
+    """The checker app or judge to ask about the outcome before the task ends; None when the
+    task names neither, or the run ended on the market's own error (nothing to check)."""
     acceptance = spec.acceptance
-    if acceptance is None or not isinstance(acceptance.check, CheckerApp):
+    if acceptance is None or not isinstance(acceptance.check, AskedCheck):
         return None
     return acceptance.check if failure_code(outcome) is None else None
 
 
 def awaiting_verdict(record: TaskRecord) -> bool:
-    """Whether the outcome is recorded and the task waits for its checker app's verdict."""
+    """Whether the outcome is recorded and the task waits for its checker app's or judge's
+    verdict."""
     return record.status is AllocationStatus.ALLOCATED and record.outcome is not None
 
 
-def checker_verdict(check: CheckerApp, passed: bool, reason: str, now: datetime) -> Verdict:
-    """What the checker app answered, as the verdict of the check it ran."""
-    status = VerdictStatus.PASSED if passed else VerdictStatus.FAILED
+def asked_verdict(
+    check: AskedCheck, passed: bool, reason: str, now: datetime, confidence: float | None = None
+) -> Verdict:
+    """What the checker app or the judge answered, as the verdict of its check: signed by the
+    checker app, or by the board whose model judged (with the judge's confidence)."""
     return Verdict(
-        status=status, kind=check.kind, reason=reason[:MAX_NOTE_CHARS], checked_by=check.app_id, at=now
+        status=VerdictStatus.PASSED if passed else VerdictStatus.FAILED,
+        kind=check.kind,
+        reason=reason[:MAX_NOTE_CHARS],
+        checked_by=check.app_id if isinstance(check, CheckerApp) else CHECKED_BY_THE_BOARD,
+        at=now,
+        confidence=confidence if isinstance(check, JudgeCheck) else None,
     )
 
 
-def unchecked(check: CheckerApp, why: str, now: datetime) -> Verdict:
+def unchecked(check: AskedCheck, why: str, now: datetime) -> Verdict:
     """A check that could not be carried out: the outcome stays unchecked, with the reason."""
+    who = f"checker app {check.app_id}" if isinstance(check, CheckerApp) else "the judge"
     return Verdict(
         status=VerdictStatus.UNCHECKED,
         kind=check.kind,
-        reason=f"checker app {check.app_id}: {why}"[:MAX_NOTE_CHARS],
+        reason=f"{who}: {why}"[:MAX_NOTE_CHARS],
         checked_by=CHECKED_BY_THE_BOARD,
         at=now,
     )
 
 
-def apply_verdict(record: TaskRecord, verdict: Verdict) -> TaskRecord:
-    """The task ends as its checker app's verdict says (`outcome_status`). A task that no longer
-    waits for one (a person cancelled it meanwhile, or the verdict was applied before) is left
-    as it is."""
+def apply_verdict(record: TaskRecord, verdict: Verdict, now: datetime) -> TaskRecord:
+    """The task ends as its checker app's or judge's verdict says (`ended_as_checked`). A task
+    that no longer waits for one (a person cancelled it meanwhile, or the verdict was applied
+    before) is left as it is."""
     if not awaiting_verdict(record):
         return record
+    return ended_as_checked(record, verdict, now)
+
+
+def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime) -> TaskRecord:
+    """The task, its outcome recorded, as its verdict leaves it: ended (`outcome_status`), or,
+    when the check failed and the task says `on_failure: next_bid`, passed to the next bid
+    (`passed_on`) where one is left within the task's budget and deadline."""
     assert record.outcome is not None
+    if verdict is not None and verdict.status is VerdictStatus.FAILED:
+        passed = passed_on(record, verdict, now)
+        if passed is not None:
+            return passed
     moved = move(record, outcome_status(record.spec, record.outcome, verdict))
     update: dict[str, object] = {"verdict": verdict}
-    if verdict.status is VerdictStatus.FAILED:
+    if verdict is not None and verdict.status is VerdictStatus.FAILED:
         update["failure_reason"] = check_failure_reason(verdict)
     return moved.model_copy(update=update)
+
+
+def passed_on(record: TaskRecord, verdict: Verdict, now: datetime) -> TaskRecord | None:
+    """The task passed to the next-best bid not tried yet after its check failed the current
+    turn's outcome (kept on that turn, with the verdict); None when the task does not ask for
+    that, no eligible bid is left, the budget would not cover the next bid's estimate on top of
+    what the turns so far cost, or the deadline (from the first award) has passed."""
+    acceptance = record.spec.acceptance
+    if acceptance is None or acceptance.on_failure is not OnFailedCheck.NEXT_BID:
+        return None
+    assert record.allocation is not None and record.outcome is not None and record.awards
+    if len(record.awards) >= MAX_CANDIDATES:
+        return None
+    nearest = next_best(record.allocation, {attempt.agent_id for attempt in record.awards})
+    if nearest is None:
+        return None
+    bid = next(b for b in record.allocation.all_bids if b.agent_id == nearest.agent_id)
+    spent = record.outcome.actual_cost_usd + sum(
+        turn.outcome.actual_cost_usd for turn in record.awards if turn.outcome is not None
+    )
+    budget = record.spec.budget_usd
+    if budget is not None and spent + bid.estimated_cost_usd > budget:
+        return None
+    deadline = run_deadline(record.spec, record.awards[0].awarded_at)
+    if deadline is not None and now >= deadline:
+        return None
+    checked = record.awards[-1].model_copy(update={"outcome": record.outcome, "verdict": verdict})
+    allocation = record.allocation.model_copy(
+        update={"winning_agent_id": nearest.agent_id, "winning_bid": bid, "winning_score": nearest}
+    )
+    return record.model_copy(
+        update={
+            "allocation": allocation,
+            "awards": [*record.awards[:-1], checked, AwardAttempt(agent_id=nearest.agent_id, awarded_at=now)],
+            "outcome": None,
+            "verdict": None,
+            "award_published": False,
+        }
+    )
+
+
+def turn_of(record: TaskRecord, outcome: TaskOutcome) -> AwardAttempt | None:
+    """The earlier turn whose outcome this is (a redelivery of an outcome the task passed on
+    from), if any."""
+    earlier = (turn for turn in record.awards if turn.outcome is not None and turn.outcome == outcome)
+    return next(earlier, None)
+
+
+def was_passed_on(before: TaskRecord, after: TaskRecord) -> bool:
+    """Whether a change passed the task to the next bid after a failed check."""
+    return len(after.awards) > len(before.awards) and after.awards[-2].outcome is not None
 
 
 def check_failure_reason(verdict: Verdict) -> str:
@@ -542,22 +621,21 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> T
         if record.outcome == outcome:
             return record
         raise InvalidOutcome(f"task {record.task_id} already has an outcome")
+    if turn_of(record, outcome) is not None:
+        return record  # an earlier turn's, which the task passed on from
     winner = record.allocation.winning_agent_id if record.allocation else None
     if outcome.agent_id != winner or record.status is not AllocationStatus.ALLOCATED:
         raise AwardNotHeld(
             f"task {record.task_id} is not awarded to {outcome.agent_id} (it is {record.status})"
         )
     taken = acknowledge(record, outcome.agent_id, now)
-    if checker_of(record.spec, outcome) is not None:
-        # Recorded, and the task ends when its checker app's verdict is in (`apply_verdict`).
+    if asked_check_of(record.spec, outcome) is not None:
+        # Recorded, and the task ends when its checker app's or judge's verdict is in
+        # (`apply_verdict`).
         return taken.model_copy(update={"outcome": outcome, "award_published": True})
-    verdict = verdict_on(record.spec, outcome, now)
-    moved = move(taken, outcome_status(record.spec, outcome, verdict))
-    update: dict[str, object] = {"outcome": outcome, "verdict": verdict}
-    if verdict is not None and verdict.status is VerdictStatus.FAILED:
-        update["failure_reason"] = check_failure_reason(verdict)
     # An outcome proves the award reached the worker, even if recording that was cut short.
-    return moved.model_copy(update={**update, "award_published": True})
+    recorded = taken.model_copy(update={"outcome": outcome, "award_published": True})
+    return ended_as_checked(recorded, verdict_on(record.spec, outcome, now), now)
 
 
 DISPUTED_BY_THE_PUBLISHER = "dispute"

@@ -90,8 +90,16 @@ class Reputation(PydanticActor[ReputationState, ReputationDeps], ReputationInter
         # nothing about how well it estimates itself.
         bid = report.winning_bid if report.winning_bid and not report.winning_bid.fallback else None
         verdict = report.verdict.status if report.verdict else None
+        confidence = (
+            report.verdict.confidence if report.verdict and report.verdict.confidence is not None else 1.0
+        )
         now = counted_outcome(
-            report.outcome, report.counts_as_success, verdict, self.deps.unchecked_weight, report.revision
+            report.outcome,
+            report.counts_as_success,
+            verdict,
+            self.deps.unchecked_weight,
+            report.revision,
+            confidence,
         )
         if task_id in self.state.recent_outcomes:
             before = self.state.counted.get(task_id)
@@ -113,6 +121,7 @@ class Reputation(PydanticActor[ReputationState, ReputationDeps], ReputationInter
             counts_as_success=report.counts_as_success,
             verdict=verdict,
             unchecked_weight=self.deps.unchecked_weight,
+            confidence=confidence,
         )
         kept = [*self.state.recent_outcomes, task_id][-RECENT_OUTCOMES_KEPT:]
         self.state.recent_outcomes = kept

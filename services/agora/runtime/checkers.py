@@ -12,19 +12,19 @@ from agora.core.contracts import CheckAnswer, CheckRequest
 from agora.core.errors import AgoraError, describe_field_errors, field_errors
 from agora.runtime.sidecar import DaprError, DaprSidecar, SidecarUnavailable
 
-__all__ = ["CheckerAnswerInvalid", "CheckerUnreachable", "Checkers"]
+__all__ = ["CheckAnswerInvalid", "CheckNotAnswered", "Checkers"]
 
 MAX_REASON_CHARS = 500
 
 
-class CheckerUnreachable(Exception):
-    """The checker app gave no answer this time (down, its sidecar's refusal, an error of its
-    own, past its time): worth another try."""
+class CheckNotAnswered(Exception):
+    """The check's checker app or judge gave no answer this time (down, its sidecar's refusal,
+    an error of its own, past its time): worth another try."""
 
 
-class CheckerAnswerInvalid(Exception):
-    """The checker app answered, but not a `CheckAnswer` (or refused the request as invalid):
-    another try would get the same."""
+class CheckAnswerInvalid(Exception):
+    """The check's checker app or judge answered, but not in its contract (or refused the
+    request as invalid): another try would get the same."""
 
 
 class Checkers:
@@ -41,21 +41,21 @@ class Checkers:
                     timeout=check.timeout_s,
                 )
         except TimeoutError:
-            raise CheckerUnreachable(f"no answer within {check.timeout_s:g} s") from None
+            raise CheckNotAnswered(f"no answer within {check.timeout_s:g} s") from None
         except (DaprError, SidecarUnavailable) as exc:
-            raise CheckerUnreachable(str(exc)[:MAX_REASON_CHARS]) from None
+            raise CheckNotAnswered(str(exc)[:MAX_REASON_CHARS]) from None
         except AgoraError as exc:
             if exc.http_status >= 500:
-                raise CheckerUnreachable(f"{exc.code}: {exc.message}"[:MAX_REASON_CHARS]) from None
-            raise CheckerAnswerInvalid(
+                raise CheckNotAnswered(f"{exc.code}: {exc.message}"[:MAX_REASON_CHARS]) from None
+            raise CheckAnswerInvalid(
                 f"refused the request: {exc.code}: {exc.message}"[:MAX_REASON_CHARS]
             ) from None
         except ValueError as exc:  # an answer that is not JSON
-            raise CheckerAnswerInvalid(
+            raise CheckAnswerInvalid(
                 f"answered something that is not JSON: {exc}"[:MAX_REASON_CHARS]
             ) from None
         try:
             return CheckAnswer.model_validate(answer)
         except ValidationError as exc:
             why = describe_field_errors(field_errors(exc.errors()), exc.error_count())
-            raise CheckerAnswerInvalid(f"answered out of its contract: {why}"[:MAX_REASON_CHARS]) from None
+            raise CheckAnswerInvalid(f"answered out of its contract: {why}"[:MAX_REASON_CHARS]) from None

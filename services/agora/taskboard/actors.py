@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
-from agora.core.acceptance import CHECKER_ATTEMPTS, CheckerApp, checker_backoff
+from agora.core.acceptance import CHECKER_ATTEMPTS, AskedCheck, CheckerApp, Verdict, checker_backoff
 from agora.core.contracts import CheckRequest, OutcomeReport
 from agora.core.errors import NotFound
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
@@ -51,14 +51,15 @@ from agora.core.messages import (
     TaskDispute,
     TaskRejected,
 )
-from agora.core.task_lifecycle import AwardNotHeld, TaskRecord
+from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
-from agora.runtime.checkers import CheckerAnswerInvalid, Checkers, CheckerUnreachable
+from agora.runtime.checkers import CheckAnswerInvalid, Checkers, CheckNotAnswered
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
 from agora.runtime.tracing import current_traceparent, extract_context, tracer
 from agora.taskboard.award_watch import AWARD_WATCH, parse_watch_entry, watch_entry
+from agora.taskboard.judge import Judge
 from agora.taskboard.listings import TaskListings
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ LAPSE_REMINDER = "lapsed"
 """Armed only when announcing a lapsed award failed: it tries again."""
 LAPSE_RETRY_SECONDS = 5
 CHECK_REMINDER = "check"
-"""Asks the task's checker app about the recorded outcome: armed as the outcome is recorded, and
+"""Asks the task's checker app or judge about the recorded outcome: armed as the outcome is recorded, and
 again, after a backoff, when a try gets no answer."""
 UNDER_WAY = (AllocationStatus.PENDING, AllocationStatus.BIDDING, AllocationStatus.ALLOCATED)
 
@@ -88,7 +89,7 @@ class TaskSlot(BaseModel):
     """Lapsed awards not announced yet: committed with the lapse itself, so a failed publish
     (or a crash right after the commit) is announced later, never lost."""
     check_tries: int = 0
-    """Tries of the task's checker app that got no answer so far (`CHECK_REMINDER`)."""
+    """Tries of the task's checker app or judge that got no answer so far (`CHECK_REMINDER`)."""
     cancel_to_announce: TaskCancelled | None = None
     """The cancel of a task an agent held, not announced yet: committed with the cancel, so a
     failed publish is announced when the cancel is asked again (it answers with an error until
@@ -109,7 +110,10 @@ class TaskBoardDeps:
     retention_seconds: int | None = None
     """How long a task that reached its end is kept (None: for ever): its record's state TTL."""
     checker_backoff_s: tuple[float, ...] = checker_backoff()
-    """The waits before each next try of a checker app that did not answer."""
+    """The waits before each next try of a checker app or judge that did not answer."""
+    judge: Judge | None = None
+    """The board's model, for tasks whose check is a judge (None: such a task stays unchecked,
+    with the reason)."""
 
     @cached_property
     def listings(self) -> TaskListings:
@@ -269,6 +273,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         task's outcome once. So an outcome on the board is announced however its reporter
         fares after the call."""
         record = self._record()
+        earlier = lifecycle.turn_of(record, outcome)
+        if earlier is not None:
+            await self._announce_turn(record, earlier)  # a turn the task passed on from
+            return record
         if record.outcome is None or record.outcome != outcome:
             self._check_token(outcome.agent_id, outcome.award_token)
         ended = lifecycle.record_outcome(record, outcome, _now())
@@ -276,6 +284,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             # An outcome acknowledges the award: out of the watch with the same index write.
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
+        if lifecycle.was_passed_on(record, ended):
+            return await self._pass_on(ended)
         ended = await self._save(ended)
         if lifecycle.awaiting_verdict(ended):
             # Armed again when the same outcome comes again: a reporter whose call failed after
@@ -285,38 +295,73 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         await self._announce_outcome(ended, outcome)
         return ended
 
-    async def _ask_checker(self) -> None:
-        """One try of the task's checker app. An answer ends the task as it says; no answer
-        (the app down, a refusal of its sidecar, a try past `timeout_s`) is tried again after
-        a backoff, `CHECKER_ATTEMPTS` times in all, and then the outcome stays UNCHECKED with
-        the last reason. An answer out of the `CheckAnswer` contract is no verdict: UNCHECKED
-        at once, with what was wrong."""
+    async def _pass_on(self, passed: TaskRecord) -> TaskRecord:
+        """The check failed the turn's outcome and the task went to the next bid: a new award
+        token, watched like any award; the failed turn's outcome is announced (to the
+        reputation, which counts it against its agent), then the new award."""
+        log.info(
+            "task's check failed; awarding the next-best bid",
+            extra={"task_id": self.id.id, "agent_id": passed.awards[-2].agent_id,
+                   "next_agent_id": passed.awards[-1].agent_id},
+        )  # fmt: skip
+        self.state.traceparent = current_traceparent()
+        self.state.award_token = secrets.token_urlsafe(24)
+        self.state.check_tries = 0
+        self._watch(passed)
+        await self._save(passed)
+        await self._announce_turn(passed, passed.awards[-2])
+        return await self._announce()
+
+    async def _announce_turn(self, record: TaskRecord, turn: AwardAttempt) -> None:
+        """An earlier turn's outcome, which its check failed (event id `outcome:<task>.<turn>`,
+        to the reputation only: the task went on)."""
+        assert turn.outcome is not None and record.allocation is not None
+        number = record.awards.index(turn) + 1
+        bid = next((b for b in record.allocation.all_bids if b.agent_id == turn.agent_id), None)
+        await self.deps.publisher.publish(
+            topics.TASK_OUTCOME_RECORDED,
+            OutcomeReport(
+                outcome=turn.outcome, counts_as_success=False, winning_bid=bid, verdict=turn.verdict
+            ),
+            message_id=f"outcome:{record.task_id}.{number}",
+        )
+
+    async def _ask_for_verdict(self) -> None:
+        """One try of the task's checker app or judge. An answer ends the task as it says; no
+        answer (the app or the model down, a refusal of its sidecar, a try past its time) is
+        tried again after a backoff, `CHECKER_ATTEMPTS` times in all, and then the outcome
+        stays UNCHECKED with the last reason. An answer out of its contract is no verdict:
+        UNCHECKED at once, with what was wrong."""
         record = self._record()
         if not lifecycle.awaiting_verdict(record):
             return
         assert record.outcome is not None and record.spec.acceptance is not None
         check = record.spec.acceptance.check
-        assert isinstance(check, CheckerApp)
+        assert isinstance(check, AskedCheck)
         request = CheckRequest(
             spec=record.spec, outcome=record.outcome.model_copy(update={"award_token": None})
         )
+        who = f"checker app {check.app_id}" if isinstance(check, CheckerApp) else "judge"
         with tracer("agora.taskboard").start_as_current_span(
             "taskboard.check",
-            attributes={"task_id": self.id.id, "agora.checker_app": check.app_id,
-                        "agora.check_try": self.state.check_tries + 1},
-        ) as span:  # fmt: skip
+            attributes={
+                "task_id": self.id.id,
+                "agora.check": who,
+                "agora.check_try": self.state.check_tries + 1,
+            },
+        ) as span:
             try:
-                answer = await self.deps.checkers.ask(check, request)
-            except CheckerAnswerInvalid as exc:
+                verdict = await self._verdict_of(check, request)
+            except CheckAnswerInvalid as exc:
                 verdict = lifecycle.unchecked(check, str(exc), _now())
-            except CheckerUnreachable as exc:
+            except CheckNotAnswered as exc:
                 self.state.check_tries += 1
                 if self.state.check_tries < CHECKER_ATTEMPTS:
                     backoff = self.deps.checker_backoff_s
                     wait = backoff[min(self.state.check_tries, len(backoff)) - 1]
                     log.warning(
-                        "the task's checker app did not answer; asking again",
-                        extra={"task_id": self.id.id, "checker_app": check.app_id, "reason": str(exc)[:500],
+                        f"the task's {who} did not answer; asking again",
+                        extra={"task_id": self.id.id, "reason": str(exc)[:500],
                                "try": self.state.check_tries, "retry_in_s": wait},
                     )  # fmt: skip
                     await self.commit()
@@ -325,15 +370,23 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
                 verdict = lifecycle.unchecked(
                     check, f"no answer after {CHECKER_ATTEMPTS} tries; the last: {exc}", _now()
                 )
-            else:
-                verdict = lifecycle.checker_verdict(check, answer.passed, answer.reason, _now())
             span.set_attribute("agora.verdict", str(verdict.status))
-        ended = await self._save(lifecycle.apply_verdict(record, verdict))
-        log.info(
-            "task checked",
-            extra={"task_id": self.id.id, "checker_app": check.app_id, "verdict": str(verdict.status)},
-        )
+        checked = lifecycle.apply_verdict(record, verdict, _now())
+        if lifecycle.was_passed_on(record, checked):
+            await self._pass_on(checked)
+            return
+        ended = await self._save(checked)
+        log.info("task checked", extra={"task_id": self.id.id, "check": who, "verdict": str(verdict.status)})
         await self._announce_outcome(ended, record.outcome)
+
+    async def _verdict_of(self, check: AskedCheck, request: CheckRequest) -> Verdict:
+        if isinstance(check, CheckerApp):
+            answer = await self.deps.checkers.ask(check, request)
+            return lifecycle.asked_verdict(check, answer.passed, answer.reason, _now())
+        if self.deps.judge is None:
+            raise CheckAnswerInvalid("this task board has no model to judge with")
+        opinion = await self.deps.judge.opinion(check, request)
+        return lifecycle.asked_verdict(check, opinion.passed, opinion.reason, _now(), opinion.confidence)
 
     async def _announce_outcome(self, record: TaskRecord, outcome: TaskOutcome, *, revision: int = 0) -> None:
         """The outcome as recorded (revision 0, to the reputation and the app waiting for the
@@ -454,7 +507,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             await self._announce_lapses()
             return
         if name == CHECK_REMINDER:
-            await self._ask_checker()
+            await self._ask_for_verdict()
             return
         if name != AWARD_REMINDER or self.state.record is None:
             return

@@ -16,6 +16,7 @@ from agora.core.market import AllocationStatus, TaskSpec
 from agora.core.messages import TaskCancel, TaskDispute
 from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
 from agora.core.topics import TASKS
+from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.checkers import Checkers
 from agora.runtime.clients import task_actors
@@ -32,6 +33,7 @@ from agora.runtime.status_index import IdSet, StatusIndex
 from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
 from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
 from agora.taskboard.event_streams import TaskEventStreams
+from agora.taskboard.judge import Judge
 from agora.taskboard.listings import TaskListings
 
 APP_ID = "taskboard"
@@ -73,6 +75,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
                 settings.award_ack_seconds,
                 settings.retention_seconds,
                 checker_backoff(settings.checker_retry_seconds),
+                Judge(model_client_from_settings(ModelSettings(), ctx.sidecar)),
             ),
         )
         tasks = task_actors(ActorClient(ctx.sidecar))
