@@ -378,3 +378,57 @@ def test_a_checker_that_never_answers_or_answers_out_of_its_contract_leaves_the_
     verdict = broken["verdict"]
     assert verdict["status"] == "unchecked" and "out of its contract" in verdict["reason"], broken
     assert "passed" in verdict["reason"] and "reason" in verdict["reason"], "names what was missing"
+
+
+def test_a_failed_check_passes_the_task_to_the_next_bid_and_the_bluffer_pays_for_its_turn(
+    market: LocalCluster,
+) -> None:
+    """`on_failure: next_bid`: the surer bluffer wins, its wrong sum fails the check, and the
+    board awards the task to the adder with a new token; the task ends COMPLETED on the
+    adder's answer, the bluffer's turn is kept with its outcome and verdict, and each agent's
+    record counts its own turn (the bluffer's as an overclaim)."""
+    task_id = f"sum-{uuid.uuid4().hex[:8]}"
+    spec = {
+        "task_id": task_id,
+        "description": "What is 19 + 23?",
+        "required_skills": ["sums-next"],
+        "acceptance": {
+            "check": {"kind": "expected", "match": "number", "expected": "42"},
+            "on_failure": "next_bid",
+        },
+    }
+    publish_event(console(market).dapr_http, "agora.tasks", spec)
+
+    def ended() -> dict[str, Any] | None:
+        record = board_record(market, task_id)
+        return record if record and record["status"] in TERMINAL else None
+
+    record: dict[str, Any] = eventually(ended, timeout=90, interval=0.2)
+    assert record["status"] == "COMPLETED", record
+    first, second = record["awards"]
+    assert first["agent_id"] == "bluffer-next" and second["agent_id"] == "adder-next", record["awards"]
+    assert first["outcome"]["summary"] == "19 + 23 = 438" and first["verdict"]["status"] == "failed"
+    assert record["outcome"]["agent_id"] == "adder-next" and record["verdict"]["status"] == "passed"
+
+    def both_counted() -> bool:
+        return counted(market, ("adder-next", "bluffer-next")) == 2
+
+    eventually(both_counted, timeout=30, interval=0.2)
+    bluffer, adder = reputation(market, "bluffer-next"), reputation(market, "adder-next")
+    assert bluffer["overclaims"] == 1 and bluffer["evidence_of_success"] == 0.0, bluffer
+    assert adder["evidence_of_success"] == 1.0 and adder["overclaims"] == 0, adder
+
+
+def test_a_judged_sum_ends_on_the_boards_model_s_opinion_kept_with_its_confidence(
+    market: LocalCluster,
+) -> None:
+    """`judge`: after the outcome is recorded the board asks its own model (here the offline
+    one, held to the opinion's schema like any) for an opinion; the task ends as it says, and the
+    verdict keeps the confidence, signed by the board, never a fact of the checker's."""
+    record = run_sum(
+        market, BY_APP, "sums-by-app", 8, 9, True, {"kind": "judge", "rubric": "The sum is right."}
+    )
+    verdict = record["verdict"]
+    assert (verdict["kind"], verdict["checked_by"]) == ("judge", "taskboard"), record
+    assert verdict["status"] in ("passed", "failed") and 0.0 <= verdict["confidence"] <= 1.0, verdict
+    assert record["status"] == ("COMPLETED" if verdict["status"] == "passed" else "FAILED"), record

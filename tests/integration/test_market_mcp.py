@@ -30,6 +30,7 @@ EXPECTED_TOOLS = {
     "publish_task",
     "show_task",
     "cancel_task",
+    "dispute_task",
     "list_tasks",
     "list_agents",
     "submit_plan",
@@ -111,6 +112,44 @@ async def test_a_decider_publishes_a_task_and_reads_it_decided_by_the_market(
         assert record["allocation"]["winning_agent_id"] in {"researcher", "scout"}
         listed = await call(session, "list_tasks", status=record["status"])
         assert task_id in listed["task_ids"]
+
+
+async def test_a_decider_disputes_a_finished_task_in_their_own_name_and_a_viewer_cannot(
+    apps_cluster: LocalCluster,
+) -> None:
+    task_id = f"mcp-{uuid.uuid4().hex[:10]}"
+    task = {
+        "task_id": task_id,
+        "description": "Summarise this week's papers on agent coordination",
+        "required_skills": ["web_search"],
+        "min_success_threshold": 0.0,
+    }
+    async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_DECIDER]) as session:
+        await call(session, "publish_task", task=task)
+
+        async def ended() -> dict[str, Any] | None:
+            result = await session.call_tool("show_task", {"task_id": task_id})
+            record = None if result.isError else result.structuredContent or {}
+            return record if record and record.get("status") in {"COMPLETED", "FAILED"} else None
+
+        await eventually_async(ended)
+        async with connected(apps_cluster, CONSOLE_KEYS[CONSOLE_VIEWER]) as viewer:
+            refused = await viewer.call_tool(
+                "dispute_task", {"task_id": task_id, "verdict": "failed", "why": "no"}
+            )
+            assert refused.isError and text_of(refused).startswith("FORBIDDEN"), text_of(refused)
+        disputed = await call(
+            session, "dispute_task", task_id=task_id, verdict="failed", why="the list is empty"
+        )
+        assert disputed["status"] == "FAILED" and disputed["verdict"]["kind"] == "dispute", disputed
+        assert (
+            disputed["dispute"]["by"] == CONSOLE_DECIDER
+            and "the list is empty" in disputed["verdict"]["reason"]
+        )
+        again = await session.call_tool(
+            "dispute_task", {"task_id": task_id, "verdict": "passed", "why": "ok"}
+        )
+        assert again.isError and text_of(again).startswith("NOT_DISPUTABLE"), text_of(again)
 
 
 async def test_a_viewer_reads_an_escalation_but_only_a_decider_decides_it(

@@ -24,6 +24,7 @@ from agora.console.mcp_server import (
     MarketTools,
     market_mcp,
 )
+from agora.core.acceptance import DisputeVerdict
 from agora.core.errors import NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
 from agora.runtime.sidecar import DaprError
@@ -101,3 +102,25 @@ async def test_a_refusal_is_the_tools_error_by_code(refusal: Exception, said: st
         )
     assert said in str(raised.value), raised.value
     assert "Traceback" not in str(raised.value)
+
+
+class Board:
+    def __init__(self) -> None:
+        self.disputed: list[Any] = []
+
+    async def dispute(self, task_id: str, dispute: Any) -> Any:
+        self.disputed.append((task_id, dispute))
+        return {"task_id": task_id}
+
+
+async def test_a_dispute_names_the_keys_person_and_a_viewer_s_is_refused_before_anything_is_sent() -> None:
+    board = Board()
+    tools = MarketTools(board, None, None, None, None)  # type: ignore[arg-type]
+    with acting_as(Role.VIEWER), pytest.raises(ToolError, match=r"^FORBIDDEN"):
+        await tools.dispute_task("t1", DisputeVerdict.FAILED, "the ledger shows 43")
+    assert board.disputed == []
+    with acting_as(Role.DECIDER):
+        await tools.dispute_task("t1", DisputeVerdict.FAILED, "the ledger shows 43")
+    [(task_id, dispute)] = board.disputed
+    assert (task_id, dispute.disputed_by, dispute.verdict) == ("t1", "alice", DisputeVerdict.FAILED)
+    assert dispute.reason == "the ledger shows 43"

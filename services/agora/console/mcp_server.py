@@ -28,6 +28,7 @@ from pydantic import Field
 
 from agora.console.api_keys import ApiKeys
 from agora.console.auth import Role
+from agora.core.acceptance import DisputeVerdict
 from agora.core.contracts import AgentList, EscalationList, ResumeRequest, TaskList, TaskPublished
 from agora.core.debate.record import DebateAccepted, DebateRecord
 from agora.core.debate.request import DebateId, DebateSubmission
@@ -36,7 +37,7 @@ from agora.core.escalation.decisions import AnyResponse
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.limits import Identifier, Note
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import TaskCancel
+from agora.core.messages import TaskCancel, TaskDispute
 from agora.core.plans.record import PlanAccepted, PlanRecord
 from agora.core.plans.request import PlanId, PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
@@ -147,6 +148,15 @@ class MarketTools:
         who = _acting_person(DECIDE_SCOPE)
         return await self._board.cancel(task_id, TaskCancel(cancelled_by=who, reason=why))
 
+    async def dispute_task(
+        self, task_id: Identifier, verdict: DisputeVerdict, why: Annotated[Note, Field(min_length=1)]
+    ) -> TaskRecord:
+        """Dispute a finished task's outcome within its dispute window, as the key's person:
+        its verdict and end become `verdict` (passed or failed), the agent's record is corrected
+        once, and the history says who and why. Once per task; a late or second one is refused."""
+        who = _acting_person(DECIDE_SCOPE)
+        return await self._board.dispute(task_id, TaskDispute(disputed_by=who, reason=why, verdict=verdict))
+
     async def list_tasks(self, status: AllocationStatus) -> TaskList:
         """The ids of the tasks in one status."""
         _acting_person(READ_SCOPE)
@@ -213,6 +223,7 @@ class MarketTools:
             self.publish_task,
             self.show_task,
             self.cancel_task,
+            self.dispute_task,
             self.list_tasks,
             self.list_agents,
             self.submit_plan,

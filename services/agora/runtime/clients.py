@@ -32,7 +32,7 @@ from agora.core.debate.request import DebateSubmission
 from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationRecord, EscalationStatus
 from agora.core.market import AllocationStatus, ReputationRecord, TaskSpec
-from agora.core.messages import DEFAULT_LEASE_SECONDS, TaskCancel
+from agora.core.messages import DEFAULT_LEASE_SECONDS, TaskCancel, TaskDispute
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord
 from agora.core.plans.request import PlanSubmission
@@ -100,6 +100,12 @@ class TaskBoardClient:
         """A person cancels the task: the task as it stands after the cancel."""
         path = f"v1/tasks/{quote(task_id, safe='')}/cancel"
         answer = self._sidecar.invoke(self._app_id, path, json_body=cancel.model_dump(mode="json"))
+        return await _as(TaskRecord, answer)
+
+    async def dispute(self, task_id: str, dispute: TaskDispute) -> TaskRecord:
+        """A person disputes the task's finished outcome: the task as it stands after."""
+        path = f"v1/tasks/{quote(task_id, safe='')}/dispute"
+        answer = self._sidecar.invoke(self._app_id, path, json_body=dispute.model_dump(mode="json"))
         return await _as(TaskRecord, answer)
 
     async def publish(self, spec: TaskSpec) -> TaskPublished:

@@ -1,9 +1,10 @@
-"""Three pairs of agents for sums, each pair one that adds right and one that always answers wrong
+"""Four pairs of agents for sums, each pair one that adds right and one that always answers wrong
 and claims success all the same. The wrong one is also the surer bidder (it claims 0.95 against
 the right one's 0.7), so it wins first, and only what its outcomes teach the market can turn the
 work to the other. One pair takes the tasks that carry an expected-answer check
 (`sums-checked`), one the tasks that carry none (`sums-unchecked`), and one the tasks a checker
-app checks (`sums-by-app`, tests/integration/apps/sum_checker.py)."""
+app checks (`sums-by-app`, tests/integration/apps/sum_checker.py); one more takes tasks that pass to
+the next bid when their check fails (`sums-next`)."""
 
 from __future__ import annotations
 
@@ -61,4 +62,6 @@ agents = [
     summer("bluffer-unchecked", "sums-unchecked", right=False),
     summer("adder-by-app", "sums-by-app", right=True),
     summer("bluffer-by-app", "sums-by-app", right=False),
+    summer("adder-next", "sums-next", right=True),
+    summer("bluffer-next", "sums-next", right=False),
 ]
