@@ -328,7 +328,7 @@ def test_a_checker_app_that_is_down_is_asked_again_and_its_answer_decides_once_i
     def back_after_a_failed_try(task_id: str) -> None:
         eventually(
             lambda: any(
-                "checker app did not answer" in line and task_id in line
+                "checker app checker did not answer; asking again" in line and task_id in line
                 for line in taskboard_log(market).splitlines()
             ),
             timeout=30,

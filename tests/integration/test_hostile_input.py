@@ -1,7 +1,7 @@
 """Hostile and careless input through real sidecars: forged decisions and outcomes are refused,
-oversized input is refused fast with a typed error and leaves nothing behind, input at every
-bound is served, permanent errors are dead-lettered on their first delivery, and an award
-nobody takes is passed on or failed with the reason."""
+oversized input is refused with a typed error and leaves nothing behind, input at every bound is
+served (how fast is measured in `make bench`, not here), permanent errors are dead-lettered on
+their first delivery, and an award nobody takes is passed on or failed with the reason."""
 
 from __future__ import annotations
 
@@ -303,7 +303,7 @@ def registry_index(cluster: LocalCluster) -> list[str]:
 
 
 @pytest.mark.parametrize("cluster_name", ["default_cluster", "apps_cluster"])
-def test_an_oversized_registration_is_refused_fast_and_leaves_nothing(
+def test_an_oversized_registration_is_refused_with_its_typed_error_and_leaves_nothing(
     cluster_name: str, request: pytest.FixtureRequest
 ) -> None:
     cluster: LocalCluster = request.getfixturevalue(cluster_name)
@@ -315,12 +315,9 @@ def test_an_oversized_registration_is_refused_fast_and_leaves_nothing(
         "straight to the app": f"{registry.app_url}/v1/agents",
     }
     for how, target in targets.items():
-        started = time.monotonic()
         answer = httpx.post(target, json=body, timeout=30)
-        elapsed = time.monotonic() - started
         assert answer.status_code == 413, (how, answer.status_code, answer.text[:300])
         assert answer.json()["error"] == "PAYLOAD_TOO_LARGE", how
-        assert elapsed < 1.0, (how, elapsed)
 
     five_mb = profile(agent_id, "search", agent_name="x" * (5 * 1024 * 1024))
     answer = httpx.post(targets["through the sidecar"], json=five_mb, timeout=30)
@@ -338,15 +335,15 @@ def test_an_oversized_registration_is_refused_fast_and_leaves_nothing(
     assert agent_id not in registry_index(cluster)
 
 
-def test_an_oversized_registration_on_the_topic_is_dead_lettered_fast(apps_cluster: LocalCluster) -> None:
+def test_an_oversized_registration_on_the_topic_is_dead_lettered_with_the_field_named(
+    apps_cluster: LocalCluster,
+) -> None:
     registry = host(apps_cluster, "registry")
     agent_id = f"huge-{uuid.uuid4().hex[:6]}"
-    started = time.monotonic()
     event_id = publish_event(
         registry.dapr_http, "agora.registry", {"kind": "register", "profile": huge_profile(agent_id)}
     )
     letter = dead_letter_for(apps_cluster, event_id)
-    assert time.monotonic() - started < 5
     assert letter["reason"] == "payload failed validation"
     assert letter["errors"][0]["loc"][-1] == "skill_tags"
     for replica in replicas_of(apps_cluster, "registry"):
@@ -365,7 +362,7 @@ def test_a_task_over_its_bounds_is_dead_lettered(apps_cluster: LocalCluster) -> 
     assert task_record(apps_cluster, task_id) is None
 
 
-def test_a_profile_and_a_task_at_every_bound_are_served_fast(default_cluster: LocalCluster) -> None:
+def test_a_profile_and_a_task_at_every_bound_are_served(default_cluster: LocalCluster) -> None:
     registry = host(default_cluster, "registry")
     marker = uuid.uuid4().hex[:8]
     agent_id = (marker + "a" * MAX_ID_CHARS)[:MAX_ID_CHARS]
@@ -374,7 +371,6 @@ def test_a_profile_and_a_task_at_every_bound_are_served_fast(default_cluster: Lo
     ]
     body = profile(agent_id, *tags, agent_name="N" * MAX_NAME_CHARS)
     assert len(json.dumps(body)) < MAX_BODY_BYTES
-    started = time.monotonic()
     answer = httpx.post(registry.invoke_url("v1/agents", app_id=registry.spec.app_id), json=body, timeout=10)
     assert answer.status_code == 200, answer.text
     query = {
@@ -385,7 +381,6 @@ def test_a_profile_and_a_task_at_every_bound_are_served_fast(default_cluster: Lo
         registry.invoke_url("v1/agents/filter", app_id=registry.spec.app_id), json=query, timeout=10
     )
     assert found.status_code == 200 and [a["agent_id"] for a in found.json()["agents"]] == [agent_id]
-    assert time.monotonic() - started < 1.0
 
     task_id = (f"task-{marker}" + "k" * MAX_ID_CHARS)[:MAX_ID_CHARS]
     spec = {

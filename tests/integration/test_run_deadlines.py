@@ -108,15 +108,18 @@ def test_a_run_going_on_at_its_deadline_is_stopped_and_its_task_fails_with_the_c
     assert outcome["actual_cost_usd"] > outcome["actual_steps"] * STEP_PRICE_USD
     # Stopped at its deadline, not at the end of its 200 steps (a minute).
     assert 3.0 <= seconds_from_award_to_end(record) <= 3.0 + LATE_BY_AT_MOST_S, record
-    # Its workflow held it (the durable path): the deadline's step ended the run, recorded once;
-    # the run it overtook reported nothing (its answer, if it came, is recorded and not acted
-    # on); the board took one end.
+    # Where its workflow held it (the durable path: a run outlasting its award's delivery is
+    # handed to it), the deadline's step ended the run, recorded once, and the run it overtook
+    # reported nothing (its answer, if it came, is recorded and not acted on). On a machine slow
+    # enough that the deadline came before the hand-over, the delivery's own bound ended it and
+    # no workflow ran. Either way the board took one end.
     [app] = replicas_of(market, "agents")
     executed, ended, reported = (
         recorded_activity_inputs(app, f"run.{task_id}", name)
         for name in ("agent.execute", "agent.deadline", "agent.report")
     )
-    assert len(ended) == 1 and len(executed) <= 1 and reported == [], (executed, ended, reported)
+    if executed or ended or reported:
+        assert len(ended) == 1 and len(executed) <= 1 and reported == [], (executed, ended, reported)
     assert [h["status"] for h in record["history"]].count("FAILED") == 1, record["history"]
     assert dead_letters_of(market, task_id) == []
 

@@ -890,7 +890,14 @@ class LocalCluster:
             # registration lost" an hour after start. Lookups skip stale rows anyway.
             "configuration": {
                 "connectionString": str(self.names_db),
-                "updateInterval": "2s",
+                # A row counts while it is younger than updateInterval; each sidecar renews it
+                # every updateInterval - timeout - 1 s, retrying for up to `timeout`. With 4 s and
+                # 2 s, a renewal may take 2 s (a busy machine's SQLite writes queue behind each
+                # other) and one may fail outright, and the app stays resolvable; with the
+                # defaulted 1 s timeout a renewal slower than that dropped the app ("no host
+                # found with the given ID"). A stopped sidecar's row lingers up to 4 s.
+                "updateInterval": "4s",
+                "timeout": "2s",
                 "cleanupInterval": "0s",
             },
         }
