@@ -34,9 +34,13 @@ SENTINEL_MASTER = "agora"
 REPLICAS = 2
 SENTINELS = 3
 QUORUM = 2
-DOWN_AFTER_MS = 2_000
+DOWN_AFTER_MS = 5_000
 """How long a primary stays unanswering before the Sentinels agree it is down and promote a
-replica."""
+replica. It also bounds which replica may be promoted: one whose link to the primary has been
+down longer than ten times this (plus the time since the primary was found down) is too stale.
+A Sentinel stalled for over 2 s on a busy machine goes into TILT for 30 s and acts on nothing;
+with 2 s here, every replica was too stale once it came out, and no failover happened
+("-failover-abort-no-good-slave"). With 5 s they stay eligible for 50 s."""
 FAILOVER_TIMEOUT_MS = 10_000
 MIN_REPLICAS_TO_WRITE = 1
 MIN_REPLICAS_MAX_LAG = 2
