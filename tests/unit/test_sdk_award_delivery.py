@@ -27,7 +27,7 @@ from agora.sdk._app_run import AgentRunReport, AgentRunStart, RunProgress
 NOW = datetime(2026, 11, 27, 7, 0, tzinfo=UTC)
 
 
-def award(awarded_at: datetime | None) -> TaskAwarded:
+def award(awarded_at: datetime | None, spec: TaskSpec | None = None) -> TaskAwarded:
     bid = Bid(
         task_id="t1", agent_id="a1", self_reported_success_prob=0.9, estimated_cost_usd=0.1, estimated_steps=2
     )
@@ -38,7 +38,7 @@ def award(awarded_at: datetime | None) -> TaskAwarded:
     return TaskAwarded(
         task_id="t1",
         agent_id="a1",
-        spec=TaskSpec(task_id="t1", description="d", required_skills=["s"]),
+        spec=spec or TaskSpec(task_id="t1", description="d", required_skills=["s"]),
         bid=bid,
         score=score,
         award_token="t" * 32,

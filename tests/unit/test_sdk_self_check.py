@@ -5,31 +5,23 @@ check would contradict; an agent that opts out claims what its run said."""
 from __future__ import annotations
 
 from agora.core.acceptance import Acceptance, ExpectedAnswer, MatchMode
-from agora.core.market import Bid, BidScore, TaskSpec
+from agora.core.market import TaskSpec
 from agora.core.messages import TaskAwarded
 from agora.sdk import Agent
 from agora.sdk._agent import HandlerResult
 from agora.sdk._app_steps import execute_award
 from agora.sdk.runner import InMemoryStateStore
 from agora.sdk.testing import ScriptedModel, final
+from tests.unit.test_sdk_award_delivery import award as awarded_at
 
 SUM_IS_5 = Acceptance(check=ExpectedAnswer(match=MatchMode.NUMBER, expected="5"))
 
 
 def award(acceptance: Acceptance | None) -> TaskAwarded:
-    bid = Bid(
-        task_id="t1", agent_id="a1", self_reported_success_prob=0.9, estimated_cost_usd=0.1, estimated_steps=2
-    )
-    score = BidScore(
-        agent_id="a1", bid_id=bid.bid_id, raw_success_prob=0.9, calibrated_success_prob=0.9,
-        reputation_score=0.5, cost_score=0.5, composite=0.5, ucb_bonus=0.0, final_score=0.5,
-    )  # fmt: skip
     spec = TaskSpec(
         task_id="t1", description="What is 2 + 3?", required_skills=["sums"], acceptance=acceptance
     )
-    return TaskAwarded(
-        task_id="t1", agent_id="a1", spec=spec, bid=bid, score=score, award_token="t" * 32, attempt=1
-    )
+    return awarded_at(None, spec)
 
 
 def answering(summary: str, *, check_before_report: bool = True) -> Agent:

@@ -230,19 +230,20 @@ async def _progress(
         return RunProgress(outcome=_outcome_of(agent, award, failed))
     if run.status is RunStatus.WAITING_FOR_HUMAN:
         return RunProgress(waiting_on=run.escalation_id)
-    outcome = TaskOutcome(
-        task_id=award.task_id,
-        agent_id=award.agent_id,
-        actual_success=run.status is RunStatus.COMPLETED,
-        actual_cost_usd=charged(agent, run.total_cost_usd, run.iterations),
-        actual_steps=run.iterations,
-        summary=_summary(run.status, run.output, run.reason),
-        input_tokens=run.input_tokens,
-        output_tokens=run.output_tokens,
-        tools_called=run.tools_called,
-        award_token=award.award_token,
+    return RunProgress(
+        outcome=_ended_run(
+            agent,
+            award,
+            run.status,
+            run.total_cost_usd,
+            run.iterations,
+            run.output,
+            run.reason,
+            run.input_tokens,
+            run.output_tokens,
+            run.tools_called,
+        )
     )
-    return RunProgress(outcome=claimed(agent, award, outcome))
 
 
 def charged(agent: Agent, model_cost_usd: float, steps: int) -> float:
@@ -267,19 +268,30 @@ def _progress_of(agent: Agent, award: TaskAwarded, state: AgentState) -> RunProg
 
 def _outcome_of(agent: Agent, award: TaskAwarded, state: AgentState) -> TaskOutcome:
     """The outcome a saved run's state shows (a run that ended, or is ended now)."""
+    return _ended_run(
+        agent, award, state.status, state.cost_usd, state.iterations, state.output, state.reason,
+        state.input_tokens, state.output_tokens, state.tools_called,
+    )  # fmt: skip
+
+
+def _ended_run(
+    agent: Agent, award: TaskAwarded, status: RunStatus, model_cost_usd: float, steps: int, output: str,
+    reason: str, input_tokens: int, output_tokens: int, tools_called: list[str],
+) -> TaskOutcome:  # fmt: skip
+    """The outcome of a run that ended so, as the agent claims it (`claimed`)."""
     return claimed(
         agent,
         award,
         TaskOutcome(
             task_id=award.task_id,
             agent_id=award.agent_id,
-            actual_success=state.status is RunStatus.COMPLETED,
-            actual_cost_usd=charged(agent, state.cost_usd, state.iterations),
-            actual_steps=state.iterations,
-            summary=_summary(state.status, state.output, state.reason),
-            input_tokens=state.input_tokens,
-            output_tokens=state.output_tokens,
-            tools_called=state.tools_called,
+            actual_success=status is RunStatus.COMPLETED,
+            actual_cost_usd=charged(agent, model_cost_usd, steps),
+            actual_steps=steps,
+            summary=_summary(status, output, reason),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            tools_called=tools_called,
             award_token=award.award_token,
         ),
     )
