@@ -7,7 +7,7 @@ there is, the records cannot tell the pair apart, and the wrong one keeps the wo
 agent's app forges is refused and counted nowhere. Tasks a checker app checks
 (tests/integration/apps/sum_checker.py, written with the SDK): its answer decides, and a checker
 that is down, never there, or answers out of its contract leaves the outcome unchecked, never
-passed."""
+passed. Tasks their publisher checks, and a failed check a person decides."""
 
 from __future__ import annotations
 
@@ -80,19 +80,23 @@ def run_sum(
     checked: bool,
     check: dict[str, Any] | None = None,
     *,
+    acceptance: dict[str, Any] | None = None,
     while_it_is_checked: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """One sum published and followed to its end, and its outcome counted by the reputation
     (one at a time: each decision sees every earlier outcome). `check`: the task's own, else an
-    expected answer when `checked`; `while_it_is_checked` is called once the outcome is recorded
-    and the task waits for its checker app."""
+    expected answer when `checked`; `acceptance`: the task's whole acceptance, in place of
+    either; `while_it_is_checked` is called once the outcome is recorded and the task waits for
+    its checker app."""
     task_id = f"sum-{uuid.uuid4().hex[:8]}"
     spec: dict[str, Any] = {
         "task_id": task_id,
         "description": f"What is {a} + {b}?",
         "required_skills": [skill],
     }
-    if check is not None:
+    if acceptance is not None:
+        spec["acceptance"] = acceptance
+    elif check is not None:
         spec["acceptance"] = {"check": check}
     elif checked:
         spec["acceptance"] = {"check": {"kind": "expected", "match": "number", "expected": str(a + b)}}
@@ -270,6 +274,132 @@ def test_a_dispute_corrects_the_reputation_once_announced_twice_and_after_the_re
 
     refused = dispute(market, task_id, "passed", "no, 42 was right")
     assert refused.status_code == 409 and refused.json()["error"] == "NOT_DISPUTABLE", refused.text
+
+
+def test_a_publisher_checked_bluff_stands_passed_until_its_publisher_disputes_it(
+    market: LocalCluster,
+) -> None:
+    """A task its publisher checks (`publisher`): the bluffer (the surer bidder, no record yet)
+    wins it, and its wrong answer stands as a passed verdict, counted as a checked success,
+    until the publisher disputes it; then the task is FAILED and the success an overclaim."""
+    pair = ("adder-publisher", "bluffer-publisher")
+    check = {"check": {"kind": "publisher"}, "dispute_window_s": 3600}
+    record = run_sum(market, pair, "sums-publisher", 585, 740, True, acceptance=check)
+    assert record["outcome"]["agent_id"] == "bluffer-publisher" and record["status"] == "COMPLETED", record
+    verdict = record["verdict"]
+    assert (verdict["status"], verdict["kind"], verdict["checked_by"]) == ("passed", "publisher", "taskboard")
+    assert "unless the publisher disputes it by" in verdict["reason"], verdict
+    assert counts(reputation(market, "bluffer-publisher")) == {
+        "total_tasks": 1, "evidence": 1.0, "evidence_of_success": 1.0, "overclaims": 0,
+    }  # fmt: skip
+
+    answer = dispute(market, record["spec"]["task_id"], "failed", "585 + 740 is 1325")
+    assert answer.status_code == 200 and answer.json()["status"] == "FAILED", answer.text
+    overclaim = {"total_tasks": 1, "evidence": 2.0, "evidence_of_success": 0.0, "overclaims": 1}
+    eventually(lambda: counts(reputation(market, "bluffer-publisher")) == overclaim, timeout=30, interval=0.2)
+
+
+def test_the_app_a_task_answers_to_disputes_it_in_its_own_name_and_no_other_app_can(
+    market: LocalCluster,
+) -> None:
+    """An app's own dispute, through its own sidecar (Dapr names the caller): the agent app
+    `agents` publishes a task that answers to it (`reply_to`) and disputes its outcome in its
+    own name; in another's name, or of a task that answers to no app, it is refused (403
+    `FORBIDDEN`), and an app the board's access policy does not admit is refused by its
+    sidecar."""
+    [publisher] = replicas_of(market, "agents")
+    [checker] = replicas_of(market, "checker")
+    pair = ("adder-publisher", "bluffer-publisher")
+    check = {"check": {"kind": "publisher"}, "dispute_window_s": 3600}
+
+    def finished(reply_to: str | None) -> str:
+        task_id = f"sum-{uuid.uuid4().hex[:8]}"
+        spec = {"task_id": task_id, "description": "What is 2 + 2?", "required_skills": ["sums-publisher"],
+                "acceptance": check, **({"reply_to": reply_to} if reply_to else {})}  # fmt: skip
+        publish_event(publisher.dapr_http, "agora.tasks", spec)
+        eventually(lambda: (board_record(market, task_id) or {}).get("status") in TERMINAL, timeout=60)
+        return task_id
+
+    def dispute_through(app: ServiceReplica, task_id: str, by: str) -> httpx.Response:
+        body = {"disputed_by": by, "reason": "2 + 2 is 4", "verdict": "failed"}
+        return httpx.post(app.invoke_url(f"v1/tasks/{task_id}/dispute", "taskboard"), json=body, timeout=30)
+
+    own = finished(reply_to="agents")
+    other_name = dispute_through(publisher, own, "ana@example.com")
+    assert other_name.status_code == 403 and "disputes in its own name" in other_name.json()["message"]
+    not_admitted = dispute_through(checker, own, "checker")
+    assert not_admitted.status_code == 403, not_admitted.text
+    assert board_record(market, own)["dispute"] is None, "nothing changed"  # type: ignore[index]
+
+    answered = dispute_through(publisher, own, "agents")
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["dispute"]["by"] == "agents" and answered.json()["status"] in (
+        "FAILED",
+        "COMPLETED",
+    )
+
+    nobodys = finished(reply_to=None)
+    refused = dispute_through(publisher, nobodys, "agents")
+    assert refused.status_code == 403 and "answers to no app" in refused.json()["message"], refused.text
+    eventually(lambda: counted(market, pair) >= 2, timeout=30, interval=0.2)
+
+
+def decide(cluster: LocalCluster, escalation_id: str, action: str, why: str) -> httpx.Response:
+    decision = {"kind": "escalation", "action": action}
+    return httpx.post(
+        console(cluster).invoke_url(f"v1/escalations/{escalation_id}/resume", "escalation"),
+        json={"decision": decision, "who": "ana@example.com", "why": why},
+        timeout=30,
+    )
+
+
+def test_a_failed_check_waits_for_a_person_who_hands_the_task_to_the_next_bid(market: LocalCluster) -> None:
+    """`on_failure: person`: the bluffer's wrong sum fails its check, and the task waits
+    (ALLOCATED, its outcome and failed verdict recorded) in an escalation that shows the output
+    and why; a retry is refused up front, a reassignment hands the task to the adder, whose right
+    answer completes it, and the bluffer's failed turn counts against it."""
+    pair = ("adder-person", "bluffer-person")
+    task_id = f"sum-{uuid.uuid4().hex[:8]}"
+    spec = {
+        "task_id": task_id, "description": "What is 585 + 740?", "required_skills": ["sums-person"],
+        "acceptance": {"check": {"kind": "expected", "match": "number", "expected": "1325"},
+                       "on_failure": "person"},
+    }  # fmt: skip
+    publish_event(console(market).dapr_http, "agora.tasks", spec)
+    escalation_id = f"check-{task_id}.1"
+
+    def parked() -> dict[str, Any] | None:
+        shown = httpx.get(
+            console(market).invoke_url(f"v1/escalations/{escalation_id}", "escalation"), timeout=10
+        )
+        return shown.json() if shown.status_code == 200 else None
+
+    escalation = eventually(parked, timeout=60, interval=0.2)
+    assert escalation["status"] == "WAITING_FOR_HUMAN" and escalation["waiting_party"] == {
+        "kind": "task",
+        "id": task_id,
+    }
+    assert escalation["context"]["output_summary"] == "585 + 740 = 432901"
+    assert "is not within 0 of 1325" in escalation["context"]["error_history"][0]
+    waiting = board_record(market, task_id)
+    assert waiting is not None and waiting["status"] == "ALLOCATED"
+    assert waiting["verdict"]["status"] == "failed" and waiting["outcome"]["agent_id"] == "bluffer-person"
+
+    refused = decide(market, escalation_id, "retry", "once more")
+    assert refused.status_code == 422 and "skip (accept the output all the same)" in refused.json()["message"]
+    assert decide(market, escalation_id, "reassign", "the adder can do sums").status_code == 200
+
+    def ended() -> dict[str, Any] | None:
+        record = board_record(market, task_id)
+        return record if record and record["status"] in TERMINAL else None
+
+    record = eventually(ended, timeout=60, interval=0.2)
+    assert record["status"] == "COMPLETED" and record["outcome"]["agent_id"] == "adder-person", record
+    assert record["verdict"]["status"] == "passed"
+    bluffed = record["awards"][0]
+    assert bluffed["agent_id"] == "bluffer-person" and bluffed["verdict"]["status"] == "failed"
+    eventually(lambda: counted(market, pair) == 2, timeout=30, interval=0.2)
+    assert reputation(market, "bluffer-person")["overclaims"] == 1
 
 
 BY_APP = ("adder-by-app", "bluffer-by-app")

@@ -219,7 +219,9 @@ def test_a_paused_session_is_decided_in_the_console_the_banner_names(system: Run
     eventually(continued, timeout=30)
 
 
-def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(system: RunningSystem) -> None:
+def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_using_its_tool_and_its_answer_checked(
+    system: RunningSystem,
+) -> None:
     shown = "".join(system.output)
     assert "Agent app: published demo-sum 'What is 19 + 23?'" in shown, shown
     winner = next(line for line in system.output if "winner calculator by" in line)
@@ -228,6 +230,12 @@ def test_the_demo_shows_an_sdk_agent_winning_by_its_own_bid_and_using_its_tool(s
     assert "outcome: succeeded in 2 steps" in outcome and outcome.rstrip().endswith(
         "'42.0'; tools called: add"
     )
+    # The market checked the answer: the claim and the verdict, side by side, with why.
+    lines = "".join(system.output).splitlines()
+    checked = lines[lines.index(outcome.rstrip("\n")) + 1]
+    assert checked.strip() == (
+        "the agent claimed success; verdict: passed by taskboard (expected): 42.0 is within 0 of 42"
+    ), checked
 
 
 def test_the_demo_shows_an_a2a_agent_of_the_a2a_sdk_alone_winning_a_task_with_its_artifact(

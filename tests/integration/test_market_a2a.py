@@ -2,8 +2,9 @@
 Redis system (every service its own app behind its own sidecar): the Agent Card lists the
 market's skills; a decider's streamed message becomes a task the market completes, its status
 and outcome arriving as they happen; GetTask and ListTasks read it back; the 0.3 wire's
-`message/send` reaches the same market; a viewer reads but cannot send; no key gets 401; a
-message the market cannot take is refused with what to send instead, and nothing is published."""
+`message/send` reaches the same market; a decider disputes a finished task with a follow-up
+message; a viewer reads but cannot send; no key gets 401; a message the market cannot take is
+refused with what to send instead, and nothing is published."""
 
 from __future__ import annotations
 
@@ -116,6 +117,67 @@ async def test_a_streamed_message_becomes_a_task_the_market_decides_and_reads_ba
         # The same message again is the same task, not a second one.
         again = [r async for r in client.send_message(request)]
         assert again[0].task.id == task_id
+
+
+def dispute_message(task_id: str, verdict: str, why: str) -> Message:
+    """A new message referencing a finished task: the sender's word on its outcome."""
+    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=why)])
+    message.reference_task_ids.append(task_id)
+    message.metadata.update({"dispute": verdict})
+    return message
+
+
+async def disputed(client: Client, task_id: str, verdict: str, why: str) -> list[StreamResponse]:
+    return [
+        r
+        async for r in client.send_message(SendMessageRequest(message=dispute_message(task_id, verdict, why)))
+    ]
+
+
+async def test_a_decider_disputes_a_finished_task_over_a2a_in_their_own_name_once(
+    apps_cluster: LocalCluster,
+) -> None:
+    """A new message referencing a finished task, with `metadata.dispute`: the task turns FAILED
+    on the board with the dispute in the key's person's name, and the answer says so; the same
+    dispute again is answered as it stands, another is refused, a viewer cannot dispute, and a
+    message to the finished task itself is refused as A2A refuses it, saying how to dispute."""
+    request = SendMessageRequest(message=task_message("Summarise the week's papers", ["web_search"]))
+    async with a2a_client(apps_cluster, CONSOLE_DECIDER, streaming=False) as client:
+        [sent] = [r async for r in client.send_message(request)]
+        task_id = sent.task.id
+        eventually(
+            lambda: (board_record(apps_cluster, task_id) or {}).get("status") == "COMPLETED", timeout=60
+        )
+
+        async with a2a_client(apps_cluster, CONSOLE_VIEWER, streaming=False) as viewer:
+            with pytest.raises(A2AError, match="FORBIDDEN: victor is a viewer"):
+                await disputed(viewer, task_id, "failed", "it misses two papers")
+        follow_up = task_message("And the week before?")
+        follow_up.task_id = task_id
+        with pytest.raises(A2AError, match="a finished one's outcome is disputed with a new message"):
+            [r async for r in client.send_message(SendMessageRequest(message=follow_up))]
+        with pytest.raises(A2AError, match=r"metadata\.dispute must be one of passed, failed"):
+            await disputed(client, task_id, "wrong", "it misses two papers")
+        with pytest.raises(A2AError, match="no task a2a-missing on the market"):
+            await disputed(client, "a2a-missing", "failed", "it misses two papers")
+
+        [answer] = await disputed(client, task_id, "failed", "it misses two papers")
+        assert answer.HasField("message") and list(answer.message.reference_task_ids) == [task_id], answer
+        assert answer.message.parts[0].text.startswith(
+            f"task {task_id} is FAILED as disputed by {CONSOLE_DECIDER}"
+        )
+        record = board_record(apps_cluster, task_id)
+        assert record is not None and record["status"] == "FAILED"
+        assert (record["dispute"]["by"], record["dispute"]["reason"]) == (
+            CONSOLE_DECIDER,
+            "it misses two papers",
+        )
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_FAILED, task
+        [repeated] = await disputed(client, task_id, "failed", "it misses two papers")
+        assert repeated.message.parts[0].text == answer.message.parts[0].text
+        with pytest.raises(A2AError, match="NOT_DISPUTABLE"):
+            await disputed(client, task_id, "passed", "no, it was fine")
 
 
 async def test_the_0_3_wire_reaches_the_same_market(apps_cluster: LocalCluster) -> None:

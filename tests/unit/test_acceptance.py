@@ -16,11 +16,13 @@ from agora.core.acceptance import (
     ExpectedAnswer,
     JsonSchemaCheck,
     MatchMode,
+    PublisherCheck,
     Verdict,
     VerdictStatus,
     claim_stands,
     judge_output,
 )
+from agora.core.errors import Forbidden
 from agora.core.market import (
     AllocationResult,
     AllocationStatus,
@@ -38,7 +40,14 @@ from agora.core.reputation import (
     counted_outcome,
     outcome_weight,
 )
-from agora.core.task_lifecycle import NotDisputable, TaskRecord, allocate, dispute, record_outcome
+from agora.core.task_lifecycle import (
+    NotDisputable,
+    TaskRecord,
+    allocate,
+    check_app_dispute,
+    dispute,
+    record_outcome,
+)
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -242,6 +251,41 @@ def test_a_dispute_past_the_window_or_of_a_task_without_an_outcome_is_refused() 
         dispute(awarded(None), "ana@example.com", "x", DisputeVerdict.PASSED, NOW)
     revived = dispute(ended, "ana@example.com", "1325 was meant", DisputeVerdict.PASSED, NOW)
     assert revived.status is AllocationStatus.COMPLETED and revived.failure_reason is None
+
+
+def test_a_publisher_checked_success_stands_passed_until_the_publisher_disputes_it() -> None:
+    acceptance = Acceptance(check=PublisherCheck(), dispute_window_s=3600)
+    ended = record_outcome(awarded(acceptance), claimed("585 + 740 = 2250"), NOW)
+    assert ended.status is AllocationStatus.COMPLETED
+    assert ended.verdict is not None and ended.verdict.status is VerdictStatus.PASSED
+    until = (NOW + timedelta(hours=1)).isoformat()
+    assert ended.verdict.kind == "publisher" and until in ended.verdict.reason
+    disputed = dispute(ended, "ana@example.com", "585 + 740 is 1325", DisputeVerdict.FAILED, NOW)
+    assert disputed.status is AllocationStatus.FAILED
+    assert disputed.dispute is not None and disputed.dispute.before == ended.verdict
+
+
+def test_a_failure_the_agent_reports_under_a_publisher_check_stands_as_reported_without_a_verdict() -> None:
+    acceptance = Acceptance(check=PublisherCheck(), dispute_window_s=60)
+    ended = record_outcome(awarded(acceptance), claimed("I could not add them", success=False), NOW)
+    assert ended.status is AllocationStatus.FAILED and ended.verdict is None and ended.failure_reason is None
+
+
+def test_a_publisher_check_without_a_dispute_window_is_refused() -> None:
+    with pytest.raises(ValidationError, match="dispute window"):
+        Acceptance(check=PublisherCheck(), dispute_window_s=0)
+
+
+def test_an_app_disputes_only_a_task_that_answers_to_it_and_in_its_own_name() -> None:
+    ended = ended_with("1325")
+    answering = ended.model_copy(update={"spec": ended.spec.model_copy(update={"reply_to": "ledger"})})
+    check_app_dispute(answering, "ledger", "ledger")  # its own task, in its own name
+    with pytest.raises(Forbidden, match="in its own name: disputed_by must be ledger"):
+        check_app_dispute(answering, "ledger", "ana@example.com")
+    with pytest.raises(Forbidden, match="task t1 answers to ledger"):
+        check_app_dispute(answering, "payroll", "payroll")
+    with pytest.raises(Forbidden, match="answers to no app"):
+        check_app_dispute(ended, "ledger", "ledger")
 
 
 def test_a_correction_leaves_the_counts_as_if_the_outcome_had_been_counted_so_from_the_start() -> None:

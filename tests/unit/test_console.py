@@ -278,6 +278,10 @@ def test_reassign_is_offered_for_a_task_s_paused_run_and_sends_the_bidder_named(
     assert "reassign" in actions_for(record(kind=WaitingPartyKind.SESSION))
     assert "reassign" in actions_for(record(kind=WaitingPartyKind.TASK))
     assert "reassign" not in actions_for(record(kind=WaitingPartyKind.PLAN_STEP))
+    failed_check = record("check-t1.1", kind=WaitingPartyKind.TASK)
+    assert actions_for(failed_check) == ["skip", "abort", "reassign"], "accept, fail or hand it over"
+    with pytest.raises(FormRefused, match="choose one of skip, abort, reassign"):
+        decision_request(form(action="retry"), failed_check, "alice")
     named = decision_request(form(action="reassign", reassign_to=" b2 "), record(), "alice")
     assert isinstance(named.decision, EscalationResponse) and named.decision.reassign_to == "b2"
     nearest = decision_request(form(action="reassign", reassign_to=""), record(), "alice")

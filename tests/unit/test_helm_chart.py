@@ -649,6 +649,12 @@ def test_an_agent_apps_id_is_in_every_scope_and_policy_an_agent_app_needs(with_a
     registry = configurations[f"{FULLNAME}-registry"]["spec"]["accessControl"]["policies"]
     by_caller = {policy["appId"]: policy for policy in registry}
     assert len(by_caller) == len(registry), "a caller is named twice in the registry's policy"
+    board = configurations[f"{FULLNAME}-taskboard"]["spec"]["accessControl"]["policies"]
+    disputers = {policy["appId"]: policy for policy in board}
+    assert len(disputers) == len(board), "a caller is named twice in the task board's policy"
+    for app in ("calculator", "wordsmith", "agents"):  # each disputes the tasks that answer to it
+        dispute = {"name": "/v1/tasks/**/dispute", "httpVerb": ["POST"], "action": "allow"}
+        assert disputers[app]["operations"] == [dispute] and disputers[app]["defaultAction"] == "deny"
     uncertainty = configurations[f"{FULLNAME}-uncertainty"]["spec"]["accessControl"]["policies"]
     monitored = {policy["appId"]: policy for policy in uncertainty}
     assert len(monitored) == len(uncertainty), "a caller is named twice in the uncertainty monitor's policy"

@@ -35,6 +35,8 @@ from agora.console.a2a_server import (
     _history_cut,
     _updates,
     a2a_task,
+    dispute_answer,
+    dispute_of,
     list_status_refusal,
     market_card,
     market_skills,
@@ -43,10 +45,11 @@ from agora.console.a2a_server import (
 )
 from agora.console.auth import Person
 from agora.console.auth import Role as PersonRole
+from agora.core.acceptance import DisputeVerdict
 from agora.core.contracts import EscalationList, RegisteredAgent
 from agora.core.market import AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.task_events import task_events
-from agora.core.task_lifecycle import StatusChange, TaskRecord, cancel
+from agora.core.task_lifecycle import StatusChange, TaskRecord, cancel, dispute
 from agora.runtime.event_streams import sse
 
 
@@ -180,6 +183,34 @@ def test_a_message_s_metadata_may_say_how_its_result_is_checked_in_the_task_s_ow
     assert spec.acceptance.check.model_dump()["tolerance"] == 0.5
     with pytest.raises(InvalidParamsError, match="acceptance"):
         task_spec_of(message("x", skills=["sums"], acceptance={"check": {"kind": "telepathy"}}), [])
+
+
+def test_a_dispute_is_the_message_s_verdict_and_its_text_why_in_the_sender_s_name() -> None:
+    made = dispute_of(message("  it misses two papers ", dispute="failed"), "alice")
+    assert (made.disputed_by, made.reason, made.verdict) == (
+        "alice",
+        "it misses two papers",
+        DisputeVerdict.FAILED,
+    )
+    for wrong, refusal in (
+        (message("why", dispute="wrong"), "must be one of passed, failed"),
+        (message("why", dispute=1), "must be one of passed, failed"),
+        (message("   ", dispute="passed"), "why it is disputed"),
+    ):
+        with pytest.raises(InvalidParamsError, match=refusal):
+            dispute_of(wrong, "alice")
+
+
+def test_a_dispute_s_answer_references_the_task_and_says_how_it_stands() -> None:
+    outcome = TaskOutcome(task_id="t-1", agent_id="a", actual_success=True, actual_cost_usd=0.0,
+                          actual_steps=1, summary="done")  # fmt: skip
+    ended = record(AllocationStatus.COMPLETED, outcome=outcome)
+    disputed = dispute(ended, "alice", "it misses two papers", DisputeVerdict.FAILED, ended.history[-1].at)
+    answer = dispute_answer(disputed, "m-9")
+    assert (
+        list(answer.reference_task_ids) == ["t-1"] and not answer.task_id and answer.role == Role.ROLE_AGENT
+    )
+    assert answer.parts[0].text == "task t-1 is FAILED as disputed by alice: it misses two papers"
 
 
 def test_the_card_lists_one_skill_per_tag_offered_and_asks_for_a_bearer_key() -> None:

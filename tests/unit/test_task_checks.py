@@ -1,21 +1,30 @@
 """A task whose check is a checker app (`CheckerApp`): the `Task` actor records the outcome, asks
 the app on a reminder, and ends the task as the answer says; no answer is tried again with a
-backoff and then leaves the outcome UNCHECKED, never passed."""
+backoff and then leaves the outcome UNCHECKED, never passed. A judge's opinion, a failed check
+passed to the next bid, and one a person decides (`on_failure: person`)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import pytest
+
+from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
 from agora.core.acceptance import CHECKER_ATTEMPTS, VerdictStatus, checker_backoff
 from agora.core.contracts import CheckAnswer, OutcomeReport
+from agora.core.errors import InvalidArgument
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import EscalationRecord, ParkRequest, park, resolve
 from agora.core.market import AllocationStatus, TaskOutcome
 from agora.core.messages import TaskCancel
 from agora.runtime.checkers import CheckAnswerInvalid, CheckNotAnswered
+from agora.runtime.clients import EscalationActors
 from agora.runtime.pubsub import Publisher
 from agora.sdk.testing import RecordingPublisher, ScriptedModel
-from agora.taskboard.actors import CHECK_REMINDER, Task, TaskBoardDeps
+from agora.taskboard.actors import CHECK_REMINDER, PERSON_REMINDER, Task, TaskBoardDeps
 from agora.taskboard.judge import Judge
 from tests.unit.helpers import ScriptedCheckers, answer_of, hosted
 from tests.unit.test_awards import awarded as result
@@ -318,3 +327,156 @@ async def test_a_checker_apps_failed_verdict_passes_the_task_on_too() -> None:
     assert passed.status is AllocationStatus.ALLOCATED and passed.awards[-1].agent_id == "a2"
     assert passed.awards[0].verdict is not None and passed.awards[0].verdict.checked_by == "ledger-tests"
     assert actor.state.check_tries == 0 and CHECK_REMINDER not in reminders(actor)
+
+
+class Escalations:
+    """The escalation service as the board sees it: `park` keeps (or returns) the record under
+    its id; a person's decision is `decide`."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, EscalationRecord] = {}
+        self.parked = 0
+
+    def __call__(self, escalation_id: str) -> Escalations.Handle:
+        return Escalations.Handle(self, escalation_id)
+
+    class Handle:
+        def __init__(self, owner: Escalations, escalation_id: str) -> None:
+            self.owner, self.escalation_id = owner, escalation_id
+
+        async def park(self, request: ParkRequest) -> EscalationRecord:
+            self.owner.parked += 1
+            existing = self.owner.records.get(self.escalation_id)
+            parked = park(
+                self.escalation_id, request.waiting_party, request.context, now=datetime.now(UTC),
+                who=request.who, why=request.why, existing=existing,
+            )  # fmt: skip
+            self.owner.records[self.escalation_id] = parked
+            return parked
+
+    def decide(self, escalation_id: str, response: EscalationResponse, who: str, why: str) -> None:
+        record = self.records[escalation_id]
+        self.records[escalation_id] = resolve(record, response, who, why, datetime.now(UTC))
+
+
+PERSON_ON_A_WRONG_SUM = {
+    "check": {"kind": "expected", "match": "number", "expected": "5"},
+    "on_failure": "person",
+}
+
+
+async def person_task(publisher: RecordingPublisher, escalations: Escalations | None, **spec: object) -> Task:
+    deps = TaskBoardDeps(
+        cast(Publisher, publisher), board_index(), ScriptedCheckers(),
+        escalations=cast(EscalationActors, escalations),
+    )  # fmt: skip
+    actor = hosted(Task, "t1", deps)
+    await actor._on_activate()
+    await actor.post_task(task_spec(acceptance=PERSON_ON_A_WRONG_SUM, **spec))
+    await actor.record_allocation(result(("a1", 0.9), ("a2", 0.5)))
+    return actor
+
+
+async def test_a_failed_check_waits_for_a_person_who_sees_the_output_and_why() -> None:
+    publisher, escalations = RecordingPublisher(), Escalations()
+    actor = await person_task(publisher, escalations)
+    waiting = record_of(await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6")))
+    assert waiting.status is AllocationStatus.ALLOCATED and waiting.outcome is not None
+    assert waiting.verdict is not None and waiting.verdict.status is VerdictStatus.FAILED
+    assert outcomes(publisher) == [], "nothing ends before the person decides"
+    [(escalation_id, parked)] = escalations.records.items()
+    assert (
+        escalation_id == "check-t1.1"
+        and parked.waiting_party.kind == "task"
+        and parked.waiting_party.id == "t1"
+    )
+    context = parked.context
+    assert isinstance(context, EscalationContext) and context.output_summary == "2 + 3 = 6"
+    assert context.error_history == [
+        waiting.failure_reason or lifecycle.check_failure_reason(waiting.verdict)
+    ]
+    assert "6 is not within 0 of 5" in context.validation_results[0].failure_reason
+    assert reminders(actor)[PERSON_REMINDER].period == timedelta(seconds=60), "a look each minute"
+
+    await actor.on_reminder(PERSON_REMINDER, b"")  # no decision yet: parked again, still waiting
+    assert escalations.parked == 2 and record_of(await actor.get_task()).status is AllocationStatus.ALLOCATED
+
+    escalations.decide(escalation_id, EscalationResponse(action=EscalationAction.SKIP), "ana", "6 was meant")
+    ended = record_of(await actor.person_decided())
+    assert ended.status is AllocationStatus.COMPLETED
+    assert ended.verdict is not None and ended.verdict.passed and ended.verdict.kind == "person"
+    assert "accepted by ana though the expected check failed" in ended.verdict.reason
+    assert "6 was meant" in ended.verdict.reason
+    [report] = outcomes(publisher)
+    assert report.counts_as_success and report.verdict == ended.verdict
+    assert PERSON_REMINDER not in reminders(actor)
+    assert record_of(await actor.person_decided()) == ended and len(outcomes(publisher)) == 1, "applied once"
+
+
+async def test_a_person_fails_the_task_or_hands_it_to_the_next_bid() -> None:
+    publisher, escalations = RecordingPublisher(), Escalations()
+    actor = await person_task(publisher, escalations)
+    await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6"))
+    escalations.decide("check-t1.1", EscalationResponse(action=EscalationAction.ABORT), "ana", "wrong sum")
+    await actor.on_reminder(PERSON_REMINDER, b"")  # the announcement was lost: the look applies it
+    failed = record_of(await actor.get_task())
+    assert failed.status is AllocationStatus.FAILED and failed.failure_reason is not None
+    assert failed.failure_reason.startswith("CHECK_FAILED") and failed.failure_reason.endswith(
+        "ana decided: wrong sum"
+    )
+    [report] = outcomes(publisher)
+    assert report.counts_as_success is False and report.outcome.actual_success, "an overclaim"
+
+    publisher, escalations = RecordingPublisher(), Escalations()
+    actor = await person_task(publisher, escalations)
+    await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6"))
+    escalations.decide("check-t1.1", EscalationResponse(action=EscalationAction.REASSIGN), "ana", "try a2")
+    passed = record_of(await actor.person_decided())
+    assert passed.status is AllocationStatus.ALLOCATED and [turn.agent_id for turn in passed.awards] == [
+        "a1",
+        "a2",
+    ]
+    assert passed.awards[0].verdict is not None and passed.outcome is None
+    [award] = publisher.on(topics.TASK_AWARDED)[1:]
+    assert award.agent_id == "a2" and publisher.sent[-2][2] == "outcome:t1.1"
+    # a2's answer fails the check too: a second escalation, for the second turn.
+    await actor.mark_outcome(said(actor, "a2", "2 + 3 = 7"))
+    assert "check-t1.2" in escalations.records
+
+
+async def test_a_reassignment_to_nobody_left_or_past_the_budget_fails_the_task_saying_why() -> None:
+    publisher, escalations = RecordingPublisher(), Escalations()
+    actor = await person_task(publisher, escalations, budget_usd=0.15)  # a1 spent 0.10; a2 estimates 0.10
+    await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6"))
+    escalations.decide("check-t1.1", EscalationResponse(action=EscalationAction.REASSIGN), "ana", "try a2")
+    failed = record_of(await actor.person_decided())
+    assert failed.status is AllocationStatus.FAILED
+    assert (failed.failure_reason or "").endswith("no bid could take it over within its budget and deadline")
+
+
+async def test_without_an_escalation_service_a_failed_check_fails_the_task_saying_no_person_was_asked() -> (
+    None
+):
+    publisher = RecordingPublisher()
+    actor = await person_task(publisher, None)
+    failed = record_of(await actor.mark_outcome(said(actor, "a1", "2 + 3 = 6")))
+    assert failed.status is AllocationStatus.FAILED and "no person could be asked" in (
+        failed.failure_reason or ""
+    )
+
+
+def test_a_failed_check_takes_skip_abort_or_reassign_and_a_reassignment_a_bidder_not_tried() -> None:
+    for action in (EscalationAction.RETRY, EscalationAction.MODIFY_PROMPT):
+        with pytest.raises(InvalidArgument, match=r"skip .* abort .* or reassign"):
+            lifecycle.check_person_action(action)
+    record = lifecycle.record_outcome(
+        lifecycle.allocate(lifecycle.TaskRecord(spec=task_spec(acceptance=PERSON_ON_A_WRONG_SUM)),
+                           result(("a1", 0.9), ("a2", 0.5))),
+        TaskOutcome(task_id="t1", agent_id="a1", actual_success=True, actual_cost_usd=0.1, actual_steps=1,
+                    summary="2 + 3 = 6"),
+        datetime.now(UTC),
+    )  # fmt: skip
+    assert lifecycle.awaiting_person(record)
+    assert lifecycle.next_turn_for(record, None).agent_id == "a2"
+    with pytest.raises(InvalidArgument, match="those left: a2"):
+        lifecycle.next_turn_for(record, "a1")

@@ -2,11 +2,11 @@
 a capability question, sends a malformed command (dead-lettered), publishes a few tasks to
 the intake topic and prints each allocation (winner and scores) and outcome (with what the
 agent said), gives an agent app's agent (the example calculator) a task it wins by its own bid
-and does with its tool, runs the example review graph until it waits for a person, submits a
-plan and prints its waves as they run, runs two debates (one converges, one waits for a
-person), and parks an uncertain session for a person. It sends contract models and reads every answer
-as the contract model its route answers; an error answer stops it with a readable account
-(`CliError`)."""
+and does with its tool, checked by the market (the agent's claim and the verdict beside it),
+runs the example review graph until it waits for a person, submits a plan and prints its waves
+as they run, runs two debates (one converges, one waits for a person), and parks an uncertain
+session for a person. It sends contract models and reads every answer as the contract model its
+route answers; an error answer stops it with a readable account (`CliError`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from agora.cli.problems import CliError, describe_refusal
 from agora.cli.tasks import verdict_text
 from agora.cli.text import MAX_TEXT_CHARS, one_line, shorten
+from agora.core.acceptance import Acceptance, ExpectedAnswer, MatchMode
 from agora.core.contracts import FilterAnswer, SessionState, StepReport, StepVerdict
 from agora.core.debate.config import DebateConfig, DebaterConfig
 from agora.core.debate.record import DebateRecord, DebateState
@@ -136,8 +137,10 @@ AGENT_APP_TASK = TaskSpec(
     description="What is 19 + 23?",
     required_skills=["arithmetic"],
     min_success_threshold=0.2,
+    acceptance=Acceptance(check=ExpectedAnswer(match=MatchMode.NUMBER, expected="42")),
 )
-"""A task for an agent app's agent (the example calculator bids for it and calls its tool)."""
+"""A task for an agent app's agent (the example calculator bids for it and calls its tool),
+checked by the market: its answer's last number must be 42."""
 
 
 def _agent_app_task(http: httpx.Client, invoke: Callable[[str, str], str], publish: str) -> None:
@@ -420,8 +423,10 @@ def _how_it_ended(record: TaskRecord) -> str:
 
 
 def _print_verdict(record: TaskRecord) -> None:
-    if record.verdict is not None:
-        print(f"    verdict: {verdict_text(record.verdict)}")
+    """The check's verdict beside the agent's claim, where the task has a check."""
+    if record.verdict is not None and record.outcome is not None:
+        claimed = "success" if record.outcome.actual_success else "failure"
+        print(f"    the agent claimed {claimed}; verdict: {verdict_text(record.verdict)}")
 
 
 def _print_task(record: TaskRecord) -> None:

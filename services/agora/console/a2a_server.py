@@ -92,12 +92,13 @@ from starlette.types import Message as AsgiMessage
 from agora.console.api_keys import ApiKeys
 from agora.console.auth import Person
 from agora.console.auth import Role as PersonRole
+from agora.core.acceptance import DisputeVerdict
 from agora.core.errors import AgoraError, NotFound
 from agora.core.escalation.listing import ListingFilter
 from agora.core.escalation.record import EscalationStatus, WaitingPartyKind
 from agora.core.limits import MAX_TEXT_CHARS
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import TaskCancel
+from agora.core.messages import TaskCancel, TaskDispute
 from agora.core.task_events import FINAL_TASK_STATUSES, TaskEvent, TaskEventKind, task_events
 from agora.core.task_lifecycle import TaskNotCancellable, TaskRecord
 from agora.runtime.clients import EscalationClient, RegistryClient, TaskBoardClient
@@ -106,6 +107,7 @@ from agora.runtime.sidecar import DaprError, SidecarUnavailable
 
 __all__ = [
     "A2A_PATH",
+    "DISPUTE_METADATA_KEY",
     "SKILLS_METADATA_KEY",
     "KeyGate",
     "MarketAgent",
@@ -119,6 +121,9 @@ __all__ = [
 A2A_PATH = "/a2a"
 SKILLS_METADATA_KEY = "skills"
 """A message's `metadata.skills`: the skill tags its task needs (a list of strings)."""
+DISPUTE_METADATA_KEY = "dispute"
+"""A new message referencing a finished task (`referenceTaskIds`) with `metadata.dispute`:
+`passed` or `failed`, what the sender says the outcome was; its text is why (`TaskDispute`)."""
 TASK_TERMS = (
     "preferred_skills",
     "budget_usd",
@@ -291,6 +296,36 @@ def _metadata_skills(message: Message) -> list[str] | None:
             message=f"metadata.{SKILLS_METADATA_KEY} must be a list of skill tags (strings)"
         )
     return [v.string_value for v in value.list_value.values]
+
+
+def dispute_of(message: Message, by: str) -> TaskDispute:
+    """The dispute a follow-up message makes: its `metadata.dispute` the verdict it says the
+    outcome deserves, its text why; refused with what to send when it is neither."""
+    value = message.metadata.fields[DISPUTE_METADATA_KEY]
+    verdicts = [verdict.value for verdict in DisputeVerdict]
+    if not value.HasField("string_value") or value.string_value not in verdicts:
+        raise InvalidParamsError(
+            message=f"metadata.{DISPUTE_METADATA_KEY} must be one of {', '.join(verdicts)}"
+        )
+    reason = "\n".join(part.text for part in message.parts if part.HasField("text")).strip()
+    try:
+        return TaskDispute(disputed_by=by, reason=reason, verdict=DisputeVerdict(value.string_value))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise InvalidParamsError(message=f"the dispute's text is why it is disputed: {problems}") from None
+
+
+def dispute_answer(record: TaskRecord, message_id: str) -> Message:
+    """The market's answer to a dispute: how the disputed task stands after it."""
+    assert record.dispute is not None
+    text = (
+        f"task {record.task_id} is {record.status} as disputed by {record.dispute.by}: "
+        f"{record.dispute.reason}"
+    )
+    answer = _agent_message(record.task_id, text, f"{message_id}-disputed")
+    answer.ClearField("task_id")
+    answer.reference_task_ids.append(record.task_id)
+    return answer
 
 
 class NoSkillNamed(Exception):
@@ -597,6 +632,24 @@ class MarketAgent(RequestHandler):
             raise TaskNotFoundError(message=f"no task {task_id} on the market")
         return found
 
+    async def _dispute(self, message: Message, context: ServerCallContext) -> Message:
+        """A new message that references one finished task (`referenceTaskIds`) with
+        `metadata.dispute`: the task's outcome disputed in the key's person's name. The answer
+        is a message saying how the task stands after (GetTask reads it); the task itself takes
+        no message, as a task in a final state takes none."""
+        person = _person(context, deciding="disputing a task's outcome")
+        if message.task_id or len(message.reference_task_ids) != 1:
+            raise InvalidParamsError(
+                message=f"a dispute (metadata.{DISPUTE_METADATA_KEY}) is a new message whose "
+                "referenceTaskIds name the one task disputed, and no taskId"
+            )
+        [task_id] = message.reference_task_ids
+        record = await self._record(task_id)
+        if record is None:
+            raise TaskNotFoundError(message=f"no task {task_id} on the market")
+        disputed = await _answered(self._board.dispute(task_id, dispute_of(message, person.name)))
+        return dispute_answer(disputed, message.message_id)
+
     async def _publish(self, params: SendMessageRequest, context: ServerCallContext) -> TaskSpec:
         _person(context, deciding="sending a task")
         if params.message.task_id:
@@ -604,7 +657,8 @@ class MarketAgent(RequestHandler):
                 raise TaskNotFoundError(message=f"no task {params.message.task_id} on the market")
             raise UnsupportedOperationError(
                 message="a task on the market takes no further messages: what it waits on is decided by a "
-                "person in the console (or with the MCP server's decide_escalation)"
+                "person in the console (or with the MCP server's decide_escalation); a finished one's "
+                f"outcome is disputed with a new message (referenceTaskIds, metadata.{DISPUTE_METADATA_KEY})"
             )
         # The market's skills only when the message names none itself: the registry is not
         # asked (nor needed up) for a message that says what it needs.
@@ -615,6 +669,8 @@ class MarketAgent(RequestHandler):
         return spec
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        if DISPUTE_METADATA_KEY in params.message.metadata.fields:
+            return await self._dispute(params.message, context)
         try:
             spec = await self._publish(params, context)
         except NoSkillNamed as refused:
@@ -643,6 +699,9 @@ class MarketAgent(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
+        if DISPUTE_METADATA_KEY in params.message.metadata.fields:
+            yield await self._dispute(params.message, context)
+            return
         with self._stream_slot():  # before the task is published: a refusal publishes nothing
             try:
                 spec = await self._publish(params, context)

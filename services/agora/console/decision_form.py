@@ -25,6 +25,7 @@ from agora.core.escalation.decisions import (
 from agora.core.escalation.digest import DIGEST_PATTERN
 from agora.core.escalation.record import EscalationRecord, WaitingPartyKind
 from agora.core.limits import MAX_NOTE_CHARS, MAX_TEXT_CHARS
+from agora.core.task_lifecycle import CHECK_ESCALATION_PREFIX, PERSON_ACTIONS
 
 __all__ = [
     "EXTENSIONS",
@@ -64,9 +65,14 @@ class FormRefused(Exception):
 
 def actions_for(record: EscalationRecord) -> list[str]:
     """The actions that answer this escalation, in the order the form offers them: reassign
-    only for a paused run of a task (another of its bidders can take it over)."""
+    only for a paused run of a task (another of its bidders can take it over); a task's failed
+    check takes skip, abort and reassign only."""
     if isinstance(record.context, CheckpointContext):
         return [str(a) for a in CheckpointAction]
+    if record.waiting_party.kind is WaitingPartyKind.TASK and record.escalation_id.startswith(
+        CHECK_ESCALATION_PREFIX
+    ):
+        return [str(a) for a in PERSON_ACTIONS]  # a task's failed check: accept, fail, hand over
     runs_a_task = record.waiting_party.kind in (WaitingPartyKind.TASK, WaitingPartyKind.SESSION)
     return [str(a) for a in EscalationAction if a is not EscalationAction.REASSIGN or runs_a_task]
 

@@ -15,7 +15,9 @@ The kinds:
   plugs in its own tests): the task board calls it by service invocation with the task and the
   outcome (`agora.core.contracts.CheckRequest`, answered by a `CheckAnswer`);
 * `judge`: a model judges the output against a rubric; its verdict is an opinion with a
-  confidence, and counts as much as that confidence.
+  confidence, and counts as much as that confidence;
+* `publisher`: the publisher checks the output itself: the agent's success stands as a passed
+  verdict unless the publisher disputes it within the task's dispute window (`Dispute`).
 
 A check that cannot be carried out (a pattern that backtracks past its time, a checker app that
 does not answer after `CHECKER_ATTEMPTS` tries, or answers out of its contract) gives an
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -54,10 +56,12 @@ __all__ = [
     "JudgeOpinion",
     "MatchMode",
     "OnFailedCheck",
+    "PublisherCheck",
     "Verdict",
     "VerdictStatus",
     "claim_stands",
     "judge_output",
+    "standing_verdict",
 ]
 
 MAX_SCHEMA_BYTES = 16 * 1024
@@ -187,14 +191,24 @@ class JudgeOpinion(BaseModel):
     reason: Note = Field(min_length=1)
 
 
+class PublisherCheck(BaseModel):
+    """The publisher checks the output itself: a success the agent reports stands (a passed
+    verdict, counted as one) unless the publisher disputes it within the task's
+    `dispute_window_s`, which must be more than 0; a dispute corrects the record once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["publisher"] = "publisher"
+
+
 BoardCheck = JsonSchemaCheck | ExpectedAnswer
-"""The kinds the board judges itself, in the turn that records the outcome."""
+"""The kinds the board judges itself on the output, in the turn that records the outcome."""
 AskedCheck = CheckerApp | JudgeCheck
 """The kinds the board asks someone about, after the outcome is recorded and before the task
 ends: a checker app, a judge model."""
 
 AcceptanceCheck = Annotated[
-    JsonSchemaCheck | ExpectedAnswer | CheckerApp | JudgeCheck, Field(discriminator="kind")
+    JsonSchemaCheck | ExpectedAnswer | CheckerApp | JudgeCheck | PublisherCheck, Field(discriminator="kind")
 ]
 
 
@@ -207,6 +221,11 @@ class OnFailedCheck(StrEnum):
     """The next-best bid not tried yet gets the task, if the task's budget still covers its
     estimate on top of what the failed turns cost and the task's deadline (counted from its
     first award) has not passed; else the task ends FAILED, with the check's reason."""
+    PERSON = "person"
+    """A person decides, in an escalation that shows the output and the check's reason: accept
+    the output all the same (`skip`: the task COMPLETED on the person's word), fail the task
+    (`abort`), or hand it to another bidder (`reassign`, within the budget and deadline as for
+    `next_bid`). The task stays ALLOCATED, its outcome and failed verdict recorded, until then."""
 
 
 class Acceptance(BaseModel):
@@ -217,6 +236,12 @@ class Acceptance(BaseModel):
     check: AcceptanceCheck
     on_failure: OnFailedCheck = OnFailedCheck.FAIL
     dispute_window_s: int = Field(default=DEFAULT_DISPUTE_WINDOW_S, ge=0, le=MAX_DISPUTE_WINDOW_S)
+
+    @model_validator(mode="after")
+    def _publisher_has_a_window(self) -> Acceptance:
+        if isinstance(self.check, PublisherCheck) and self.dispute_window_s == 0:
+            raise ValueError("a publisher check needs a dispute window (dispute_window_s > 0)")
+        return self
 
 
 class VerdictStatus(StrEnum):
@@ -275,6 +300,22 @@ def claim_stands(claimed_success: bool, verdict: Verdict | None) -> bool:
     if verdict is not None and verdict.status is not VerdictStatus.UNCHECKED:
         return verdict.passed
     return claimed_success
+
+
+def standing_verdict(claimed_success: bool, window_s: int, now: datetime, checked_by: str) -> Verdict | None:
+    """A `publisher` check's verdict: the agent's reported success stands, passed, until the
+    window ends or the publisher disputes it; a failure the agent reports itself needs no
+    verdict (None: it stands as reported, as any outcome without a check)."""
+    if not claimed_success:
+        return None
+    until = (now + timedelta(seconds=window_s)).isoformat(timespec="seconds")
+    return Verdict(
+        status=VerdictStatus.PASSED,
+        kind=PublisherCheck().kind,
+        reason=f"the agent's success stands unless the publisher disputes it by {until}",
+        checked_by=checked_by,
+        at=now,
+    )
 
 
 def judge_output(check: BoardCheck, output: str, checked_by: str) -> Verdict:

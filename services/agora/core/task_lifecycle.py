@@ -40,18 +40,25 @@ from agora.core.acceptance import (
     DisputeVerdict,
     JudgeCheck,
     OnFailedCheck,
+    PublisherCheck,
     Verdict,
     VerdictStatus,
     judge_output,
+    standing_verdict,
 )
+from agora.core.checks import ValidationResult
 from agora.core.errors import (
     AgoraError,
     ConflictingTask,
+    Forbidden,
     IllegalTransition,
     InvalidArgument,
     InvalidOutcome,
     error_table,
 )
+from agora.core.escalation.context import EscalationContext
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import ParkRequest, WaitingParty, WaitingPartyKind
 from agora.core.limits import MAX_CANDIDATES, MAX_NOTE_CHARS, Identifier, Name, Note
 from agora.core.market import AllocationResult, AllocationStatus, BidScore, TaskOutcome, TaskSpec
 
@@ -476,13 +483,17 @@ CHECKED_BY_THE_BOARD = "taskboard"
 
 def verdict_on(spec: TaskSpec, outcome: TaskOutcome, now: datetime) -> Verdict | None:
     """The verdict of the task's own check on the outcome's output, where the board runs it
-    itself (an output schema, an expected answer); None when the task has no such check. A run
+    itself (an output schema, an expected answer, the publisher's standing word:
+    `standing_verdict`); None when the task has no such check. A run
     that ended on an error of the market's (its deadline, its budget) is no answer to check: its
     failure stands as reported."""
     acceptance = spec.acceptance
-    if acceptance is None or not isinstance(acceptance.check, BoardCheck):
+    if acceptance is None or failure_code(outcome) is not None:
         return None
-    if failure_code(outcome) is not None:
+    if isinstance(acceptance.check, PublisherCheck):
+        window = acceptance.dispute_window_s
+        return standing_verdict(outcome.actual_success, window, now, CHECKED_BY_THE_BOARD)
+    if not isinstance(acceptance.check, BoardCheck):
         return None
     verdict = judge_output(acceptance.check, outcome.summary, CHECKED_BY_THE_BOARD)
     return verdict.model_copy(update={"at": now})
@@ -500,7 +511,115 @@ def asked_check_of(spec: TaskSpec, outcome: TaskOutcome) -> AskedCheck | None:
 def awaiting_verdict(record: TaskRecord) -> bool:
     """Whether the outcome is recorded and the task waits for its checker app's or judge's
     verdict."""
-    return record.status is AllocationStatus.ALLOCATED and record.outcome is not None
+    return (
+        record.status is AllocationStatus.ALLOCATED and record.outcome is not None and record.verdict is None
+    )
+
+
+def awaiting_person(record: TaskRecord) -> bool:
+    """Whether the task's check failed its outcome and the task waits for a person to decide
+    what follows (`on_failure: person`)."""
+    return (
+        record.status is AllocationStatus.ALLOCATED
+        and record.outcome is not None
+        and record.verdict is not None
+        and record.verdict.status is VerdictStatus.FAILED
+    )
+
+
+CHECK_ESCALATION_PREFIX = "check-"
+
+
+def check_escalation_id(record: TaskRecord) -> str:
+    """The escalation a person decides a failed check of the task's current turn in:
+    `check-<task>.<turn>`, one per turn."""
+    return f"{CHECK_ESCALATION_PREFIX}{record.task_id}.{len(record.awards)}"
+
+
+PERSON_VERDICT = "person"
+"""A verdict's kind when a person accepted an output its check failed."""
+
+PERSON_ACTIONS = (EscalationAction.SKIP, EscalationAction.ABORT, EscalationAction.REASSIGN)
+"""What a person may answer a failed check with: accept the output, fail the task, hand it to
+another bidder."""
+
+
+def check_person_action(action: EscalationAction) -> None:
+    """Refused, saying what fits, unless `action` answers a failed check."""
+    if action not in PERSON_ACTIONS:
+        raise InvalidArgument(
+            f"a failed check is answered with skip (accept the output all the same), abort (the task "
+            f"fails) or reassign (another bidder takes it), not {action}"
+        )
+
+
+def person_park_request(record: TaskRecord) -> ParkRequest:
+    """The escalation a failed check waits in (`on_failure: person`): the task, the output and
+    the check's reason, for a person to decide on. The same record gives the same request, so
+    parking it again is the same escalation."""
+    assert record.outcome is not None and record.verdict is not None
+    verdict = record.verdict
+    context = EscalationContext(
+        job_id=record.task_id,
+        step=len(record.awards),
+        validation_results=[
+            ValidationResult(
+                kind="acceptance",
+                subject=verdict.kind,
+                passed=False,
+                detail=f"checked by {verdict.checked_by}",
+                failure_reason=verdict.reason,
+            )
+        ],
+        confidence=verdict.confidence if verdict.confidence is not None else 0.0,
+        retry_count=len(record.awards) - 1,
+        error_history=[check_failure_reason(verdict)],
+        prompt_used=record.spec.description,
+        output_summary=record.outcome.summary or "(no output)",
+    )
+    who = record.outcome.agent_id
+    return ParkRequest(
+        waiting_party=WaitingParty(kind=WaitingPartyKind.TASK, id=record.task_id),
+        context=context,
+        who=CHECKED_BY_THE_BOARD,
+        why=f"the {verdict.kind} check failed {who}'s output: skip accepts it, abort fails the task, "
+        "reassign hands it to another bidder"[:MAX_NOTE_CHARS],
+    )
+
+
+def person_decided(
+    record: TaskRecord, decision: EscalationResponse, by: str, why: str, now: datetime
+) -> TaskRecord:
+    """The task as a person's decision on its failed check leaves it: `skip` COMPLETES it on
+    the person's word (a passed verdict of kind `person`, naming who, why and the check that
+    failed), `abort` FAILS it with the check's reason, `reassign` passes it to the named bidder
+    or the next-best bid not tried yet, within the task's budget and deadline (else FAILED with
+    why). A task that no longer waits for a person is left as it is; an action that answers no
+    failed check (retry, modify_prompt) fails it as abort does, saying so."""
+    if not awaiting_person(record):
+        return record
+    assert record.verdict is not None and record.outcome is not None
+    failed = record.verdict
+    if decision.action is EscalationAction.SKIP:
+        accepted = Verdict(
+            status=VerdictStatus.PASSED,
+            kind=PERSON_VERDICT,
+            reason=f"accepted by {by} though the {failed.kind} check failed ({failed.reason}): {why}"[
+                :MAX_NOTE_CHARS
+            ],
+            checked_by=CHECKED_BY_THE_BOARD,
+            at=now,
+        )
+        return move(record, AllocationStatus.COMPLETED).model_copy(update={"verdict": accepted})
+    if decision.action is EscalationAction.REASSIGN:
+        passed = _pass_to(record, failed, now, decision.reassign_to)
+        if passed is not None:
+            return passed
+        why = f"{why}; no bid could take it over within its budget and deadline"
+    elif decision.action is not EscalationAction.ABORT:
+        why = f"{why}; {decision.action} answers no failed check, so the task fails"
+    reason = f"{check_failure_reason(failed)}; {by} decided: {why}"[:MAX_NOTE_CHARS]
+    return move(record, AllocationStatus.FAILED).model_copy(update={"failure_reason": reason})
 
 
 def asked_verdict(
@@ -545,6 +664,9 @@ def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime)
     (`passed_on`) where one is left within the task's budget and deadline."""
     assert record.outcome is not None
     if verdict is not None and verdict.status is VerdictStatus.FAILED:
+        acceptance = record.spec.acceptance
+        if acceptance is not None and acceptance.on_failure is OnFailedCheck.PERSON:
+            return record.model_copy(update={"verdict": verdict})  # `awaiting_person`
         passed = passed_on(record, verdict, now)
         if passed is not None:
             return passed
@@ -557,17 +679,46 @@ def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime)
 
 def passed_on(record: TaskRecord, verdict: Verdict, now: datetime) -> TaskRecord | None:
     """The task passed to the next-best bid not tried yet after its check failed the current
-    turn's outcome (kept on that turn, with the verdict); None when the task does not ask for
-    that, no eligible bid is left, the budget would not cover the next bid's estimate on top of
-    what the turns so far cost, or the deadline (from the first award) has passed."""
+    turn's outcome, when the task says `on_failure: next_bid` (`_pass_to`); None otherwise."""
     acceptance = record.spec.acceptance
     if acceptance is None or acceptance.on_failure is not OnFailedCheck.NEXT_BID:
         return None
+    return _pass_to(record, verdict, now)
+
+
+def next_turn_for(record: TaskRecord, to_agent: str | None) -> BidScore:
+    """Who takes the task over after its check failed: `to_agent`, a bidder not tried yet, or
+    without one the next-best eligible bid not tried yet; refused with why otherwise."""
+    assert record.allocation is not None
+    tried = {attempt.agent_id for attempt in record.awards}
+    if to_agent is None:
+        nearest = next_best(record.allocation, tried)
+        if nearest is None:
+            raise InvalidArgument(f"task {record.task_id} has no eligible bid left that was not tried")
+        return nearest
+    named = next((s for s in record.allocation.all_scores if s.agent_id == to_agent), None)
+    if named is None or to_agent in tried:
+        untried = ", ".join(s.agent_id for s in record.allocation.all_scores if s.agent_id not in tried)
+        raise InvalidArgument(
+            f"agent {to_agent} is no bidder of task {record.task_id} that was not tried; "
+            f"those left: {untried or 'none'}"
+        )
+    return named
+
+
+def _pass_to(
+    record: TaskRecord, verdict: Verdict, now: datetime, to_agent: str | None = None
+) -> TaskRecord | None:
+    """The task passed to `to_agent` (or the next-best bid not tried yet) after its check
+    failed the current turn's outcome (kept on that turn, with the verdict); None when no such
+    bid is left, the budget would not cover its estimate on top of what the turns so far cost,
+    or the deadline (from the first award) has passed."""
     assert record.allocation is not None and record.outcome is not None and record.awards
     if len(record.awards) >= MAX_CANDIDATES:
         return None
-    nearest = next_best(record.allocation, {attempt.agent_id for attempt in record.awards})
-    if nearest is None:
+    try:
+        nearest = next_turn_for(record, to_agent)
+    except InvalidArgument:
         return None
     bid = next(b for b in record.allocation.all_bids if b.agent_id == nearest.agent_id)
     spent = record.outcome.actual_cost_usd + sum(
@@ -649,6 +800,20 @@ def dispute_window_seconds(spec: TaskSpec) -> int:
 def ended_at(record: TaskRecord) -> datetime:
     """When the task reached its end (its last status change)."""
     return record.history[-1].at
+
+
+def check_app_dispute(record: TaskRecord, app_id: str, by: str) -> None:
+    """An app (not a person's tool) may dispute only a task that answers to it (its `reply_to`:
+    the app that published it and waits for its end), and only in its own name; refused with
+    why otherwise."""
+    if record.spec.reply_to != app_id:
+        answers_to = record.spec.reply_to or "no app"
+        raise Forbidden(
+            f"app {app_id} may dispute only the tasks that answer to it (reply_to); "
+            f"task {record.task_id} answers to {answers_to}"
+        )
+    if by != app_id:
+        raise Forbidden(f"an app disputes in its own name: disputed_by must be {app_id}, not {by}")
 
 
 def dispute(record: TaskRecord, by: str, reason: str, verdict: DisputeVerdict, now: datetime) -> TaskRecord:

@@ -24,7 +24,13 @@ from agora.core.limits import MAX_PAGE_SIZE
 from agora.core.messages import EscalationOutcome
 from agora.core.outcomes.learner import OutcomeLearner
 from agora.core.outcomes.record import StepOutcome
-from agora.core.task_lifecycle import successor
+from agora.core.task_lifecycle import (
+    CHECK_ESCALATION_PREFIX,
+    awaiting_person,
+    check_person_action,
+    next_turn_for,
+    successor,
+)
 from agora.escalation.actors import ACTOR_TYPE, DEADLINE_REMINDER, Escalation, EscalationDeps
 from agora.escalation.listing import LISTING_NAMESPACE, EscalationListings
 from agora.escalation.outcomes import OUTCOME_INDEX_NAMESPACE, OUTCOME_NAMESPACE, DaprOutcomeStore, outcome_of
@@ -163,21 +169,32 @@ def escalation_module(settings: EscalationSettings | None = None) -> ServiceModu
                 why=request.why,
                 context_digest=request.context_digest,
             )
-            if (
-                isinstance(request.decision, EscalationResponse)
-                and request.decision.action is EscalationAction.REASSIGN
-            ):
-                await check_reassignment(escalation_id, request.decision)
+            if isinstance(request.decision, EscalationResponse):
+                await check_fits(escalation_id, request.decision)
             return await escalations(escalation_id).resolve(decision)
 
-        async def check_reassignment(escalation_id: str, decision: EscalationResponse) -> None:
-            """A reassignment is refused up front, with why, unless the escalation pauses the
-            run of a task an agent took and someone else bid for it: the holder hands the task
-            over only after the decision is made, when nobody is there to be told it cannot."""
+        async def check_fits(escalation_id: str, decision: EscalationResponse) -> None:
+            """A decision is refused up front, with why, when it cannot be carried out: nobody
+            is there to be told once it is made. A task's failed check (`check-<task>.<turn>`)
+            takes skip, abort or reassign; a reassignment needs a paused run of a task an agent
+            took (or a failed check) and someone else who bid for it."""
+            failed_check = escalation_id.startswith(CHECK_ESCALATION_PREFIX)
+            if not failed_check and decision.action is not EscalationAction.REASSIGN:
+                return
             record = await escalations(escalation_id).get()
             if not record.waiting:
                 return  # decided already: the actor refuses the decision, saying by whom
             party = record.waiting_party
+            if failed_check and party.kind is WaitingPartyKind.TASK:
+                check_person_action(decision.action)
+                if decision.action is not EscalationAction.REASSIGN:
+                    return
+                board = await tasks(party.id).get_task()
+                if awaiting_person(board):
+                    next_turn_for(board, decision.reassign_to)
+                    return
+            if decision.action is not EscalationAction.REASSIGN:
+                return
             if party.kind not in (WaitingPartyKind.TASK, WaitingPartyKind.SESSION):
                 raise InvalidArgument(
                     f"a reassignment hands a task's paused run to another agent; escalation "

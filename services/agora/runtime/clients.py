@@ -103,7 +103,8 @@ class TaskBoardClient:
         return await _as(TaskRecord, answer)
 
     async def dispute(self, task_id: str, dispute: TaskDispute) -> TaskRecord:
-        """A person disputes the task's finished outcome: the task as it stands after."""
+        """A person (through the console) or the app the task answers to disputes the task's
+        finished outcome: the task as it stands after."""
         path = f"v1/tasks/{quote(task_id, safe='')}/dispute"
         answer = self._sidecar.invoke(self._app_id, path, json_body=dispute.model_dump(mode="json"))
         return await _as(TaskRecord, answer)

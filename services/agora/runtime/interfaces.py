@@ -92,6 +92,9 @@ class TaskInterface(AgoraActorInterface, ActorInterface):
     @actor_method("dispute")
     async def dispute(self, dispute: TaskDispute) -> TaskRecord: ...
 
+    @actor_method("person_decided")
+    async def person_decided(self) -> TaskRecord: ...
+
     @actor_method("award_window_due")
     async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...
 

@@ -37,6 +37,8 @@ from agora.core import topics
 from agora.core.acceptance import CHECKER_ATTEMPTS, AskedCheck, CheckerApp, Verdict, checker_backoff
 from agora.core.contracts import CheckRequest, OutcomeReport
 from agora.core.errors import NotFound
+from agora.core.escalation.decisions import EscalationAction, EscalationResponse
+from agora.core.escalation.record import SYSTEM_ACTOR
 from agora.core.market import TERMINAL_STATUSES, AllocationResult, AllocationStatus, TaskOutcome, TaskSpec
 from agora.core.messages import (
     AwardAcknowledgement,
@@ -54,6 +56,7 @@ from agora.core.messages import (
 from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.checkers import CheckAnswerInvalid, Checkers, CheckNotAnswered
+from agora.runtime.clients import EscalationActors
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
@@ -74,6 +77,12 @@ LAPSE_RETRY_SECONDS = 5
 CHECK_REMINDER = "check"
 """Asks the task's checker app or judge about the recorded outcome: armed as the outcome is recorded, and
 again, after a backoff, when a try gets no answer."""
+PERSON_REMINDER = "person"
+"""While a failed check waits for a person (`on_failure: person`): parks its escalation (again:
+parking is idempotent) and reads the decision off the escalation's record, every
+`PERSON_LOOK_SECONDS`, until one is applied. The decision's announcement applies it at once;
+this is what applies it when that announcement is lost or its handling failed."""
+PERSON_LOOK_SECONDS = 60
 UNDER_WAY = (AllocationStatus.PENDING, AllocationStatus.BIDDING, AllocationStatus.ALLOCATED)
 
 
@@ -114,6 +123,10 @@ class TaskBoardDeps:
     judge: Judge | None = None
     """The board's model, for tasks whose check is a judge (None: such a task stays unchecked,
     with the reason)."""
+    escalations: EscalationActors | None = None
+    """Where a failed check waits for a person (`on_failure: person`; None: such a task fails
+    with the check's reason, saying no person could be asked)."""
+    person_look_seconds: float = PERSON_LOOK_SECONDS
 
     @cached_property
     def listings(self) -> TaskListings:
@@ -292,6 +305,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             # the commit retries, and the check must not be lost with that call.
             await self.register_reminder(CHECK_REMINDER, b"", timedelta(0))
             return ended
+        if lifecycle.awaiting_person(ended):
+            await self._ask_a_person()
+            return self._record()
         await self._announce_outcome(ended, outcome)
         return ended
 
@@ -377,7 +393,66 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             return
         ended = await self._save(checked)
         log.info("task checked", extra={"task_id": self.id.id, "check": who, "verdict": str(verdict.status)})
+        if lifecycle.awaiting_person(ended):
+            await self._ask_a_person()
+            return
         await self._announce_outcome(ended, record.outcome)
+
+    async def _ask_a_person(self) -> None:
+        """A failed check waits for a person: the reminder that parks its escalation and reads
+        the decision is armed first (so a failure here is tried again), then the escalation is
+        parked at once."""
+        period = timedelta(seconds=self.deps.person_look_seconds)
+        await self.register_reminder(PERSON_REMINDER, b"", period, period)
+        try:
+            await self._follow_person()
+        except Exception as exc:  # the reminder parks it on its next look
+            log.warning(
+                "could not park the task's failed check for a person yet; trying again",
+                extra={"task_id": self.id.id, "reason": str(exc)[:500],
+                       "retry_in_s": self.deps.person_look_seconds},
+            )  # fmt: skip
+
+    @actor_endpoint
+    async def person_decided(self) -> TaskRecord:
+        """A person decided an escalation of this task (its announcement): the decision is
+        read off the escalation's own record and applied, if the task waits for one."""
+        await self._follow_person()
+        return self._record()
+
+    async def _follow_person(self) -> None:
+        """Park the escalation of the failed check (idempotent) and apply its decision, if there
+        is one yet: skip, abort or reassign (`lifecycle.person_decided`)."""
+        record = self._record()
+        if not lifecycle.awaiting_person(record):
+            await self.drop_reminder(PERSON_REMINDER)
+            return
+        escalation_id = lifecycle.check_escalation_id(record)
+        if self.deps.escalations is None:
+            decision = EscalationResponse(action=EscalationAction.ABORT)
+            by, why = lifecycle.CHECKED_BY_THE_BOARD, "no person could be asked (no escalation service)"
+        else:
+            escalation = await self.deps.escalations(escalation_id).park(
+                lifecycle.person_park_request(record)
+            )
+            if escalation.decision is None:
+                return
+            assert isinstance(escalation.decision, EscalationResponse)
+            decision, by = escalation.decision, escalation.decided_by or SYSTEM_ACTOR
+            why = next((a.why for a in reversed(escalation.audit) if a.what.startswith("resolved")), "")
+        decided = lifecycle.person_decided(record, decision, by, why, _now())
+        log.info(
+            "a person decided the task's failed check",
+            extra={"task_id": self.id.id, "escalation_id": escalation_id, "action": str(decision.action),
+                   "by": by},
+        )  # fmt: skip
+        if lifecycle.was_passed_on(record, decided):
+            await self._pass_on(decided)
+        else:
+            await self._save(decided)
+            assert record.outcome is not None
+            await self._announce_outcome(decided, record.outcome)
+        await self.drop_reminder(PERSON_REMINDER)
 
     async def _verdict_of(self, check: AskedCheck, request: CheckRequest) -> Verdict:
         if isinstance(check, CheckerApp):
@@ -508,6 +583,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             return
         if name == CHECK_REMINDER:
             await self._ask_for_verdict()
+            return
+        if name == PERSON_REMINDER:
+            await self._follow_person()
             return
         if name != AWARD_REMINDER or self.state.record is None:
             return

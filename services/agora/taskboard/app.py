@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from datetime import UTC, datetime
 from typing import Annotated
@@ -10,16 +11,25 @@ from fastapi import FastAPI, Header
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from agora.core import task_lifecycle as lifecycle
+from agora.core import topics
 from agora.core.acceptance import CHECKER_FIRST_RETRY_S, checker_backoff
 from agora.core.contracts import TaskList, TaskPublished
+from agora.core.errors import NotFound
+from agora.core.escalation.record import WaitingPartyKind
 from agora.core.market import AllocationStatus, TaskSpec
-from agora.core.messages import TaskCancel, TaskDispute
-from agora.core.task_lifecycle import DEFAULT_ACK_SECONDS, MAX_ACK_SECONDS, TaskRecord
+from agora.core.messages import EscalationResolved, TaskCancel, TaskDispute
+from agora.core.task_lifecycle import (
+    CHECK_ESCALATION_PREFIX,
+    DEFAULT_ACK_SECONDS,
+    MAX_ACK_SECONDS,
+    TaskRecord,
+)
 from agora.core.topics import TASKS
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.checkers import Checkers
-from agora.runtime.clients import task_actors
+from agora.runtime.clients import escalation_actors, task_actors
 from agora.runtime.event_streams import (
     DEFAULT_BUFFER_EVENTS,
     DEFAULT_POLL_SECONDS,
@@ -53,6 +63,9 @@ class TaskBoardSettings(ServiceSettings):
     checker_retry_seconds: float = Field(default=CHECKER_FIRST_RETRY_S, gt=0, le=60)
     """AGORA_CHECKER_RETRY_SECONDS: how long the board waits before asking a task's checker app
     again when it did not answer (each next wait four times longer; `CHECKER_ATTEMPTS` tries)."""
+    people_apps: list[str] = Field(default_factory=lambda: ["console"], max_length=16)
+    """AGORA_PEOPLE_APPS: the apps people act through (their disputes name the person). Any
+    other app disputes only the tasks that answer to it, in its own name."""
     award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
     """AGORA_AWARD_SWEEP_SECONDS: how often this replica looks for awards whose acknowledgment
     window has ended (a window ends up to this much late)."""
@@ -76,6 +89,7 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
                 settings.retention_seconds,
                 checker_backoff(settings.checker_retry_seconds),
                 Judge(model_client_from_settings(ModelSettings(), ctx.sidecar)),
+                escalation_actors(ActorClient(ctx.sidecar)),
             ),
         )
         tasks = task_actors(ActorClient(ctx.sidecar))
@@ -108,12 +122,32 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
             return await tasks(task_id).cancel(cancel)
 
         @app.post("/v1/tasks/{task_id}/dispute", response_model=TaskRecord)
-        async def dispute_task(task_id: PathId, dispute: TaskDispute) -> TaskRecord:
-            """A person disputes the task's finished outcome within its window (the console's
-            people): the task as it stands after, its verdict and end as the dispute says. One
+        async def dispute_task(
+            task_id: PathId, dispute: TaskDispute, dapr_caller_app_id: str | None = Header(default=None)
+        ) -> TaskRecord:
+            """A person (through one of `people_apps`) or the app the task answers to (its
+            `reply_to`, in its own name) disputes the task's finished outcome within its
+            window: the task as it stands after, its verdict and end as the dispute says. One
             without an outcome, past its window or disputed already is refused (409
-            `NOT_DISPUTABLE`); the same dispute again is answered as it is."""
+            `NOT_DISPUTABLE`); the same dispute again is answered as it is; another app's is
+            refused (403 `FORBIDDEN`). The caller is who its sidecar says it is (Dapr's
+            `dapr-caller-app-id`; the access policy admits the callers)."""
+            caller = dapr_caller_app_id
+            if caller is not None and caller != settings.app_id and caller not in settings.people_apps:
+                lifecycle.check_app_dispute(await readers(task_id).get_task(), caller, dispute.disputed_by)
             return await tasks(task_id).dispute(dispute)
+
+        async def on_resolved(event: EscalationResolved) -> None:
+            """A person decided an escalation: one of a task's failed check is applied by its
+            `Task` actor, which reads the decision off the escalation's own record (the
+            announcement only says when to look)."""
+            if event.waiting_party.kind is WaitingPartyKind.TASK and event.escalation_id.startswith(
+                CHECK_ESCALATION_PREFIX
+            ):
+                with contextlib.suppress(NotFound):  # no such task here: not the board's to apply
+                    await tasks(event.waiting_party.id).person_decided()
+
+        ctx.subscriptions.subscribe(topics.ESCALATION_RESOLVED, on_resolved, idempotent=True)
 
         streams = TaskEventStreams(
             lambda task_id: readers(task_id).get_task(),

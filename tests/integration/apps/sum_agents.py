@@ -64,4 +64,8 @@ agents = [
     summer("bluffer-by-app", "sums-by-app", right=False),
     summer("adder-next", "sums-next", right=True),
     summer("bluffer-next", "sums-next", right=False),
+    summer("adder-publisher", "sums-publisher", right=True),
+    summer("bluffer-publisher", "sums-publisher", right=False),
+    summer("adder-person", "sums-person", right=True),
+    summer("bluffer-person", "sums-person", right=False),
 ]

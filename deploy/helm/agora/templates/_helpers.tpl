@@ -161,7 +161,7 @@ Call with (dict "root" $ "rule" "publishingScopes"|"subscriptionScopes").
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.outcome,agora.deadletter" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.outcome,agora.cost.events,agora.tasks,agora.plans,agora.debates,agora.deadletter" .) }}{{ end -}}
 {{- else -}}
-{{- $entries = list "allocator=agora.tasks,agora.task.outcome,agora.task.outcome.recorded" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
+{{- $entries = list "allocator=agora.tasks,agora.task.outcome,agora.task.outcome.recorded" "taskboard=agora.escalation.resolved" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
 {{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.awarded,agora.task.cancelled,agora.escalation.resolved,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.plan.completed,agora.debate.completed" }}{{ end -}}
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.awarded" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.awarded,agora.task.cancelled,agora.escalation.resolved,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.plan.completed,agora.debate.completed" .) }}{{ end -}}
@@ -223,6 +223,22 @@ taskboard:
       - name: /v1/tasks
         httpVerb: ["GET"]
         action: allow
+  - appId: agents
+    defaultAction: deny
+    operations:
+      - name: /v1/tasks/**/dispute
+        httpVerb: ["POST"]
+        action: allow
+{{- range splitList " " (include "agora.agentAppIds" .) | compact }}
+{{- if ne . "agents" }}
+  - appId: {{ . }}
+    defaultAction: deny
+    operations:
+      - name: /v1/tasks/**/dispute
+        httpVerb: ["POST"]
+        action: allow
+{{- end }}
+{{- end }}
 reputation:
   - appId: console
     defaultAction: allow
