@@ -344,6 +344,30 @@ def test_the_app_a_task_answers_to_disputes_it_in_its_own_name_and_no_other_app_
     eventually(lambda: counted(market, pair) >= 2, timeout=30, interval=0.2)
 
 
+def test_a_schema_checked_sum_passes_as_json_and_fails_as_prose(market: LocalCluster) -> None:
+    """A task whose output must satisfy a JSON Schema: the bluffer's prose fails it (not JSON),
+    the adder's JSON passes it, each verdict signed by the board with why."""
+    pair = ("adder-json", "bluffer-json")
+    schema = {"type": "object", "required": ["total"], "properties": {"total": {"type": "integer"}}}
+    check = {"kind": "json_schema", "json_schema": schema}
+    by_agent: dict[str, dict[str, Any]] = {}
+    for a, b in [(585, 740), (12, 30), (7, 8), (100, 200), (1, 2)]:
+        record = run_sum(market, pair, "sums-json", a, b, True, {**check})
+        by_agent.setdefault(record["outcome"]["agent_id"], record)
+        if len(by_agent) == 2:
+            break
+    assert set(by_agent) == set(pair), "both ran a task once the bluffer's record fell"
+    bluff, sum_ = by_agent["bluffer-json"], by_agent["adder-json"]
+    assert (bluff["status"], bluff["verdict"]["kind"], bluff["verdict"]["status"]) == (
+        "FAILED",
+        "json_schema",
+        "failed",
+    )
+    assert "not JSON" in bluff["verdict"]["reason"] and bluff["verdict"]["checked_by"] == "taskboard"
+    assert (sum_["status"], sum_["verdict"]["status"]) == ("COMPLETED", "passed")
+    assert sum_["verdict"]["reason"] == "the output satisfies the schema"
+
+
 def decide(cluster: LocalCluster, escalation_id: str, action: str, why: str) -> httpx.Response:
     decision = {"kind": "escalation", "action": action}
     return httpx.post(

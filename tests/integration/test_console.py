@@ -399,6 +399,50 @@ def test_the_task_board_agents_plans_and_debates_are_readable(
     expect(page.locator("#error")).to_contain_text("no such task")
 
 
+def test_a_decider_disputes_a_finished_task_from_its_page_and_a_viewer_cannot(
+    default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
+) -> None:
+    """The task's page shows its verdict beside the agent's claim; a decider disputes the outcome
+    there in their own name (a form without a reason is shown back with what to send), the page
+    then shows the dispute and offers no second one; a viewer is offered none."""
+    app = embedded(default_cluster)
+    task_id = f"console-dispute-{uuid.uuid4().hex[:6]}"
+    checked_by_its_publisher = {"check": {"kind": "publisher"}, "dispute_window_s": 3600}
+    spec = {"task_id": task_id, "description": "Summarise the papers", "required_skills": ["web_search"],
+            "min_success_threshold": 0.0, "acceptance": checked_by_its_publisher}  # fmt: skip
+    publish_event(app.dapr_http, "agora.tasks", spec)
+
+    def ended() -> dict[str, Any] | None:
+        answer = httpx.get(app.invoke_url(f"v1/tasks/{task_id}", "agora"), timeout=30)
+        record: dict[str, Any] = answer.json()
+        return record if answer.status_code == 200 and record["status"] in ("COMPLETED", "FAILED") else None
+
+    record = eventually(ended, timeout=60)
+    assert record["outcome"] is not None, record
+
+    viewer = sign_in(browser, console, VIEWER)
+    viewer.goto(f"{console.app_url}/tasks/{task_id}")
+    expect(viewer.locator("#viewer-notice")).to_contain_text("not dispute it")
+    assert viewer.locator("#dispute-form").count() == 0
+
+    page = sign_in(browser, console, DECIDER)
+    page.goto(f"{console.app_url}/tasks/{task_id}")
+    if record["verdict"] is not None:
+        expect(page.locator("#verdict")).to_contain_text("(publisher)")
+        expect(page.locator("#claim")).to_contain_text("The agent claimed success")
+    page.select_option("#dispute-form select[name=verdict]", "failed")
+    page.click("#dispute-form button[type=submit]")  # no reason given
+    expect(page.locator("#problems")).to_contain_text("say why the outcome was otherwise")
+    page.fill("#dispute-form textarea[name=why]", "it names no paper")
+    page.click("#dispute-form button[type=submit]")
+    expect(page).to_have_url(f"{console.app_url}/tasks/{task_id}")
+    expect(page.locator("#disputed-by")).to_have_text(DECIDER)
+    expect(page.locator("#task-status")).to_have_text("FAILED")
+    assert page.locator("#dispute-form").count() == 0, "a task is disputed once"
+    board = httpx.get(app.invoke_url(f"v1/tasks/{task_id}", "agora"), timeout=30).json()
+    assert board["dispute"]["by"] == DECIDER and board["dispute"]["reason"] == "it names no paper"
+
+
 def test_a_task_s_page_follows_the_task_s_event_stream(
     default_cluster: LocalCluster, console: ServiceReplica, browser: Browser
 ) -> None:

@@ -34,6 +34,7 @@ from agora.console.inbox import InboxFilter, SharedReading, SharedReadings, age_
 from agora.console.pages import PageError, Pages, templates
 from agora.console.sessions import Sessions
 from agora.console.settings import ConsoleSettings
+from agora.console.task_disputes import dispute_of_form
 from agora.console.traces import JaegerAnswer, timeline
 from agora.console.users import entry_yaml, local_sign_in
 from agora.core.contracts import ResumeRequest
@@ -759,3 +760,16 @@ def test_a_task_page_lists_its_runs_progress_notes_escaped() -> None:
         .render(task=TaskRecord(spec=spec()), traces=False, refresh_ms=1000, person=None)
     )
     assert 'id="progress"' not in bare, "no section for a task with no notes"
+
+
+def test_a_dispute_form_is_the_verdict_and_why_in_the_person_s_name_or_what_to_send() -> None:
+    made, problems = dispute_of_form({"verdict": "failed", "why": " it names no paper\r\n"}, "alice")
+    assert problems == {} and made is not None
+    assert (made.disputed_by, made.reason, str(made.verdict)) == ("alice", "it names no paper", "failed")
+    refused, problems = dispute_of_form({"verdict": "wrong", "why": "  "}, "alice")
+    assert refused is None and problems == {
+        "verdict": "choose passed or failed",
+        "why": "say why the outcome was otherwise",
+    }
+    _, problems = dispute_of_form({"verdict": "passed", "why": "x" * 3000}, "alice")
+    assert problems == {"why": "at most 2,048 characters (got 3,000)"}

@@ -31,6 +31,7 @@ from agora.console.pages import PageError, Pages
 from agora.console.sessions import Sessions, to_sign_in
 from agora.console.settings import ConsoleSettings
 from agora.console.signin import SignInPages
+from agora.console.task_disputes import TaskDisputes
 from agora.runtime.clients import (
     DebateClient,
     EscalationClient,
@@ -122,6 +123,8 @@ def console_module(settings: ConsoleSettings) -> ServiceModule:
         app.add_api_route("/", home, methods=["GET"], include_in_schema=False)
         sign_in.install(app)
         EscalationPages(escalations, sessions, pages, settings.console_refresh_seconds).install(app)
+        board = TaskBoardClient(ctx.sidecar, settings.app_for("taskboard"))
+        TaskDisputes(board, sessions, pages, traces=bool(settings.console_jaeger_url)).install(app)
 
     async def warm_up(ctx: ServiceContext) -> None:
         ctx.spawn_daemon(_serve_mcp(mcp["server"]), name="MCP sessions")

@@ -30,7 +30,7 @@ from agora.runtime.clients import (
 from agora.runtime.event_streams import event_stream_response
 from agora.runtime.sidecar import DaprError, DaprSidecar, SidecarUnavailable
 
-__all__ = ["BOARD_PAGE_SIZE", "Unavailable", "install_boards", "link"]
+__all__ = ["BOARD_PAGE_SIZE", "Unavailable", "checked_id", "install_boards", "link", "service_answer"]
 
 BOARD_PAGE_SIZE = 50
 """Plans and debates listed (the newest first), and task ids shown per status."""
@@ -52,13 +52,13 @@ def link(kind: str, record_id: str) -> str:
     return f"/{kind}/{quote(record_id, safe='')}"
 
 
-def _checked_id(record_id: str, what: str) -> str:
+def checked_id(record_id: str, what: str) -> str:
     if len(record_id) > MAX_ID_CHARS or not re.match(ID_PATTERN, record_id):
         raise Unavailable(404, f"there is no {what} with that id")
     return record_id
 
 
-async def _answer(call: Awaitable[T], what: str) -> T:
+async def service_answer(call: Awaitable[T], what: str) -> T:
     try:
         return await call
     except NotFound:
@@ -103,7 +103,7 @@ def install_boards(
     @app.get("/tasks", include_in_schema=False)
     async def tasks(request: Request) -> Response:
         listings = await asyncio.gather(
-            *(_answer(board.listed(status), "task board") for status in AllocationStatus)
+            *(service_answer(board.listed(status), "task board") for status in AllocationStatus)
         )
         columns = [
             {
@@ -119,7 +119,7 @@ def install_boards(
 
     @app.get("/tasks/{task_id}", include_in_schema=False)
     async def task(task_id: str, request: Request) -> Response:
-        record = await _answer(board.get(_checked_id(task_id, "task")), "task")
+        record = await service_answer(board.get(checked_id(task_id, "task")), "task")
         return page(request, "task.html", {"task": record, "traces": jaeger is not None})
 
     jaeger = JaegerTraces(settings.console_jaeger_url) if settings.console_jaeger_url else None
@@ -130,12 +130,12 @@ def install_boards(
         refreshes its live part on each. Only for a person signed in."""
         if not signed_in(request):
             return Response(status_code=401)
-        _checked_id(task_id, "task")
+        checked_id(task_id, "task")
         return event_stream_response(_relayed(board.events(task_id, request.headers.get("last-event-id"))))
 
     @app.get("/tasks/{task_id}/trace", include_in_schema=False)
     async def task_trace(task_id: str, request: Request) -> Response:
-        _checked_id(task_id, "task")
+        checked_id(task_id, "task")
         if jaeger is None:
             raise Unavailable(404, "the console has no trace store configured (AGORA_CONSOLE_JAEGER_URL)")
         try:
@@ -148,31 +148,31 @@ def install_boards(
 
     @app.get("/plans", include_in_schema=False)
     async def plans(request: Request) -> Response:
-        listing = await _answer(planner.listed(BOARD_PAGE_SIZE), "plans")
+        listing = await service_answer(planner.listed(BOARD_PAGE_SIZE), "plans")
         rows = [{"plan": p, "href": link("plans", p.plan_id)} for p in listing.plans]
         return page(request, "plans.html", {"rows": rows, "total": listing.total})
 
     @app.get("/plans/{plan_id}", include_in_schema=False)
     async def plan(plan_id: str, request: Request) -> Response:
-        record = await _answer(planner.get(_checked_id(plan_id, "plan")), "plan")
+        record = await service_answer(planner.get(checked_id(plan_id, "plan")), "plan")
         subgoals = {s.id: s for s in record.plan.subgoals} if record.plan is not None else {}
         waves = [[subgoals[i] for i in wave if i in subgoals] for wave in record.waves]
         return page(request, "plan.html", {"plan": record, "waves": waves})
 
     @app.get("/debates", include_in_schema=False)
     async def debates(request: Request) -> Response:
-        listing = await _answer(debater.listed(BOARD_PAGE_SIZE), "debates")
+        listing = await service_answer(debater.listed(BOARD_PAGE_SIZE), "debates")
         rows = [{"debate": d, "href": link("debates", d.debate_id)} for d in listing.debates]
         return page(request, "debates.html", {"rows": rows, "total": listing.total})
 
     @app.get("/debates/{debate_id}", include_in_schema=False)
     async def debate(debate_id: str, request: Request) -> Response:
-        record = await _answer(debater.get(_checked_id(debate_id, "debate")), "debate")
+        record = await service_answer(debater.get(checked_id(debate_id, "debate")), "debate")
         return page(request, "debate.html", {"debate": record})
 
     @app.get("/agents", include_in_schema=False)
     async def agents(request: Request) -> Response:
-        listing = await _answer(registry.agents(), "registry")
+        listing = await service_answer(registry.agents(), "registry")
 
         async def reputation(agent_id: str) -> ReputationRecord | None:
             try:

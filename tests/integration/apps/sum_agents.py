@@ -8,6 +8,7 @@ the next bid when their check fails (`sums-next`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable
 
@@ -36,6 +37,9 @@ def bidding(claim: float) -> Callable[[TaskSpec, AgentLoad], Awaitable[BidOffer]
 
 async def add_right(award: TaskAwarded) -> HandlerResult:
     a, b = operands(award.spec.description)
+    acceptance = award.spec.acceptance
+    if acceptance is not None and acceptance.check.kind == "json_schema":  # the sum as its check wants it
+        return HandlerResult(success=True, summary=json.dumps({"total": a + b}), steps=1, cost_usd=0.001)
     return HandlerResult(success=True, summary=f"{a} + {b} = {a + b}", steps=1, cost_usd=0.001)
 
 
@@ -68,4 +72,6 @@ agents = [
     summer("bluffer-publisher", "sums-publisher", right=False),
     summer("adder-person", "sums-person", right=True),
     summer("bluffer-person", "sums-person", right=False),
+    summer("adder-json", "sums-json", right=True),
+    summer("bluffer-json", "sums-json", right=False),
 ]
