@@ -192,7 +192,7 @@ test-postgres: venv dapr postgres
 test-kubernetes-node: venv kube-node
 	$(PY) -m pytest tests/integration/test_kubernetes_node.py $(PYTEST_ARGS)
 
-bench: venv dapr jaeger redis
+bench: venv dapr jaeger redis model-server
 	$(PY) -m bench
 
 # Every row of the fault matrix (a burst of 500 tasks per fault), rewriting its table in

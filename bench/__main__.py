@@ -1,6 +1,7 @@
 """Run every benchmark; each writes its results under bench/results/."""
 
 from bench import (
+    checked_sums,
     debate_gate,
     debate_run,
     escalations,
@@ -28,6 +29,7 @@ if __name__ == "__main__":
     replicas.main()
     market_agent_bids.main()
     market_bill.main()
+    checked_sums.main()
     market_hops.main()
     escalations.main()
     event_streams.main()

@@ -121,6 +121,23 @@ def rows() -> list[tuple[str, str, str]]:
                 f"{batched['server_cpu_us_per_delivered_event']} (at the board's cadence)",
             )
         )
+    sums = _load("checked_sums")
+    if sums:
+        checked, unchecked = sums["arms"]["checked"], sums["arms"]["unchecked"]
+
+        def last(arm: dict[str, Any]) -> str:
+            return " / ".join(str(agent["last_tasks_won"]) for agent in arm["agents"].values())
+
+        table.append(
+            (
+                f"{sums['tasks_per_arm']} sums on the local model, checker app: right; "
+                f"last {checked['last_tasks']} (tool / none)",
+                f"{checked['right']}; {last(checked)}",
+                f"no check: {unchecked['right']} right; last {unchecked['last_tasks']} {last(unchecked)}; "
+                f"CPU a task {checked['cpu_ms_per_task_total'] / 1000:.1f} s vs "
+                f"{unchecked['cpu_ms_per_task_total'] / 1000:.1f} s",
+            )
+        )
     return table
 
 

@@ -1,0 +1,1 @@
+"""The apps of `bench/checked_sums.py`: its agents file and its checker app."""
