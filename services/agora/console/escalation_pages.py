@@ -24,7 +24,6 @@ from agora.console.escalation_views import (
     inbox_values,
     refusal,
 )
-from agora.console.forms import read_form
 from agora.console.inbox import AGE_CHOICES, CONFIDENCE_CHOICES, INBOX_PAGE_SIZE, InboxFilter, SharedReadings
 from agora.console.pages import SECURITY_HEADERS, PageError, Pages
 from agora.console.sessions import Sessions, to_sign_in
@@ -110,11 +109,9 @@ class EscalationPages:
         return JSONResponse(EscalationState.of(record).model_dump(mode="json"), headers=SECURITY_HEADERS)
 
     async def decide(self, escalation_id: str, request: Request) -> Response:
-        person, nonce = self._sessions.signed_in(request)
-        form = await read_form(request)
-        self._sessions.check_csrf(nonce, form, "decide again")
-        if not person.may_decide:
-            raise PageError(403, f"{person.name} may view escalations but not decide them (role viewer)")
+        person, nonce, form = await self._sessions.decider_form(
+            request, "decide again", "escalations but not decide them"
+        )
         record = await self._fetch(valid_id(escalation_id))
         try:
             request_model = decision_request(form, record, person.name)
@@ -137,11 +134,9 @@ class EscalationPages:
         return RedirectResponse(escalation_href(decided.escalation_id), status_code=303)
 
     async def extend(self, escalation_id: str, request: Request) -> Response:
-        person, nonce = self._sessions.signed_in(request)
-        form = await read_form(request)
-        self._sessions.check_csrf(nonce, form, "try again")
-        if not person.may_decide:
-            raise PageError(403, f"{person.name} may view escalations but not move deadlines (role viewer)")
+        person, nonce, form = await self._sessions.decider_form(
+            request, "try again", "escalations but not move deadlines"
+        )
         record = await self._fetch(valid_id(escalation_id))
         try:
             extension = deadline_extension(form, record, person.name, datetime.now(UTC))

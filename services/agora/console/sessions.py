@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from agora.console.auth import Person, SessionSigner, proxied_person
+from agora.console.forms import read_form
 from agora.console.pages import PageError
 from agora.console.settings import ConsoleSettings
 
@@ -76,6 +77,19 @@ class Sessions:
         if signed is None:
             raise PageError(401, "sign in first")
         return signed
+
+    async def decider_form(
+        self, request: Request, again: str, what: str
+    ) -> tuple[Person, str, dict[str, str]]:
+        """A form only a decider may post: the person, their session's nonce and the form, once
+        its CSRF token is checked (`again`: what they do after reloading) and their role allows
+        `what` (a viewer is refused 403, saying so)."""
+        person, nonce = self.signed_in(request)
+        form = await read_form(request)
+        self.check_csrf(nonce, form, again)
+        if not person.may_decide:
+            raise PageError(403, f"{person.name} may view {what} (role viewer)")
+        return person, nonce, form
 
     def csrf_token(self, nonce: str) -> str:
         return self._signer.csrf_token(nonce)

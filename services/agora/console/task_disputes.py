@@ -13,7 +13,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from agora.console.auth import Person
 from agora.console.boards import checked_id, link, service_answer
-from agora.console.forms import read_form
 from agora.console.pages import PageError, Pages
 from agora.console.sessions import Sessions
 from agora.core.acceptance import DisputeVerdict
@@ -55,11 +54,9 @@ class TaskDisputes:
         app.add_api_route("/tasks/{task_id}/dispute", self.dispute, methods=["POST"], include_in_schema=False)
 
     async def dispute(self, task_id: str, request: Request) -> Response:
-        person, nonce = self._sessions.signed_in(request)
-        form = await read_form(request)
-        self._sessions.check_csrf(nonce, form, "dispute again")
-        if not person.may_decide:
-            raise PageError(403, f"{person.name} may view tasks but not dispute them (role viewer)")
+        person, nonce, form = await self._sessions.decider_form(
+            request, "dispute again", "tasks but not dispute them"
+        )
         record = await service_answer(self._board.get(checked_id(task_id, "task")), "task")
         dispute, problems = dispute_of_form(form, person.name)
         if dispute is None:
