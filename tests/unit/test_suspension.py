@@ -45,44 +45,58 @@ def test_the_backoff_doubles_from_30_s_to_at_most_15_min() -> None:
         suspension_seconds(0)
 
 
+def lapse(previous: Suspension | None, task_id: str, awarded_s: float, lapsed_s: float) -> Suspension:
+    """`after_lapse` of an award made `awarded_s` after T0 that lapsed `lapsed_s` after T0."""
+    return after_lapse(previous, task_id, at(awarded_s), at(lapsed_s))
+
+
 def test_a_first_lapse_suspends_for_30_s_naming_the_task() -> None:
-    first = after_lapse(None, "t-1", T0)
+    first = lapse(None, "t-1", -30, 0)
     assert first.until == at(FIRST_SUSPENSION_SECONDS) and first.lapses == 1
     assert "t-1" in first.reason and "30 s" in first.reason
     assert first.in_effect(at(29.9)) and not first.in_effect(at(30))
 
 
-def test_each_further_lapse_doubles_the_suspension() -> None:
-    first = after_lapse(None, "t-1", T0)
-    second = after_lapse(first, "t-2", at(40))  # soon after the first suspension ended
+def test_each_lapse_of_an_award_made_after_the_suspension_ended_doubles_it() -> None:
+    first = lapse(None, "t-1", -30, 0)  # ends at 30 s
+    second = lapse(first, "t-2", 31, 40)  # the agent, offered again, let the next award lapse
     assert second.lapses == 2 and second.until == at(40 + 60)
-    third = after_lapse(second, "t-3", at(200))
+    third = lapse(second, "t-3", 150, 200)
     assert third.lapses == 3 and third.until == at(200 + 120) and "t-3" in third.reason
 
 
+def test_the_awards_held_when_the_runtime_went_away_count_as_one_lapse() -> None:
+    # Ten awards made before the first lapsed, lapsing one after another: one failure, so one
+    # 30 s suspension, not the 15 min that ten lapses in a row would earn.
+    first = lapse(None, "t-0", -30, 0)
+    held = first
+    for n in range(1, 10):
+        held = lapse(held, f"t-{n}", -30 + n, n)
+    assert held is first and held.lapses == 1 and held.until == at(30)
+    # An award made while the suspension was in effect (a replica that had not heard yet) is
+    # part of the same failure too.
+    assert lapse(first, "t-late", 20, 45) is first
+
+
 def test_the_count_starts_over_an_hour_after_the_last_suspension_ended() -> None:
-    second = after_lapse(after_lapse(None, "t-1", T0), "t-2", at(40))  # ends at 100 s
-    within = after_lapse(second, "t-3", at(100 + LAPSES_FORGOTTEN_AFTER_SECONDS))
+    second = lapse(lapse(None, "t-1", -30, 0), "t-2", 31, 40)  # ends at 100 s
+    within = lapse(second, "t-3", 101, 100 + LAPSES_FORGOTTEN_AFTER_SECONDS)
     assert within.lapses == 3
-    long_after = after_lapse(second, "t-3", at(100 + LAPSES_FORGOTTEN_AFTER_SECONDS + 1))
+    long_after = lapse(second, "t-3", 101, 100 + LAPSES_FORGOTTEN_AFTER_SECONDS + 1)
     assert long_after.lapses == 1 and long_after.until == at(100 + LAPSES_FORGOTTEN_AFTER_SECONDS + 31)
 
 
 def test_a_lapse_already_counted_or_overtaken_changes_nothing() -> None:
-    first = after_lapse(None, "t-1", T0)
-    assert after_lapse(first, "t-1", T0) is first  # the same notice delivered again
-    later = after_lapse(first, "t-2", at(5))
-    assert after_lapse(later, "t-1", T0) is later  # an older notice arriving late
+    first = lapse(None, "t-1", -30, 0)
+    assert lapse(first, "t-1", -30, 0) is first  # the same notice delivered again
+    later = lapse(first, "t-2", 31, 60)
+    assert lapse(later, "t-1", -30, 0) is later  # an older notice arriving late
 
 
-def test_a_further_lapse_never_shortens_a_suspension() -> None:
-    # A long suspension (extended by hand here) and a lapse during it whose own backoff, 60 s
-    # from 20 s, would end much sooner: the suspension keeps its end.
-    long = Suspension(until=at(900), reason="r", lapses=1, task_id="t-0", lapsed_at=T0)
-    again = after_lapse(long, "t-2", at(20))
-    assert again.lapses == 2 and again.until == at(900) and "t-2" in again.reason
-    capped = after_lapse(long.model_copy(update={"lapses": 6}), "t-3", at(10))
-    assert capped.lapses == 7 and capped.until == at(910)  # 15 min from the lapse, the cap
+def test_the_backoff_is_capped_at_15_min() -> None:
+    many = Suspension(until=at(0), reason="r", lapses=6, task_id="t-0", lapsed_at=at(-900))
+    capped = lapse(many, "t-7", 1, 10)
+    assert capped.lapses == 7 and capped.until == at(10 + MAX_SUSPENSION_SECONDS)
 
 
 # -- the notice against the task's record -------------------------------------------------------
@@ -193,7 +207,7 @@ async def test_a_suspension_ends_on_time_on_every_replica() -> None:
         assert ids(replica.filter_capable(["search"], [])) == ["ghost"]
 
 
-async def test_a_repeated_notice_counts_once_and_a_second_lapse_doubles() -> None:
+async def test_a_repeated_notice_or_another_held_award_counts_once_and_a_later_lapse_doubles() -> None:
     registry = registry_over(Profiles(hold=False))
     await registry.register(profile("ghost"))
     notice, record = lapse_now("ghost", "t1")
@@ -201,9 +215,18 @@ async def test_a_repeated_notice_counts_once_and_a_second_lapse_doubles() -> Non
     again = await registry.apply_lapse(notice, record)
     assert first is not None and again is not None and again.suspension == first.suspension
 
-    second = await registry.apply_lapse(*lapse_now("ghost", "t2"))
+    held_too = await registry.apply_lapse(*lapse_now("ghost", "t2"))  # awarded before t1 lapsed
+    assert held_too is not None and held_too.suspension == first.suspension
+
+    assert first.suspension is not None
+    offered_again = first.suspension.until + timedelta(seconds=1)
+    later = AwardAttempt(
+        agent_id="ghost", awarded_at=offered_again, expired_at=offered_again + timedelta(seconds=30)
+    )
+    record = TaskRecord(spec=spec(task_id="t3"), status=AllocationStatus.FAILED, awards=[later])
+    second = await registry.apply_lapse(AwardLapsed.of(record, 1), record)
     assert second is not None and second.suspension is not None
-    assert second.suspension.lapses == 2 and second.suspension.task_id == "t2"
+    assert second.suspension.lapses == 2 and second.suspension.task_id == "t3"
 
 
 async def test_a_notice_the_record_disowns_suspends_nobody() -> None:

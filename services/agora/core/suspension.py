@@ -4,9 +4,14 @@ An award nobody acknowledges holds its task for the whole acknowledgment window 
 passes on. An agent whose runtime let one award lapse will most likely let the next one lapse
 too (the runtime is gone, stuck, or was never there), so the registry keeps it out of
 `filter_capable` for a backoff period: `FIRST_SUSPENSION_SECONDS` for the first lapse, twice
-as long for each further one, at most `MAX_SUSPENSION_SECONDS`. Lapses are counted together
-while they come within `LAPSES_FORGOTTEN_AFTER_SECONDS` of the end of the previous suspension;
-after a longer good spell the count starts over.
+as long for each further one, at most `MAX_SUSPENSION_SECONDS`.
+
+A further lapse is one of an award made after the previous suspension ended: the agent was
+given another chance and let it lapse too. The awards it held when its runtime went away all
+lapse one after another; they are one failure, counted once, whatever their number (counting
+each would suspend for the maximum an agent whose runtime was away for seconds). Lapses are
+counted together while they come within `LAPSES_FORGOTTEN_AFTER_SECONDS` of the end of the
+previous suspension; after a longer good spell the count starts over.
 
 A suspended agent stays registered and listed (with its suspension), and renewing its lease
 does not lift the suspension: a runtime that renews but does not take awards is exactly the
@@ -62,21 +67,22 @@ def suspension_seconds(lapses: int) -> int:
     return min(FIRST_SUSPENSION_SECONDS << doublings, MAX_SUSPENSION_SECONDS)
 
 
-def after_lapse(previous: Suspension | None, task_id: str, lapsed_at: datetime) -> Suspension:
-    """The agent's suspension once the award of `task_id` lapsed at `lapsed_at`.
+def after_lapse(
+    previous: Suspension | None, task_id: str, awarded_at: datetime, lapsed_at: datetime
+) -> Suspension:
+    """The agent's suspension once the award of `task_id`, made at `awarded_at`, lapsed at
+    `lapsed_at`.
 
-    A lapse no later than the last one counted changes nothing: it is a redelivery of that
-    notice, or one overtaken by a later lapse (which already suspended the agent for longer).
-    A further lapse never shortens a suspension in effect."""
-    if previous is not None and lapsed_at <= previous.lapsed_at:
+    An award made before the previous suspension ended changes nothing: it was held when that
+    failure began (or is a redelivered notice, or one overtaken by a later lapse), and that
+    failure is counted already."""
+    if previous is not None and awarded_at < previous.until:
         return previous
     forgotten = timedelta(seconds=LAPSES_FORGOTTEN_AFTER_SECONDS)
     counts_on = previous is not None and lapsed_at - previous.until <= forgotten
     lapses = previous.lapses + 1 if previous is not None and counts_on else 1
     seconds = suspension_seconds(lapses)
-    until = lapsed_at + timedelta(seconds=seconds)
-    if previous is not None and previous.until > until:
-        until = previous.until
+    until = lapsed_at + timedelta(seconds=seconds)  # later than any previous end: awarded after it
     reason = (
         f"let the award of task {task_id} lapse unacknowledged "
         f"(lapse {lapses} in a row): suspended from bidding for {seconds} s"

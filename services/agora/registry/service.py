@@ -200,7 +200,7 @@ class CapabilityRegistry:
             def suspended(stored: AgentRegistration | None) -> AgentRegistration | None:
                 if stored is None:
                     return None
-                suspension = after_lapse(stored.suspension, lapse.task_id, lapsed_at)
+                suspension = after_lapse(stored.suspension, lapse.task_id, lapse.awarded_at, lapsed_at)
                 if suspension is not stored.suspension:
                     counted.append(suspension)
                 return stored.model_copy(update={"suspension": suspension})
