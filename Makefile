@@ -179,12 +179,12 @@ test-integration:
 	@$(MAKE) --no-print-directory -j2 tools kube-node
 	$(PY) -m pytest tests/integration -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
-# The market's, planner's, debate's, escalation's and agent apps' tests, and the fault matrix's
+# The market's, planner's, debate's, escalation's, agent apps' and capacity's tests, and the fault matrix's
 # rows of that profile (its subset; AGORA_FAULTS=all for every row), with PostgreSQL as the
 # state store and RabbitMQ as the broker (the postgres profile) instead of Redis.
 POSTGRES_TESTS := tests/integration/test_market_a2a.py tests/integration/test_planner.py \
 	tests/integration/test_debate.py tests/integration/test_escalation.py tests/integration/test_agent_app.py \
-	tests/integration/test_fault_matrix.py
+	tests/integration/test_fault_matrix.py tests/integration/test_capacity.py
 test-postgres: venv dapr postgres
 	AGORA_TEST_STORE=postgres $(PY) -m pytest $(POSTGRES_TESTS) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 

@@ -30,30 +30,29 @@ type Market interface {
 // Agent is the one agent this app brings to the market: it counts the words of a task's
 // description, in one step, at its step price.
 type Agent struct {
-	Profile           CapabilityProfile
-	AppID             string
-	MaxConcurrentRuns int
-	market            Market
-	log               *slog.Logger
-	runsInFlight      atomic.Int64
+	Profile      CapabilityProfile
+	AppID        string
+	market       Market
+	log          *slog.Logger
+	runsInFlight atomic.Int64
 }
 
 // NewAgent makes the agent: wordsmith, skill count_words, answering its bids at appID.
 func NewAgent(appID string, market Market, log *slog.Logger) *Agent {
 	return &Agent{
 		Profile: CapabilityProfile{
-			AgentID:        "wordsmith",
-			AgentName:      "Wordsmith (Go)",
-			SkillTags:      []string{"count_words"},
-			CostPerStepUSD: 0.0001,
-			MaxSteps:       2,
-			ModelTier:      "fast",
-			BidAppID:       appID,
+			AgentID:           "wordsmith",
+			AgentName:         "Wordsmith (Go)",
+			SkillTags:         []string{"count_words"},
+			CostPerStepUSD:    0.0001,
+			MaxSteps:          2,
+			ModelTier:         "fast",
+			BidAppID:          appID,
+			MaxConcurrentRuns: 4,
 		},
-		AppID:             appID,
-		MaxConcurrentRuns: 4,
-		market:            market,
-		log:               log,
+		AppID:  appID,
+		market: market,
+		log:    log,
 	}
 }
 
@@ -96,7 +95,7 @@ func (a *Agent) CheckSolicitation(body []byte) (BidSolicitation, *Refusal) {
 // Bid is the agent's own estimate: one step at its step price; 0.95 sure when idle, down to
 // 0.55 when all its run slots are taken.
 func (a *Agent) Bid(s BidSolicitation) BidOffer {
-	load := float64(a.runsInFlight.Load()) / float64(a.MaxConcurrentRuns)
+	load := float64(a.runsInFlight.Load()) / float64(a.Profile.MaxConcurrentRuns)
 	if load > 1 {
 		load = 1
 	}

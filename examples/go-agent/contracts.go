@@ -33,6 +33,8 @@ type CapabilityProfile struct {
 	ModelTier      string   `json:"model_tier"`
 	LatencySLAMs   *int     `json:"latency_sla_ms"` // none promised
 	BidAppID       string   `json:"bid_app_id"`
+	// MaxConcurrentRuns: the runs it takes at once; the market never awards it more.
+	MaxConcurrentRuns int `json:"max_concurrent_runs"`
 }
 
 // TaskSpec: the `TaskSpec` of bid_solicitation.json and task_awarded.json, the fields this

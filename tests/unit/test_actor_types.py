@@ -21,9 +21,10 @@ from agora.runtime.actor_host import PydanticActor
 from agora.runtime.actor_interface import AgoraActorInterface, actor_methods, wire_name
 from agora.runtime.interfaces import TaskInterface
 from agora.taskboard.actors import Task
+from agora.taskboard.agent_runs import AgentRuns
 from agora.uncertainty.actors import SessionUncertainty
 
-HOSTS: list[type[PydanticActor[Any, Any]]] = [Task, Reputation, Escalation, SessionUncertainty]
+HOSTS: list[type[PydanticActor[Any, Any]]] = [Task, AgentRuns, Reputation, Escalation, SessionUncertainty]
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"task_id": "t-1", "description": "d", "required_skills": ["s"]}
 

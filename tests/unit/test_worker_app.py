@@ -12,7 +12,10 @@ def test_each_profile_is_an_agent_with_its_own_runner_and_market_bids() -> None:
     profiles = load_profiles(SAMPLE_AGENTS)
     agents = worker_agents(WorkerSettings(), OfflineModelClient())
 
-    assert [a.profile for a in agents] == profiles
+    # Each takes as many runs at once as the worker runs (AGORA_MAX_RUNS_IN_FLIGHT), and says so.
+    runs = WorkerSettings().max_runs_in_flight
+    declared = [p.model_copy(update={"max_concurrent_runs": runs}) for p in profiles]
+    assert [a.profile for a in agents] == declared
     assert all(a.bids == "market" and a.estimate is None and a.handler is None for a in agents)
     runners = [a.runner for a in agents]
     assert len({id(r) for r in runners}) == len(agents), "one runner per agent"

@@ -73,6 +73,9 @@ def allocator_module(settings: AllocatorSettings | None = None) -> ServiceModule
         ctx.subscriptions.subscribe(
             topics.TASK_OUTCOME_RECORDED, allocator.on_outcome_recorded, idempotent=True
         )
+        ctx.subscriptions.subscribe(
+            topics.REGISTRY_CHANGED, allocator.on_registry_changed, pubsub=settings.broadcast_pubsub
+        )
 
     async def warm_up(ctx: ServiceContext) -> None:
         allocator = holder["allocator"]

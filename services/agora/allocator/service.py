@@ -29,7 +29,7 @@ from agora.core.contracts import (
 )
 from agora.core.errors import AgoraError, ConflictingTask, NotFound
 from agora.core.market import AllocationResult, AllocationStatus, Bid, ReputationRecord, TaskOutcome, TaskSpec
-from agora.core.messages import TaskDecision
+from agora.core.messages import RegistryChange, RegistryChanged, TaskDecision
 from agora.core.models import CapabilityProfile, CapabilityQuery
 from agora.core.reputation import ReputationTracker
 from agora.core.scoring import BidScorer
@@ -41,6 +41,7 @@ from agora.runtime.clients import (
     RegistryClient,
     ReputationActors,
     TaskBoardClient,
+    agent_runs_actors,
     reputation_actors,
     task_actors,
 )
@@ -207,6 +208,8 @@ class SharedFilter:
 
 
 DEFAULT_MAX_IN_FLIGHT = 64
+QUEUED_READ_AT_ONCE = 200
+"""Waiting tasks read when a new agent joins, to offer it the oldest it can take."""
 
 
 class MarketAllocator:
@@ -228,6 +231,9 @@ class MarketAllocator:
         self._ctx = ctx
         actors = ActorClient(ctx.sidecar)
         self._tasks = task_actors(actors)
+        self._agent_runs = agent_runs_actors(actors)
+        self._registry = RegistryClient(ctx.sidecar, registry_app_id)
+        self._agents_seen: set[str] = set()
         self._reputations = reputation_actors(actors)
         self._reputation_reads = ReputationReads(self._reputations, reputation_max_age_s)
         self._reputation_writes = ReputationWrites(self._reputations, self._reputation_reads)
@@ -350,7 +356,9 @@ class MarketAllocator:
             bid_timeout_s=self._bid_timeout_s,
             ledger=tracker,
         )
-        return result.model_copy(update={"model_bill": estimates.bill})
+        bidders = {b.agent_id for b in result.all_bids}
+        limits = {p.agent_id: p.max_concurrent_runs for p in profiles if p.agent_id in bidders}
+        return result.model_copy(update={"model_bill": estimates.bill, "run_limits": limits})
 
     async def _capable(self, spec: TaskSpec) -> tuple[list[CapabilityProfile], list[str]]:
         query = CapabilityQuery(required_skills=spec.required_skills, preferred_skills=spec.preferred_skills)
@@ -372,6 +380,71 @@ class MarketAllocator:
         """The board recorded an outcome: the agent's reputation learns it (once per task). Only
         the board publishes this topic, and it does so from the record it just committed."""
         await self._reputation_writes.apply(report)
+
+    async def on_registry_changed(self, change: RegistryChanged) -> None:
+        """An agent this replica has not seen registered before may take tasks that wait for a
+        run slot: they are offered to it (in the background)."""
+        if change.change is not RegistryChange.REGISTERED or change.agent_id in self._agents_seen:
+            return
+        self._agents_seen.add(change.agent_id)
+        self._ctx.spawn(
+            self._offer_queued_quietly(change.agent_id), name=f"offer queued tasks to {change.agent_id}"
+        )
+
+    async def _offer_queued_quietly(self, agent_id: str) -> None:
+        try:
+            await self.offer_queued(agent_id)
+        except Exception as exc:  # the tasks are tried again as slots free, and by their reminders
+            log.warning(
+                "offering waiting tasks to a new agent failed",
+                extra={"agent_id": agent_id, "reason": repr(exc)[:500]},
+            )
+
+    async def offer_queued(self, agent_id: str, read_at_most: int = QUEUED_READ_AT_ONCE) -> list[str]:
+        """Decide again, with new bids, the oldest tasks waiting for a run slot that the agent
+        `agent_id` (new to the market) can take and did not bid for, as many as it has free
+        slots: the tasks it was awarded."""
+        waiting = (await self._board_api.listed(AllocationStatus.QUEUED)).task_ids[:read_at_most]
+        if not waiting:
+            return []
+        profile = await self._registry.agent(agent_id)
+        free = profile.max_concurrent_runs - len((await self._agent_runs(agent_id).view()).runs)
+        if free <= 0:
+            return []
+        records = [
+            r for r in await asyncio.gather(*(self._task_or_none(t) for t in waiting)) if r is not None
+        ]
+        skills = set(profile.skill_tags)
+        fitting = sorted(
+            (
+                r
+                for r in records
+                if r.status is AllocationStatus.QUEUED
+                and r.queued is not None
+                and set(r.spec.required_skills) <= skills
+                and all(b.agent_id != agent_id for b in (r.allocation.all_bids if r.allocation else []))
+            ),
+            key=lambda r: (r.queued.since if r.queued else r.history[0].at, r.task_id),
+        )
+        awarded: list[str] = []
+        for record in fitting:
+            if len(awarded) >= free:
+                break
+            result = await self._allocate(record.spec)
+            decided = await self._tasks(record.task_id).rejudge_queued(result)
+            award = decided.current_award
+            if award is not None and award.agent_id == agent_id:
+                awarded.append(record.task_id)
+        if awarded:
+            log.info("tasks that waited for a run slot went to a new agent",
+                     extra={"agent_id": agent_id, "task_ids": awarded})  # fmt: skip
+        return awarded
+
+    async def _task_or_none(self, task_id: str) -> TaskRecord | None:
+        try:
+            return await self._task(task_id)
+        except NotFound:
+            return None
 
     async def sweep_forever(self, interval_s: float, stale_after_s: float) -> None:
         """Anti-entropy: take over undecided tasks nobody has moved for `stale_after_s` (their

@@ -65,6 +65,10 @@ def task_lines(record: TaskRecord) -> list[str]:
             )
         if allocation.reject_reason:
             lines.append(f"  rejected: {allocation.reject_reason}")
+    if record.queued is not None:
+        waited = "waiting" if record.status is AllocationStatus.QUEUED else "waited"
+        since = record.queued.since.strftime("%Y-%m-%d %H:%M:%S UTC")
+        lines.append(f"  queue: {waited} for a run slot since {since}: {record.queued.reason}")
     if record.failure_reason and outcome is None:
         lines.append(f"  failed: {record.failure_reason}")
     if outcome is not None:

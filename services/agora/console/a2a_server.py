@@ -161,6 +161,7 @@ WAITING = EscalationStatus.WAITING_FOR_HUMAN
 STATES = {
     AllocationStatus.PENDING: TaskState.TASK_STATE_SUBMITTED,
     AllocationStatus.BIDDING: TaskState.TASK_STATE_SUBMITTED,
+    AllocationStatus.QUEUED: TaskState.TASK_STATE_SUBMITTED,
     AllocationStatus.ALLOCATED: TaskState.TASK_STATE_WORKING,
     AllocationStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
     AllocationStatus.PARTIAL: TaskState.TASK_STATE_COMPLETED,

@@ -37,6 +37,9 @@ class AllocationStatus(StrEnum):
     """Task posted, no bids yet."""
     BIDDING = "BIDDING"
     """Bid solicitation in progress."""
+    QUEUED = "QUEUED"
+    """Every eligible bidder is running as many tasks as it takes at once: the task waits for a
+    run slot (`TaskRecord.queued` says which agents and why) and is awarded when one frees."""
     ALLOCATED = "ALLOCATED"
     """Winner selected."""
     REJECTED = "REJECTED"
@@ -168,6 +171,13 @@ class AllocationResult(BaseModel):
         description="Registered agents the capability filter did not keep (at most 100 of them are named).",
     )
     reject_reason: Text | None = None
+    run_limits: dict[Identifier, int] = Field(
+        default_factory=dict,
+        exclude_if=lambda limits: not limits,
+        max_length=MAX_CANDIDATES,
+        description="Each bidder's `max_concurrent_runs` as its profile declared it when the task "
+        "was allocated: an award never gives an agent a run past it.",
+    )
     # Left out of JSON when unset: apps of an earlier version read the result while a release rolls.
     model_bill: ModelBill | None = Field(
         default=None,

@@ -42,6 +42,9 @@ class Topic(StrEnum):
     TASK_CANCELLED = "agora.task.cancelled"
     """A person cancelled a task an agent held (`TaskCancelled`); the agent's runtime stops
     its run."""
+    AGENT_RUN_FREED = "agora.agent.run_freed"
+    """The task board freed a run slot of an agent that has tasks waiting for one (`RunFreed`);
+    published and taken only by the board, which then tries the oldest waiters again."""
     TASK_OUTCOME = "agora.task.outcome"
     """An agent's runtime reports a finished task (`TaskOutcome`) it has not recorded on the
     board itself; the allocator records it there."""
@@ -70,6 +73,7 @@ class ActorType(StrEnum):
     """Dapr actor types, as services call them (each is its actor class's name)."""
 
     TASK = "Task"
+    AGENT_RUNS = "AgentRuns"
     REPUTATION = "Reputation"
     ESCALATION = "Escalation"
     SESSION_UNCERTAINTY = "SessionUncertainty"

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agora.core.capacity import DEFAULT_MAX_CONCURRENT_RUNS, MAX_CONCURRENT_RUNS
 from agora.core.limits import (
     MAX_CANDIDATES,
     MAX_SKILL_TAGS,
@@ -45,6 +46,13 @@ class CapabilityProfile(BaseModel):
         default=None,
         description="The Dapr app that answers this agent's bid solicitations (`POST /v1/bids`, an "
         "agent app); none: the market estimates the agent's bid itself.",
+    )
+    max_concurrent_runs: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_RUNS,
+        ge=1,
+        le=MAX_CONCURRENT_RUNS,
+        description="Runs the agent takes at once: the market never awards it more (a task whose "
+        "capable agents are all full waits, QUEUED, for a slot).",
     )
 
     @field_validator("skill_tags")

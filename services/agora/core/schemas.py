@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from agora.core.a2a_terms import MarketTerms
+from agora.core.capacity import RunClaim, RunFreed, RunRelease, RunsView, WaitersForgotten
 from agora.core.contracts import (
     A2AAgentJoin,
     A2AAgentsJoined,
@@ -134,6 +135,11 @@ CONTRACTS: dict[str, Contract] = {
     "check_answer": Contract(CheckAnswer, "a checker app's answer to a `check_request`"),
     "task_decision": Contract(TaskDecision, "`Task` actor `decide`"),
     "award_window_due": Contract(AwardWindowDue, "`Task` actor `award_window_due`"),
+    "run_claim": Contract(RunClaim, "`AgentRuns` actor `claim`"),
+    "run_release": Contract(RunRelease, "`AgentRuns` actor `release`"),
+    "waiters_forgotten": Contract(WaitersForgotten, "`AgentRuns` actor `forget_waiters`"),
+    "runs_view": Contract(RunsView, "`AgentRuns` actor results"),
+    "run_freed": Contract(RunFreed, "topic `agora.agent.run_freed`"),
     "escalation_park_request": Contract(
         ParkRequest, "`PUT /v1/escalations/{id}` body (escalation); `Escalation` actor `park`"
     ),

@@ -1,14 +1,23 @@
 """The task lifecycle: which status may follow which, and what an outcome makes of a task.
 
     PENDING ─► BIDDING ─► ALLOCATED ─► COMPLETED | FAILED | PARTIAL
-       │          │
-       └──────────┴─────► REJECTED
+       │          │   ▲
+       │          ▼   │
+       │        QUEUED ─┐
+       └──────────┴─────┴► REJECTED
 
 A decision is recorded in one step (`allocate`): the bids, the scores and the winner are one
 `AllocationResult`, and a task still PENDING passes through BIDDING in its history on the way
 (bidding is the allocator's work between the posting and the decision).
 
 PENDING → REJECTED covers tasks refused before any bid was asked for (no capable agent).
+
+An award never gives an agent more runs than its profile's `max_concurrent_runs`
+(`agora.core.capacity`): the board claims a run slot of the winner before it commits the award,
+and of the next eligible bidder when that one is full (`full`, the bidders known to be full,
+are passed over wherever an award is chosen). A task whose eligible bidders are all full waits
+QUEUED, with the reason (`QueueWait`), and is ALLOCATED when one of them frees a slot, or
+REJECTED when its deadline passes first (`queue_deadline_passed`) or a person cancels it.
 PARTIAL exists only for tasks with `allow_partial`; otherwise a partial outcome is FAILED.
 
 An award must be acknowledged by the winning agent's runtime within the acknowledgment window
@@ -27,6 +36,7 @@ that comes later is not recorded.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
@@ -45,6 +55,13 @@ from agora.core.acceptance import (
     VerdictStatus,
     judge_output,
     standing_verdict,
+)
+from agora.core.capacity import (
+    DEFAULT_MAX_CONCURRENT_RUNS,
+    MAX_BIDDERS_WAITED_ON,
+    QueueWait,
+    RunsView,
+    full_reason,
 )
 from agora.core.checks import ValidationResult
 from agora.core.errors import (
@@ -154,7 +171,8 @@ class AwardAttempt(BaseModel):
 
 LEGAL_TRANSITIONS: dict[AllocationStatus, frozenset[AllocationStatus]] = {
     S.PENDING: frozenset({S.BIDDING, S.REJECTED}),
-    S.BIDDING: frozenset({S.ALLOCATED, S.REJECTED}),
+    S.BIDDING: frozenset({S.ALLOCATED, S.QUEUED, S.REJECTED}),
+    S.QUEUED: frozenset({S.ALLOCATED, S.REJECTED}),
     S.ALLOCATED: frozenset({S.COMPLETED, S.FAILED, S.PARTIAL}),
     S.REJECTED: frozenset(),
     S.COMPLETED: frozenset(),
@@ -197,6 +215,8 @@ class TaskRecord(BaseModel):
     replaces it (`dispute`), keeping the one before in the dispute."""
     dispute: Dispute | None = None
     """The publisher's dispute of the outcome, once, within the task's dispute window."""
+    queued: QueueWait | None = Field(default=None, exclude_if=lambda wait: wait is None)
+    """Why and since when the task waited for a run slot (kept once it was awarded one)."""
 
     @property
     def current_award(self) -> AwardAttempt | None:
@@ -229,21 +249,106 @@ def post(existing: TaskRecord | None, spec: TaskSpec) -> TaskRecord:
     return existing
 
 
-def allocate(record: TaskRecord, result: AllocationResult, now: datetime | None = None) -> TaskRecord:
-    if record.allocation is not None and record.allocation.status == result.status:
+def allocate(
+    record: TaskRecord,
+    result: AllocationResult,
+    now: datetime | None = None,
+    *,
+    full: Mapping[str, RunsView] | None = None,
+) -> TaskRecord:
+    """The task as the market's decision leaves it. An award goes to the best eligible bidder
+    not in `full` (the bidders whose run slots are all taken, with their runs); when every
+    eligible bidder is full the task is QUEUED with the reason. A task already QUEUED takes
+    any decision afresh (a slot freed, or new bids)."""
+    queued = record.status is AllocationStatus.QUEUED
+    if not queued and record.allocation is not None and record.allocation.status == result.status:
         return record  # the same decision delivered again
     if record.cancellation is not None:
         return record  # the market decided after a person cancelled the task: too late
     if result.task_id != record.task_id or any(b.task_id != record.task_id for b in result.all_bids):
         raise InvalidOutcome(f"the allocation is for another task than {record.task_id}")
-    bid_for = result.status is AllocationStatus.ALLOCATED or bool(result.all_bids)
-    if record.status is AllocationStatus.PENDING and bid_for:
-        record = move(record, AllocationStatus.BIDDING)
-    moved = move(record, result.status)
+    at = now or _now()
+    if result.status is AllocationStatus.ALLOCATED and full:
+        chosen = next_best(result, set(), full)
+        if chosen is None:
+            return _queued(record, result, full, at)
+        result = won_by(result, chosen)
+    if queued:
+        moved = move(record, result.status)
+    else:
+        bid_for = result.status is AllocationStatus.ALLOCATED or bool(result.all_bids)
+        if record.status is AllocationStatus.PENDING and bid_for:
+            record = move(record, AllocationStatus.BIDDING)
+        moved = move(record, result.status)
     update: dict[str, object] = {"allocation": result}
     if result.winning_agent_id is not None:
-        update["awards"] = [AwardAttempt(agent_id=result.winning_agent_id, awarded_at=now or _now())]
+        update["awards"] = [AwardAttempt(agent_id=result.winning_agent_id, awarded_at=at)]
     return moved.model_copy(update=update)
+
+
+def run_limit(allocation: AllocationResult, agent_id: str) -> int:
+    """The runs `agent_id` takes at once, as its profile said when the task was allocated."""
+    return allocation.run_limits.get(agent_id, DEFAULT_MAX_CONCURRENT_RUNS)
+
+
+def won_by(allocation: AllocationResult, score: BidScore) -> AllocationResult:
+    """The allocation with `score`'s agent as its winner."""
+    bid = next(b for b in allocation.all_bids if b.agent_id == score.agent_id)
+    return allocation.model_copy(
+        update={"winning_agent_id": score.agent_id, "winning_bid": bid, "winning_score": score}
+    )
+
+
+def _queued(
+    record: TaskRecord, result: AllocationResult, full: Mapping[str, RunsView], now: datetime
+) -> TaskRecord:
+    capable = sum(1 for s in result.all_scores if s.final_score >= 0.0)
+    reason = full_reason(capable, dict(full))
+    waiting_on = list(full)[:MAX_BIDDERS_WAITED_ON]
+    if record.status is AllocationStatus.QUEUED:
+        assert record.queued is not None
+        wait = record.queued.model_copy(
+            update={"reason": reason, "waiting_on": waiting_on, "tries": record.queued.tries + 1}
+        )
+        return record.model_copy(update={"allocation": result, "queued": wait})
+    if record.status is AllocationStatus.PENDING:
+        record = move(record, AllocationStatus.BIDDING)
+    moved = move(record, AllocationStatus.QUEUED)
+    wait = QueueWait(since=now, reason=reason, waiting_on=waiting_on)
+    return moved.model_copy(update={"allocation": result, "queued": wait})
+
+
+def queue_deadline(record: TaskRecord) -> datetime | None:
+    """When a task waiting for a run slot gives up: its `deadline_ms` after it was posted."""
+    if record.spec.deadline_ms is None:
+        return None
+    return record.history[0].at + timedelta(milliseconds=record.spec.deadline_ms)
+
+
+def queue_deadline_passed(record: TaskRecord, now: datetime) -> TaskRecord:
+    """A task still QUEUED at its deadline is REJECTED, saying how long it waited and for whom;
+    unchanged otherwise."""
+    deadline = queue_deadline(record)
+    if record.status is not AllocationStatus.QUEUED or deadline is None or now < deadline:
+        return record
+    assert record.queued is not None and record.allocation is not None
+    waited = (now - record.queued.since).total_seconds()
+    reason = (
+        f"{deadline_exceeded(record.spec).code}: waited {waited:.0f} s for a run slot until its "
+        f"deadline; {record.queued.reason}"
+    )
+    rejected = record.allocation.model_copy(
+        update={
+            "status": AllocationStatus.REJECTED,
+            "winning_agent_id": None,
+            "winning_bid": None,
+            "winning_score": None,
+            "reject_reason": reason[:MAX_NOTE_CHARS],
+        }
+    )
+    return move(record, AllocationStatus.REJECTED).model_copy(
+        update={"allocation": rejected, "award_published": False}
+    )
 
 
 def ack_window_seconds(spec: TaskSpec, default_seconds: float = DEFAULT_ACK_SECONDS) -> float:
@@ -332,33 +437,42 @@ def note_progress(record: TaskRecord, agent_id: str, text: str, now: datetime) -
     return taken.model_copy(update={"awards": [*taken.awards[:-1], noted]})
 
 
-def next_best(allocation: AllocationResult, tried: set[str]) -> BidScore | None:
+def next_best(allocation: AllocationResult, tried: set[str], full: Collection[str] = ()) -> BidScore | None:
     """The best eligible score (final ≥ 0, the rule the award itself used) of an agent not
-    tried yet; scores are kept best first."""
-    return next((s for s in allocation.all_scores if s.final_score >= 0.0 and s.agent_id not in tried), None)
+    tried yet and not `full`; scores are kept best first. None once `MAX_BIDDERS_WAITED_ON`
+    bidders were found full: a task waits for its best ones, not for every bidder."""
+    if len(full) >= MAX_BIDDERS_WAITED_ON:
+        return None
+    return next(
+        (
+            s
+            for s in allocation.all_scores
+            if s.final_score >= 0.0 and s.agent_id not in tried and s.agent_id not in full
+        ),
+        None,
+    )
 
 
-def expire_award(record: TaskRecord, now: datetime) -> TaskRecord:
+def expire_award(record: TaskRecord, now: datetime, full: Collection[str] = ()) -> TaskRecord:
     """The acknowledgment window of the current award ran out: award the next-best eligible
-    bid, or FAIL the task with the reason. Unchanged when the award was acknowledged (or the
-    task moved on) in the meantime."""
+    bid with a free run slot, or FAIL the task with the reason. Unchanged when the award was
+    acknowledged (or the task moved on) in the meantime."""
     holder = record.current_award
     if holder is None or holder.acknowledged_at is not None or holder.expired_at is not None:
         return record
     assert record.allocation is not None
     expired = holder.model_copy(update={"expired_at": now})
     tried = {attempt.agent_id for attempt in record.awards}
-    successor = next_best(record.allocation, tried)
+    successor = next_best(record.allocation, tried, full)
     awards = [*record.awards[:-1], expired]
     if successor is None:
         names = ", ".join(a.agent_id for a in awards)
         failed = move(record, AllocationStatus.FAILED)
         reason = f"no agent acknowledged the award in time (tried {names})"
+        if full:
+            reason += f"; the other bidders had no free run slot ({', '.join(full)})"
         return failed.model_copy(update={"awards": awards, "failure_reason": reason})
-    bid = next(b for b in record.allocation.all_bids if b.agent_id == successor.agent_id)
-    allocation = record.allocation.model_copy(
-        update={"winning_agent_id": successor.agent_id, "winning_bid": bid, "winning_score": successor}
-    )
+    allocation = won_by(record.allocation, successor)
     return record.model_copy(
         update={
             "allocation": allocation,
@@ -368,7 +482,7 @@ def expire_award(record: TaskRecord, now: datetime) -> TaskRecord:
     )
 
 
-def successor(record: TaskRecord, to_agent: str | None) -> BidScore:
+def successor(record: TaskRecord, to_agent: str | None, full: Collection[str] = ()) -> BidScore:
     """Who a reassignment of the task hands it to: `to_agent`, one of the task's bidders other
     than its holder, or without one the next-best eligible bid not tried yet. Refused (with
     why) when the task is not held by an agent that took it, or there is nobody to hand it to."""
@@ -392,14 +506,24 @@ def successor(record: TaskRecord, to_agent: str | None) -> BidScore:
                 f"agent {to_agent} did not bid for task {record.task_id}; "
                 f"its other bidders: {others or 'none'}"
             )
+        if to_agent in full:
+            raise InvalidArgument(f"agent {to_agent} has no free run slot now")
         return named
-    nearest = next_best(record.allocation, {attempt.agent_id for attempt in record.awards})
+    nearest = next_best(record.allocation, {attempt.agent_id for attempt in record.awards}, full)
     if nearest is None:
-        raise InvalidArgument(f"task {record.task_id} has no eligible bid left that was not tried")
+        left = f" (the others have no free run slot: {', '.join(full)})" if full else ""
+        raise InvalidArgument(f"task {record.task_id} has no eligible bid left that was not tried{left}")
     return nearest
 
 
-def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str, now: datetime) -> TaskRecord:
+def hand_over(
+    record: TaskRecord,
+    agent_id: str,
+    to_agent: str | None,
+    who: str,
+    now: datetime,
+    full: Collection[str] = (),
+) -> TaskRecord:
     """The agent running the task gives it up, as a person decided: the task is awarded to
     `successor`. The same hand-over again (a redelivery, once the task went on) changes nothing."""
     holder = record.current_award
@@ -413,12 +537,9 @@ def hand_over(record: TaskRecord, agent_id: str, to_agent: str | None, who: str,
         raise AwardNotHeld(f"task {record.task_id} is not awarded to {agent_id}")
     if record.outcome is not None:
         raise InvalidOutcome(f"task {record.task_id} has its outcome already; its check is under way")
-    chosen = successor(record, to_agent)
+    chosen = successor(record, to_agent, full)
     assert record.allocation is not None
-    bid = next(b for b in record.allocation.all_bids if b.agent_id == chosen.agent_id)
-    allocation = record.allocation.model_copy(
-        update={"winning_agent_id": chosen.agent_id, "winning_bid": bid, "winning_score": chosen}
-    )
+    allocation = won_by(record.allocation, chosen)
     given_up = holder.model_copy(update={"handed_over_by": who})
     return record.model_copy(
         update={
@@ -588,7 +709,12 @@ def person_park_request(record: TaskRecord) -> ParkRequest:
 
 
 def person_decided(
-    record: TaskRecord, decision: EscalationResponse, by: str, why: str, now: datetime
+    record: TaskRecord,
+    decision: EscalationResponse,
+    by: str,
+    why: str,
+    now: datetime,
+    full: Collection[str] = (),
 ) -> TaskRecord:
     """The task as a person's decision on its failed check leaves it: `skip` COMPLETES it on
     the person's word (a passed verdict of kind `person`, naming who, why and the check that
@@ -612,10 +738,11 @@ def person_decided(
         )
         return move(record, AllocationStatus.COMPLETED).model_copy(update={"verdict": accepted})
     if decision.action is EscalationAction.REASSIGN:
-        passed = _pass_to(record, failed, now, decision.reassign_to)
+        passed = _pass_to(record, failed, now, decision.reassign_to, full)
         if passed is not None:
             return passed
-        why = f"{why}; no bid could take it over within its budget and deadline"
+        slot = " with a free run slot" if full else ""
+        why = f"{why}; no bid could take it over within its budget and deadline{slot}"
     elif decision.action is not EscalationAction.ABORT:
         why = f"{why}; {decision.action} answers no failed check, so the task fails"
     reason = f"{check_failure_reason(failed)}; {by} decided: {why}"[:MAX_NOTE_CHARS]
@@ -649,16 +776,20 @@ def unchecked(check: AskedCheck, why: str, now: datetime) -> Verdict:
     )
 
 
-def apply_verdict(record: TaskRecord, verdict: Verdict, now: datetime) -> TaskRecord:
+def apply_verdict(
+    record: TaskRecord, verdict: Verdict, now: datetime, full: Collection[str] = ()
+) -> TaskRecord:
     """The task ends as its checker app's or judge's verdict says (`ended_as_checked`). A task
     that no longer waits for one (a person cancelled it meanwhile, or the verdict was applied
     before) is left as it is."""
     if not awaiting_verdict(record):
         return record
-    return ended_as_checked(record, verdict, now)
+    return ended_as_checked(record, verdict, now, full)
 
 
-def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime) -> TaskRecord:
+def ended_as_checked(
+    record: TaskRecord, verdict: Verdict | None, now: datetime, full: Collection[str] = ()
+) -> TaskRecord:
     """The task, its outcome recorded, as its verdict leaves it: ended (`outcome_status`), or,
     when the check failed and the task says `on_failure: next_bid`, passed to the next bid
     (`passed_on`) where one is left within the task's budget and deadline."""
@@ -667,7 +798,7 @@ def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime)
         acceptance = record.spec.acceptance
         if acceptance is not None and acceptance.on_failure is OnFailedCheck.PERSON:
             return record.model_copy(update={"verdict": verdict})  # `awaiting_person`
-        passed = passed_on(record, verdict, now)
+        passed = passed_on(record, verdict, now, full)
         if passed is not None:
             return passed
     moved = move(record, outcome_status(record.spec, record.outcome, verdict))
@@ -677,27 +808,29 @@ def ended_as_checked(record: TaskRecord, verdict: Verdict | None, now: datetime)
     return moved.model_copy(update=update)
 
 
-def passed_on(record: TaskRecord, verdict: Verdict, now: datetime) -> TaskRecord | None:
+def passed_on(
+    record: TaskRecord, verdict: Verdict, now: datetime, full: Collection[str] = ()
+) -> TaskRecord | None:
     """The task passed to the next-best bid not tried yet after its check failed the current
     turn's outcome, when the task says `on_failure: next_bid` (`_pass_to`); None otherwise."""
     acceptance = record.spec.acceptance
     if acceptance is None or acceptance.on_failure is not OnFailedCheck.NEXT_BID:
         return None
-    return _pass_to(record, verdict, now)
+    return _pass_to(record, verdict, now, None, full)
 
 
-def next_turn_for(record: TaskRecord, to_agent: str | None) -> BidScore:
+def next_turn_for(record: TaskRecord, to_agent: str | None, full: Collection[str] = ()) -> BidScore:
     """Who takes the task over after its check failed: `to_agent`, a bidder not tried yet, or
     without one the next-best eligible bid not tried yet; refused with why otherwise."""
     assert record.allocation is not None
     tried = {attempt.agent_id for attempt in record.awards}
     if to_agent is None:
-        nearest = next_best(record.allocation, tried)
+        nearest = next_best(record.allocation, tried, full)
         if nearest is None:
             raise InvalidArgument(f"task {record.task_id} has no eligible bid left that was not tried")
         return nearest
     named = next((s for s in record.allocation.all_scores if s.agent_id == to_agent), None)
-    if named is None or to_agent in tried:
+    if named is None or to_agent in tried or to_agent in full:
         untried = ", ".join(s.agent_id for s in record.allocation.all_scores if s.agent_id not in tried)
         raise InvalidArgument(
             f"agent {to_agent} is no bidder of task {record.task_id} that was not tried; "
@@ -707,7 +840,11 @@ def next_turn_for(record: TaskRecord, to_agent: str | None) -> BidScore:
 
 
 def _pass_to(
-    record: TaskRecord, verdict: Verdict, now: datetime, to_agent: str | None = None
+    record: TaskRecord,
+    verdict: Verdict,
+    now: datetime,
+    to_agent: str | None = None,
+    full: Collection[str] = (),
 ) -> TaskRecord | None:
     """The task passed to `to_agent` (or the next-best bid not tried yet) after its check
     failed the current turn's outcome (kept on that turn, with the verdict); None when no such
@@ -717,7 +854,7 @@ def _pass_to(
     if len(record.awards) >= MAX_CANDIDATES:
         return None
     try:
-        nearest = next_turn_for(record, to_agent)
+        nearest = next_turn_for(record, to_agent, full)
     except InvalidArgument:
         return None
     bid = next(b for b in record.allocation.all_bids if b.agent_id == nearest.agent_id)
@@ -731,9 +868,7 @@ def _pass_to(
     if deadline is not None and now >= deadline:
         return None
     checked = record.awards[-1].model_copy(update={"outcome": record.outcome, "verdict": verdict})
-    allocation = record.allocation.model_copy(
-        update={"winning_agent_id": nearest.agent_id, "winning_bid": bid, "winning_score": nearest}
-    )
+    allocation = won_by(record.allocation, nearest)
     return record.model_copy(
         update={
             "allocation": allocation,
@@ -764,7 +899,9 @@ def check_failure_reason(verdict: Verdict) -> str:
     ]
 
 
-def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> TaskRecord:
+def record_outcome(
+    record: TaskRecord, outcome: TaskOutcome, now: datetime, full: Collection[str] = ()
+) -> TaskRecord:
     """The task's end as its award's holder reports it (once). The outcome acknowledges an
     award that was not acknowledged yet: a run that ends within the acknowledgment window
     needs no acknowledgment of its own."""
@@ -786,7 +923,7 @@ def record_outcome(record: TaskRecord, outcome: TaskOutcome, now: datetime) -> T
         return taken.model_copy(update={"outcome": outcome, "award_published": True})
     # An outcome proves the award reached the worker, even if recording that was cut short.
     recorded = taken.model_copy(update={"outcome": outcome, "award_published": True})
-    return ended_as_checked(recorded, verdict_on(record.spec, outcome, now), now)
+    return ended_as_checked(recorded, verdict_on(record.spec, outcome, now), now, full)
 
 
 DISPUTED_BY_THE_PUBLISHER = "dispute"

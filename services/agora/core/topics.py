@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
+from agora.core.capacity import RunFreed
 from agora.core.contracts import OutcomeReport
 from agora.core.debate.record import DebateCompleted
 from agora.core.debate.request import DebateRequest
@@ -36,6 +37,7 @@ from agora.core.plans.record import PlanCompleted
 from agora.core.plans.request import PlanRequest
 
 __all__ = [
+    "AGENT_RUN_FREED",
     "COST_EVENTS",
     "DEAD_LETTER",
     "DEBATES",
@@ -88,6 +90,7 @@ TASK_AWARDED = channel(Topic.TASK_AWARDED, TaskAwarded)
 TASK_REJECTED = channel(Topic.TASK_REJECTED, TaskRejected)
 TASK_AWARD_LAPSED = channel(Topic.TASK_AWARD_LAPSED, AwardLapsed)
 TASK_CANCELLED = channel(Topic.TASK_CANCELLED, TaskCancelled)
+AGENT_RUN_FREED = channel(Topic.AGENT_RUN_FREED, RunFreed)
 TASK_OUTCOME = channel(Topic.TASK_OUTCOME, TaskOutcome)
 TASK_OUTCOME_RECORDED = channel(Topic.TASK_OUTCOME_RECORDED, OutcomeReport)
 ESCALATION_RESOLVED = channel(Topic.ESCALATION_RESOLVED, EscalationResolved)
@@ -107,6 +110,7 @@ EVERY_CHANNEL: tuple[Channel[Any], ...] = (
     TASK_REJECTED,
     TASK_AWARD_LAPSED,
     TASK_CANCELLED,
+    AGENT_RUN_FREED,
     TASK_OUTCOME,
     TASK_OUTCOME_RECORDED,
     ESCALATION_RESOLVED,

@@ -38,7 +38,12 @@ from agora.core.plans.record import PlanAccepted, PlanList, PlanRecord
 from agora.core.plans.request import PlanSubmission
 from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor_client import ActorClient, Actors
-from agora.runtime.interfaces import EscalationInterface, ReputationInterface, TaskInterface
+from agora.runtime.interfaces import (
+    AgentRunsInterface,
+    EscalationInterface,
+    ReputationInterface,
+    TaskInterface,
+)
 from agora.runtime.sidecar import DaprSidecar
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,6 +66,10 @@ class RegistryClient:
 
     async def agents(self) -> AgentList:
         return await _as(AgentList, self._sidecar.invoke(self._app_id, "v1/agents", http_method="GET"))
+
+    async def agent(self, agent_id: str) -> RegisteredAgent:
+        path = f"v1/agents/{agent_id}"
+        return await _as(RegisteredAgent, self._sidecar.invoke(self._app_id, path, http_method="GET"))
 
     async def register(
         self, profile: CapabilityProfile, lease_seconds: int = DEFAULT_LEASE_SECONDS
@@ -253,6 +262,8 @@ class EscalationClient:
 
 TaskActors = Actors[TaskInterface]
 """`Task` actors (the task board), one per task id: `tasks(task_id).post_task(spec)`."""
+AgentRunsActors = Actors[AgentRunsInterface]
+"""`AgentRuns` actors (the task board), one per agent id: its run slots and waiting tasks."""
 ReputationActors = Actors[ReputationInterface]
 """`Reputation` actors, one per agent id."""
 EscalationActors = Actors[EscalationInterface]
@@ -261,6 +272,10 @@ EscalationActors = Actors[EscalationInterface]
 
 def task_actors(client: ActorClient) -> TaskActors:
     return Actors(client, TaskInterface)
+
+
+def agent_runs_actors(client: ActorClient) -> AgentRunsActors:
+    return Actors(client, AgentRunsInterface)
 
 
 def reputation_actors(client: ActorClient) -> ReputationActors:

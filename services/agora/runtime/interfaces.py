@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dapr.actor import ActorInterface
 
+from agora.core.capacity import RunClaim, RunRelease, RunsView, WaitersForgotten
 from agora.core.contracts import (
     CheckpointAnswer,
     CheckpointRequest,
@@ -44,6 +45,7 @@ from agora.core.task_lifecycle import TaskRecord
 from agora.runtime.actor_interface import AgoraActorInterface, actor_method
 
 __all__ = [
+    "AgentRunsInterface",
     "EscalationInterface",
     "ReputationInterface",
     "SessionUncertaintyInterface",
@@ -97,6 +99,31 @@ class TaskInterface(AgoraActorInterface, ActorInterface):
 
     @actor_method("award_window_due")
     async def award_window_due(self, due: AwardWindowDue) -> TaskRecord: ...
+
+    @actor_method("retry_queued")
+    async def retry_queued(self) -> TaskRecord: ...
+
+    @actor_method("rejudge_queued")
+    async def rejudge_queued(self, result: AllocationResult) -> TaskRecord: ...
+
+
+class AgentRunsInterface(AgoraActorInterface, ActorInterface):
+    """An agent's runs in flight and the tasks waiting for a slot, one actor per agent id
+    (`agora.core.capacity`)."""
+
+    actor_type = ActorType.AGENT_RUNS
+
+    @actor_method("claim")
+    async def claim(self, claim: RunClaim) -> RunsView: ...
+
+    @actor_method("release")
+    async def release(self, release: RunRelease) -> RunsView: ...
+
+    @actor_method("forget_waiters")
+    async def forget_waiters(self, forgotten: WaitersForgotten) -> RunsView: ...
+
+    @actor_method("view")
+    async def view(self) -> RunsView: ...
 
 
 class ReputationInterface(AgoraActorInterface, ActorInterface):

@@ -177,12 +177,13 @@ class Agent:
         budget_usd: float | None = None,
         estimate: Estimator | Literal["model"] | None = None,
         bids: Literal["self", "market"] = "self",
-        max_concurrent_runs: int = 4,
+        max_concurrent_runs: int | None = None,
         workflows: Callable[[WorkflowRuntime], None] | None = None,
         check_before_report: bool = True,
     ) -> Agent:
         """An agent of a capability profile a registry or another framework describes, with a
-        runner or a handler (one of them)."""
+        runner or a handler (one of them); it takes `max_concurrent_runs` at once (default: as
+        many as the profile says)."""
         if (runner is None) == (handler is None):
             raise ValueError(f"agent {profile.agent_id}: give a runner or a handler (one of them)")
         agent = cls.__new__(cls)
@@ -192,7 +193,7 @@ class Agent:
             budget_usd=budget_usd,
             estimate=estimate,
             bids=bids,
-            max_concurrent_runs=max_concurrent_runs,
+            max_concurrent_runs=max_concurrent_runs or profile.max_concurrent_runs,
             handler=handler,
             workflows=workflows,
             check_before_report=check_before_report,
@@ -221,7 +222,8 @@ class Agent:
             raise ValueError(
                 f"agent {profile.agent_id}: estimate='model' needs a runner (a model of its own)"
             )
-        self.profile = profile
+        # The market never awards it more runs at once than it takes (the profile says).
+        self.profile = profile.model_copy(update={"max_concurrent_runs": max_concurrent_runs})
         self.definition = AgentDefinition(
             name=profile.agent_id, instructions=instructions, budget_usd=budget_usd
         )

@@ -15,13 +15,21 @@ bid, or fails the task with the reason. Each lapsed award is announced too
 (`agora.task.award_lapsed`), so the registry suspends the agent that let it lapse from bidding
 for a while. A person's cancel of a task an agent holds voids its award's token and is announced
 (`agora.task.cancelled`), so the agent's runtime stops the run.
+
+No award gives an agent more runs than it takes at once: before an award is committed the actor
+claims a run slot of its agent (`AgentRuns`), passing over bidders that are full, and it
+releases the slot when the turn ends. A task whose eligible bidders are all full waits QUEUED,
+a waiter of each; a release of an agent with waiters is announced (`agora.agent.run_freed`), and
+the board then tries the oldest of them again (`retry_queued`). A `queued` reminder tries a
+waiting task again every `QUEUE_RETRY_SECONDS` (a lost announcement delays it by that much) and
+rejects it at its deadline.
 """
 
 import asyncio
 import hmac
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -35,6 +43,7 @@ from pydantic import BaseModel, Field
 from agora.core import task_lifecycle as lifecycle
 from agora.core import topics
 from agora.core.acceptance import CHECKER_ATTEMPTS, AskedCheck, CheckerApp, Verdict, checker_backoff
+from agora.core.capacity import RunClaim, RunFreed, RunRelease, RunsView
 from agora.core.contracts import CheckRequest, OutcomeReport
 from agora.core.errors import NotFound
 from agora.core.escalation.decisions import EscalationAction, EscalationResponse
@@ -56,7 +65,7 @@ from agora.core.messages import (
 from agora.core.task_lifecycle import AwardAttempt, AwardNotHeld, TaskRecord
 from agora.runtime.actor_host import EXPIRE_REMINDER, PydanticActor, actor_endpoint
 from agora.runtime.checkers import CheckAnswerInvalid, Checkers, CheckNotAnswered
-from agora.runtime.clients import EscalationActors
+from agora.runtime.clients import AgentRunsActors, EscalationActors
 from agora.runtime.interfaces import TaskInterface
 from agora.runtime.pubsub import Publisher
 from agora.runtime.status_index import StatusIndex
@@ -83,7 +92,15 @@ parking is idempotent) and reads the decision off the escalation's record, every
 `PERSON_LOOK_SECONDS`, until one is applied. The decision's announcement applies it at once;
 this is what applies it when that announcement is lost or its handling failed."""
 PERSON_LOOK_SECONDS = 60
-UNDER_WAY = (AllocationStatus.PENDING, AllocationStatus.BIDDING, AllocationStatus.ALLOCATED)
+QUEUE_REMINDER = "queued"
+"""While the task waits for a run slot: tries it again, and rejects it at its deadline."""
+QUEUE_RETRY_SECONDS = 60
+UNDER_WAY = (
+    AllocationStatus.PENDING,
+    AllocationStatus.BIDDING,
+    AllocationStatus.QUEUED,
+    AllocationStatus.ALLOCATED,
+)
 
 
 class TaskSlot(BaseModel):
@@ -127,6 +144,12 @@ class TaskBoardDeps:
     """Where a failed check waits for a person (`on_failure: person`; None: such a task fails
     with the check's reason, saying no person could be asked)."""
     person_look_seconds: float = PERSON_LOOK_SECONDS
+    agent_runs: AgentRunsActors | None = None
+    """Each agent's run slots (None: awards are not held to any agent's capacity)."""
+    queue_retry_seconds: float = QUEUE_RETRY_SECONDS
+    full_agent_seen: Callable[[str], None] = lambda agent_id: None
+    """Told of an agent found full (outside the turn, the board checks whether the runs it holds
+    are still under way: a slot whose turn ended without a release is freed)."""
 
     @cached_property
     def listings(self) -> TaskListings:
@@ -213,6 +236,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         decided before keeps its first decision (a redelivered task decided again): that one
         is announced if it has not gone out yet."""
         posted = lifecycle.post(self.state.record, decision.spec)
+        if posted.status is AllocationStatus.QUEUED:
+            return await self._wait_for_a_slot(posted, posted)  # its reminder armed, if that failed
         if posted.status not in (AllocationStatus.PENDING, AllocationStatus.BIDDING):
             await self._save(posted)
             return await self._announce()
@@ -224,7 +249,12 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         return await self._decide(self._record(), result)
 
     async def _decide(self, record: TaskRecord, result: AllocationResult) -> TaskRecord:
-        decided = lifecycle.allocate(record, result, _now())
+        now = _now()
+        decided = await self._with_a_free_slot(
+            record, lambda full: lifecycle.allocate(record, result, now, full=full), wait=True
+        )
+        if decided.status is AllocationStatus.QUEUED:
+            return await self._wait_for_a_slot(record, decided)
         if decided is not record:
             self.state.traceparent = current_traceparent()
             if decided.current_award is not None:
@@ -292,14 +322,21 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             return record
         if record.outcome is None or record.outcome != outcome:
             self._check_token(outcome.agent_id, outcome.award_token)
-        ended = lifecycle.record_outcome(record, outcome, _now())
+        now = _now()
+        ended = await self._with_a_free_slot(
+            record, lambda full: lifecycle.record_outcome(record, outcome, now, full)
+        )
         if ended is not record:
             # An outcome acknowledges the award: out of the watch with the same index write.
             self._superseded_watch(self.state.award_watch)
             self.state.award_watch = None
+        ended_turn = ended is not record and record.current_award is not None
         if lifecycle.was_passed_on(record, ended):
-            return await self._pass_on(ended)
+            passed = await self._pass_on(ended, release=record)
+            return passed
         ended = await self._save(ended)
+        if ended_turn:
+            await self._release_turn(record)
         if lifecycle.awaiting_verdict(ended):
             # Armed again when the same outcome comes again: a reporter whose call failed after
             # the commit retries, and the check must not be lost with that call.
@@ -311,7 +348,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         await self._announce_outcome(ended, outcome)
         return ended
 
-    async def _pass_on(self, passed: TaskRecord) -> TaskRecord:
+    async def _pass_on(self, passed: TaskRecord, release: TaskRecord | None = None) -> TaskRecord:
         """The check failed the turn's outcome and the task went to the next bid: a new award
         token, watched like any award; the failed turn's outcome is announced (to the
         reputation, which counts it against its agent), then the new award."""
@@ -325,6 +362,8 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         self.state.check_tries = 0
         self._watch(passed)
         await self._save(passed)
+        if release is not None:
+            await self._release_turn(release)  # the turn whose outcome failed its check
         await self._announce_turn(passed, passed.awards[-2])
         return await self._announce()
 
@@ -387,7 +426,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
                     check, f"no answer after {CHECKER_ATTEMPTS} tries; the last: {exc}", _now()
                 )
             span.set_attribute("agora.verdict", str(verdict.status))
-        checked = lifecycle.apply_verdict(record, verdict, _now())
+        now = _now()
+        checked = await self._with_a_free_slot(
+            record, lambda full: lifecycle.apply_verdict(record, verdict, now, full)
+        )
         if lifecycle.was_passed_on(record, checked):
             await self._pass_on(checked)
             return
@@ -440,7 +482,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
             assert isinstance(escalation.decision, EscalationResponse)
             decision, by = escalation.decision, escalation.decided_by or SYSTEM_ACTOR
             why = next((a.why for a in reversed(escalation.audit) if a.what.startswith("resolved")), "")
-        decided = lifecycle.person_decided(record, decision, by, why, _now())
+        now = _now()
+        decided = await self._with_a_free_slot(
+            record, lambda full: lifecycle.person_decided(record, decision, by, why, now, full)
+        )
         log.info(
             "a person decided the task's failed check",
             extra={"task_id": self.id.id, "escalation_id": escalation_id, "action": str(decision.action),
@@ -489,9 +534,13 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         record = self._record()
         if record.current_award is not None and record.current_award.agent_id == hand_over.agent_id:
             self._check_token(hand_over.agent_id, hand_over.award_token)
-        moved_on = lifecycle.hand_over(
-            record, hand_over.agent_id, hand_over.to_agent,
-            f"{hand_over.decided_by} (escalation {hand_over.escalation_id})", _now(),
+        now = _now()
+        moved_on = await self._with_a_free_slot(
+            record,
+            lambda full: lifecycle.hand_over(
+                record, hand_over.agent_id, hand_over.to_agent,
+                f"{hand_over.decided_by} (escalation {hand_over.escalation_id})", now, full,
+            ),
         )  # fmt: skip
         if moved_on is record:
             return record  # handed over before: a redelivery
@@ -504,6 +553,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         self.state.award_token = secrets.token_urlsafe(24)
         self._watch(moved_on)
         await self._save(moved_on)
+        await self._release_turn(record)
         return await self._announce()
 
     @actor_endpoint
@@ -525,6 +575,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
                 extra={"task_id": self.id.id, "status": str(record.status), "by": cancel.cancelled_by},
             )
             await self._save(cancelled)
+            if record.status is AllocationStatus.ALLOCATED:
+                await self._release_turn(record)
+            elif record.status is AllocationStatus.QUEUED:
+                await self.drop_reminder(QUEUE_REMINDER)
         await self._announce()
         pending = self.state.cancel_to_announce
         if pending is not None:
@@ -552,6 +606,127 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         assert disputed.outcome is not None
         await self._announce_outcome(disputed, disputed.outcome, revision=1)
         return disputed
+
+    async def _with_a_free_slot(
+        self,
+        before: TaskRecord,
+        choose: Callable[[dict[str, RunsView]], TaskRecord],
+        *,
+        wait: bool = False,
+    ) -> TaskRecord:
+        """`choose(full)`, the task as a change leaves it with the bidders in `full` passed over,
+        once the agent of the award it makes (if it makes one) has a run slot for it: a bidder
+        found full goes into `full` and the change is chosen again, until an award has a slot
+        or no bidder is left (`lifecycle.next_best` gives up after `MAX_BIDDERS_WAITED_ON`
+        full ones). `wait`: each full bidder keeps the task as a waiter."""
+        full: dict[str, RunsView] = {}
+        while True:
+            chosen = choose(full)
+            runs = self.deps.agent_runs
+            award = chosen.current_award
+            if runs is None or award is None or len(chosen.awards) <= len(before.awards):
+                return chosen
+            assert chosen.allocation is not None
+            claim = RunClaim(
+                task_id=self.id.id,
+                turn=len(chosen.awards),
+                limit=lifecycle.run_limit(chosen.allocation, award.agent_id),
+                wait=wait,
+            )
+            view = await runs(award.agent_id).claim(claim)
+            if view.granted:
+                return chosen
+            full[award.agent_id] = view
+            self.deps.full_agent_seen(award.agent_id)
+
+    async def _release_turn(self, before: TaskRecord) -> None:
+        """Free the run slot of `before`'s current award, whose turn just ended (committed). A
+        release that fails is logged: the board's check of a full agent's runs frees it later.
+        An agent with tasks waiting is announced, so the oldest of them get the slot."""
+        runs, award = self.deps.agent_runs, before.current_award
+        if runs is None or award is None:
+            return
+        turn = len(before.awards)
+        try:
+            view = await runs(award.agent_id).release(RunRelease(task_id=self.id.id, turn=turn))
+            if view.waiting_count and view.free:
+                freed = RunFreed(agent_id=award.agent_id, task_id=self.id.id, turn=turn)
+                await self.deps.publisher.publish(topics.AGENT_RUN_FREED, freed, message_id=freed.message_id)
+        except Exception as exc:
+            log.warning(
+                "could not free the run slot of a turn that ended; the board's check frees it",
+                extra={"task_id": self.id.id, "agent_id": award.agent_id, "reason": repr(exc)[:500]},
+            )
+
+    async def _wait_for_a_slot(self, before: TaskRecord, queued: TaskRecord) -> TaskRecord:
+        """The task waits QUEUED: committed, and its `queued` reminder armed (the first try due
+        at its deadline when that comes sooner than the retry period)."""
+        saved = await self._save(queued)
+        if before.status is not AllocationStatus.QUEUED:
+            log.info(
+                "every eligible bidder is full; the task waits for a run slot",
+                extra={"task_id": self.id.id, "reason": saved.queued.reason if saved.queued else ""},
+            )
+        period = timedelta(seconds=self.deps.queue_retry_seconds)
+        deadline = lifecycle.queue_deadline(saved)
+        due = period if deadline is None else max(timedelta(0), min(period, deadline - _now()))
+        await self.register_reminder(QUEUE_REMINDER, b"", due, period)
+        return saved
+
+    @actor_endpoint
+    async def retry_queued(self) -> TaskRecord:
+        """A bidder the task waits for freed a slot: award it if one of its bidders has one now
+        (the task as it stands, QUEUED still when none has)."""
+        await self._retry_queued()
+        return self._record()
+
+    async def _retry_queued(self) -> None:
+        """Award the waiting task a slot if one of its bidders has one, or reject it at its
+        deadline. The reminder is dropped only once the change is committed, indexed and
+        announced: a failure on the way leaves it, and its next call redoes what did not
+        happen (the commit's index steps, the announcement)."""
+        record = self._record()
+        if record.status is not AllocationStatus.QUEUED:
+            if record.queued is not None and record.status in (
+                AllocationStatus.ALLOCATED,
+                AllocationStatus.REJECTED,
+            ):
+                await self._save(record)  # the same record: its index steps are redone
+                await self._announce()
+            await self.drop_reminder(QUEUE_REMINDER)
+            return
+        now = _now()
+        expired = lifecycle.queue_deadline_passed(record, now)
+        if expired is not record:
+            log.info(
+                "the task's deadline passed while it waited for a run slot", extra={"task_id": self.id.id}
+            )
+            await self._save(expired)
+            await self._announce()
+            await self.drop_reminder(QUEUE_REMINDER)
+            return
+        assert record.allocation is not None
+        allocation = record.allocation
+        decided = await self._with_a_free_slot(
+            record, lambda full: lifecycle.allocate(record, allocation, now, full=full), wait=True
+        )
+        if decided.status is AllocationStatus.QUEUED:
+            return
+        self.state.traceparent = current_traceparent()
+        self.state.award_token = self.state.award_token or secrets.token_urlsafe(24)
+        self._watch(decided)
+        await self._save(decided)
+        await self._announce()
+        await self.drop_reminder(QUEUE_REMINDER)
+
+    @actor_endpoint
+    async def rejudge_queued(self, result: AllocationResult) -> TaskRecord:
+        """New bids for a task that waits (an agent that could take it joined the market): the
+        task is decided again with them, as a first decision is."""
+        record = self._record()
+        if record.status is not AllocationStatus.QUEUED or result.status is not AllocationStatus.ALLOCATED:
+            return record  # awarded meanwhile, or the new bids would not do: it waits on the old
+        return await self._decide(record, result)
 
     def _check_token(self, agent_id: str, token: str | None) -> None:
         expected = self.state.award_token
@@ -587,6 +762,9 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
         if name == PERSON_REMINDER:
             await self._follow_person()
             return
+        if name == QUEUE_REMINDER:
+            await self._retry_queued()
+            return
         if name != AWARD_REMINDER or self.state.record is None:
             return
         await self._close_award_window()
@@ -608,7 +786,10 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
                 await self._index_committed(listed, listed)
                 await self._announce()
                 return
-            moved_on = lifecycle.expire_award(record, _now())
+            now = _now()
+            moved_on = await self._with_a_free_slot(
+                record, lambda full: lifecycle.expire_award(record, now, full)
+            )
             if moved_on == record:
                 await self._unwatch()  # acknowledged, or no award left to watch
                 return
@@ -635,6 +816,7 @@ class Task(PydanticActor[TaskSlot, TaskBoardDeps], TaskInterface, Remindable):
                 self._superseded_watch(self.state.award_watch)
                 self.state.award_watch = None
             await self._save(moved_on)
+            await self._release_turn(record)
             await self._announce_lapses()
             await self._announce()
 

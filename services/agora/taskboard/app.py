@@ -29,7 +29,7 @@ from agora.core.topics import TASKS
 from agora.llm import ModelSettings, model_client_from_settings
 from agora.runtime.actor_client import ActorClient
 from agora.runtime.checkers import Checkers
-from agora.runtime.clients import escalation_actors, task_actors
+from agora.runtime.clients import agent_runs_actors, escalation_actors, task_actors
 from agora.runtime.event_streams import (
     DEFAULT_BUFFER_EVENTS,
     DEFAULT_POLL_SECONDS,
@@ -40,11 +40,13 @@ from agora.runtime.event_streams import (
 from agora.runtime.service import PathId, ServiceContext, ServiceModule, create_service_app, serve
 from agora.runtime.settings import ServiceSettings
 from agora.runtime.status_index import IdSet, StatusIndex
-from agora.taskboard.actors import STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
+from agora.taskboard.actors import QUEUE_RETRY_SECONDS, STATUS_INDEX_NAMESPACE, Task, TaskBoardDeps
+from agora.taskboard.agent_runs import AgentRuns
 from agora.taskboard.award_watch import DEFAULT_SWEEP_SECONDS, AwardWatch
 from agora.taskboard.event_streams import TaskEventStreams
 from agora.taskboard.judge import Judge
 from agora.taskboard.listings import TaskListings
+from agora.taskboard.run_slots import RunSlots
 
 APP_ID = "taskboard"
 
@@ -69,6 +71,12 @@ class TaskBoardSettings(ServiceSettings):
     award_sweep_seconds: float = Field(default=DEFAULT_SWEEP_SECONDS, gt=0, le=60)
     """AGORA_AWARD_SWEEP_SECONDS: how often this replica looks for awards whose acknowledgment
     window has ended (a window ends up to this much late)."""
+    run_limits: bool = True
+    """AGORA_RUN_LIMITS: hold every award to its agent's `max_concurrent_runs` (false: award
+    agents any number of runs at once, as a market of agents that scale themselves may want)."""
+    queue_retry_seconds: float = Field(default=QUEUE_RETRY_SECONDS, ge=1, le=3600)
+    """AGORA_QUEUE_RETRY_SECONDS: how often a task waiting for a run slot is tried again besides
+    the announcements of freed slots (what a lost announcement can delay it by)."""
 
 
 def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule:
@@ -79,6 +87,11 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
     def setup(ctx: ServiceContext, app: FastAPI) -> None:
         listings = TaskListings(settings.retention_seconds)
         index = StatusIndex(ctx.repository(STATUS_INDEX_NAMESPACE, IdSet), ttl_seconds=listings.ttl_seconds)
+        tasks = task_actors(ActorClient(ctx.sidecar))
+        readers = task_actors(ActorClient.for_reads(ctx.sidecar))
+        runs = agent_runs_actors(ActorClient(ctx.sidecar))
+        slots = RunSlots(runs, tasks, readers, ctx.spawn)
+        ctx.host_actor(AgentRuns, None)
         ctx.host_actor(
             Task,
             TaskBoardDeps(
@@ -90,10 +103,12 @@ def taskboard_module(settings: TaskBoardSettings | None = None) -> ServiceModule
                 checker_backoff(settings.checker_retry_seconds),
                 Judge(model_client_from_settings(ModelSettings(), ctx.sidecar)),
                 escalation_actors(ActorClient(ctx.sidecar)),
+                agent_runs=runs if settings.run_limits else None,
+                queue_retry_seconds=settings.queue_retry_seconds,
+                full_agent_seen=slots.full_agent_seen,
             ),
         )
-        tasks = task_actors(ActorClient(ctx.sidecar))
-        readers = task_actors(ActorClient.for_reads(ctx.sidecar))
+        ctx.subscriptions.subscribe(topics.AGENT_RUN_FREED, slots.on_run_freed)
         watch["watch"] = AwardWatch(index, tasks)
 
         @app.get("/v1/tasks", response_model=TaskList)

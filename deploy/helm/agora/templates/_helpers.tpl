@@ -156,12 +156,12 @@ Call with (dict "root" $ "rule" "publishingScopes"|"subscriptionScopes").
 {{- $ids := splitList " " (include "agora.agentAppIds" .root) | compact -}}
 {{- $entries := list -}}
 {{- if eq .rule "publishingScopes" -}}
-{{- $entries = list "console=agora.registry,agora.tasks,agora.plans,agora.debates" "registry=agora.registry,agora.deadletter" "taskboard=agora.tasks,agora.task.awarded,agora.task.rejected,agora.task.award_lapsed,agora.task.cancelled,agora.task.outcome.recorded,agora.deadletter" "worker=agora.registry,agora.task.outcome,agora.cost.events,agora.deadletter" "escalation=agora.escalation.resolved,agora.deadletter" "uncertainty=agora.escalation.outcome,agora.deadletter" "planner=agora.tasks,agora.plan.completed,agora.deadletter" "debate=agora.debate.completed,agora.deadletter" -}}
+{{- $entries = list "console=agora.registry,agora.tasks,agora.plans,agora.debates" "registry=agora.registry,agora.deadletter" "taskboard=agora.tasks,agora.task.awarded,agora.task.rejected,agora.task.award_lapsed,agora.task.cancelled,agora.agent.run_freed,agora.task.outcome.recorded,agora.deadletter" "worker=agora.registry,agora.task.outcome,agora.cost.events,agora.deadletter" "escalation=agora.escalation.resolved,agora.deadletter" "uncertainty=agora.escalation.outcome,agora.deadletter" "planner=agora.tasks,agora.plan.completed,agora.deadletter" "debate=agora.debate.completed,agora.deadletter" -}}
 {{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.outcome,agora.cost.events,agora.tasks,agora.plans,agora.debates,agora.deadletter" }}{{ end -}}
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.outcome,agora.deadletter" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.outcome,agora.cost.events,agora.tasks,agora.plans,agora.debates,agora.deadletter" .) }}{{ end -}}
 {{- else -}}
-{{- $entries = list "allocator=agora.tasks,agora.task.outcome,agora.task.outcome.recorded" "taskboard=agora.escalation.resolved" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
+{{- $entries = list "allocator=agora.tasks,agora.task.outcome,agora.task.outcome.recorded" "taskboard=agora.escalation.resolved,agora.agent.run_freed" "registry=agora.registry,agora.task.award_lapsed" "worker=agora.task.awarded,agora.escalation.resolved" "uncertainty=agora.escalation.resolved" "escalation=agora.escalation.outcome" "planner=agora.plans,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.escalation.resolved" "debate=agora.debates,agora.escalation.resolved" -}}
 {{- if not (has "agents" $ids) }}{{ $entries = append $entries "agents=agora.task.awarded,agora.task.cancelled,agora.escalation.resolved,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.plan.completed,agora.debate.completed" }}{{ end -}}
 {{- if not (has "agents-go" $ids) }}{{ $entries = append $entries "agents-go=agora.task.awarded" }}{{ end -}}
 {{- range $ids }}{{ $entries = append $entries (printf "%s=agora.task.awarded,agora.task.cancelled,agora.escalation.resolved,agora.task.outcome.recorded,agora.task.rejected,agora.task.award_lapsed,agora.plan.completed,agora.debate.completed" .) }}{{ end -}}
@@ -213,6 +213,9 @@ registry:
     operations:
       - name: /v1/agents/filter
         httpVerb: ["POST"]
+        action: allow
+      - name: /v1/agents/*
+        httpVerb: ["GET"]
         action: allow
 taskboard:
   - appId: console
