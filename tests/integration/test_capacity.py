@@ -1,13 +1,14 @@
 """Agent capacity on real sidecars: a burst larger than its capable agents take at once
 (tests/integration/apps/slow_agents.py: runs of a few seconds, two at once each) waits QUEUED,
 never gives an agent more runs at once than its limit (read from the board's own records), and
-completes; an agent that joins mid-burst (the reference worker's, tests/integration/apps/
-late_agent.yaml) takes waiting work."""
+completes; an agent that joins while the slow agents' runs are held (the reference worker's,
+tests/integration/apps/late_agent.yaml) takes waiting work."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,22 +25,22 @@ from tests.integration.helpers import STORE_PROFILE, eventually, publish_event, 
 pytestmark = pytest.mark.integration
 
 AGENTS_FILE = Path(__file__).resolve().parent / "apps" / "slow_agents.py"
-RUN_SECONDS = 4
+RUN_SECONDS = 1
 LIMIT = 2
-BURST = 32
+BURST = 24
 
 
-def agents_app(*names: str) -> ServiceSpec:
-    """The app `agents` running the slow agents named."""
+def agents_app(gate: Path, *names: str) -> ServiceSpec:
+    """The app `agents` running the slow agents named, their runs held until `gate` exists."""
     env = {
         "AGORA_AGENTS_FILE": str(AGENTS_FILE),
         "SLOW_AGENTS": ",".join(names),
         "SLOW_RUN_SECONDS": str(RUN_SECONDS),
+        "SLOW_GATE": str(gate),
     }
     return ServiceSpec("agents", "agora.sdk", env=env)
 
 
-FIRST = agents_app("slow-a", "slow-b")
 LATE = ServiceSpec(
     WORKER.app_id, WORKER.module, env={"AGORA_AGENTS_FILE": str(AGENTS_FILE.with_name("late_agent.yaml"))}
 )
@@ -49,12 +50,22 @@ WORKER_RUNS = 16
 TERMINAL = {"COMPLETED", "FAILED", "PARTIAL", "REJECTED"}
 
 
+@dataclass
+class Market:
+    cluster: LocalCluster
+    gate: Path
+    """The slow agents' runs go on once this file exists."""
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(STORE_PROFILE, run_dir=tmp_path_factory.mktemp("capacity")) as started:
-        for spec in [*(s for s in SERVICES if s is not WORKER), RECORDER, CONSOLE, FIRST]:
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
+    run_dir = tmp_path_factory.mktemp("capacity")
+    gate = run_dir / "gate"
+    with LocalCluster(STORE_PROFILE, run_dir=run_dir) as started:
+        for spec in [*(s for s in SERVICES if s is not WORKER), RECORDER, CONSOLE]:
             started.add_service(spec)
-        yield started
+        started.add_service(agents_app(gate, "slow-a", "slow-b"))
+        yield Market(started, gate)
 
 
 def console(cluster: LocalCluster) -> ServiceReplica:
@@ -92,8 +103,9 @@ def most_at_once(records: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def test_a_burst_over_capacity_waits_never_passes_a_limit_and_a_joining_agent_takes_waiting_work(
-    cluster: LocalCluster,
+    market: Market,
 ) -> None:
+    cluster = market.cluster
     eventually(lambda: registered(cluster, "slow-a") and registered(cluster, "slow-b"), timeout=60)
     batch = uuid.uuid4().hex[:6]
     ids = [f"slow-{batch}-{n:02d}" for n in range(BURST)]
@@ -114,9 +126,19 @@ def test_a_burst_over_capacity_waits_never_passes_a_limit_and_a_joining_agent_ta
     shown = "\n".join(task_lines(TaskRecord.model_validate(waiting)))
     assert "QUEUED" in shown and "queue: waiting for a run slot since" in shown, shown
 
-    cluster.add_service(LATE)  # a new agent joins while tasks wait
-    joined_with = sum(1 for task_id in ids if (record_of(cluster, task_id) or {}).get("status") == "QUEUED")
-    assert joined_with > 0, "the burst ended before the new agent joined"
+    cluster.add_service(LATE)  # a new agent joins while the slow agents' runs are held
+
+    def taken_by_the_new_agent() -> list[str]:
+        records = [record_of(cluster, task_id) or {} for task_id in ids]
+        return [
+            r["spec"]["task_id"] for r in records
+            if r.get("queued") and r.get("awards") and r["awards"][-1]["agent_id"] == "slow-c"
+        ]  # fmt: skip
+
+    try:
+        eventually(taken_by_the_new_agent, timeout=120, interval=1)
+    finally:
+        market.gate.touch()  # the slow agents' runs go on
 
     def all_ended() -> list[dict[str, Any]] | None:
         records = [record_of(cluster, task_id) for task_id in ids]

@@ -618,7 +618,13 @@ class LocalCluster:
                 self.log_level,
             ],
         )
-        proc.wait_until(http_ok(f"http://127.0.0.1:{healthz}/healthz"), "sentry healthy", 60)
+        healthy = http_ok(f"http://127.0.0.1:{healthz}/healthz")
+        self._ready_when(proc, healthy, "sentry healthy", 60)
+        # Having written its new certificates, sentry sees them change under its own watch and
+        # reloads, two seconds apart, three times: each reload closes its port for a moment,
+        # and a sidecar asking for its identity then gives up for good. Started again on the
+        # certificates it wrote, it finds them and never reloads.
+        self.restart_infra("sentry")
         self.trust_anchors = (credentials / "ca.crt").read_text()
 
     def _control_plane_tls(self) -> list[str]:
